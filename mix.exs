@@ -1,0 +1,22 @@
+defmodule NxJax.MixProject do
+  use Mix.Project
+
+  def project do
+    [
+      app: :nx_jax,
+      version: "0.1.0",
+      elixir: "~> 1.14",
+      start_permanent: Mix.env() == :prod,
+      elixirc_paths: ["lib"],
+      test_paths: ["test_elixir"],
+      deps: []
+    ]
+  end
+
+  def application do
+    [
+      extra_applications: [:logger],
+      mod: {NxJax.Application, []}
+    ]
+  end
+end
