@@ -1,0 +1,16 @@
+defmodule NxJax.Application do
+  @moduledoc false
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    children =
+      if Application.get_env(:nx_jax, :start_worker, true) do
+        [{NxJax.Worker, name: NxJax.Worker}]
+      else
+        []
+      end
+
+    Supervisor.start_link(children, strategy: :one_for_one, name: NxJax.Supervisor)
+  end
+end
