@@ -6,7 +6,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps elixir python-deps compile demo test pytest exunit bench lint clean
+.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean
 
 deps: elixir python-deps compile
 
@@ -41,9 +41,6 @@ test: deps
 	$(VPY) -m pytest -q tests || rc=1; \
 	mix test || rc=1; \
 	exit $$rc
-
-bench: deps
-	mix run bench/run.exs
 
 lint: python-deps
 	$(VPY) -m ruff check py_backend tests
