@@ -1,0 +1,174 @@
+defmodule Nx.Defn do
+  @moduledoc """
+  Numerical definitions: functions whose body is traced into an expression graph and
+  run, differentiated and compiled by JAX on the Python worker.
+
+      defmodule MyMath do
+        import Nx.Defn
+
+        defn log1pexp(t), do: Nx.log1p(Nx.exp(t))
+        defn grad_log1pexp(t), do: grad(t, log1pexp(t))
+      end
+
+      MyMath.log1pexp(3.0)
+      #=> #Nx.Tensor<f32 3.0485873>
+      MyMath.grad_log1pexp(3.0)
+      #=> #Nx.Tensor<f32 0.95257413>
+
+  Inside a `defn` body `Nx.Defn.Kernel` is imported in place of `Kernel`'s numeric
+  operators, so `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers, and
+  `grad/2`, `value_and_grad/3`, `stop_grad/1`, `custom_grad/3`, `print_expr/2`,
+  `transform/2` are available.
+
+  Calling a `defn` from outside `defn` jits it: the arguments (tensors, numbers, and
+  tuples and maps of them; any other term is passed as it is) become parameters, the
+  body is traced, and the graph runs on the worker; the result is the same container
+  of concrete tensors. Calling a `defn` from inside another `defn` inlines it.
+  """
+
+  alias Nx.Defn.Compiler
+
+  @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1, elem: 2]
+
+  @doc """
+  Defines a public numerical function; see the module documentation.
+  """
+  defmacro defn(call, do: body), do: define(:def, call, body)
+
+  @doc """
+  Defines a private numerical function; see the module documentation.
+  """
+  defmacro defnp(call, do: body), do: define(:defp, call, body)
+
+  defp define(kind, call, body) do
+    {name, args, guards} = decompose(call)
+    arity = length(args)
+    impl = :"__defn:#{name}__"
+
+    vars = Enum.map(1..arity//1, &Macro.var(:"arg#{&1}", __MODULE__))
+
+    wrapper_args =
+      Enum.zip_with(args, vars, fn
+        {:\\, meta, [_pattern, default]}, var -> {:\\, meta, [var, default]}
+        _pattern, var -> var
+      end)
+
+    impl_args =
+      Enum.map(args, fn
+        {:\\, _, [pattern, _default]} -> pattern
+        pattern -> pattern
+      end)
+
+    impl_head =
+      if guards, do: {:when, [], [{impl, [], impl_args}, guards]}, else: {impl, [], impl_args}
+
+    capture = {:&, [], [{:/, [], [{impl, [], nil}, arity]}]}
+
+    quote do
+      unless Module.defines?(__MODULE__, {unquote(name), unquote(arity)}) do
+        unquote(kind)(unquote(name)(unquote_splicing(wrapper_args))) do
+          Nx.Defn.Compiler.__runtime__(unquote(capture), unquote(vars))
+        end
+      end
+
+      unquote(if kind == :def, do: quote(do: @doc(false)))
+
+      unquote(kind)(unquote(impl_head)) do
+        import Nx.Defn, only: [], warn: false
+        import Kernel, except: unquote(@kernel_ops), warn: false
+        import Nx.Defn.Kernel, warn: false
+        unquote(body)
+      end
+    end
+  end
+
+  defp decompose({:when, _, [call, guards]}) do
+    {name, args, nil} = decompose(call)
+    {name, args, guards}
+  end
+
+  defp decompose({name, _meta, args}) when is_atom(name) and is_list(args), do: {name, args, nil}
+
+  defp decompose({name, _meta, context}) when is_atom(name) and is_atom(context),
+    do: {name, [], nil}
+
+  defp decompose(call) do
+    raise ArgumentError, "invalid defn head: #{Macro.to_string(call)}"
+  end
+
+  @doc """
+  Returns a function of the same arity as `fun` that jits `fun` on its arguments.
+
+  `opts` are passed to the worker (`NxJax.Worker.run/3`).
+
+  ## Examples
+
+      jitted = Nx.Defn.jit(fn x -> Nx.exp(x) end)
+      jitted.(0.0)
+      #=> #Nx.Tensor<f32 1.0>
+  """
+  @spec jit(function, keyword) :: function
+  def jit(fun, opts \\ []) when is_function(fun) and is_list(opts) do
+    {:arity, arity} = Function.info(fun, :arity)
+    jitted(fun, arity, opts)
+  end
+
+  for arity <- 0..8 do
+    args = Macro.generate_arguments(arity, __MODULE__)
+
+    defp jitted(fun, unquote(arity), opts) do
+      fn unquote_splicing(args) -> jit_apply(fun, unquote(args), opts) end
+    end
+  end
+
+  defp jitted(_fun, arity, _opts) do
+    raise ArgumentError,
+          "Nx.Defn.jit/2 supports functions of up to 8 arguments, got arity #{arity}"
+  end
+
+  @doc """
+  Jits `fun` and calls it on the list `args` right away.
+
+  ## Examples
+
+      Nx.Defn.jit_apply(&Nx.add/2, [1.0, 2.0])
+      #=> #Nx.Tensor<f32 3.0>
+  """
+  @spec jit_apply(function, [term], keyword) :: term
+  def jit_apply(fun, args, opts \\ []), do: Compiler.jit_apply(fun, args, opts)
+
+  @doc """
+  The gradient of the scalar `fun.(x)` with respect to `x` (a tensor, a number, or a
+  tuple/map of them), computed on the worker. Inside `defn` use
+  `Nx.Defn.Kernel.grad/2`.
+
+  ## Examples
+
+      Nx.Defn.grad(3.0, &Nx.sin/1)
+      #=> #Nx.Tensor<f32 -0.9899925>
+  """
+  @spec grad(term, function) :: term
+  def grad(x, fun) when is_function(fun, 1) do
+    jit_apply(&Nx.Defn.Kernel.grad(&1, fun), [x])
+  end
+
+  @doc """
+  Returns `{fun.(x), grad}` computed on the worker; `transform` picks the scalar to
+  differentiate when `fun` returns a container (see `Nx.Defn.Kernel.value_and_grad/3`).
+
+  ## Examples
+
+      Nx.Defn.value_and_grad(1.0, fn x -> Nx.log1p(Nx.exp(x)) end)
+      #=> {#Nx.Tensor<f32 1.3132616>, #Nx.Tensor<f32 0.7310586>}
+  """
+  @spec value_and_grad(term, function, (term -> term)) :: {term, term}
+  def value_and_grad(x, fun, transform \\ & &1) when is_function(fun, 1) do
+    jit_apply(&Nx.Defn.Kernel.value_and_grad(&1, fun, transform), [x])
+  end
+
+  @doc """
+  Checks `grad_fun.(x)` against central finite differences of `fun` at `x`; see
+  `NxJax.GradCheck.check_grads!/4`.
+  """
+  defdelegate check_grads!(fun, grad_fun, x, opts \\ []), to: NxJax.GradCheck
+end

@@ -1,0 +1,112 @@
+defmodule Nx.Defn.Compiler do
+  @moduledoc """
+  Jits functions: traces them on parameters, encodes the result with `NxJax.Graph`,
+  runs the graph on the worker and rebuilds the result container from the concrete
+  tensors that come back.
+
+  This is the machinery behind `Nx.Defn.jit/2`, calls to `defn` functions from outside
+  `defn`, and eager `Nx` operations; users call those instead.
+  """
+
+  alias Nx.Defn.{Composite, Expr}
+
+  @doc """
+  Calls the `defn` implementation `impl` on `args`: inlined when already tracing (a
+  `defn` called from another `defn`), jitted otherwise.
+  """
+  @spec __runtime__(function, [term]) :: term
+  def __runtime__(impl, args) do
+    if Expr.tracing?(), do: apply(impl, args), else: jit_apply(impl, args, [])
+  end
+
+  @doc """
+  Traces `fun` on `args` and runs it on the worker; see `Nx.Defn.jit_apply/3`.
+  """
+  @spec jit_apply(function, [term], keyword) :: term
+  def jit_apply(fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
+    if Expr.tracing?() do
+      apply(fun, args)
+    else
+      {params, concrete} = parameters(args)
+      result = Expr.with_tracing(fn -> apply(fun, params) end)
+      run(result, concrete, opts)
+    end
+  end
+
+  @doc """
+  Replaces every leaf of the argument list with a parameter expression, numbered in
+  order; returns the new arguments and the concrete tensors, one per parameter.
+  """
+  @spec parameters([term]) :: {[term], [Nx.Tensor.t()]}
+  def parameters(args) do
+    {params, {_count, concrete}} =
+      Composite.map_reduce(List.to_tuple(args), {0, []}, fn leaf, {index, acc} ->
+        tensor = to_concrete(leaf)
+        {Expr.parameter(index, tensor.type, tensor.shape), {index + 1, [tensor | acc]}}
+      end)
+
+    {Tuple.to_list(params), Enum.reverse(concrete)}
+  end
+
+  @doc """
+  Runs the traced `result` (a container of expressions) on the worker, with the
+  `:parameter` nodes bound to `args` by index, and returns the container of concrete
+  tensors. A container without tensors is returned as it is.
+  """
+  @spec run(term, [Nx.Tensor.t()], keyword) :: term
+  def run(result, args, opts) do
+    case Composite.flatten_list([result]) do
+      [] ->
+        result
+
+      _leaves ->
+        {graph, parameters, container} = NxJax.Graph.encode(result)
+        args = List.to_tuple(args)
+        args = Enum.map(parameters, &to_wire(elem(args, &1)))
+        results = NxJax.Worker.run(:erlang.term_to_binary(graph), args, opts)
+        NxJax.Graph.rebuild(container, Enum.map(results, &from_wire/1))
+    end
+  end
+
+  @doc """
+  Converts a number or a concrete tensor to a concrete tensor (integers become `s64`,
+  floats `f32`, as `Nx.tensor/1` types them). Raises for expressions.
+
+  ## Examples
+
+      iex> Nx.Defn.Compiler.to_concrete(1.5)
+      %Nx.Tensor{data: %Nx.BinaryBackend{state: <<1.5::float-32-native>>}, type: {:f, 32}, shape: {}, names: []}
+  """
+  @spec to_concrete(Nx.Tensor.t() | number) :: Nx.Tensor.t()
+  def to_concrete(%Nx.Tensor{data: %Nx.BinaryBackend{}} = tensor), do: tensor
+
+  def to_concrete(number) when is_integer(number) do
+    scalar(<<number::signed-integer-64-native>>, {:s, 64})
+  end
+
+  def to_concrete(number) when is_float(number), do: scalar(<<number::float-32-native>>, {:f, 32})
+
+  def to_concrete(%Nx.Tensor{data: %Expr{}}) do
+    raise ArgumentError,
+          "cannot compute an expression tensor outside of defn: it was built while tracing " <>
+            "and escaped its defn/jit (return it from the defn instead)"
+  end
+
+  def to_concrete(other) do
+    raise ArgumentError, "expected a tensor or a number, got: #{inspect(other)}"
+  end
+
+  defp scalar(binary, type) do
+    %Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: {}, names: []}
+  end
+
+  defp to_wire(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
+    {type, shape, binary}
+  end
+
+  defp from_wire({type, shape, binary}) do
+    shape = if is_list(shape), do: List.to_tuple(shape), else: shape
+    names = List.duplicate(nil, tuple_size(shape))
+    %Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape, names: names}
+  end
+end

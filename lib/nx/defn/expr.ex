@@ -1,0 +1,337 @@
+defmodule Nx.Defn.Expr do
+  @moduledoc """
+  The expression node behind every tensor traced inside `defn`.
+
+  An expression tensor is an ordinary `%Nx.Tensor{}` whose `data` is an
+  `%Nx.Defn.Expr{}`: the tensor carries the output type and shape, the expression
+  carries the operation that produces it.
+
+    * `id` - a reference unique to this node; two tensors with the same `id` are the
+      same node (the graph encoder shares them)
+    * `op` - the operation, an atom from the op table of `docs/PROTOCOL.md` (4.1), or
+      `:metadata` for `metadata/2` nodes (which `NxJax.Graph` sends as `:stop_grad`,
+      `:custom_grad` or `:metadata`)
+    * `args` - the input tensors, all expression tensors
+    * `opts` - the op's options, exactly as on the wire (`%{index: 0}` for a
+      parameter, `%{axes: [0], keep_axes: false}` for a sum, ...); for `:metadata`
+      nodes `%{metadata: map}`
+
+  A node whose value is a tuple (a `:grad` node, or a `custom_grad/3` over a tuple)
+  has type `{:tuple, n}` and shape `{}`; its elements are read with `:elem` nodes.
+
+  Every `Nx` operation computes its output type and shape and then calls
+  `apply_op/4`. While `defn` code is being traced (or when an input already is an
+  expression) that builds a node; otherwise the operation runs eagerly on the worker.
+
+  ## Examples
+
+      iex> x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
+      iex> Nx.Defn.Expr.expr?(x)
+      true
+      iex> {x.type, x.shape}
+      {{:f, 32}, {}}
+  """
+
+  @enforce_keys [:id, :op]
+  defstruct [:id, :op, args: [], opts: %{}]
+
+  @type t :: %__MODULE__{id: reference, op: atom, args: [Nx.Tensor.t()], opts: map}
+
+  @tracing_key {__MODULE__, :tracing}
+
+  ## Tracing state
+
+  @doc """
+  Returns true while `defn` code is being traced in this process.
+
+  ## Examples
+
+      iex> Nx.Defn.Expr.tracing?()
+      false
+      iex> Nx.Defn.Expr.with_tracing(fn -> Nx.Defn.Expr.tracing?() end)
+      true
+  """
+  @spec tracing?() :: boolean
+  def tracing?, do: Process.get(@tracing_key, false)
+
+  @doc """
+  Runs `fun` with tracing enabled in this process and restores the previous state.
+
+  Every `Nx` operation called inside `fun` builds an expression instead of computing.
+  """
+  @spec with_tracing((() -> result)) :: result when result: term
+  def with_tracing(fun) when is_function(fun, 0) do
+    previous = Process.put(@tracing_key, true)
+
+    try do
+      fun.()
+    after
+      if previous, do: Process.put(@tracing_key, previous), else: Process.delete(@tracing_key)
+    end
+  end
+
+  ## Building nodes
+
+  @doc """
+  Returns true if `tensor` is an expression tensor.
+  """
+  @spec expr?(term) :: boolean
+  def expr?(%Nx.Tensor{data: %__MODULE__{}}), do: true
+  def expr?(_), do: false
+
+  @doc """
+  Builds an expression tensor for `op` over the expression tensors `args`, with the
+  type and shape of the template `out`.
+  """
+  @spec expr(atom, [Nx.Tensor.t()], map, Nx.Tensor.t()) :: Nx.Tensor.t()
+  def expr(op, args, opts, %Nx.Tensor{} = out) when is_atom(op) and is_map(opts) do
+    %Nx.Tensor{
+      out
+      | data: %__MODULE__{id: make_ref(), op: op, args: args, opts: opts},
+        names: names(out.shape)
+    }
+  end
+
+  @doc """
+  The `index`-th parameter of a traced function, a tensor of `type` and `shape`.
+
+  ## Examples
+
+      iex> a = Nx.Defn.Expr.parameter(1, {:s, 64}, {2})
+      iex> {a.data.op, a.data.opts}
+      {:parameter, %{index: 1}}
+  """
+  @spec parameter(non_neg_integer, Nx.Tensor.type(), tuple) :: Nx.Tensor.t()
+  def parameter(index, type, shape) when is_integer(index) and index >= 0 do
+    expr(:parameter, [], %{index: index}, template(type, shape))
+  end
+
+  @doc """
+  A `:cotangent` leaf of `type` and `shape`: the incoming gradient inside a
+  `custom_grad/3` backward function.
+  """
+  @spec cotangent(Nx.Tensor.type(), tuple) :: Nx.Tensor.t()
+  def cotangent(type, shape), do: expr(:cotangent, [], %{}, template(type, shape))
+
+  @doc """
+  A tensor of `type` and `shape` filled with `value` (a number, `:nan`, `:infinity`
+  or `:neg_infinity`).
+  """
+  @spec constant(number | atom, Nx.Tensor.type(), tuple) :: Nx.Tensor.t()
+  def constant(value, type, shape) do
+    expr(:constant, [], %{value: normalize_value(value, type)}, template(type, shape))
+  end
+
+  @doc """
+  Converts a tensor or a number to an expression tensor.
+
+  Expressions are returned unchanged; a concrete scalar becomes a `:constant` node, any
+  other concrete tensor a `:tensor` literal node; an integer becomes an `s64` constant
+  and a float an `f32` constant, as `Nx.tensor/1` would type them.
+
+  ## Examples
+
+      iex> Nx.Defn.Expr.to_expr(2.5).data.opts
+      %{value: 2.5}
+      iex> Nx.Defn.Expr.to_expr(3).type
+      {:s, 64}
+  """
+  @spec to_expr(Nx.Tensor.t() | number) :: Nx.Tensor.t()
+  def to_expr(%Nx.Tensor{data: %__MODULE__{}} = tensor), do: tensor
+
+  def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
+    case scalar_value(type, shape, binary) do
+      {:ok, value} -> constant(value, type, shape)
+      :error -> expr(:tensor, [], %{data: binary}, template(type, shape))
+    end
+  end
+
+  def to_expr(number) when is_integer(number), do: constant(number, {:s, 64}, {})
+  def to_expr(number) when is_float(number), do: constant(number, {:f, 32}, {})
+
+  def to_expr(other) do
+    raise ArgumentError,
+          "expected a tensor or a number inside defn, got: #{inspect(other)}. " <>
+            "Convert it with Nx.tensor/1, or use transform/2 to work with non-tensor values"
+  end
+
+  defp scalar_value({kind, _}, {}, binary) when kind in [:s, :u] do
+    {:ok, decode_integer(kind, binary)}
+  end
+
+  defp scalar_value({:f, size}, {}, binary) when size in [32, 64] do
+    case binary do
+      <<value::float-size(size)-native>> -> {:ok, value}
+      _ -> :error
+    end
+  end
+
+  defp scalar_value(_type, _shape, _binary), do: :error
+
+  defp decode_integer(:s, binary) do
+    size = bit_size(binary)
+    <<value::signed-integer-size(size)-native>> = binary
+    value
+  end
+
+  defp decode_integer(:u, binary) do
+    size = bit_size(binary)
+    <<value::unsigned-integer-size(size)-native>> = binary
+    value
+  end
+
+  defp normalize_value(value, {:f, _}) when is_integer(value), do: value * 1.0
+  defp normalize_value(value, {:bf, _}) when is_integer(value), do: value * 1.0
+  defp normalize_value(value, _type), do: value
+
+  @doc false
+  def template(type, shape),
+    do: %Nx.Tensor{data: nil, type: type, shape: shape, names: names(shape)}
+
+  defp names(shape), do: List.duplicate(nil, tuple_size(shape))
+
+  ## The entry point used by every Nx operation
+
+  @doc """
+  Applies `op` (with `opts`, as in PROTOCOL 4.1) to `inputs`, producing a tensor shaped
+  like the template `out`.
+
+  While tracing, or when any input is an expression, returns an expression tensor (
+  concrete inputs become `:constant` or `:tensor` nodes). Otherwise the operation runs
+  eagerly: the inputs become parameters of a one-node graph that runs on the worker,
+  and the result is a concrete tensor.
+  """
+  @spec apply_op(atom, [Nx.Tensor.t() | number], map, Nx.Tensor.t()) :: Nx.Tensor.t()
+  def apply_op(op, inputs, opts, %Nx.Tensor{} = out) when is_atom(op) and is_list(inputs) do
+    if tracing?() or Enum.any?(inputs, &expr?/1) do
+      expr(op, Enum.map(inputs, &to_expr/1), opts, out)
+    else
+      inputs = Enum.map(inputs, &Nx.Defn.Compiler.to_concrete/1)
+
+      params =
+        inputs
+        |> Enum.with_index()
+        |> Enum.map(fn {input, index} -> parameter(index, input.type, input.shape) end)
+
+      Nx.Defn.Compiler.run(expr(op, params, opts, out), inputs, [])
+    end
+  end
+
+  ## Tuples
+
+  @doc """
+  Builds a tuple-valued node (`op` over `args`) with `size` elements and returns the
+  tuple of its `:elem` expressions, whose templates are `outs`.
+  """
+  @spec tuple(atom, [Nx.Tensor.t()], map, [Nx.Tensor.t()]) :: tuple
+  def tuple(op, args, opts, outs) do
+    node = expr(op, args, opts, template({:tuple, length(outs)}, {}))
+
+    outs
+    |> Enum.with_index()
+    |> Enum.map(fn {out, index} -> expr(:elem, [node], %{index: index}, out) end)
+    |> List.to_tuple()
+  end
+
+  ## Metadata
+
+  @doc """
+  Wraps `expr` in a metadata node carrying `metadata` (a map).
+
+  The node is the identity for evaluation. The keys `:stop_grad` and `:custom_grad`
+  change differentiation (see `Nx.Defn.Kernel.stop_grad/1` and
+  `Nx.Defn.Kernel.custom_grad/3`); any other key lets gradients through unchanged.
+  `expr` may be a tensor or a tuple/map of tensors; a tuple with `:custom_grad` becomes
+  one tuple-valued node, anything else one node per tensor.
+
+  ## Examples
+
+      iex> x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
+      iex> m = Nx.Defn.Expr.metadata(x, %{oops: true})
+      iex> {m.data.op, m.data.opts}
+      {:metadata, %{metadata: %{oops: true}}}
+  """
+  @spec metadata(term, map) :: term
+  def metadata(expr, metadata) when is_map(metadata) do
+    case expr do
+      tuple when is_tuple(tuple) and is_map_key(metadata, :custom_grad) ->
+        args = tuple |> Tuple.to_list() |> Enum.map(&to_expr/1)
+
+        tuple(
+          :metadata,
+          args,
+          %{metadata: metadata},
+          Enum.map(args, &template(&1.type, &1.shape))
+        )
+
+      _ ->
+        Nx.Defn.Composite.traverse(expr, fn tensor ->
+          tensor = to_expr(tensor)
+          expr(:metadata, [tensor], %{metadata: metadata}, tensor)
+        end)
+    end
+  end
+
+  ## Inspection
+
+  @doc """
+  Renders an expression tensor as an Nx-like listing: the parameters, then one line per
+  node in topological order, each with its type and shape.
+
+  ## Examples
+
+      iex> a = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
+      iex> b = Nx.Defn.Expr.expr(:exp, [a], %{}, a)
+      iex> Nx.Defn.Expr.inspect(b, %Inspect.Opts{}) |> String.split("\\n")
+      ["Nx.Defn.Expr", "parameter a:0  f32", "b = exp a      f32"]
+  """
+  @spec inspect(Nx.Tensor.t(), Inspect.Opts.t()) :: String.t()
+  def inspect(%Nx.Tensor{} = tensor, %Inspect.Opts{} = _opts) do
+    {nodes, _output} = NxJax.Graph.nodes(tensor)
+    names = for {id, _, _, _, _} <- nodes, into: %{}, do: {id, var_name(id)}
+
+    lines =
+      Enum.map(nodes, fn {id, op, inputs, opts, out} ->
+        {describe(names[id], op, Enum.map(inputs, &names[&1]), opts, names), out_string(out)}
+      end)
+
+    width = lines |> Enum.map(fn {left, _} -> String.length(left) end) |> Enum.max(fn -> 0 end)
+
+    body = Enum.map(lines, fn {left, right} -> String.pad_trailing(left, width + 2) <> right end)
+    Enum.join(["Nx.Defn.Expr" | body], "\n")
+  end
+
+  defp describe(name, :parameter, [], %{index: index}, _names), do: "parameter #{name}:#{index}"
+
+  defp describe(name, op, inputs, opts, names) do
+    details =
+      opts
+      |> Enum.sort()
+      |> Enum.map(fn {key, value} -> "#{key}: #{describe_opt(key, value, names)}" end)
+
+    case Enum.join(inputs ++ details, ", ") do
+      "" -> "#{name} = #{op}"
+      rest -> "#{name} = #{op} #{rest}"
+    end
+  end
+
+  defp describe_opt(key, ids, names) when key in [:wrt, :cotangents, :grads] do
+    "[" <> Enum.map_join(ids, ", ", &names[&1]) <> "]"
+  end
+
+  defp describe_opt(:data, binary, _names) when is_binary(binary),
+    do: "<#{byte_size(binary)} bytes>"
+
+  defp describe_opt(_key, value, _names), do: Kernel.inspect(value)
+
+  defp out_string(outs) when is_list(outs),
+    do: "{" <> Enum.map_join(outs, ", ", &out_string/1) <> "}"
+
+  defp out_string({{kind, size}, shape}) do
+    "#{kind}#{size}" <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
+  end
+
+  # a, b, ..., z, aa, ab, ...
+  defp var_name(index) when index < 26, do: <<?a + index>>
+  defp var_name(index), do: var_name(div(index, 26) - 1) <> <<?a + rem(index, 26)>>
+end

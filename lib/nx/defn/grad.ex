@@ -1,0 +1,188 @@
+defmodule Nx.Defn.Grad do
+  @moduledoc """
+  Builds the differentiation nodes of a trace: `:grad` nodes for `grad/2` and
+  `value_and_grad/3`, and `custom_grad` metadata for `custom_grad/3`.
+
+  Nothing is differentiated here: the worker differentiates the graph with JAX. This
+  module checks the arguments at trace time (so mistakes raise where they are made)
+  and builds the nodes described in `docs/PROTOCOL.md` (4.2). Users call these through
+  `Nx.Defn.Kernel` inside `defn` or `Nx.Defn` outside it.
+  """
+
+  alias Nx.Defn.{Composite, Expr}
+
+  @doc """
+  Returns `{value, grad}`: `value` is `fun.(x)` (or `fun_or_expr` itself when it is
+  already an expression) and `grad` the gradient of `transform.(value)` with respect to
+  `x`, a tensor or a tuple/map of tensors, in the same container as `x`.
+
+  `transform.(value)` must be a scalar tensor.
+  """
+  @spec value_and_grad(term, term, (term -> term)) :: {term, term}
+  def value_and_grad(x, fun_or_expr, transform \\ & &1) do
+    x = Composite.traverse(x, &Expr.to_expr/1)
+    value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
+    y = value |> transform.() |> scalar!()
+    xs = Composite.flatten_list([x])
+
+    if xs == [] do
+      raise ArgumentError,
+            "grad/2 expects a tensor or a tuple/map of tensors to differentiate, got: #{inspect(x)}"
+    end
+
+    grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template(&1.type, &1.shape)))
+    {value, Composite.fill(x, Tuple.to_list(grads))}
+  end
+
+  defp scalar!(%Nx.Tensor{type: {:tuple, _}} = y), do: not_scalar!(y)
+
+  defp scalar!(%Nx.Tensor{shape: {}} = y) do
+    y = Expr.to_expr(y)
+
+    case y.type do
+      {kind, _} when kind in [:f, :bf] -> y
+      _ -> Expr.expr(:as_type, [y], %{}, Expr.template({:f, 32}, {}))
+    end
+  end
+
+  defp scalar!(y) when is_number(y), do: scalar!(Expr.to_expr(y))
+  defp scalar!(y), do: not_scalar!(y)
+
+  defp not_scalar!(%Nx.Tensor{shape: shape}) do
+    raise ArgumentError,
+          "expected a scalar tensor as the value to differentiate in grad/2, got a tensor " <>
+            "with shape #{inspect(shape)}. Reduce it first (for example with Nx.sum/1), or " <>
+            "pass a transform to value_and_grad/3 that picks a scalar"
+  end
+
+  defp not_scalar!(other) do
+    raise ArgumentError,
+          "expected a scalar tensor as the value to differentiate in grad/2, got: " <>
+            "#{inspect(other)}. If the function returns a tuple, use value_and_grad/3 with " <>
+            "a transform that picks the scalar to differentiate"
+  end
+
+  @doc """
+  Returns `expr` (a tensor or a tuple of tensors) with a custom gradient for `inputs`.
+
+  `fun` is called now, at trace time, with `:cotangent` leaves standing for the
+  incoming gradient `g` (a tuple of them when `expr` is a tuple). It must return a list
+  with one gradient per input; each gradient is broadcast to its input's shape and cast
+  to its input's type.
+  """
+  @spec custom_grad(term, [Nx.Tensor.t()], function) :: term
+  def custom_grad(expr, inputs, fun) when is_function(fun, 1) do
+    unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &Composite.leaf?/1) do
+      raise ArgumentError,
+            "custom_grad/3 expects a non-empty list of tensors as its inputs (the values to " <>
+              "give gradients to), got: #{inspect(inputs)}"
+    end
+
+    inputs = Enum.map(inputs, &Expr.to_expr/1)
+    expr = expr_or_tuple!(expr)
+
+    g =
+      case expr do
+        tuple when is_tuple(tuple) ->
+          Composite.traverse(tuple, &Expr.cotangent(&1.type, &1.shape))
+
+        tensor ->
+          Expr.cotangent(tensor.type, tensor.shape)
+      end
+
+    grads = fun.(g)
+
+    unless is_list(grads) and length(grads) == length(inputs) do
+      raise ArgumentError,
+            "the function given to custom_grad/3 must return a list with one gradient per " <>
+              "input (#{length(inputs)} here, in the order of the inputs), got: #{inspect(grads)}. " <>
+              "Wrap a single gradient in a list: fn g -> [g * ...] end"
+    end
+
+    grads =
+      grads
+      |> Enum.zip(inputs)
+      |> Enum.with_index()
+      |> Enum.map(fn {{grad, input}, index} -> fit_grad!(grad, input, index) end)
+
+    cotangents = Composite.flatten_list([g])
+    Expr.metadata(expr, %{custom_grad: {inputs, cotangents, grads}})
+  end
+
+  def custom_grad(_expr, _inputs, fun) do
+    raise ArgumentError,
+          "custom_grad/3 expects a function of one argument (the incoming gradient), got: #{inspect(fun)}"
+  end
+
+  defp expr_or_tuple!(tuple) when is_tuple(tuple) and tuple_size(tuple) > 0 do
+    tuple
+    |> Tuple.to_list()
+    |> Enum.map(fn
+      leaf when is_number(leaf) or is_struct(leaf, Nx.Tensor) ->
+        Expr.to_expr(leaf)
+
+      other ->
+        raise ArgumentError,
+              "custom_grad/3 expects a tensor or a tuple of tensors, got: #{inspect(other)}"
+    end)
+    |> List.to_tuple()
+  end
+
+  defp expr_or_tuple!(leaf) when is_number(leaf) or is_struct(leaf, Nx.Tensor),
+    do: Expr.to_expr(leaf)
+
+  defp expr_or_tuple!(other) do
+    raise ArgumentError,
+          "custom_grad/3 expects a tensor or a tuple of tensors, got: #{inspect(other)}"
+  end
+
+  # Broadcast a returned gradient to its input's shape and cast it to its input's type.
+  defp fit_grad!(grad, input, _index) when is_number(grad) do
+    Expr.constant(grad, input.type, input.shape)
+  end
+
+  defp fit_grad!(%Nx.Tensor{type: {kind, _}} = grad, input, index) when kind != :tuple do
+    grad = Expr.to_expr(grad)
+
+    grad =
+      cond do
+        grad.shape == input.shape ->
+          grad
+
+        broadcastable?(grad.shape, input.shape) ->
+          offset = tuple_size(input.shape) - tuple_size(grad.shape)
+          axes = Enum.to_list(offset..(tuple_size(input.shape) - 1)//1)
+          Expr.expr(:broadcast, [grad], %{axes: axes}, Expr.template(grad.type, input.shape))
+
+        true ->
+          raise ArgumentError,
+                "the gradient #{index} returned by the custom_grad/3 function has shape " <>
+                  "#{inspect(grad.shape)}, which cannot be broadcast to its input's shape " <>
+                  "#{inspect(input.shape)}. Return a gradient with the input's shape " <>
+                  "(sum over the broadcast axes with Nx.sum/2 if the input was broadcast)"
+      end
+
+    if grad.type == input.type do
+      grad
+    else
+      Expr.expr(:as_type, [grad], %{}, Expr.template(input.type, input.shape))
+    end
+  end
+
+  defp fit_grad!(other, input, index) do
+    raise ArgumentError,
+          "the gradient #{index} returned by the custom_grad/3 function must be a tensor or a " <>
+            "number with the shape of its input (#{inspect(input.shape)}), got: #{inspect(other)}"
+  end
+
+  defp broadcastable?(from, to) when tuple_size(from) <= tuple_size(to) do
+    offset = tuple_size(to) - tuple_size(from)
+
+    from
+    |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.all?(fn {dim, axis} -> dim == 1 or dim == elem(to, axis + offset) end)
+  end
+
+  defp broadcastable?(_from, _to), do: false
+end

@@ -1,0 +1,141 @@
+defmodule Nx.Defn.Kernel do
+  @moduledoc """
+  The functions available inside `defn` bodies in place of `Kernel`'s numeric
+  operators, plus the differentiation and tracing helpers.
+
+  `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers: two numbers fold
+  to a plain number (as in `Kernel`), anything else becomes the `Nx` operation
+  (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
+  `Nx.negate/1`). Everything else from `Kernel` stays available.
+
+  ## Examples
+
+      iex> import Kernel, only: []
+      iex> import Nx.Defn.Kernel
+      iex> 1 + 2 * 3
+      7
+      iex> 1 / 4
+      0.25
+  """
+
+  import Kernel, except: [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1, elem: 2]
+
+  alias Nx.Defn.{Expr, Grad}
+
+  @doc "Adds `left` and `right`; see `Nx.add/2`."
+  def left + right when is_number(left) and is_number(right), do: Kernel.+(left, right)
+  def left + right, do: Nx.add(left, right)
+
+  @doc "Subtracts `right` from `left`; see `Nx.subtract/2`."
+  def left - right when is_number(left) and is_number(right), do: Kernel.-(left, right)
+  def left - right, do: Nx.subtract(left, right)
+
+  @doc "Multiplies `left` and `right`; see `Nx.multiply/2`."
+  def left * right when is_number(left) and is_number(right), do: Kernel.*(left, right)
+  def left * right, do: Nx.multiply(left, right)
+
+  @doc "Divides `left` by `right` (always a float division); see `Nx.divide/2`."
+  def left / right when is_number(left) and is_number(right), do: Kernel./(left, right)
+  def left / right, do: Nx.divide(left, right)
+
+  @doc "Raises `left` to the power `right`; see `Nx.pow/2`."
+  def left ** right when is_number(left) and is_number(right), do: Kernel.**(left, right)
+  def left ** right, do: Nx.pow(left, right)
+
+  @doc "Negates `value`; see `Nx.negate/1`."
+  def -value when is_number(value), do: Kernel.-(value)
+  def -value, do: Nx.negate(value)
+
+  @doc "Returns `value` unchanged."
+  def +value, do: value
+
+  @doc """
+  Returns the element at zero-based `index` of the Elixir tuple `tuple`.
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.elem({:a, :b}, 1)
+      :b
+  """
+  def elem(tuple, index) when is_tuple(tuple), do: :erlang.element(Kernel.+(index, 1), tuple)
+
+  @doc """
+  Stops gradients: the value of `expr` is unchanged, its gradient is zero.
+
+  `expr` may be a tensor or a tuple/map of tensors. It is
+  `Nx.Defn.Expr.metadata(expr, %{stop_grad: true})`.
+
+  ## Examples
+
+      defn f(x), do: stop_grad(Nx.exp(x)) + x * x
+      # Nx.Defn.grad(3.0, &f/1) => 6.0 (the exp term contributes nothing)
+  """
+  def stop_grad(expr), do: Expr.metadata(expr, %{stop_grad: true})
+
+  @doc """
+  Gives `expr` a custom gradient with respect to `inputs`.
+
+  The value is that of `expr` (a tensor or a tuple of tensors). In the backward pass,
+  `fun` receives the incoming gradient `g` (a tuple when `expr` is a tuple) and returns
+  a list with one gradient per input, in order; nothing else `expr` depends on gets a
+  gradient through it. `fun` runs at trace time, on parameters standing for `g`.
+
+  ## Examples
+
+      defn log1pexp(t), do: Nx.log1p(Nx.exp(t))
+
+      defn custom_log1pexp(t) do
+        custom_grad(log1pexp(t), [t], fn g -> [g * (1 - 1 / (1 + Nx.exp(t)))] end)
+      end
+
+      # Nx.Defn.grad(100.0, &custom_log1pexp/1) => 1.0 (plain autodiff gives NaN)
+  """
+  def custom_grad(expr, inputs, fun), do: Grad.custom_grad(expr, inputs, fun)
+
+  @doc """
+  The gradient of a scalar with respect to `x` (a tensor or a tuple/map of tensors),
+  in the same container as `x`.
+
+  The second argument is a function of `x` (`grad(x, fn x -> Nx.sin(x) end)`) or an
+  expression already built from `x` (`grad(t, log1pexp(t))`).
+
+  ## Examples
+
+      defn grad_sin(x), do: grad(x, &Nx.sin/1)
+      # grad_sin(0.0) => 1.0
+  """
+  def grad(x, fun_or_expr) do
+    {_value, grad} = Grad.value_and_grad(x, fun_or_expr)
+    grad
+  end
+
+  @doc """
+  Returns `{value, grad}`: the value of `fun_or_expr` and its gradient with respect to
+  `x` (see `grad/2`). When the value is not a scalar (for example a `{loss, aux}`
+  tuple), `transform` picks the scalar to differentiate.
+
+  ## Examples
+
+      defn vg(x), do: value_and_grad(x, fn x -> Nx.log1p(Nx.exp(x)) end)
+      # vg(1.0) => {1.3132616, 0.7310586}
+  """
+  def value_and_grad(x, fun_or_expr, transform \\ & &1) do
+    Grad.value_and_grad(x, fun_or_expr, transform)
+  end
+
+  @doc """
+  Prints the expression `expr` (as `IO.inspect/2` does, with `opts`) and returns it.
+  """
+  def print_expr(expr, opts \\ []), do: IO.inspect(expr, opts)
+
+  @doc """
+  Calls `fun` on `value` at trace time and returns the result: a way to run plain
+  Elixir over the trace (on shapes, types, options or expressions).
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.transform({2, 3}, &Tuple.product/1)
+      6
+  """
+  def transform(value, fun) when is_function(fun, 1), do: fun.(value)
+end
