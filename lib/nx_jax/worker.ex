@@ -71,6 +71,9 @@ defmodule NxJax.Worker do
     call(:run, [graph_bin, args], opts)
   end
 
+  @doc "The operating-system pid of the worker's Python process."
+  def os_pid(server \\ __MODULE__), do: GenServer.call(server, :os_pid)
+
   @doc "The Python executable a worker started now would use."
   def python_executable(opts \\ []) do
     venv = Path.join(@project_root, ".venv/bin/python")
@@ -107,6 +110,11 @@ defmodule NxJax.Worker do
   end
 
   @impl true
+  def handle_call(:os_pid, _from, state) do
+    {:os_pid, os_pid} = Port.info(state.port, :os_pid)
+    {:reply, os_pid, state}
+  end
+
   def handle_call({:call, function, args}, from, state) do
     id = state.next_id
     frame = :erlang.term_to_binary({:C, id, :nx_jax, function, args})
