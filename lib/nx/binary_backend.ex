@@ -1,9 +1,140 @@
 defmodule Nx.BinaryBackend do
   @moduledoc """
   The data of a concrete tensor: its bytes, row-major and native-endian, in `state`.
+
+  The functions here convert between flat lists of numbers and those bytes. Non-finite
+  floats are the atoms `:nan`, `:infinity` and `:neg_infinity` (Erlang floats cannot hold
+  them).
   """
   @enforce_keys [:state]
   defstruct [:state]
 
   @type t :: %__MODULE__{state: binary}
+
+  @doc """
+  Encodes a flat list of numbers as a binary of `type`.
+
+  Integers out of an integer type's range wrap around (two's complement), as in Nx; floats
+  given to an integer type are truncated toward zero.
+
+  ## Examples
+
+      iex> Nx.BinaryBackend.from_list([1, 2], {:u, 8})
+      <<1, 2>>
+      iex> Nx.BinaryBackend.from_list([256, -1], {:u, 8})
+      <<0, 255>>
+      iex> Nx.BinaryBackend.from_list([:nan, :infinity], {:f, 32}) |> Nx.BinaryBackend.to_list({:f, 32})
+      [:nan, :infinity]
+
+  """
+  def from_list(list, type) when is_list(list) do
+    for x <- list, into: <<>>, do: number_to_binary(x, type)
+  end
+
+  @doc """
+  Encodes one number (or non-finite atom) as the bytes of one element of `type`.
+
+  ## Examples
+
+      iex> Nx.BinaryBackend.number_to_binary(1.0, {:f, 16}) |> Nx.BinaryBackend.to_list({:f, 16})
+      [1.0]
+
+  """
+  def number_to_binary(true, type), do: number_to_binary(1, type)
+  def number_to_binary(false, type), do: number_to_binary(0, type)
+
+  def number_to_binary(x, {:s, size}) when is_integer(x), do: <<x::signed-size(size)-native>>
+  def number_to_binary(x, {:u, size}) when is_integer(x), do: <<x::unsigned-size(size)-native>>
+
+  def number_to_binary(x, {class, _} = type) when is_float(x) and class in [:s, :u],
+    do: number_to_binary(trunc(x), type)
+
+  def number_to_binary(x, {class, _}) when is_atom(x) and class in [:s, :u] do
+    raise ArgumentError, "cannot store #{inspect(x)} in an integer tensor"
+  end
+
+  def number_to_binary(x, {:bf, 16}) do
+    <<bits::32-native>> = number_to_binary(x, {:f, 32})
+    <<bf16_bits(bits)::16-native>>
+  end
+
+  def number_to_binary(:nan, {:f, size}), do: <<nan_bits(size)::size(size)-native>>
+  def number_to_binary(:infinity, {:f, size}), do: <<inf_bits(size)::size(size)-native>>
+
+  def number_to_binary(:neg_infinity, {:f, size}),
+    do: <<inf_bits(size) + sign_bit(size)::size(size)-native>>
+
+  def number_to_binary(x, {:f, size}) when is_number(x), do: <<x::float-size(size)-native>>
+
+  def number_to_binary(x, type) do
+    raise ArgumentError, "cannot store #{inspect(x)} in a tensor of type #{inspect(type)}"
+  end
+
+  # f32 bits -> bf16 bits with round-to-nearest-even; NaN stays a (quiet) NaN
+  defp bf16_bits(bits) do
+    if Bitwise.band(bits, 0x7F800000) == 0x7F800000 and Bitwise.band(bits, 0x7FFFFF) != 0 do
+      Bitwise.bor(Bitwise.bsr(bits, 16), 0x40)
+    else
+      lsb = Bitwise.band(Bitwise.bsr(bits, 16), 1)
+      Bitwise.bsr(bits + 0x7FFF + lsb, 16)
+    end
+  end
+
+  defp nan_bits(16), do: 0x7E00
+  defp nan_bits(32), do: 0x7FC00000
+  defp nan_bits(64), do: 0x7FF8000000000000
+  defp inf_bits(16), do: 0x7C00
+  defp inf_bits(32), do: 0x7F800000
+  defp inf_bits(64), do: 0x7FF0000000000000
+  defp sign_bit(size), do: Bitwise.bsl(1, size - 1)
+
+  @doc """
+  Decodes a binary of `type` into a flat list of numbers; non-finite floats come back as
+  `:nan`, `:infinity` or `:neg_infinity`.
+
+  ## Examples
+
+      iex> Nx.BinaryBackend.to_list(<<1, 255>>, {:s, 8})
+      [1, -1]
+      iex> Nx.BinaryBackend.to_list(<<0xFF800000::32-native>>, {:f, 32})
+      [:neg_infinity]
+
+  """
+  def to_list(binary, {:s, size}), do: for(<<x::signed-size(size)-native <- binary>>, do: x)
+  def to_list(binary, {:u, size}), do: for(<<x::unsigned-size(size)-native <- binary>>, do: x)
+
+  def to_list(binary, {:bf, 16}) do
+    for <<bits::16-native <- binary>>, do: decode_float(Bitwise.bsl(bits, 16), 32)
+  end
+
+  def to_list(binary, {:f, size}) do
+    for <<bits::size(size)-native <- binary>>, do: decode_float(bits, size)
+  end
+
+  defp decode_float(bits, size) do
+    exp_mask = exp_mask(size)
+    sign = Bitwise.band(bits, sign_bit(size)) != 0
+
+    cond do
+      Bitwise.band(bits, exp_mask) != exp_mask ->
+        <<x::float-size(size)>> = <<bits::size(size)>>
+        x
+
+      Bitwise.band(bits, Bitwise.bsl(1, mantissa_bits(size)) - 1) != 0 ->
+        :nan
+
+      sign ->
+        :neg_infinity
+
+      true ->
+        :infinity
+    end
+  end
+
+  defp exp_mask(16), do: 0x7C00
+  defp exp_mask(32), do: 0x7F800000
+  defp exp_mask(64), do: 0x7FF0000000000000
+  defp mantissa_bits(16), do: 10
+  defp mantissa_bits(32), do: 23
+  defp mantissa_bits(64), do: 52
 end

@@ -1,0 +1,983 @@
+defmodule Nx do
+  @moduledoc """
+  Numerical Elixir on JAX: the Nx 0.7 tensor API.
+
+  Tensors are created and read here, in Elixir (`tensor/2`, `from_binary/3`, `to_list/1`,
+  ...). Every operation on tensors (`add/2`, `sum/2`, `dot/2`, ...) checks its arguments
+  and computes the output type and shape here, raising `ArgumentError` with Nx's messages,
+  then hands one op to `Nx.Defn.Expr.apply_op/4`: inside `defn` that records an expression
+  node, outside it ships the op to a JAX worker and returns a concrete tensor.
+
+      iex> t = Nx.tensor([[1, 2], [3, 4]])
+      iex> Nx.shape(t)
+      {2, 2}
+
+  Numbers given to operations become tensors: integers `{:s, 64}`, floats `{:f, 32}`. A
+  number combined with a tensor takes the tensor's type where it can (Nx's weak typing):
+  `Nx.add(Nx.tensor([1, 2], type: :u8), 1)` stays `u8`, while adding `1.5` gives `f32`.
+
+  Broadcasting follows Nx: shapes are aligned on the right and each pair of dimensions must
+  be equal or one of them 1.
+  """
+
+  alias Nx.Tensor, as: T
+
+  @type t :: number | T.t()
+  @type shape :: tuple
+  @type axis :: integer
+  @type axes :: [axis]
+
+  @doc """
+  Guard: whether `t` is a tensor or a number.
+
+  ## Examples
+
+      iex> is_tensor(1)
+      true
+      iex> is_tensor(:foo)
+      false
+
+  """
+  defguard is_tensor(t) when is_number(t) or is_struct(t, T)
+
+  ## Creation
+
+  @doc """
+  Builds a tensor from a number, a boolean, `:nan`/`:infinity`/`:neg_infinity`, or an
+  arbitrarily nested list of those.
+
+  Integers give `{:s, 64}`, floats `{:f, 32}`; a list mixing integers and floats gives
+  `{:f, 32}`. The `:type` option sets the type explicitly (integers out of range wrap
+  around, floats stored in an integer type are truncated).
+
+  ## Examples
+
+      iex> Nx.tensor([1, 2, 3])
+      #Nx.Tensor<
+        s64[3]
+        [1, 2, 3]
+      >
+
+      iex> Nx.tensor([[1, 2.5], [3, 4]])
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [1.0, 2.5],
+          [3.0, 4.0]
+        ]
+      >
+
+      iex> Nx.tensor(1.5, type: :f64)
+      #Nx.Tensor<
+        f64
+        1.5
+      >
+
+      iex> Nx.tensor([[1, 2], [3]])
+      ** (ArgumentError) cannot build tensor because lists have different shapes, got {2} at position 0 and {1} at position 1
+
+  """
+  def tensor(data, opts \\ [])
+
+  def tensor(%T{} = tensor, opts) do
+    case opts[:type] do
+      nil -> tensor
+      type -> as_type(tensor, type)
+    end
+  end
+
+  def tensor(data, opts) when is_list(opts) do
+    shape = data_shape(data)
+    flat = flatten_data(data, [])
+    check_values!(flat)
+    type = if type = opts[:type], do: Nx.Type.normalize!(type), else: infer_list_type(flat)
+    from_flat(flat, type, shape)
+  end
+
+  defp data_shape(list) when is_list(list) do
+    case Enum.map(list, &data_shape/1) do
+      [] ->
+        {0}
+
+      [first | _] = shapes ->
+        shapes
+        |> Enum.with_index()
+        |> Enum.each(fn {shape, i} ->
+          if shape != first do
+            raise ArgumentError,
+                  "cannot build tensor because lists have different shapes, " <>
+                    "got #{inspect(first)} at position 0 and #{inspect(shape)} at position #{i}"
+          end
+        end)
+
+        Tuple.insert_at(first, 0, length(list))
+    end
+  end
+
+  defp data_shape(_scalar), do: {}
+
+  defp flatten_data(list, acc) when is_list(list),
+    do: List.foldr(list, acc, &flatten_data/2)
+
+  defp flatten_data(x, acc), do: [x | acc]
+
+  defp check_values!(flat) do
+    for x <- flat,
+        not (is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity]) do
+      raise ArgumentError,
+            "invalid value given to Nx.tensor/2, expected a number, a boolean, " <>
+              ":nan, :infinity or :neg_infinity, got: #{inspect(x)}"
+    end
+  end
+
+  defp infer_list_type([]), do: {:f, 32}
+
+  defp infer_list_type([first | rest]) do
+    Enum.reduce(rest, Nx.Type.infer(first), &Nx.Type.merge(Nx.Type.infer(&1), &2))
+  end
+
+  defp from_flat(flat, type, shape) do
+    from_binary_data(Nx.BinaryBackend.from_list(flat, type), type, shape)
+  end
+
+  defp from_binary_data(binary, type, shape) do
+    %T{
+      data: %Nx.BinaryBackend{state: binary},
+      type: type,
+      shape: shape,
+      names: List.duplicate(nil, tuple_size(shape))
+    }
+  end
+
+  @doc """
+  Builds a one-dimensional tensor from native-endian bytes of `type`.
+
+  ## Examples
+
+      iex> Nx.from_binary(<<1, 2, 3>>, :u8)
+      #Nx.Tensor<
+        u8[3]
+        [1, 2, 3]
+      >
+
+      iex> Nx.from_binary(<<1, 2, 3>>, :s16)
+      ** (ArgumentError) binary does not match the given type {:s, 16}, its size (3) is not a multiple of 2
+
+  """
+  def from_binary(binary, type, _opts \\ []) when is_binary(binary) do
+    type = Nx.Type.normalize!(type)
+    bytes = Nx.Type.byte_size(type)
+
+    if rem(byte_size(binary), bytes) != 0 do
+      raise ArgumentError,
+            "binary does not match the given type #{inspect(type)}, " <>
+              "its size (#{byte_size(binary)}) is not a multiple of #{bytes}"
+    end
+
+    from_binary_data(binary, type, {div(byte_size(binary), bytes)})
+  end
+
+  @doc """
+  Returns the native-endian bytes of a concrete tensor.
+
+  ## Examples
+
+      iex> Nx.to_binary(Nx.tensor([1, 2], type: :u8))
+      <<1, 2>>
+
+  """
+  def to_binary(tensor) do
+    %T{data: %Nx.BinaryBackend{state: binary}} = concrete!(to_tensor(tensor), :to_binary)
+    binary
+  end
+
+  defp concrete!(%T{data: %Nx.BinaryBackend{}} = tensor, _fun), do: tensor
+
+  defp concrete!(%T{} = tensor, fun) do
+    raise ArgumentError,
+          "cannot call Nx.#{fun} on a tensor without data (a template or an expression " <>
+            "traced inside defn, got #{inspect_header(tensor)}); return the tensor from " <>
+            "the defn function and read the result instead"
+  end
+
+  defp inspect_header(%T{type: type, shape: shape}) do
+    Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
+  end
+
+  @doc """
+  Returns the value of a scalar tensor: a number, or `:nan`, `:infinity`, `:neg_infinity`.
+
+  ## Examples
+
+      iex> Nx.to_number(Nx.tensor(3))
+      3
+      iex> Nx.to_number(Nx.tensor(:nan))
+      :nan
+      iex> Nx.to_number(Nx.tensor([1, 2]))
+      ** (ArgumentError) cannot convert tensor of shape {2} to number
+
+  """
+  def to_number(tensor) do
+    tensor = to_tensor(tensor)
+
+    if tensor.shape != {} do
+      raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
+    end
+
+    [number] = to_flat_list(tensor)
+    number
+  end
+
+  @doc """
+  Returns the elements of a tensor as a flat list, in row-major order.
+
+  ## Examples
+
+      iex> Nx.to_flat_list(Nx.tensor([[1, 2], [3, 4]]))
+      [1, 2, 3, 4]
+
+  """
+  def to_flat_list(tensor) do
+    tensor = to_tensor(tensor)
+    Nx.BinaryBackend.to_list(to_binary(tensor), tensor.type)
+  end
+
+  @doc """
+  Returns the elements of a tensor as a nested list following its shape (a scalar gives its
+  number).
+
+  ## Examples
+
+      iex> Nx.to_list(Nx.tensor([[1, 2], [3, 4]]))
+      [[1, 2], [3, 4]]
+
+  """
+  def to_list(tensor) do
+    tensor = to_tensor(tensor)
+    flat = to_flat_list(tensor)
+
+    case Tuple.to_list(tensor.shape) do
+      [] -> hd(flat)
+      dims -> nest(flat, dims)
+    end
+  end
+
+  defp nest(flat, [_dim]), do: flat
+
+  defp nest(flat, [dim | rest]) do
+    chunk = Enum.reduce(rest, 1, &*/2)
+
+    if chunk == 0 do
+      List.duplicate(nest([], rest), dim)
+    else
+      flat |> Enum.chunk_every(chunk) |> Enum.map(&nest(&1, rest))
+    end
+  end
+
+  @doc """
+  Converts a number into a scalar tensor; tensors are returned as they are.
+
+  ## Examples
+
+      iex> Nx.to_tensor(1.0)
+      #Nx.Tensor<
+        f32
+        1.0
+      >
+
+  """
+  def to_tensor(%T{} = tensor), do: tensor
+
+  def to_tensor(number)
+      when is_number(number) or is_boolean(number) or
+             number in [:nan, :infinity, :neg_infinity],
+      do: tensor(number)
+
+  def to_tensor(other) do
+    raise ArgumentError, "expected a %Nx.Tensor{} or a number, got: #{inspect(other)}"
+  end
+
+  @doc """
+  A tensor with a type and a shape but no data, to describe the inputs of a function.
+
+  ## Examples
+
+      iex> t = Nx.template({2, 3}, :f32)
+      iex> {Nx.shape(t), Nx.type(t)}
+      {{2, 3}, {:f, 32}}
+
+  """
+  def template(shape, type, _opts \\ []) do
+    shape = Nx.Shape.validate!(shape)
+    %T{data: nil, type: Nx.Type.normalize!(type), shape: shape, names: names(shape)}
+  end
+
+  ## Introspection
+
+  @doc """
+  The shape of a tensor or number (a shape tuple is returned as it is).
+
+  ## Examples
+
+      iex> Nx.shape(Nx.tensor([[1, 2, 3], [4, 5, 6]]))
+      {2, 3}
+      iex> Nx.shape(1)
+      {}
+
+  """
+  def shape(%T{shape: shape}), do: shape
+  def shape(shape) when is_tuple(shape), do: Nx.Shape.validate!(shape)
+  def shape(number) when is_number(number), do: {}
+  def shape(other), do: to_tensor(other).shape
+
+  @doc """
+  The type of a tensor or number.
+
+  ## Examples
+
+      iex> Nx.type(Nx.tensor([1.0]))
+      {:f, 32}
+      iex> Nx.type(1)
+      {:s, 64}
+
+  """
+  def type(%T{type: type}), do: type
+  def type(number), do: Nx.Type.infer(number)
+
+  @doc """
+  The number of dimensions.
+
+  ## Examples
+
+      iex> Nx.rank(Nx.tensor([[1, 2], [3, 4]]))
+      2
+      iex> Nx.rank(1)
+      0
+
+  """
+  def rank(tensor), do: tuple_size(shape(tensor))
+
+  @doc """
+  The number of elements.
+
+  ## Examples
+
+      iex> Nx.size(Nx.tensor([[1, 2, 3], [4, 5, 6]]))
+      6
+
+  """
+  def size(tensor), do: Nx.Shape.size(shape(tensor))
+
+  @doc """
+  The size of one axis (negative axes count from the end).
+
+  ## Examples
+
+      iex> Nx.axis_size(Nx.tensor([[1, 2, 3], [4, 5, 6]]), -1)
+      3
+
+  """
+  def axis_size(tensor, axis) do
+    shape = shape(tensor)
+    elem(shape, Nx.Shape.normalize_axis(shape, axis))
+  end
+
+  ## The single path to the worker / tracer
+
+  defp names(shape), do: List.duplicate(nil, tuple_size(shape))
+
+  defp apply_op(op, inputs, opts, type, shape) do
+    out = %T{data: nil, type: type, shape: shape, names: names(shape)}
+    Nx.Defn.Expr.apply_op(op, inputs, opts, out)
+  end
+
+  ## Argument conversion
+
+  # Converts a number to a scalar tensor of `type` (weak typing of numbers).
+  defp weak(%T{} = tensor, _type), do: tensor
+  defp weak(number, type), do: tensor(number, type: type)
+
+  # Both arguments of a binary op as tensors, plus their merged type.
+  defp binary_args(%T{} = left, %T{} = right),
+    do: {left, right, Nx.Type.merge(left.type, right.type)}
+
+  defp binary_args(%T{} = left, right) do
+    type = Nx.Type.merge_number(left.type, right)
+    {left, weak(right, type), type}
+  end
+
+  defp binary_args(left, %T{} = right) do
+    type = Nx.Type.merge_number(right.type, left)
+    {weak(left, type), right, type}
+  end
+
+  defp binary_args(left, right) do
+    {left, right} = {to_tensor(left), to_tensor(right)}
+    {left, right, Nx.Type.merge(left.type, right.type)}
+  end
+
+  # Comparisons: an integer number next to an integer tensor stays s64, so it is not
+  # wrapped into a narrower type before comparing.
+  defp compare_args(%T{} = left, right) when is_integer(right) do
+    if Nx.Type.integer?(left.type), do: {left, to_tensor(right)}, else: pair(left, right)
+  end
+
+  defp compare_args(left, %T{} = right) when is_integer(left) do
+    if Nx.Type.integer?(right.type), do: {to_tensor(left), right}, else: pair(left, right)
+  end
+
+  defp compare_args(left, right), do: pair(left, right)
+
+  defp pair(left, right) do
+    {left, right, _} = binary_args(left, right)
+    {left, right}
+  end
+
+  ## Element-wise ops
+
+  defp output_type(:merge, type), do: type
+  defp output_type(:same, type), do: type
+  defp output_type(:float, type), do: Nx.Type.to_floating(type)
+  defp output_type(:aggregate, type), do: Nx.Type.to_aggregate(type)
+
+  @binary_ops [
+    add: {"Element-wise addition", :merge, "[2, 3, 4]", "s64[3]", 1},
+    subtract: {"Element-wise subtraction", :merge, "[0, 1, 2]", "s64[3]", 1},
+    multiply: {"Element-wise multiplication", :merge, "[2, 4, 6]", "s64[3]", 2},
+    divide: {"Element-wise division (always floating)", :float, "[0.5, 1.0, 1.5]", "f32[3]", 2},
+    pow: {"Element-wise power", :merge, "[1, 4, 9]", "s64[3]", 2},
+    max: {"Element-wise maximum", :merge, "[2, 2, 3]", "s64[3]", 2},
+    min: {"Element-wise minimum", :merge, "[1, 2, 2]", "s64[3]", 2}
+  ]
+
+  for {name, {description, kind, result, header, arg}} <- @binary_ops do
+    @doc """
+    #{description} of two tensors or numbers, with broadcasting.
+
+    The output type is the merge of the input types#{if kind == :float, do: ", made floating", else: ""}.
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([1, 2, 3]), #{arg})
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(left, right) do
+      {left, right, type} = binary_args(left, right)
+      type = output_type(unquote(kind), type)
+      shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
+      apply_op(unquote(name), [left, right], %{}, type, shape)
+    end
+  end
+
+  @compare_ops [
+    equal: {"==", "[0, 1, 0]"},
+    not_equal: {"!=", "[1, 0, 1]"},
+    less: {"<", "[1, 0, 0]"},
+    less_equal: {"<=", "[1, 1, 0]"},
+    greater: {">", "[0, 0, 1]"},
+    greater_equal: {">=", "[0, 1, 1]"}
+  ]
+
+  for {name, {symbol, result}} <- @compare_ops do
+    @doc """
+    Element-wise `#{symbol}` of two tensors or numbers, with broadcasting; returns a `u8`
+    tensor of 0s and 1s.
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([1, 2, 3]), 2)
+        #Nx.Tensor<
+          u8[3]
+          #{result}
+        >
+
+    """
+    def unquote(name)(left, right) do
+      {left, right} = compare_args(left, right)
+      shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
+      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape)
+    end
+  end
+
+  @unary_ops [
+    exp: {"Exponential", :float, "0.0", "1.0"},
+    expm1: {"`exp(x) - 1`", :float, "0.0", "0.0"},
+    log: {"Natural logarithm", :float, "1.0", "0.0"},
+    log1p: {"`log(1 + x)`", :float, "0.0", "0.0"},
+    sqrt: {"Square root", :float, "4.0", "2.0"},
+    rsqrt: {"Reciprocal square root", :float, "4.0", "0.5"},
+    sin: {"Sine", :float, "0.0", "0.0"},
+    cos: {"Cosine", :float, "0.0", "1.0"},
+    tan: {"Tangent", :float, "0.0", "0.0"},
+    tanh: {"Hyperbolic tangent", :float, "0.0", "0.0"},
+    sigmoid: {"Logistic sigmoid `1 / (1 + exp(-x))`", :float, "0.0", "0.5"},
+    negate: {"Negation", :same, "2", "-2"},
+    abs: {"Absolute value", :same, "-2", "2"}
+  ]
+
+  for {name, {description, kind, input, result}} <- @unary_ops do
+    type_doc =
+      if kind == :float,
+        do: "Integer inputs give `{:f, 32}`; floating inputs keep their type.",
+        else: "The output has the input's type."
+
+    header = if kind == :float, do: "f32", else: "s64"
+
+    @doc """
+    #{description}, element-wise. #{type_doc}
+
+    ## Examples
+
+        iex> Nx.#{name}(#{input})
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor) do
+      tensor = to_tensor(tensor)
+
+      type = output_type(unquote(kind), tensor.type)
+      apply_op(unquote(name), [tensor], %{}, type, tensor.shape)
+    end
+  end
+
+  @doc """
+  Picks `on_true` where `pred` is nonzero and `on_false` elsewhere, with broadcasting.
+  The output type merges the types of `on_true` and `on_false`.
+
+  ## Examples
+
+      iex> Nx.select(Nx.tensor([1, 0, 1], type: :u8), Nx.tensor([1, 2, 3]), 0)
+      #Nx.Tensor<
+        s64[3]
+        [1, 0, 3]
+      >
+
+  """
+  def select(pred, on_true, on_false) do
+    pred = to_tensor(pred)
+    {on_true, on_false, type} = binary_args(on_true, on_false)
+
+    shape =
+      pred.shape
+      |> Nx.Shape.binary_broadcast(on_true.shape)
+      |> Nx.Shape.binary_broadcast(on_false.shape)
+
+    apply_op(:select, [pred, on_true, on_false], %{}, type, shape)
+  end
+
+  @doc """
+  Converts a tensor to another type (floats to integers truncate toward zero).
+
+  ## Examples
+
+      iex> Nx.as_type(Nx.tensor([1.5, -1.5]), :s64)
+      #Nx.Tensor<
+        s64[2]
+        [1, -1]
+      >
+
+  """
+  def as_type(tensor, type) do
+    tensor = to_tensor(tensor)
+    type = Nx.Type.normalize!(type)
+
+    if tensor.type == type do
+      tensor
+    else
+      apply_op(:as_type, [tensor], %{}, type, tensor.shape)
+    end
+  end
+
+  ## Reductions
+
+  @reductions [
+    sum: {"Sums the elements", :aggregate, "s64", "10"},
+    product: {"Multiplies the elements", :aggregate, "s64", "24"},
+    reduce_max: {"The maximum of the elements", :same, "s64", "4"},
+    reduce_min: {"The minimum of the elements", :same, "s64", "1"},
+    mean: {"The mean of the elements", :float, "f32", "2.5"}
+  ]
+
+  for {name, {description, kind, header, result}} <- @reductions do
+    type_doc =
+      case kind do
+        :aggregate ->
+          "Signed integers give `{:s, 64}`, unsigned `{:u, 64}`, floats keep their type."
+
+        :same ->
+          "The output has the input's type."
+
+        :float ->
+          "Integer inputs give `{:f, 32}`; floating inputs keep their type."
+      end
+
+    @doc """
+    #{description} of a tensor, over all axes or over `:axes`.
+
+    #{type_doc}
+
+    ## Options
+
+      * `:axes` - the axes to reduce (negative counts from the end); all by default
+      * `:keep_axes` - keep the reduced axes with size 1; `false` by default
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([[1, 2], [3, 4]]))
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor, opts \\ []) do
+      tensor = to_tensor(tensor)
+      keep_axes = Keyword.get(opts, :keep_axes, false)
+      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], keep_axes)
+
+      type = output_type(unquote(kind), tensor.type)
+      apply_op(unquote(name), [tensor], %{axes: axes, keep_axes: keep_axes}, type, shape)
+    end
+  end
+
+  ## Dot products
+
+  @doc """
+  Dot product, as `Nx.dot/2`: with a scalar it multiplies; two vectors give their inner
+  product; otherwise the last axis of `left` contracts with the only axis of a vector
+  `right`, or with the second-to-last axis of `right`.
+
+  ## Examples
+
+      iex> Nx.dot(Nx.tensor([[1, 2], [3, 4]]), Nx.tensor([1, 1]))
+      #Nx.Tensor<
+        s64[2]
+        [3, 7]
+      >
+
+  """
+  def dot(left, right) do
+    {left, right} = {to_tensor(left), to_tensor(right)}
+
+    case {tuple_size(left.shape), tuple_size(right.shape)} do
+      {0, _} -> multiply(left, right)
+      {_, 0} -> multiply(left, right)
+      {r1, 1} -> dot(left, [r1 - 1], [], right, [0], [])
+      {r1, r2} -> dot(left, [r1 - 1], [], right, [r2 - 2], [])
+    end
+  end
+
+  @doc """
+  Dot product contracting `contract_axes1` of `left` with `contract_axes2` of `right`.
+
+  ## Examples
+
+      iex> Nx.dot(Nx.tensor([[1, 2], [3, 4]]), [0], Nx.tensor([[1, 2], [3, 4]]), [0])
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [10, 14],
+          [14, 20]
+        ]
+      >
+
+  """
+  def dot(left, contract_axes1, right, contract_axes2),
+    do: dot(left, contract_axes1, [], right, contract_axes2, [])
+
+  @doc """
+  General dot product with contraction and batch axes. The output has the batch
+  dimensions, then the free dimensions of `left`, then those of `right`.
+
+  ## Examples
+
+      iex> t = Nx.tensor([[[1, 2]], [[3, 4]]])
+      iex> Nx.dot(t, [2], [0], t, [2], [0])
+      #Nx.Tensor<
+        s64[2][1][1]
+        [
+          [
+            [5]
+          ],
+          [
+            [25]
+          ]
+        ]
+      >
+
+  """
+  def dot(left, contract_axes1, batch_axes1, right, contract_axes2, batch_axes2) do
+    {left, right} = {to_tensor(left), to_tensor(right)}
+    c1 = Nx.Shape.normalize_axes(left.shape, contract_axes1)
+    b1 = Nx.Shape.normalize_axes(left.shape, batch_axes1)
+    c2 = Nx.Shape.normalize_axes(right.shape, contract_axes2)
+    b2 = Nx.Shape.normalize_axes(right.shape, batch_axes2)
+    shape = Nx.Shape.dot(left.shape, c1, b1, right.shape, c2, b2)
+    type = Nx.Type.merge(left.type, right.type)
+    opts = %{contract_axes: {c1, c2}, batch_axes: {b1, b2}}
+    apply_op(:dot, [left, right], opts, type, shape)
+  end
+
+  ## Shape ops
+
+  @doc """
+  Changes the shape (the size must stay the same); `shape` may be a tuple, possibly with
+  one `:auto` dimension, or a tensor whose shape is used.
+
+  ## Examples
+
+      iex> Nx.reshape(Nx.tensor([1, 2, 3, 4]), {2, :auto})
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 2],
+          [3, 4]
+        ]
+      >
+
+  """
+  def reshape(tensor, shape, _opts \\ []) do
+    tensor = to_tensor(tensor)
+    new_shape = Nx.Shape.reshape(tensor.shape, shape_of(shape))
+
+    if new_shape == tensor.shape do
+      tensor
+    else
+      apply_op(:reshape, [tensor], %{}, tensor.type, new_shape)
+    end
+  end
+
+  defp shape_of(%T{shape: shape}), do: shape
+  defp shape_of(shape) when is_tuple(shape), do: shape
+  defp shape_of(other), do: raise(ArgumentError, "expected a shape, got: #{inspect(other)}")
+
+  @doc """
+  Permutes the axes: output axis `k` is input axis `axes[k]`. By default the axes are
+  reversed.
+
+  ## Examples
+
+      iex> Nx.transpose(Nx.tensor([[1, 2, 3], [4, 5, 6]]))
+      #Nx.Tensor<
+        s64[3][2]
+        [
+          [1, 4],
+          [2, 5],
+          [3, 6]
+        ]
+      >
+
+  """
+  def transpose(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    rank = tuple_size(tensor.shape)
+    axes = opts[:axes] || Enum.to_list((rank - 1)..0//-1)
+    shape = Nx.Shape.transpose(tensor.shape, axes)
+    axes = Nx.Shape.normalize_axes(tensor.shape, axes)
+
+    if axes == Enum.to_list(0..(rank - 1)//1) do
+      tensor
+    else
+      apply_op(:transpose, [tensor], %{axes: axes}, tensor.type, shape)
+    end
+  end
+
+  @doc """
+  Broadcasts a tensor or number to `shape` (a tuple or a tensor). Input axis `k` goes to
+  output axis `axes[k]`; by default the input is aligned to the trailing axes.
+
+  ## Examples
+
+      iex> Nx.broadcast(Nx.tensor([1, 2]), {2, 2})
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 2],
+          [1, 2]
+        ]
+      >
+
+      iex> Nx.broadcast(Nx.tensor([1, 2]), {2, 2}, axes: [0])
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 1],
+          [2, 2]
+        ]
+      >
+
+  """
+  def broadcast(tensor, shape, opts \\ []) do
+    tensor = to_tensor(tensor)
+    shape = Nx.Shape.validate!(shape_of(shape))
+
+    axes =
+      case opts[:axes] do
+        nil -> Nx.Shape.broadcast_axes(tensor.shape, shape)
+        axes -> Nx.Shape.normalize_axes(shape, axes)
+      end
+
+    Nx.Shape.broadcast(tensor.shape, shape, axes)
+
+    if shape == tensor.shape do
+      tensor
+    else
+      apply_op(:broadcast, [tensor], %{axes: axes}, tensor.type, shape)
+    end
+  end
+
+  @doc """
+  A tensor counting up: with `axis: nil` (the default) `0..size-1` in row-major order,
+  otherwise counting along `axis`. `shape` is a tuple or a tensor; `:type` defaults to
+  `{:s, 64}`.
+
+  ## Examples
+
+      iex> Nx.iota({2, 3}, axis: 1)
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [0, 1, 2],
+          [0, 1, 2]
+        ]
+      >
+
+  """
+  def iota(shape, opts \\ []) do
+    shape = Nx.Shape.validate!(shape_of(shape))
+    type = Nx.Type.normalize!(opts[:type] || {:s, 64})
+    axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis)
+    apply_op(:iota, [], %{axis: axis}, type, shape)
+  end
+
+  @doc """
+  A static slice: `lengths[k]` elements along each axis from `start_indices[k]`, every
+  `strides[k]`-th one (`:strides` is a list or one integer for all axes, 1 by default).
+  Start indices are clamped so the slice stays in bounds, as in Nx.
+
+  ## Examples
+
+      iex> Nx.slice(Nx.tensor([1, 2, 3, 4, 5, 6]), [1], [4], strides: 2)
+      #Nx.Tensor<
+        s64[2]
+        [2, 4]
+      >
+
+  """
+  def slice(tensor, start_indices, lengths, opts \\ []) do
+    tensor = to_tensor(tensor)
+    rank = tuple_size(tensor.shape)
+
+    strides =
+      case Keyword.get(opts, :strides, 1) do
+        stride when is_integer(stride) -> List.duplicate(stride, rank)
+        strides -> strides
+      end
+
+    starts = Enum.map(start_indices, &static_index!/1)
+    {starts, shape} = Nx.Shape.slice(tensor.shape, starts, lengths, strides)
+    opts = %{start_indices: starts, lengths: lengths, strides: strides}
+    apply_op(:slice, [tensor], opts, tensor.type, shape)
+  end
+
+  defp static_index!(index) when is_integer(index), do: index
+
+  defp static_index!(%T{data: %Nx.BinaryBackend{}, shape: {}} = index) do
+    case to_number(index) do
+      int when is_integer(int) -> int
+      other -> raise ArgumentError, "slice start indices must be integers, got: #{other}"
+    end
+  end
+
+  defp static_index!(other) do
+    raise ArgumentError,
+          "slice start indices must be integers (dynamic start indices are not supported), " <>
+            "got: #{inspect(other)}"
+  end
+
+  @doc """
+  Joins tensors along `:axis` (0 by default); all other dimensions must be equal. The
+  output type merges all input types.
+
+  ## Examples
+
+      iex> Nx.concatenate([Nx.tensor([1, 2]), Nx.tensor([3])])
+      #Nx.Tensor<
+        s64[3]
+        [1, 2, 3]
+      >
+
+  """
+  def concatenate(tensors, opts \\ [])
+
+  def concatenate([], _opts), do: raise(ArgumentError, "empty list passed to concatenate")
+
+  def concatenate([tensor], _opts), do: to_tensor(tensor)
+
+  def concatenate(tensors, opts) when is_list(tensors) do
+    tensors = Enum.map(tensors, &to_tensor/1)
+    [first | _] = tensors
+    axis = Nx.Shape.normalize_axis(first.shape, Keyword.get(opts, :axis, 0))
+    shape = Nx.Shape.concatenate(Enum.map(tensors, & &1.shape), axis)
+    type = tensors |> Enum.map(& &1.type) |> Enum.reduce(&Nx.Type.merge/2)
+    apply_op(:concatenate, tensors, %{axis: axis}, type, shape)
+  end
+
+  @doc """
+  Inserts an axis of size 1 at `axis` (negative counts from the end of the new shape).
+
+  ## Examples
+
+      iex> Nx.new_axis(Nx.tensor([1, 2]), -1)
+      #Nx.Tensor<
+        s64[2][1]
+        [
+          [1],
+          [2]
+        ]
+      >
+
+  """
+  def new_axis(tensor, axis, _name \\ nil) do
+    tensor = to_tensor(tensor)
+    shape = Nx.Shape.new_axis(tensor.shape, axis)
+    apply_op(:reshape, [tensor], %{}, tensor.type, shape)
+  end
+
+  @doc """
+  Removes axes of size 1: all of them, or the given `:axes` (each must have size 1).
+
+  ## Examples
+
+      iex> Nx.squeeze(Nx.tensor([[1, 2]]))
+      #Nx.Tensor<
+        s64[2]
+        [1, 2]
+      >
+
+  """
+  def squeeze(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+
+    axes =
+      case opts[:axes] do
+        nil -> for {1, i} <- Enum.with_index(Tuple.to_list(tensor.shape)), do: i
+        axes -> Nx.Shape.normalize_axes(tensor.shape, axes)
+      end
+
+    shape = Nx.Shape.squeeze(tensor.shape, axes)
+
+    if shape == tensor.shape do
+      tensor
+    else
+      apply_op(:reshape, [tensor], %{}, tensor.type, shape)
+    end
+  end
+end

@@ -1,0 +1,497 @@
+defmodule Nx.Shape do
+  @moduledoc """
+  Shape rules: every function takes shapes (tuples of non-negative dimensions) and returns
+  the output shape of an operation, raising `ArgumentError` with an Nx-style message when the
+  shapes do not fit.
+  """
+
+  @doc """
+  Validates a shape.
+
+  ## Examples
+
+      iex> Nx.Shape.validate!({2, 3})
+      {2, 3}
+      iex> Nx.Shape.validate!({2, -1})
+      ** (ArgumentError) invalid dimension in shape {2, -1}, every dimension must be a non-negative integer
+
+  """
+  def validate!(shape) when is_tuple(shape) do
+    if Enum.all?(Tuple.to_list(shape), &(is_integer(&1) and &1 >= 0)) do
+      shape
+    else
+      raise ArgumentError,
+            "invalid dimension in shape #{inspect(shape)}, " <>
+              "every dimension must be a non-negative integer"
+    end
+  end
+
+  def validate!(other) do
+    raise ArgumentError, "invalid shape #{inspect(other)}, expected a tuple of dimensions"
+  end
+
+  @doc """
+  The number of elements of a shape.
+
+  ## Examples
+
+      iex> Nx.Shape.size({2, 3})
+      6
+      iex> Nx.Shape.size({})
+      1
+
+  """
+  def size(shape), do: shape |> Tuple.to_list() |> Enum.reduce(1, &*/2)
+
+  @doc """
+  The number of dimensions of a shape.
+
+  ## Examples
+
+      iex> Nx.Shape.rank({2, 3})
+      2
+
+  """
+  def rank(shape), do: tuple_size(shape)
+
+  @doc """
+  Normalizes an axis (negative axes count from the end) and checks that it is in range.
+
+  ## Examples
+
+      iex> Nx.Shape.normalize_axis({2, 3}, -1)
+      1
+      iex> Nx.Shape.normalize_axis({2, 3}, 2)
+      ** (ArgumentError) given axis (2) invalid for shape with rank 2
+
+  """
+  def normalize_axis(shape, axis) when is_integer(axis) do
+    rank = tuple_size(shape)
+    normalized = if axis < 0, do: rank + axis, else: axis
+
+    if normalized < 0 or normalized >= rank do
+      raise ArgumentError, "given axis (#{axis}) invalid for shape with rank #{rank}"
+    end
+
+    normalized
+  end
+
+  def normalize_axis(_shape, axis) do
+    raise ArgumentError, "expected an integer axis, got: #{inspect(axis)}"
+  end
+
+  @doc """
+  Normalizes a list of axes, which must be unique.
+
+  ## Examples
+
+      iex> Nx.Shape.normalize_axes({2, 3, 4}, [-1, 0])
+      [2, 0]
+      iex> Nx.Shape.normalize_axes({2, 3}, [0, 0])
+      ** (ArgumentError) axes [0, 0] must be unique integers between 0 and 1
+
+  """
+  def normalize_axes(shape, axes) when is_list(axes) do
+    normalized = Enum.map(axes, &normalize_axis(shape, &1))
+
+    if length(Enum.uniq(normalized)) != length(normalized) do
+      raise ArgumentError,
+            "axes #{inspect(axes)} must be unique integers between 0 and #{tuple_size(shape) - 1}"
+    end
+
+    normalized
+  end
+
+  def normalize_axes(_shape, axes) do
+    raise ArgumentError, "expected a list of axes, got: #{inspect(axes)}"
+  end
+
+  @doc """
+  The shape two shapes broadcast to (aligned on the right; each pair of dimensions equal or
+  one of them 1).
+
+  ## Examples
+
+      iex> Nx.Shape.binary_broadcast({2, 3}, {3})
+      {2, 3}
+      iex> Nx.Shape.binary_broadcast({4, 1}, {1, 5})
+      {4, 5}
+      iex> Nx.Shape.binary_broadcast({2, 3}, {4})
+      ** (ArgumentError) cannot broadcast tensor of dimensions {2, 3} to {4}
+
+  """
+  def binary_broadcast(shape, shape), do: shape
+
+  def binary_broadcast(left, right) do
+    rank = max(tuple_size(left), tuple_size(right))
+    l = pad_leading(left, rank)
+    r = pad_leading(right, rank)
+
+    Enum.zip_with(l, r, fn
+      d, d -> d
+      1, d -> d
+      d, 1 -> d
+      _, _ -> raise_broadcast(left, right)
+    end)
+    |> List.to_tuple()
+  end
+
+  defp raise_broadcast(left, right) do
+    raise ArgumentError,
+          "cannot broadcast tensor of dimensions #{inspect(left)} to #{inspect(right)}"
+  end
+
+  defp pad_leading(shape, rank) do
+    List.duplicate(1, rank - tuple_size(shape)) ++ Tuple.to_list(shape)
+  end
+
+  @doc """
+  The default broadcast axes from `shape` to `new_shape`: the trailing axes.
+
+  ## Examples
+
+      iex> Nx.Shape.broadcast_axes({3}, {2, 3})
+      [1]
+      iex> Nx.Shape.broadcast_axes({3}, {})
+      ** (ArgumentError) cannot broadcast tensor of dimensions {3} to {}
+
+  """
+  def broadcast_axes(shape, new_shape) do
+    rank = tuple_size(shape)
+    new_rank = tuple_size(new_shape)
+
+    if rank > new_rank do
+      raise_broadcast(shape, new_shape)
+    end
+
+    Enum.to_list((new_rank - rank)..(new_rank - 1)//1)
+  end
+
+  @doc """
+  Validates broadcasting `shape` to `new_shape` where input axis `k` goes to output axis
+  `axes[k]`; returns `new_shape`.
+
+  ## Examples
+
+      iex> Nx.Shape.broadcast({3}, {2, 3}, [1])
+      {2, 3}
+      iex> Nx.Shape.broadcast({2}, {2, 3}, [0])
+      {2, 3}
+      iex> Nx.Shape.broadcast({3}, {2, 3}, [0])
+      ** (ArgumentError) cannot broadcast tensor of dimensions {3} to {2, 3} with axes [0]
+
+  """
+  def broadcast(shape, new_shape, axes) do
+    validate!(new_shape)
+
+    ok? =
+      length(axes) == tuple_size(shape) and
+        Enum.all?(axes, &(is_integer(&1) and &1 >= 0 and &1 < tuple_size(new_shape))) and
+        axes == Enum.sort(Enum.uniq(axes)) and
+        shape
+        |> Tuple.to_list()
+        |> Enum.zip(axes)
+        |> Enum.all?(fn {dim, axis} -> dim == 1 or dim == elem(new_shape, axis) end)
+
+    unless ok? do
+      raise ArgumentError,
+            "cannot broadcast tensor of dimensions #{inspect(shape)} " <>
+              "to #{inspect(new_shape)} with axes #{inspect(axes)}"
+    end
+
+    new_shape
+  end
+
+  @doc """
+  The shape after reducing `axes` (`nil` means all); reduced axes are removed, or kept with
+  size 1 when `keep_axes` is true. Returns `{shape, normalized_axes}`.
+
+  ## Examples
+
+      iex> Nx.Shape.reduce({2, 3}, nil, false)
+      {{}, nil}
+      iex> Nx.Shape.reduce({2, 3}, [-1], false)
+      {{2}, [1]}
+      iex> Nx.Shape.reduce({2, 3}, [0], true)
+      {{1, 3}, [0]}
+      iex> Nx.Shape.reduce({2, 3}, [2], false)
+      ** (ArgumentError) given axis (2) invalid for shape with rank 2
+
+  """
+  def reduce(shape, nil, keep_axes) do
+    if keep_axes do
+      {List.to_tuple(List.duplicate(1, tuple_size(shape))), nil}
+    else
+      {{}, nil}
+    end
+  end
+
+  def reduce(shape, axes, keep_axes) do
+    axes = shape |> normalize_axes(axes) |> Enum.sort()
+
+    dims =
+      shape
+      |> Tuple.to_list()
+      |> Enum.with_index()
+      |> Enum.flat_map(fn {dim, i} ->
+        cond do
+          i not in axes -> [dim]
+          keep_axes -> [1]
+          true -> []
+        end
+      end)
+
+    {List.to_tuple(dims), axes}
+  end
+
+  @doc """
+  The shape after permuting the axes: output axis `k` is input axis `axes[k]`.
+
+  ## Examples
+
+      iex> Nx.Shape.transpose({2, 3, 4}, [2, 0, 1])
+      {4, 2, 3}
+      iex> Nx.Shape.transpose({2, 3}, [0])
+      ** (ArgumentError) expected length of permutation (1) to match rank of shape (2)
+
+  """
+  def transpose(shape, axes) do
+    rank = tuple_size(shape)
+
+    if length(axes) != rank do
+      raise ArgumentError,
+            "expected length of permutation (#{length(axes)}) to match rank of shape (#{rank})"
+    end
+
+    axes = normalize_axes(shape, axes)
+    axes |> Enum.map(&elem(shape, &1)) |> List.to_tuple()
+  end
+
+  @doc """
+  Validates a reshape and resolves one `:auto` dimension.
+
+  ## Examples
+
+      iex> Nx.Shape.reshape({2, 3}, {3, 2})
+      {3, 2}
+      iex> Nx.Shape.reshape({2, 3}, {:auto, 2})
+      {3, 2}
+      iex> Nx.Shape.reshape({2, 3}, {4})
+      ** (ArgumentError) cannot reshape, current shape {2, 3} is not compatible with new shape {4}
+
+  """
+  def reshape(old_shape, new_shape) when is_tuple(new_shape) do
+    dims = Tuple.to_list(new_shape)
+
+    new_shape =
+      case Enum.count(dims, &(&1 == :auto)) do
+        0 ->
+          validate!(new_shape)
+
+        1 ->
+          known = dims |> Enum.reject(&(&1 == :auto)) |> Enum.reduce(1, &*/2)
+          old_size = size(old_shape)
+
+          if known == 0 or rem(old_size, known) != 0 do
+            raise ArgumentError,
+                  "cannot reshape, current shape #{inspect(old_shape)} " <>
+                    "is not compatible with new shape #{inspect(new_shape)}"
+          end
+
+          dims
+          |> Enum.map(fn
+            :auto -> div(old_size, known)
+            dim -> dim
+          end)
+          |> List.to_tuple()
+          |> validate!()
+
+        _ ->
+          raise ArgumentError,
+                "only one dimension can be :auto in new shape, got: #{inspect(new_shape)}"
+      end
+
+    if size(old_shape) != size(new_shape) do
+      raise ArgumentError,
+            "cannot reshape, current shape #{inspect(old_shape)} " <>
+              "is not compatible with new shape #{inspect(new_shape)}"
+    end
+
+    new_shape
+  end
+
+  @doc """
+  Validates a static slice. Start indices are clamped so the slice stays in bounds, as Nx
+  does. Returns `{start_indices, output_shape}`; output dimension `k` is
+  `ceil(lengths[k] / strides[k])`.
+
+  ## Examples
+
+      iex> Nx.Shape.slice({5}, [1], [3], [1])
+      {[1], {3}}
+      iex> Nx.Shape.slice({5}, [4], [3], [1])
+      {[2], {3}}
+      iex> Nx.Shape.slice({6, 4}, [0, 0], [6, 4], [2, 3])
+      {[0, 0], {3, 2}}
+      iex> Nx.Shape.slice({3}, [0], [4], [1])
+      ** (ArgumentError) length at axis 0 must be less than or equal to axis size of 3, got: 4
+
+  """
+  def slice(shape, start_indices, lengths, strides) do
+    rank = tuple_size(shape)
+
+    for {name, list} <- [start_indices: start_indices, lengths: lengths, strides: strides],
+        length(list) != rank do
+      raise ArgumentError,
+            "#{name} must have the same length as the rank of the tensor (#{rank}), " <>
+              "got: #{inspect(list)}"
+    end
+
+    triples = Enum.zip([Tuple.to_list(shape), start_indices, lengths, strides])
+
+    {starts, dims} =
+      triples
+      |> Enum.with_index()
+      |> Enum.map(fn {{dim, start, len, stride}, axis} ->
+        unless is_integer(start), do: raise_slice("start index", axis, start)
+        unless is_integer(len) and len >= 0, do: raise_slice("length", axis, len)
+        unless is_integer(stride) and stride >= 1, do: raise_slice("stride", axis, stride)
+
+        if len > dim do
+          raise ArgumentError,
+                "length at axis #{axis} must be less than or equal to axis size of #{dim}, " <>
+                  "got: #{len}"
+        end
+
+        {start |> max(0) |> min(dim - len), div(len + stride - 1, stride)}
+      end)
+      |> Enum.unzip()
+
+    {starts, List.to_tuple(dims)}
+  end
+
+  defp raise_slice(what, axis, value) do
+    raise ArgumentError, "invalid #{what} at axis #{axis} for slice, got: #{inspect(value)}"
+  end
+
+  @doc """
+  The shape of concatenating `shapes` along `axis` (already normalized).
+
+  ## Examples
+
+      iex> Nx.Shape.concatenate([{2, 3}, {4, 3}], 0)
+      {6, 3}
+      iex> Nx.Shape.concatenate([{2, 3}, {2, 2}], 0)
+      ** (ArgumentError) cannot concatenate tensors on axis 0, all other dimensions must be equal, got shapes {2, 3} and {2, 2}
+
+  """
+  def concatenate([first | rest] = shapes, axis) do
+    for shape <- rest do
+      if tuple_size(shape) != tuple_size(first) do
+        raise ArgumentError,
+              "cannot concatenate tensors of different ranks, " <>
+                "got shapes #{inspect(first)} and #{inspect(shape)}"
+      end
+
+      if Tuple.delete_at(shape, axis) != Tuple.delete_at(first, axis) do
+        raise ArgumentError,
+              "cannot concatenate tensors on axis #{axis}, all other dimensions must be equal, " <>
+                "got shapes #{inspect(first)} and #{inspect(shape)}"
+      end
+    end
+
+    put_elem(first, axis, shapes |> Enum.map(&elem(&1, axis)) |> Enum.sum())
+  end
+
+  @doc """
+  The output shape of a general dot product: batch dimensions, then the free dimensions of
+  the left side, then those of the right side. Axes must already be normalized.
+
+  ## Examples
+
+      iex> Nx.Shape.dot({2, 3}, [1], [], {3, 4}, [0], [])
+      {2, 4}
+      iex> Nx.Shape.dot({5, 2, 3}, [2], [0], {5, 3, 4}, [1], [0])
+      {5, 2, 4}
+      iex> Nx.Shape.dot({2, 3}, [1], [], {4, 5}, [0], [])
+      ** (ArgumentError) dot/zip expects shapes to be compatible, dimension 1 of left-side (3) does not equal dimension 0 of right-side (4)
+
+  """
+  def dot(s1, c1, b1, s2, c2, b2) do
+    if length(c1) != length(c2) do
+      raise ArgumentError,
+            "dot expects the same number of contraction axes on both sides, " <>
+              "got: #{inspect(c1)} and #{inspect(c2)}"
+    end
+
+    if length(b1) != length(b2) do
+      raise ArgumentError,
+            "dot expects the same number of batch axes on both sides, " <>
+              "got: #{inspect(b1)} and #{inspect(b2)}"
+    end
+
+    for {a1, a2} <- Enum.zip(c1 ++ b1, c2 ++ b2), elem(s1, a1) != elem(s2, a2) do
+      raise ArgumentError,
+            "dot/zip expects shapes to be compatible, dimension #{a1} of left-side " <>
+              "(#{elem(s1, a1)}) does not equal dimension #{a2} of right-side (#{elem(s2, a2)})"
+    end
+
+    batch = Enum.map(b1, &elem(s1, &1))
+    free1 = free_dims(s1, c1 ++ b1)
+    free2 = free_dims(s2, c2 ++ b2)
+    List.to_tuple(batch ++ free1 ++ free2)
+  end
+
+  defp free_dims(shape, used) do
+    for {dim, i} <- Enum.with_index(Tuple.to_list(shape)), i not in used, do: dim
+  end
+
+  @doc """
+  The shape without the given axes, each of which must have size 1.
+
+  ## Examples
+
+      iex> Nx.Shape.squeeze({1, 2, 1}, [0, 2])
+      {2}
+      iex> Nx.Shape.squeeze({1, 2}, [1])
+      ** (ArgumentError) cannot squeeze dimensions whose sizes are not 1, got 2 for dimension 1
+
+  """
+  def squeeze(shape, axes) do
+    for axis <- axes, elem(shape, axis) != 1 do
+      raise ArgumentError,
+            "cannot squeeze dimensions whose sizes are not 1, " <>
+              "got #{elem(shape, axis)} for dimension #{axis}"
+    end
+
+    shape
+    |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.reject(fn {_, i} -> i in axes end)
+    |> Enum.map(&elem(&1, 0))
+    |> List.to_tuple()
+  end
+
+  @doc """
+  The shape with a new axis of size 1 inserted at `axis` (negative counts from the end of
+  the new shape).
+
+  ## Examples
+
+      iex> Nx.Shape.new_axis({2, 3}, 0)
+      {1, 2, 3}
+      iex> Nx.Shape.new_axis({2, 3}, -1)
+      {2, 3, 1}
+
+  """
+  def new_axis(shape, axis) do
+    rank = tuple_size(shape)
+    normalized = if axis < 0, do: rank + 1 + axis, else: axis
+
+    if normalized < 0 or normalized > rank do
+      raise ArgumentError, "new axis (#{axis}) invalid for shape with rank #{rank}"
+    end
+
+    Tuple.insert_at(shape, normalized, 1)
+  end
+end

@@ -1,0 +1,112 @@
+defimpl Inspect, for: Nx.Tensor do
+  @moduledoc """
+  Prints tensors as Nx does:
+
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [1.0, 2.0],
+          [3.0, 4.0]
+        ]
+      >
+
+  Floats are printed as the shortest decimal that reads back to the same value in the
+  tensor's own precision (`3.0485873` for an f32, not `3.048587322235107`); non-finite
+  values print as `NaN`, `Inf` and `-Inf`. At most `limit` elements are printed, then `...`.
+  Tensors whose data is an expression delegate their body to `data.__struct__.inspect/2`.
+  """
+
+  alias Nx.BinaryBackend
+
+  def inspect(%Nx.Tensor{data: data, type: type, shape: shape} = tensor, opts) do
+    header = Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
+
+    body =
+      case data do
+        %BinaryBackend{state: binary} -> format_data(binary, type, shape, opts.limit)
+        nil -> "Nx.TemplateBackend"
+        %module{} -> module.inspect(tensor, opts)
+      end
+
+    "#Nx.Tensor<\n" <> indent("#{header}\n#{body}") <> "\n>"
+  end
+
+  defp indent(string) do
+    string
+    |> String.split("\n")
+    |> Enum.map_join("\n", fn
+      "" -> ""
+      line -> "  " <> line
+    end)
+  end
+
+  defp format_data(binary, type, shape, limit) do
+    size = Nx.Shape.size(shape)
+    budget = if limit == :infinity, do: size, else: limit
+    # Only the elements that can be printed are decoded.
+    bytes = Nx.Type.byte_size(type)
+    visible = binary_part(binary, 0, min(budget + 1, size) * bytes)
+    elements = visible |> BinaryBackend.to_list(type) |> Enum.map(&format_number(&1, type))
+
+    case Tuple.to_list(shape) do
+      [] ->
+        hd(elements)
+
+      dims ->
+        {string, _elements, _budget} = render(dims, elements, budget)
+        string
+    end
+  end
+
+  defp render([dim], elements, budget) do
+    count = min(dim, budget)
+    {shown, rest} = Enum.split(elements, count)
+    shown = if count < dim, do: shown ++ ["..."], else: shown
+    {"[" <> Enum.join(shown, ", ") <> "]", rest, budget - count}
+  end
+
+  defp render([dim | inner], elements, budget) do
+    {children, elements, budget} = render_children(dim, inner, elements, budget, [])
+
+    case children do
+      [] -> {"[]", elements, budget}
+      _ -> {"[\n" <> Enum.map_join(children, ",\n", &indent/1) <> "\n]", elements, budget}
+    end
+  end
+
+  defp render_children(0, _inner, elements, budget, acc),
+    do: {Enum.reverse(acc), elements, budget}
+
+  defp render_children(_left, _inner, elements, 0, acc),
+    do: {Enum.reverse(["..." | acc]), elements, 0}
+
+  defp render_children(left, inner, elements, budget, acc) do
+    {child, elements, budget} = render(inner, elements, budget)
+    render_children(left - 1, inner, elements, budget, [child | acc])
+  end
+
+  @doc false
+  def format_number(:nan, _type), do: "NaN"
+  def format_number(:infinity, _type), do: "Inf"
+  def format_number(:neg_infinity, _type), do: "-Inf"
+  def format_number(int, _type) when is_integer(int), do: Integer.to_string(int)
+  def format_number(float, {:f, 64}), do: Float.to_string(float)
+  def format_number(float, type), do: shortest(float, type)
+
+  # The shortest decimal that reads back to the same value in `type`: try 1, 2, ...
+  # significant digits (the nearest decimal with that many digits each time).
+  defp shortest(float, type) do
+    Enum.find_value(0..17, fn digits ->
+      {candidate, ""} = float |> :erlang.float_to_binary(scientific: digits) |> Float.parse()
+
+      if round_trip(candidate, type) == float do
+        Float.to_string(candidate)
+      end
+    end) || Float.to_string(float)
+  end
+
+  defp round_trip(float, type) do
+    [value] = float |> BinaryBackend.number_to_binary(type) |> BinaryBackend.to_list(type)
+    value
+  end
+end

@@ -1,0 +1,234 @@
+defmodule Nx.Type do
+  @moduledoc """
+  Tensor types and the rules that combine them, as in Nx 0.7.
+
+  A type is a tuple `{class, bits}`: `{:u, 8 | 16 | 32 | 64}`, `{:s, 8 | 16 | 32 | 64}`,
+  `{:f, 16 | 32 | 64}` or `{:bf, 16}`. Atoms such as `:f32` or `:u8` are accepted as
+  shorthands wherever a type is given.
+  """
+
+  @types [
+    {:u, 8},
+    {:u, 16},
+    {:u, 32},
+    {:u, 64},
+    {:s, 8},
+    {:s, 16},
+    {:s, 32},
+    {:s, 64},
+    {:f, 16},
+    {:f, 32},
+    {:f, 64},
+    {:bf, 16}
+  ]
+
+  @shorthands Map.new(@types, fn {class, bits} = type ->
+                {String.to_atom("#{class}#{bits}"), type}
+              end)
+
+  @type t :: {:u | :s | :f | :bf, pos_integer}
+
+  @doc """
+  Returns every supported type.
+
+  ## Examples
+
+      iex> length(Nx.Type.all())
+      12
+
+  """
+  def all, do: @types
+
+  @doc """
+  Validates and normalizes a type, accepting the shorthand atoms.
+
+  ## Examples
+
+      iex> Nx.Type.normalize!({:f, 32})
+      {:f, 32}
+      iex> Nx.Type.normalize!(:bf16)
+      {:bf, 16}
+      iex> Nx.Type.normalize!(:u8)
+      {:u, 8}
+      iex> Nx.Type.normalize!({:f, 8})
+      ** (ArgumentError) invalid numerical type: {:f, 8} (see Nx.Type docs for all supported types)
+
+  """
+  def normalize!(type) when type in @types, do: type
+
+  def normalize!(type) when is_map_key(@shorthands, type), do: Map.fetch!(@shorthands, type)
+
+  def normalize!(type) do
+    raise ArgumentError,
+          "invalid numerical type: #{inspect(type)} (see Nx.Type docs for all supported types)"
+  end
+
+  @doc """
+  Infers the type of a number: integers are `{:s, 64}`, floats (and the non-finite atoms)
+  `{:f, 32}`.
+
+  ## Examples
+
+      iex> Nx.Type.infer(1)
+      {:s, 64}
+      iex> Nx.Type.infer(1.0)
+      {:f, 32}
+      iex> Nx.Type.infer(:nan)
+      {:f, 32}
+
+  """
+  def infer(value) when is_integer(value), do: {:s, 64}
+  def infer(value) when is_float(value), do: {:f, 32}
+  def infer(value) when value in [:nan, :infinity, :neg_infinity], do: {:f, 32}
+  def infer(value) when is_boolean(value), do: {:u, 8}
+
+  def infer(value) do
+    raise ArgumentError, "cannot infer the numerical type of #{inspect(value)}"
+  end
+
+  @doc """
+  Merges two types into the type that can hold both.
+
+  Floats win over integers, the larger float wins and `bf16` with `f16` becomes `f32`;
+  signed and unsigned integers merge into a signed type big enough for both (at most 64 bits).
+
+  ## Examples
+
+      iex> Nx.Type.merge({:s, 8}, {:f, 32})
+      {:f, 32}
+      iex> Nx.Type.merge({:f, 32}, {:f, 64})
+      {:f, 64}
+      iex> Nx.Type.merge({:bf, 16}, {:f, 16})
+      {:f, 32}
+      iex> Nx.Type.merge({:u, 8}, {:s, 8})
+      {:s, 16}
+      iex> Nx.Type.merge({:u, 64}, {:s, 32})
+      {:s, 64}
+      iex> Nx.Type.merge({:u, 8}, {:u, 16})
+      {:u, 16}
+
+  """
+  def merge(type, type), do: type
+  def merge({:bf, 16}, {:f, 16}), do: {:f, 32}
+  def merge({:f, 16}, {:bf, 16}), do: {:f, 32}
+  def merge({:bf, 16}, {:f, _} = right), do: right
+  def merge({:f, _} = left, {:bf, 16}), do: left
+  def merge({:f, a}, {:f, b}), do: {:f, max(a, b)}
+  def merge({left, _} = type, {_, _}) when left in [:f, :bf], do: type
+  def merge({_, _}, {right, _} = type) when right in [:f, :bf], do: type
+  def merge({class, a}, {class, b}), do: {class, max(a, b)}
+  def merge({:s, s}, {:u, u}), do: signed_unsigned(s, u)
+  def merge({:u, u}, {:s, s}), do: signed_unsigned(s, u)
+
+  defp signed_unsigned(s, u) when u < s, do: {:s, s}
+  defp signed_unsigned(_s, u), do: {:s, min(u * 2, 64)}
+
+  @doc """
+  Merges a tensor type with a number, with Nx's weak typing of numbers.
+
+  An integer keeps the tensor's type; a float turns an integer type into `{:f, 32}` and
+  keeps a floating type.
+
+  ## Examples
+
+      iex> Nx.Type.merge_number({:u, 8}, 3)
+      {:u, 8}
+      iex> Nx.Type.merge_number({:s, 32}, 1.5)
+      {:f, 32}
+      iex> Nx.Type.merge_number({:f, 16}, 1.5)
+      {:f, 16}
+
+  """
+  def merge_number(type, number) when is_integer(number) or is_boolean(number), do: type
+
+  def merge_number(type, number)
+      when is_float(number) or number in [:nan, :infinity, :neg_infinity] do
+    if float?(type), do: type, else: {:f, 32}
+  end
+
+  @doc """
+  The floating type a computation on `type` produces: integers become `{:f, 32}`, floats stay.
+
+  ## Examples
+
+      iex> Nx.Type.to_floating({:s, 64})
+      {:f, 32}
+      iex> Nx.Type.to_floating({:f, 64})
+      {:f, 64}
+      iex> Nx.Type.to_floating({:bf, 16})
+      {:bf, 16}
+
+  """
+  def to_floating({class, _} = type) when class in [:f, :bf], do: type
+  def to_floating(_), do: {:f, 32}
+
+  @doc """
+  The type of a sum or product over `type`: signed integers become `{:s, 64}`, unsigned
+  `{:u, 64}`, floats stay.
+
+  ## Examples
+
+      iex> Nx.Type.to_aggregate({:s, 8})
+      {:s, 64}
+      iex> Nx.Type.to_aggregate({:u, 8})
+      {:u, 64}
+      iex> Nx.Type.to_aggregate({:f, 16})
+      {:f, 16}
+
+  """
+  def to_aggregate({:s, _}), do: {:s, 64}
+  def to_aggregate({:u, _}), do: {:u, 64}
+  def to_aggregate(type), do: type
+
+  @doc """
+  Whether the type is a floating-point type.
+
+  ## Examples
+
+      iex> Nx.Type.float?({:bf, 16})
+      true
+      iex> Nx.Type.float?({:s, 64})
+      false
+
+  """
+  def float?({class, _}), do: class in [:f, :bf]
+
+  @doc """
+  Whether the type is an integer type.
+
+  ## Examples
+
+      iex> Nx.Type.integer?({:u, 8})
+      true
+      iex> Nx.Type.integer?({:f, 32})
+      false
+
+  """
+  def integer?({class, _}), do: class in [:s, :u]
+
+  @doc """
+  The type's name as Nx prints it.
+
+  ## Examples
+
+      iex> Nx.Type.to_string({:f, 32})
+      "f32"
+      iex> Nx.Type.to_string({:bf, 16})
+      "bf16"
+
+  """
+  def to_string({class, bits}), do: "#{class}#{bits}"
+
+  @doc """
+  The size of one element of `type` in bytes.
+
+  ## Examples
+
+      iex> Nx.Type.byte_size({:f, 64})
+      8
+      iex> Nx.Type.byte_size({:bf, 16})
+      2
+
+  """
+  def byte_size({_, bits}), do: div(bits, 8)
+end

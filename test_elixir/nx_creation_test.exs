@@ -1,0 +1,252 @@
+defmodule Nx.CreationTest do
+  use ExUnit.Case, async: true
+
+  import Nx, only: [is_tensor: 1]
+
+  # The op functions run on the worker; their doctests live in nx_op_doctest_test.exs.
+  doctest Nx,
+    except: [
+      add: 2,
+      subtract: 2,
+      multiply: 2,
+      divide: 2,
+      pow: 2,
+      max: 2,
+      min: 2,
+      equal: 2,
+      not_equal: 2,
+      less: 2,
+      less_equal: 2,
+      greater: 2,
+      greater_equal: 2,
+      exp: 1,
+      expm1: 1,
+      log: 1,
+      log1p: 1,
+      sqrt: 1,
+      rsqrt: 1,
+      sin: 1,
+      cos: 1,
+      tan: 1,
+      tanh: 1,
+      sigmoid: 1,
+      negate: 1,
+      abs: 1,
+      select: 3,
+      as_type: 2,
+      sum: 2,
+      product: 2,
+      reduce_max: 2,
+      reduce_min: 2,
+      mean: 2,
+      dot: 2,
+      dot: 4,
+      dot: 6,
+      reshape: 3,
+      transpose: 2,
+      broadcast: 3,
+      iota: 2,
+      slice: 4,
+      concatenate: 2,
+      new_axis: 3,
+      squeeze: 2
+    ]
+
+  describe "tensor/2" do
+    test "infers s64 for integers and f32 for floats or mixed lists" do
+      assert Nx.type(Nx.tensor(1)) == {:s, 64}
+      assert Nx.type(Nx.tensor(1.0)) == {:f, 32}
+      assert Nx.type(Nx.tensor([1, 2.0])) == {:f, 32}
+      assert Nx.type(Nx.tensor([[1], [:nan]])) == {:f, 32}
+      assert Nx.type(Nx.tensor([true, false])) == {:u, 8}
+    end
+
+    test "nested lists give their shape and row-major data" do
+      t = Nx.tensor([[[1, 2, 3], [4, 5, 6]]])
+      assert Nx.shape(t) == {1, 2, 3}
+      assert t.names == [nil, nil, nil]
+      assert Nx.to_flat_list(t) == [1, 2, 3, 4, 5, 6]
+      assert Nx.to_list(t) == [[[1, 2, 3], [4, 5, 6]]]
+    end
+
+    test "the :type option converts values" do
+      assert Nx.to_flat_list(Nx.tensor([1, 2], type: :f64)) == [1.0, 2.0]
+      assert Nx.to_flat_list(Nx.tensor([255, 256, -1], type: {:u, 8})) == [255, 0, 255]
+      assert Nx.to_flat_list(Nx.tensor([1.7], type: :s8)) == [1]
+      assert Nx.type(Nx.tensor(1, type: :bf16)) == {:bf, 16}
+    end
+
+    test "empty lists" do
+      assert Nx.shape(Nx.tensor([])) == {0}
+      assert Nx.shape(Nx.tensor([[], []])) == {2, 0}
+      assert Nx.to_list(Nx.tensor([[], []])) == [[], []]
+    end
+
+    test "ragged lists raise" do
+      assert_raise ArgumentError, ~r/lists have different shapes, got \{\} at position 0/, fn ->
+        Nx.tensor([1, [2]])
+      end
+
+      assert_raise ArgumentError, ~r/got \{2\} at position 0 and \{3\} at position 2/, fn ->
+        Nx.tensor([[[1, 2], [1, 2], [1, 2, 3]]])
+      end
+    end
+
+    test "invalid values raise" do
+      assert_raise ArgumentError, ~r/got: "a"/, fn -> Nx.tensor(["a"]) end
+
+      assert_raise ArgumentError, ~r/cannot store :nan in an integer/, fn ->
+        Nx.tensor([:nan], type: :s64)
+      end
+    end
+
+    test "equal tensors are ==" do
+      assert Nx.tensor([1.0, 2.0]) == Nx.tensor([1, 2], type: :f32)
+      refute Nx.tensor([1.0, 2.0]) == Nx.tensor([1.0, 2.0], type: :f64)
+    end
+  end
+
+  describe "conversion" do
+    test "to_number returns non-finite atoms" do
+      assert Nx.to_number(Nx.tensor(:infinity)) == :infinity
+      assert Nx.to_number(Nx.tensor(:neg_infinity, type: :f64)) == :neg_infinity
+      assert Nx.to_number(Nx.tensor(:nan, type: :bf16)) == :nan
+      assert Nx.to_number(Nx.tensor(2.5, type: :f16)) == 2.5
+      assert Nx.to_number(1) == 1
+    end
+
+    test "from_binary and to_binary are inverses" do
+      bin = <<1.0::float-32-native, 2.0::float-32-native>>
+      t = Nx.from_binary(bin, {:f, 32})
+      assert Nx.shape(t) == {2}
+      assert Nx.to_binary(t) == bin
+      assert Nx.to_flat_list(t) == [1.0, 2.0]
+    end
+
+    test "to_list of a scalar is the number" do
+      assert Nx.to_list(Nx.tensor(7)) == 7
+    end
+
+    test "reading data from a template raises with a hint" do
+      assert_raise ArgumentError, ~r/return the tensor from the defn/, fn ->
+        Nx.to_binary(Nx.template({2}, :f32))
+      end
+    end
+
+    test "to_tensor rejects other terms" do
+      assert_raise ArgumentError, ~r/expected a %Nx.Tensor\{\} or a number, got: :foo/, fn ->
+        Nx.to_tensor(:foo)
+      end
+    end
+  end
+
+  describe "introspection" do
+    test "shape, rank, size, axis_size on tensors and numbers" do
+      t = Nx.tensor([[1, 2, 3], [4, 5, 6]])
+      assert {Nx.rank(t), Nx.size(t), Nx.axis_size(t, 0)} == {2, 6, 2}
+      assert {Nx.shape(2.0), Nx.rank(2.0), Nx.size(2.0), Nx.type(2.0)} == {{}, 0, 1, {:f, 32}}
+      assert Nx.size({2, 0}) == 0
+      assert_raise ArgumentError, ~r/given axis \(2\)/, fn -> Nx.axis_size(t, 2) end
+    end
+
+    test "is_tensor guard" do
+      assert is_tensor(Nx.tensor(1))
+      refute is_tensor([1])
+    end
+
+    test "template has no data" do
+      t = Nx.template({2, 3}, :s8)
+      assert %Nx.Tensor{data: nil, type: {:s, 8}, shape: {2, 3}, names: [nil, nil]} = t
+    end
+  end
+
+  describe "inspect" do
+    test "vector" do
+      assert inspect(Nx.tensor([1.0, 2.0, 3.0])) == "#Nx.Tensor<\n  f32[3]\n  [1.0, 2.0, 3.0]\n>"
+    end
+
+    test "scalar floats use the shortest round trip in their own precision" do
+      assert inspect(Nx.tensor(3.0485873)) == "#Nx.Tensor<\n  f32\n  3.0485873\n>"
+      assert inspect(Nx.tensor(0.1)) =~ "\n  0.1\n"
+      assert inspect(Nx.tensor(0.1, type: :f64)) =~ "\n  0.1\n"
+      assert inspect(Nx.tensor(1 / 3, type: :f64)) =~ "\n  0.3333333333333333\n"
+      assert inspect(Nx.tensor(1 / 3)) =~ "\n  0.33333334\n"
+      assert inspect(Nx.tensor(1 / 3, type: :f16)) =~ "\n  0.3333\n"
+      assert inspect(Nx.tensor(1 / 3, type: :bf16)) =~ "\n  0.334\n"
+      assert inspect(Nx.tensor(-0.0)) =~ "\n  -0.0\n"
+    end
+
+    test "non-finite values" do
+      assert inspect(Nx.tensor([:nan, :infinity, :neg_infinity])) =~ "[NaN, Inf, -Inf]"
+
+      assert inspect(Nx.tensor([:nan, :infinity, :neg_infinity], type: :bf16)) =~
+               "[NaN, Inf, -Inf]"
+    end
+
+    test "integers print plainly" do
+      assert inspect(Nx.tensor([-1, 255], type: :s16)) == "#Nx.Tensor<\n  s16[2]\n  [-1, 255]\n>"
+    end
+
+    test "nested lists are indented two spaces per level" do
+      expected = """
+      #Nx.Tensor<
+        s64[2][1][2]
+        [
+          [
+            [1, 2]
+          ],
+          [
+            [3, 4]
+          ]
+        ]
+      >\
+      """
+
+      assert inspect(Nx.tensor([[[1, 2]], [[3, 4]]])) == expected
+    end
+
+    test "limit cuts the output with ..." do
+      t = Nx.from_binary(for(i <- 0..8, into: <<>>, do: <<i>>), :u8)
+      assert inspect(t, limit: 3) == "#Nx.Tensor<\n  u8[9]\n  [0, 1, 2, ...]\n>"
+
+      t = %{t | shape: {3, 3}, names: [nil, nil]}
+
+      assert inspect(t, limit: 4) ==
+               "#Nx.Tensor<\n  u8[3][3]\n  [\n    [0, 1, 2],\n    [3, ...],\n    ...\n  ]\n>"
+
+      assert inspect(t, limit: 3) ==
+               "#Nx.Tensor<\n  u8[3][3]\n  [\n    [0, 1, 2],\n    ...\n  ]\n>"
+
+      assert inspect(t, limit: :infinity) =~ "[6, 7, 8]"
+    end
+
+    test "default limit is 50 elements" do
+      t = Nx.from_binary(:binary.copy(<<7>>, 60), :u8)
+      assert inspect(t) =~ "7, ...]"
+      assert length(String.split(inspect(t), "7")) == 51
+    end
+
+    test "empty tensors" do
+      assert inspect(Nx.tensor([])) == "#Nx.Tensor<\n  f32[0]\n  []\n>"
+
+      assert inspect(Nx.tensor([[], []])) ==
+               "#Nx.Tensor<\n  f32[2][0]\n  [\n    [],\n    []\n  ]\n>"
+    end
+
+    test "templates" do
+      assert inspect(Nx.template({2}, :f32)) == "#Nx.Tensor<\n  f32[2]\n  Nx.TemplateBackend\n>"
+    end
+
+    defmodule FakeExpr do
+      defstruct []
+      def inspect(%Nx.Tensor{}, _opts), do: "Nx.Defn.Expr\nparameter a:0   f32[2]"
+    end
+
+    test "expression data delegates its body" do
+      t = %Nx.Tensor{data: %FakeExpr{}, type: {:f, 32}, shape: {2}, names: [nil]}
+
+      assert inspect(t) ==
+               "#Nx.Tensor<\n  f32[2]\n  Nx.Defn.Expr\n  parameter a:0   f32[2]\n>"
+    end
+  end
+end

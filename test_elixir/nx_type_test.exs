@@ -1,0 +1,56 @@
+defmodule Nx.TypeTest do
+  use ExUnit.Case, async: true
+  doctest Nx.Type
+
+  test "normalize! accepts every shorthand atom" do
+    for {class, bits} = type <- Nx.Type.all() do
+      assert Nx.Type.normalize!(String.to_atom("#{class}#{bits}")) == type
+      assert Nx.Type.normalize!(type) == type
+    end
+  end
+
+  test "normalize! rejects unknown types" do
+    assert_raise ArgumentError, ~r/invalid numerical type: :f8/, fn -> Nx.Type.normalize!(:f8) end
+  end
+
+  test "merge is symmetric" do
+    for a <- Nx.Type.all(), b <- Nx.Type.all() do
+      assert Nx.Type.merge(a, b) == Nx.Type.merge(b, a), "#{inspect(a)} #{inspect(b)}"
+    end
+  end
+
+  test "merge of signed and unsigned integers" do
+    assert Nx.Type.merge({:s, 8}, {:u, 8}) == {:s, 16}
+    assert Nx.Type.merge({:s, 16}, {:u, 8}) == {:s, 16}
+    assert Nx.Type.merge({:s, 8}, {:u, 32}) == {:s, 64}
+    assert Nx.Type.merge({:s, 64}, {:u, 64}) == {:s, 64}
+  end
+
+  test "merge of floats with integers and floats" do
+    assert Nx.Type.merge({:s, 64}, {:f, 16}) == {:f, 16}
+    assert Nx.Type.merge({:u, 8}, {:bf, 16}) == {:bf, 16}
+    assert Nx.Type.merge({:bf, 16}, {:f, 64}) == {:f, 64}
+    assert Nx.Type.merge({:bf, 16}, {:f, 16}) == {:f, 32}
+    assert Nx.Type.merge({:f, 16}, {:f, 32}) == {:f, 32}
+  end
+
+  test "merge_number follows weak typing" do
+    assert Nx.Type.merge_number({:u, 8}, 1000) == {:u, 8}
+    assert Nx.Type.merge_number({:s, 64}, 1.0) == {:f, 32}
+    assert Nx.Type.merge_number({:f, 64}, 1.0) == {:f, 64}
+    assert Nx.Type.merge_number({:bf, 16}, 1) == {:bf, 16}
+    assert Nx.Type.merge_number({:s, 8}, :nan) == {:f, 32}
+  end
+
+  test "to_floating, to_aggregate, predicates and sizes" do
+    assert Nx.Type.to_floating({:u, 8}) == {:f, 32}
+    assert Nx.Type.to_floating({:f, 16}) == {:f, 16}
+    assert Nx.Type.to_aggregate({:s, 16}) == {:s, 64}
+    assert Nx.Type.to_aggregate({:u, 16}) == {:u, 64}
+    assert Nx.Type.to_aggregate({:bf, 16}) == {:bf, 16}
+    assert Nx.Type.float?({:f, 64})
+    refute Nx.Type.integer?({:bf, 16})
+    assert Nx.Type.to_string({:u, 64}) == "u64"
+    assert Enum.map(Nx.Type.all(), &Nx.Type.byte_size/1) == [1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
+  end
+end
