@@ -1,0 +1,82 @@
+"""Compiled executables keyed by graph hash and argument signature, with counters.
+
+The graph binary is hashed (sha256) as it arrived, so a graph is decoded, validated and lowered
+once; each distinct argument signature ``[(dtype, shape), ...]`` is compiled once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+from py_backend.graph import Graph, decode_graph
+from py_backend.lower import lower
+
+Signature = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass
+class Program:
+    """A decoded, validated graph and its (not yet compiled) JAX function."""
+
+    graph: Graph
+    function: Callable[..., list[jax.Array]]
+
+
+@dataclass
+class Stats:
+    compiles: int = 0
+    cache_hits: int = 0
+    runs: int = 0
+    errors: int = 0
+
+
+def signature(args: list[Any]) -> Signature:
+    return tuple((str(a.dtype), tuple(a.shape)) for a in args)
+
+
+class Cache:
+    """``(sha256(graph_bin), signature) -> compiled executable``, least recently used first out."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self.stats = Stats()
+        self._programs: OrderedDict[bytes, Program] = OrderedDict()
+        self._compiled: OrderedDict[tuple[bytes, Signature], Any] = OrderedDict()
+
+    def program(self, graph_bin: bytes) -> tuple[bytes, Program]:
+        key = hashlib.sha256(graph_bin).digest()
+        program = self._programs.get(key)
+        if program is None:
+            graph = decode_graph(graph_bin)
+            program = Program(graph, lower(graph))
+            self._programs[key] = program
+            _trim(self._programs, self.max_entries)
+        else:
+            self._programs.move_to_end(key)
+        return key, program
+
+    def executable(self, key: bytes, program: Program, args: list[Any]) -> Any:
+        """The compiled executable for these arguments (compiling on a miss)."""
+        sig = signature(args)
+        compiled = self._compiled.get((key, sig))
+        if compiled is None:
+            specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+            compiled = jax.jit(program.function).lower(*specs).compile()
+            self.stats.compiles += 1
+            self._compiled[(key, sig)] = compiled
+            _trim(self._compiled, self.max_entries)
+        else:
+            self.stats.cache_hits += 1
+            self._compiled.move_to_end((key, sig))
+        return compiled
+
+
+def _trim(table: OrderedDict[Any, Any], size: int) -> None:
+    while len(table) > size:
+        table.popitem(last=False)

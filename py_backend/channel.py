@@ -1,0 +1,316 @@
+"""Framing and term codec for the Erlang Port channel (PROTOCOL.md sections 1 and 2).
+
+This module knows about bytes, frames and Erlang terms; it knows nothing about JAX.
+
+A frame is ``{packet, 4}``: a 4-byte big-endian length ``N`` followed by ``N`` bytes. The reader
+preallocates ``bytearray(N)`` and fills it with ``readinto`` on a memoryview, so reading a frame
+is linear in ``N`` however the bytes arrive. The size limit (``NX_JAX_MAX_FRAME``) is checked
+before anything is allocated.
+
+The codec wraps ``erlang-py`` (module ``erlang``) and normalizes its quirks:
+
+- atoms decode as ``OtpErlangAtom`` holding ``bytes`` (latin-1 tags) or ``str`` (UTF-8 tags);
+  :func:`atom_name` gives ``str`` for both;
+- ``nil`` decodes as ``None`` and ``None`` encodes as ``nil`` (erlang-py's default is
+  ``undefined``; we set it once at import, this process speaks only to Elixir);
+- a list of small integers arrives as ``bytes`` (``STRING_EXT``): :func:`int_list` accepts both;
+- Python ``bytes`` encode as an Erlang *list*: wrap payloads with :func:`binary`.
+
+    >>> decode(encode((atom("r"), 7, [1, 2])))
+    (OtpErlangAtom(b'r'), 7, b'\\x01\\x02')
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import erlang
+
+erlang.set_undefined(b"nil")
+
+Atom = erlang.OtpErlangAtom
+Binary = erlang.OtpErlangBinary
+
+DEFAULT_MAX_FRAME = 1 << 32  # the 4-byte length cannot express more anyway
+_HEADER = struct.Struct(">I")
+_DISCARD_CHUNK = 1 << 20
+
+Chunk = bytes | bytearray | memoryview
+
+
+class ChannelError(Exception):
+    """Base class of framing errors."""
+
+
+class FrameTooLarge(ChannelError):
+    """A frame header announced more bytes than the configured limit.
+
+    Only the 4-byte header has been consumed; call :meth:`FrameReader.discard` with ``size`` to
+    skip the payload and stay in sync with the stream.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"frame of {size} bytes exceeds the limit of {limit} bytes "
+            f"(raise NX_JAX_MAX_FRAME or send smaller messages)"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class TruncatedFrame(ChannelError, EOFError):
+    """The stream ended in the middle of a frame."""
+
+
+class CodecError(Exception):
+    """A payload is not a valid Erlang external term."""
+
+
+class _Readable(Protocol):
+    def readinto(self, buffer: Any, /) -> int | None: ...
+
+
+class _Writable(Protocol):
+    def write(self, data: Any, /) -> int | None: ...
+
+
+def max_frame_from_env() -> int:
+    """The frame size limit: ``NX_JAX_MAX_FRAME`` bytes, default 4 GiB."""
+    raw = os.environ.get("NX_JAX_MAX_FRAME")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_FRAME
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"NX_JAX_MAX_FRAME must be non-negative, got {raw!r}")
+    return value
+
+
+def _raw_reader(source: int | _Readable) -> _Readable:
+    if isinstance(source, int):
+        return io.FileIO(source, "rb", closefd=False)
+    return source
+
+
+def _raw_writer(sink: int | _Writable) -> _Writable:
+    if isinstance(sink, int):
+        return io.FileIO(sink, "wb", closefd=False)
+    return sink
+
+
+class FrameReader:
+    """Reads ``{packet, 4}`` frames from a file descriptor or an unbuffered binary file."""
+
+    def __init__(self, source: int | _Readable, max_frame: int | None = None) -> None:
+        self._raw = _raw_reader(source)
+        self.max_frame = max_frame_from_env() if max_frame is None else max_frame
+
+    def _fill(self, view: memoryview) -> int:
+        """Fill ``view`` as far as the stream allows; return how many bytes were read."""
+        filled = 0
+        total = len(view)
+        while filled < total:
+            n = self._raw.readinto(view[filled:])
+            if n is None:  # non-blocking source with nothing ready: keep waiting
+                continue
+            if n == 0:
+                break
+            filled += n
+        return filled
+
+    def read_frame(self) -> bytearray | None:
+        """The next frame's payload, or ``None`` on a clean EOF between frames.
+
+        Raises :class:`FrameTooLarge` (header consumed, payload not) or :class:`TruncatedFrame`.
+        """
+        header = bytearray(4)
+        got = self._fill(memoryview(header))
+        if got == 0:
+            return None
+        if got < 4:
+            raise TruncatedFrame(f"stream ended after {got} of 4 header bytes")
+        (size,) = _HEADER.unpack(header)
+        if size > self.max_frame:
+            raise FrameTooLarge(size, self.max_frame)
+        payload = bytearray(size)
+        got = self._fill(memoryview(payload))
+        if got < size:
+            raise TruncatedFrame(f"stream ended after {got} of {size} payload bytes")
+        return payload
+
+    def discard(self, size: int) -> None:
+        """Skip ``size`` payload bytes (after :class:`FrameTooLarge`) with a bounded buffer."""
+        scratch = memoryview(bytearray(min(size, _DISCARD_CHUNK)))
+        left = size
+        while left > 0:
+            got = self._fill(scratch[: min(left, len(scratch))])
+            if got == 0:
+                raise TruncatedFrame(f"stream ended with {left} bytes of a discarded frame left")
+            left -= got
+
+
+class FrameWriter:
+    """Writes ``{packet, 4}`` frames; a frame may be given as several chunks (no joining)."""
+
+    def __init__(self, sink: int | _Writable) -> None:
+        self._raw = _raw_writer(sink)
+
+    def _write_all(self, data: Chunk) -> None:
+        view = memoryview(data).cast("B")
+        while len(view) > 0:
+            n = self._raw.write(view)
+            if n is None:
+                continue
+            view = view[n:]
+
+    def write_frame(self, payload: Chunk | Sequence[Chunk]) -> None:
+        chunks: Sequence[Chunk] = (
+            [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
+        )
+        size = sum(memoryview(c).nbytes for c in chunks)
+        if size >= 1 << 32:
+            raise ChannelError(f"frame of {size} bytes does not fit a 4-byte length")
+        self._write_all(_HEADER.pack(size))
+        for chunk in chunks:
+            self._write_all(chunk)
+        flush = getattr(self._raw, "flush", None)
+        if flush is not None:
+            flush()
+
+
+# --- term codec -----------------------------------------------------------------------------
+
+
+def decode(data: Chunk) -> Any:
+    """Decode one external-format term (erlang-py types, ``nil`` -> ``None``)."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    try:
+        return erlang.binary_to_term(raw)
+    except Exception as exc:  # erlang-py raises several unrelated classes
+        raise CodecError(f"cannot decode Erlang term: {exc}") from exc
+
+
+def encode(term: Any) -> bytes:
+    """Encode a term built from erlang-py types, ints, floats, tuples, lists, dicts, None."""
+    return b"".join(encode_chunks(term))
+
+
+# A binary at least this large is sent as its own chunk instead of being copied into the frame.
+_BIG_BINARY = 1 << 16
+
+
+def encode_chunks(term: Any) -> list[Chunk]:
+    """Encode ``term`` as a list of chunks whose concatenation is ``term_to_binary(term)``.
+
+    Containers are walked here; large binaries are not copied but referenced as chunks (their
+    ``value`` may be any buffer, e.g. a NumPy array's memoryview); everything else is delegated
+    to erlang-py.
+    """
+    out: list[Chunk] = [b"\x83"]
+    small: list[bytes] = []
+
+    def flush_small() -> None:
+        if small:
+            out.append(b"".join(small))
+            small.clear()
+
+    stack: list[Any] = [term]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            small.append(item.data)
+        elif isinstance(item, tuple):
+            n = len(item)
+            small.append(bytes((104, n)) if n <= 255 else b"i" + _HEADER.pack(n))
+            stack.extend(reversed(item))
+        elif isinstance(item, list):
+            if not item:
+                small.append(b"j")
+            else:
+                small.append(b"l" + _HEADER.pack(len(item)))
+                stack.append(_Raw(b"j"))
+                stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            small.append(b"t" + _HEADER.pack(len(item)))
+            pairs: list[Any] = []
+            for key, value in item.items():
+                pairs.extend((key, value))
+            stack.extend(reversed(pairs))
+        elif isinstance(item, Binary) and item.bits == 8:
+            value = item.value
+            size = memoryview(value).nbytes
+            if size >= _BIG_BINARY:
+                small.append(b"m" + _HEADER.pack(size))
+                flush_small()
+                out.append(memoryview(value).cast("B"))
+            else:
+                small.append(b"m" + _HEADER.pack(size) + bytes(value))
+        else:
+            try:
+                small.append(erlang._term_to_binary(item))
+            except Exception as exc:
+                raise CodecError(f"cannot encode {type(item).__name__}: {exc}") from exc
+    flush_small()
+    return out
+
+
+class _Raw:
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+# --- term helpers ---------------------------------------------------------------------------
+
+
+def atom(name: str) -> Any:
+    """The atom ``name`` (encodes as an Erlang atom)."""
+    return Atom(name.encode("utf-8"))
+
+
+def binary(data: Chunk) -> Any:
+    """Wrap bytes so they encode as an Erlang binary (not a list)."""
+    return Binary(data)
+
+
+def is_atom(term: Any) -> bool:
+    return isinstance(term, Atom)
+
+
+def atom_name(term: Any) -> str | None:
+    """The atom's name as ``str`` (``nil``/``true``/``false`` are decoded as None/bools)."""
+    if not isinstance(term, Atom):
+        return None
+    value = term.value
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, str):
+        return value
+    return None  # an atom-cache reference (int): never produced by term_to_binary
+
+
+def binary_bytes(term: Any) -> bytes | None:
+    """The bytes of an Erlang binary, or ``None`` if ``term`` is not a byte-aligned binary."""
+    if isinstance(term, Binary) and term.bits == 8:
+        value = term.value
+        return value if isinstance(value, bytes) else bytes(value)
+    return None
+
+
+def int_list(term: Any) -> list[int] | None:
+    """A list of integers in either ETF form (``LIST_EXT`` or ``STRING_EXT``), else ``None``."""
+    if isinstance(term, bytes):
+        return list(term)
+    if isinstance(term, list):
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in term):
+            return list(term)
+    return None
+
+
+def text(term: str) -> Any:
+    """A Python string as an Elixir string (a UTF-8 binary)."""
+    return Binary(term.encode("utf-8"))

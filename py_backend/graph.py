@@ -1,0 +1,551 @@
+"""Decode and validate an nx_jax graph (PROTOCOL.md section 4) into plain dataclasses.
+
+Nothing here knows about JAX. Every rule of the protocol is checked before anything is lowered;
+a violation raises :class:`GraphError` naming the node id and op.
+
+    >>> from py_backend.channel import atom, encode
+    >>> f32 = (atom("f"), 32)
+    >>> term = (atom("nx_jax_graph"), 1,
+    ...         [(0, atom("parameter"), [], {atom("index"): 0}, (f32, ())),
+    ...          (1, atom("exp"), [0], {}, (f32, ()))], [1])
+    >>> g = decode_graph(encode(term))
+    >>> g.nodes[1].op, g.nodes[1].inputs, g.outputs
+    ('exp', (0,), (1,))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_backend import channel
+from py_backend.nxtypes import SUPPORTED, NxType, to_dtype
+
+PROTOCOL_VERSION = 1
+DEFAULT_MAX_ELEMENTS = 1 << 31
+
+
+class GraphError(ValueError):
+    """The graph breaks a rule of PROTOCOL.md section 4."""
+
+
+@dataclass(frozen=True)
+class TensorOut:
+    type: NxType
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.type}{list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class TupleOut:
+    elements: tuple[Out, ...]
+
+
+Out = TensorOut | TupleOut
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    op: str
+    inputs: tuple[int, ...]
+    opts: Mapping[str, Any]
+    out: Out
+
+    @property
+    def tensor(self) -> TensorOut:
+        """The declared tensor output (only for tensor-valued nodes)."""
+        assert isinstance(self.out, TensorOut), f"node {self.id} ({self.op}) is tuple-valued"
+        return self.out
+
+    def opt_refs(self) -> tuple[int, ...]:
+        """Node ids held in opts (``custom_grad``'s wrt, cotangents and grads)."""
+        if self.op != "custom_grad":
+            return ()
+        return (*self.opts["wrt"], *self.opts["cotangents"], *self.opts["grads"])
+
+    def refs(self) -> tuple[int, ...]:
+        """Every node id this node refers to: inputs, then ids held in opts."""
+        return self.inputs + self.opt_refs()
+
+
+@dataclass(frozen=True)
+class Graph:
+    version: int
+    nodes: tuple[Node, ...]
+    outputs: tuple[int, ...]
+    parameters: Mapping[int, TensorOut] = field(default_factory=dict)
+
+
+# --- opts kinds ------------------------------------------------------------------------------
+# Each checker takes the normalized value and returns the value to store, or raises ValueError
+# with what was expected.
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    raise ValueError("an integer")
+
+
+def _non_neg_int(v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    raise ValueError("a non-negative integer")
+
+
+def _int_or_nil(v: Any) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _int_list(v: Any) -> tuple[int, ...]:
+    if isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return v
+    raise ValueError("a list of integers")
+
+
+def _int_list_or_nil(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else _int_list(v)
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise ValueError("true or false")
+
+
+def _binary(v: Any) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    raise ValueError("a binary")
+
+
+_SPECIAL_NUMBERS = {"nan": math.nan, "infinity": math.inf, "neg_infinity": -math.inf}
+
+
+def _number(v: Any) -> int | float:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return v
+    if isinstance(v, _Atom) and v.name in _SPECIAL_NUMBERS:
+        return _SPECIAL_NUMBERS[v.name]
+    raise ValueError("a number, :nan, :infinity or :neg_infinity")
+
+
+def _int_list_pair(v: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if isinstance(v, tuple) and len(v) == 2:
+        return (_int_list(v[0]), _int_list(v[1]))
+    raise ValueError("a pair {[int], [int]}")
+
+
+def _list(v: Any) -> tuple[Any, ...]:
+    if isinstance(v, tuple):
+        return tuple(x.name if isinstance(x, _Atom) else x for x in v)
+    raise ValueError("a list")
+
+
+Kind = Callable[[Any], Any]
+
+_REDUCE = {"axes": _int_list_or_nil, "keep_axes": _bool}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    min_arity: int
+    max_arity: int | None  # None: no upper bound
+    opts: Mapping[str, Kind]
+
+
+def _spec(arity: int | tuple[int, None], opts: Mapping[str, Kind] | None = None) -> OpSpec:
+    lo, hi = (arity, arity) if isinstance(arity, int) else arity
+    return OpSpec(lo, hi, opts or {})
+
+
+UNARY = (
+    "exp expm1 log log1p sqrt rsqrt sin cos tan tanh sigmoid negate abs".split()
+)
+BINARY = "add subtract multiply divide pow max min".split()
+COMPARISONS = "equal not_equal less less_equal greater greater_equal".split()
+REDUCTIONS = "sum product reduce_max reduce_min mean".split()
+
+OP_SPECS: dict[str, OpSpec] = {
+    "parameter": _spec(0, {"index": _non_neg_int}),
+    "constant": _spec(0, {"value": _number}),
+    "tensor": _spec(0, {"data": _binary}),
+    "iota": _spec(0, {"axis": _int_or_nil}),
+    "cotangent": _spec(0),
+    **{op: _spec(1) for op in UNARY},
+    **{op: _spec(2) for op in BINARY},
+    **{op: _spec(2) for op in COMPARISONS},
+    "select": _spec(3),
+    "as_type": _spec(1),
+    **{op: _spec(1, _REDUCE) for op in REDUCTIONS},
+    "reshape": _spec(1),
+    "transpose": _spec(1, {"axes": _int_list}),
+    "broadcast": _spec(1, {"axes": _int_list}),
+    "slice": _spec(1, {"start_indices": _int_list, "lengths": _int_list, "strides": _int_list}),
+    "concatenate": _spec((1, None), {"axis": _int}),
+    "dot": _spec(2, {"contract_axes": _int_list_pair, "batch_axes": _int_list_pair}),
+    "elem": _spec(1, {"index": _non_neg_int}),
+    "grad": _spec((2, None)),
+    "stop_grad": _spec(1),
+    "custom_grad": _spec(
+        (1, None), {"wrt": _int_list, "cotangents": _int_list, "grads": _int_list, "tuple": _bool}
+    ),
+    "metadata": _spec(1, {"keys": _list}),
+}
+
+
+# --- term normalization ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Atom:
+    """An atom inside opts that is not nil/true/false (kept distinct from binaries)."""
+
+    name: str
+
+
+def normalize(term: Any) -> Any:
+    """erlang-py term -> plain Python: atoms -> str (nil -> None, booleans -> bool),
+    binaries -> bytes, integer lists (either ETF form) and tuples -> tuples, maps -> dicts."""
+    return _unwrap_atoms(_normalize(term))
+
+
+def _normalize(term: Any) -> Any:
+    if term is None or isinstance(term, bool | int | float):
+        return term
+    if isinstance(term, bytes):  # STRING_EXT: a list of small integers
+        return tuple(term)
+    data = channel.binary_bytes(term)
+    if data is not None:
+        return data
+    name = channel.atom_name(term)
+    if name is not None:
+        return _Atom(name)
+    if isinstance(term, list | tuple):
+        return tuple(_normalize(x) for x in term)
+    if isinstance(term, dict):
+        return {_normalize(k): _normalize(v) for k, v in term.items()}
+    raise ValueError(f"unsupported term {term!r}")
+
+
+def _unwrap_atoms(term: Any) -> Any:
+    if isinstance(term, _Atom):
+        return term.name
+    if isinstance(term, tuple):
+        return tuple(_unwrap_atoms(x) for x in term)
+    if isinstance(term, dict):
+        return {_unwrap_atoms(k): _unwrap_atoms(v) for k, v in term.items()}
+    return term
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+def max_elements_from_env() -> int:
+    raw = os.environ.get("NX_JAX_MAX_ELEMENTS")
+    return DEFAULT_MAX_ELEMENTS if raw is None or raw.strip() == "" else int(raw)
+
+
+def decode_graph(data: bytes | bytearray | memoryview, max_elements: int | None = None) -> Graph:
+    """``graph_bin`` (``term_to_binary(graph)``) -> validated :class:`Graph`."""
+    try:
+        term = channel.decode(data)
+    except channel.CodecError as exc:
+        raise GraphError(f"graph binary is not an Erlang term: {exc}") from exc
+    return parse_graph(term, max_elements)
+
+
+def parse_graph(term: Any, max_elements: int | None = None) -> Graph:
+    """A decoded graph term -> validated :class:`Graph`."""
+    limit = max_elements_from_env() if max_elements is None else max_elements
+    if not (isinstance(term, tuple) and len(term) == 4):
+        raise GraphError("graph must be {:nx_jax_graph, version, nodes, outputs}")
+    tag, version, raw_nodes, raw_outputs = term
+    if channel.atom_name(tag) != "nx_jax_graph":
+        raise GraphError(f"graph must start with :nx_jax_graph, got {tag!r}")
+    if version != PROTOCOL_VERSION:
+        raise GraphError(f"graph version {version!r} is not supported (this worker: 1)")
+    if not isinstance(raw_nodes, list):
+        raise GraphError("graph nodes must be a list")
+    nodes: list[Node] = []
+    for position, raw in enumerate(raw_nodes):
+        nodes.append(_parse_node(raw, position, nodes, limit))
+    outputs = channel.int_list(raw_outputs)
+    if not outputs:
+        raise GraphError("graph outputs must be a non-empty list of node ids")
+    for ref in outputs:
+        if not 0 <= ref < len(nodes):
+            raise GraphError(f"graph output {ref} is not a node id")
+        if not isinstance(nodes[ref].out, TensorOut):
+            raise GraphError(f"graph output {ref} ({nodes[ref].op}) is tuple-valued")
+    parameters: dict[int, TensorOut] = {}
+    for node in nodes:
+        if node.op == "parameter":
+            index = node.opts["index"]
+            seen = parameters.setdefault(index, node.tensor)
+            if seen != node.tensor:
+                raise GraphError(
+                    f"node {node.id} (parameter): index {index} declared as {node.tensor} "
+                    f"and as {seen}"
+                )
+    return Graph(PROTOCOL_VERSION, tuple(nodes), tuple(outputs), parameters)
+
+
+def _parse_out(term: Any, where: str, limit: int) -> Out:
+    if isinstance(term, list):
+        if not term:
+            raise GraphError(f"{where}: a tuple-valued out must not be empty")
+        return TupleOut(tuple(_parse_out(t, where, limit) for t in term))
+    if not (isinstance(term, tuple) and len(term) == 2 and isinstance(term[0], tuple)):
+        raise GraphError(f"{where}: out must be {{type, shape}} or a list of outs, got {term!r}")
+    raw_type, raw_shape = term
+    kind = channel.atom_name(raw_type[0]) if len(raw_type) == 2 else None
+    bits = raw_type[1] if len(raw_type) == 2 else None
+    nx_type = NxType(kind, bits) if kind is not None and isinstance(bits, int) else None
+    if nx_type not in SUPPORTED:
+        raise GraphError(f"{where}: unsupported type {raw_type!r}")
+    assert nx_type is not None
+    if not (isinstance(raw_shape, tuple) and all(isinstance(d, int) for d in raw_shape)):
+        raise GraphError(f"{where}: shape must be a tuple of integers, got {raw_shape!r}")
+    if any(isinstance(d, bool) or d < 0 for d in raw_shape):
+        raise GraphError(f"{where}: shape {raw_shape!r} has a negative dimension")
+    out = TensorOut(nx_type, tuple(raw_shape))
+    if out.size > limit:
+        raise GraphError(
+            f"{where}: shape {raw_shape!r} has {out.size} elements, more than the limit of "
+            f"{limit} (NX_JAX_MAX_ELEMENTS)"
+        )
+    return out
+
+
+def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
+    if not (isinstance(raw, tuple) and len(raw) == 5):
+        raise GraphError(f"node at position {position}: must be {{id, op, inputs, opts, out}}")
+    raw_id, raw_op, raw_inputs, raw_opts, raw_out = raw
+    if raw_id != position or isinstance(raw_id, bool):
+        raise GraphError(f"node at position {position}: id {raw_id!r}, expected {position}")
+    op = channel.atom_name(raw_op)
+    where = f"node {position} ({op if op is not None else repr(raw_op)})"
+    if op is None or op not in OP_SPECS:
+        raise GraphError(f"{where}: unknown op; the worker accepts {sorted(OP_SPECS)}")
+    spec = OP_SPECS[op]
+    inputs = channel.int_list(raw_inputs)
+    if inputs is None:
+        raise GraphError(f"{where}: inputs must be a list of node ids")
+    n = len(inputs)
+    if n < spec.min_arity or (spec.max_arity is not None and n > spec.max_arity):
+        want = (
+            f"{spec.min_arity}" if spec.max_arity == spec.min_arity
+            else f"at least {spec.min_arity}"
+        )
+        raise GraphError(f"{where}: takes {want} inputs, got {n}")
+    _check_refs(where, position, inputs, "input")
+    if not isinstance(raw_opts, dict):
+        raise GraphError(f"{where}: opts must be a map")
+    try:
+        given = _normalize(raw_opts)
+    except ValueError as exc:
+        raise GraphError(f"{where}: opts: {exc}") from exc
+    opts: dict[str, Any] = {}
+    for key, kind in spec.opts.items():
+        if _Atom(key) not in given:
+            raise GraphError(f"{where}: missing option {key}")
+        try:
+            opts[key] = kind(given[_Atom(key)])
+        except ValueError as exc:
+            raise GraphError(
+                f"{where}: option {key} must be {exc}, got {_unwrap_atoms(given[_Atom(key)])!r}"
+            ) from exc
+    out = _parse_out(raw_out, where, limit)
+    node = Node(position, op, tuple(inputs), opts, out)
+    _check_refs(where, position, node.opt_refs(), "option")
+    for ref in inputs if op != "elem" else ():
+        if not isinstance(nodes[ref].out, TensorOut):
+            raise GraphError(f"{where}: input {ref} ({nodes[ref].op}) is tuple-valued")
+    CHECKS.get(op, _check_tensor_out)(node, nodes, where)
+    return node
+
+
+def _check_refs(where: str, own: int, refs: Any, what: str) -> None:
+    for ref in refs:
+        if not 0 <= ref < own:
+            raise GraphError(
+                f"{where}: {what} refers to node {ref}; node ids referred to must be smaller "
+                f"than the node's own id (topological order, no cycles or dangling ids)"
+            )
+
+
+# --- per-op structural checks -----------------------------------------------------------------
+
+
+def _check_tensor_out(node: Node, nodes: list[Node], where: str) -> None:
+    if not isinstance(node.out, TensorOut):
+        raise GraphError(f"{where}: out must be a tensor {{type, shape}}")
+
+
+def _rank(nodes: list[Node], ref: int) -> int:
+    return len(nodes[ref].tensor.shape)
+
+
+def _check_axes(where: str, axes: tuple[int, ...], rank: int, name: str = "axes") -> None:
+    if any(not 0 <= a < rank for a in axes) or len(set(axes)) != len(axes):
+        raise GraphError(f"{where}: {name} {list(axes)} invalid for rank {rank}")
+
+
+def _check_parameter(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+
+
+def _check_tensor(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    out = node.tensor
+    want = out.size * to_dtype(out.type).itemsize
+    if len(node.opts["data"]) != want:
+        raise GraphError(
+            f"{where}: data has {len(node.opts['data'])} bytes, {out} needs {want}"
+        )
+
+
+def _check_iota(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    axis = node.opts["axis"]
+    if axis is not None:
+        _check_axes(where, (axis,), len(node.tensor.shape), "axis")
+
+
+def _check_comparison(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    if node.tensor.type != NxType("u", 8):
+        raise GraphError(f"{where}: a comparison's out type must be {{:u, 8}}")
+
+
+def _check_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    axes = node.opts["axes"]
+    if axes is not None:
+        _check_axes(where, axes, _rank(nodes, node.inputs[0]))
+
+
+def _check_transpose(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    rank = _rank(nodes, node.inputs[0])
+    if sorted(node.opts["axes"]) != list(range(rank)):
+        raise GraphError(f"{where}: axes {list(node.opts['axes'])} is not a permutation of "
+                         f"0..{rank - 1}")
+
+
+def _check_broadcast(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    axes = node.opts["axes"]
+    if len(axes) != _rank(nodes, node.inputs[0]):
+        raise GraphError(f"{where}: axes must have one entry per input axis")
+    _check_axes(where, axes, len(node.tensor.shape))
+
+
+def _check_slice(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    rank = _rank(nodes, node.inputs[0])
+    for key in ("start_indices", "lengths", "strides"):
+        if len(node.opts[key]) != rank:
+            raise GraphError(f"{where}: {key} must have {rank} entries")
+    if any(s <= 0 for s in node.opts["strides"]):
+        raise GraphError(f"{where}: strides must be positive")
+
+
+def _check_concatenate(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_axes(where, (node.opts["axis"],), len(node.tensor.shape), "axis")
+
+
+def _check_dot(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    left, right = (_rank(nodes, i) for i in node.inputs)
+    for key in ("contract_axes", "batch_axes"):
+        lhs, rhs = node.opts[key]
+        if len(lhs) != len(rhs):
+            raise GraphError(f"{where}: {key} lists must have the same length")
+        _check_axes(where, lhs, left, key)
+        _check_axes(where, rhs, right, key)
+
+
+def _check_elem(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    source = nodes[node.inputs[0]]
+    if not isinstance(source.out, TupleOut):
+        raise GraphError(f"{where}: input {source.id} ({source.op}) is not tuple-valued")
+    index = node.opts["index"]
+    if index >= len(source.out.elements):
+        raise GraphError(f"{where}: index {index} out of range for a "
+                         f"{len(source.out.elements)}-tuple")
+    if not isinstance(source.out.elements[index], TensorOut):
+        raise GraphError(f"{where}: element {index} is itself a tuple")
+
+
+def _check_grad(node: Node, nodes: list[Node], where: str) -> None:
+    y, *xs = node.inputs
+    y_out = nodes[y].tensor
+    if y_out.shape != () or not y_out.type.is_float:
+        raise GraphError(f"{where}: y (node {y}) must be a floating scalar, got {y_out}")
+    out = node.out
+    if not (isinstance(out, TupleOut) and len(out.elements) == len(xs)):
+        raise GraphError(f"{where}: out must be a list with one entry per x ({len(xs)})")
+    for x, element in zip(xs, out.elements, strict=True):
+        if not (isinstance(element, TensorOut) and element.shape == nodes[x].tensor.shape):
+            raise GraphError(f"{where}: the gradient for node {x} must have its shape")
+
+
+def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
+    wrt, cotangents, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
+    m = len(node.inputs)
+    if len(cotangents) != m:
+        raise GraphError(f"{where}: needs one cotangent per expression ({m}), got "
+                         f"{len(cotangents)}")
+    if len(grads) != len(wrt):
+        raise GraphError(f"{where}: needs one grad per wrt node ({len(wrt)}), got {len(grads)}")
+    for c in cotangents:
+        if nodes[c].op != "cotangent":
+            raise GraphError(f"{where}: cotangent {c} is a {nodes[c].op} node, not :cotangent")
+    for e, c in zip(node.inputs, cotangents, strict=True):
+        if nodes[c].tensor.shape != nodes[e].tensor.shape:
+            raise GraphError(f"{where}: cotangent {c} must have the shape of expression {e}")
+    for ref in (*wrt, *grads):
+        if not isinstance(nodes[ref].out, TensorOut):
+            raise GraphError(f"{where}: wrt/grads node {ref} is tuple-valued")
+    for w, gr in zip(wrt, grads, strict=True):
+        if nodes[gr].tensor.shape != nodes[w].tensor.shape:
+            raise GraphError(f"{where}: grad {gr} must have the shape of wrt node {w}")
+    if node.opts["tuple"]:
+        out = node.out
+        if not (isinstance(out, TupleOut) and len(out.elements) == m):
+            raise GraphError(f"{where}: with tuple: true, out must be a list of {m} outs")
+    else:
+        if m != 1:
+            raise GraphError(f"{where}: with tuple: false, takes exactly 1 input, got {m}")
+        _check_tensor_out(node, nodes, where)
+
+
+CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
+    "parameter": _check_parameter,
+    "tensor": _check_tensor,
+    "iota": _check_iota,
+    **{op: _check_comparison for op in COMPARISONS},
+    **{op: _check_reduction for op in REDUCTIONS},
+    "transpose": _check_transpose,
+    "broadcast": _check_broadcast,
+    "slice": _check_slice,
+    "concatenate": _check_concatenate,
+    "dot": _check_dot,
+    "elem": _check_elem,
+    "grad": _check_grad,
+    "custom_grad": _check_custom_grad,
+}

@@ -1,0 +1,520 @@
+"""Graph -> JAX function (PROTOCOL.md sections 4.1 and 4.2). Knows nothing about ports.
+
+One op table, :data:`OPS`, maps each op name to its lowering function. Nodes are evaluated
+iteratively in id order and on demand (:meth:`Lowering.evaluate`) inside an :class:`Env`;
+``grad`` and ``custom_grad`` evaluate parts of the graph again in child environments, which is
+how ``jax.grad`` and ``jax.custom_vjp`` see them as functions of the differentiated nodes.
+
+Worked example, the softplus of Nx's ``custom_grad`` docs at t = 100.0 (f32): the autodiff
+gradient of ``log1p(exp(t))`` is NaN (inf / inf), the custom one ``g * (1 - 1/(1+exp(t)))`` is
+exactly 1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+
+from py_backend.graph import (  # noqa: E402
+    BINARY,
+    COMPARISONS,
+    UNARY,
+    Graph,
+    GraphError,
+    Node,
+    TensorOut,
+    TupleOut,
+)
+from py_backend.nxtypes import merge, to_dtype, wire_dtype  # noqa: E402
+
+Value = Any  # a jax.Array, or a tuple of values for tuple-valued nodes
+
+
+class ShapeError(ValueError):
+    """JAX produced a shape other than the one the graph declares."""
+
+
+class ArgumentError(ValueError):
+    """The arguments of ``run`` do not match the graph's parameters."""
+
+
+# --- environments ----------------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    """Node values. Lookup: ``local``, else the parent's (unless the id is in ``shadow``:
+    those nodes depend on a value this environment replaces and must be recomputed here)."""
+
+    local: dict[int, Value] = field(default_factory=dict)
+    parent: Env | None = None
+    shadow: frozenset[int] = frozenset()
+
+    def find(self, node_id: int) -> tuple[bool, Value]:
+        env: Env | None = self
+        while env is not None:
+            if node_id in env.local:
+                return True, env.local[node_id]
+            if node_id in env.shadow:
+                return False, None
+            env = env.parent
+        return False, None
+
+    def __contains__(self, node_id: int) -> bool:
+        return self.find(node_id)[0]
+
+    def __getitem__(self, node_id: int) -> Value:
+        found, value = self.find(node_id)
+        if not found:
+            raise KeyError(node_id)
+        return value
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a lowering function receives."""
+
+    node: Node
+    args: list[Value]
+    env: Env
+    lowering: Lowering
+
+    @property
+    def out(self) -> TensorOut:
+        return self.node.tensor
+
+    @property
+    def dtype(self) -> np.dtype:
+        return to_dtype(self.node.tensor.type)
+
+
+# --- the evaluator ---------------------------------------------------------------------------
+
+
+class Lowering:
+    """Evaluates a validated :class:`Graph` with JAX operations (traceable by ``jax.jit``)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes = graph.nodes
+        self._needs: dict[int, tuple[int, ...]] = {}
+        self._closed: dict[int, tuple[frozenset[int], tuple[int, ...]]] = {}
+        self.args: Sequence[jax.Array] = ()
+
+    # Structure ---------------------------------------------------------------------------
+
+    def dependents(self, sources: Iterable[int]) -> frozenset[int]:
+        """Every node depending on a source through any kind of ref (sources included)."""
+        dep = set(sources)
+        if not dep:
+            return frozenset()
+        for node in self.nodes[min(dep) + 1 :]:
+            if node.id not in dep and any(r in dep for r in node.refs()):
+                dep.add(node.id)
+        return frozenset(dep)
+
+    def needs(self, node_id: int) -> tuple[int, ...]:
+        """Nodes whose values evaluating ``node_id`` reads from its environment: the inputs,
+        and for ``custom_grad`` also the wrt nodes and the values its subgraphs close over."""
+        cached = self._needs.get(node_id)
+        if cached is None:
+            node = self.nodes[node_id]
+            cached = node.inputs
+            if node.op == "custom_grad":
+                _, closed = self.custom_grad_structure(node)
+                cached = tuple(dict.fromkeys((*node.inputs, *node.opts["wrt"], *closed)))
+            self._needs[node_id] = cached
+        return cached
+
+    def _frontier(
+        self, roots: Iterable[int], inside: frozenset[int], seeded: frozenset[int]
+    ) -> tuple[set[int], list[int]]:
+        """Walk ``needs`` from ``roots``, not past ``seeded``; return the nodes reached that are
+        ``inside`` and, in id order, those outside (where the walk stops)."""
+        reached: set[int] = set()
+        outside: set[int] = set()
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            if n in seeded or n in reached or n in outside:
+                continue
+            if n in inside:
+                reached.add(n)
+                stack.extend(self.needs(n))
+            else:
+                outside.add(n)
+        return reached, sorted(outside)
+
+    def custom_grad_structure(self, node: Node) -> tuple[frozenset[int], tuple[int, ...]]:
+        """(S, closed) of a ``custom_grad`` node: S are the nodes its forward and backward
+        subgraphs recompute (they depend on wrt or cotangent nodes); closed are the other
+        values they read, passed to the ``custom_vjp`` function as explicit arguments."""
+        cached = self._closed.get(node.id)
+        if cached is None:
+            wrt, cots, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
+            seeded = frozenset((*wrt, *cots))
+            dep = self.dependents(seeded)
+            inside, closed = self._frontier((*node.inputs, *grads), dep, seeded)
+            cached = (frozenset(inside), tuple(closed))
+            self._closed[node.id] = cached
+        return cached
+
+    # Evaluation --------------------------------------------------------------------------
+
+    def evaluate(self, targets: Iterable[int], env: Env) -> None:
+        """Compute into ``env.local`` every target missing from ``env`` and every missing
+        ancestor (following ``inputs``), in id order, without recursion."""
+        missing: set[int] = set()
+        stack = [t for t in targets]
+        while stack:
+            n = stack.pop()
+            if n in missing or n in env:
+                continue
+            missing.add(n)
+            stack.extend(self.nodes[n].inputs)
+        for n in sorted(missing):
+            node = self.nodes[n]
+            args = [env[i] for i in node.inputs]
+            try:
+                value = OPS[node.op](Call(node, args, env, self))
+            except Exception as exc:
+                if not isinstance(exc, GraphError | ShapeError | ArgumentError):
+                    exc.add_note(f"while lowering node {n} ({node.op})")
+                raise
+            env.local[n] = conform(node, value)
+
+    def value(self, node_id: int, env: Env) -> Value:
+        self.evaluate([node_id], env)
+        return env[node_id]
+
+    def function(self) -> Callable[..., list[jax.Array]]:
+        """The whole graph as a function of the ``run`` arguments, returning the outputs."""
+
+        def run(*args: jax.Array) -> list[jax.Array]:
+            env = Env()
+            self.args = args
+            self.evaluate(self.graph.outputs, env)
+            return [env[o] for o in self.graph.outputs]
+
+        return run
+
+
+def conform(node: Node, value: Value) -> Value:
+    """Check the declared shape (ShapeError) and cast to the declared type."""
+    return _conform(node, node.out, value)
+
+
+def _conform(node: Node, out: TensorOut | TupleOut, value: Value) -> Value:
+    if isinstance(out, TupleOut):
+        if not isinstance(value, tuple) or len(value) != len(out.elements):
+            raise ShapeError(f"node {node.id} ({node.op}): expected a {len(out.elements)}-tuple")
+        return tuple(_conform(node, o, v) for o, v in zip(out.elements, value, strict=True))
+    value = jnp.asarray(value)
+    if tuple(value.shape) != out.shape:
+        raise ShapeError(
+            f"node {node.id} ({node.op}): JAX produced shape {tuple(value.shape)}, "
+            f"the graph declares {out.shape}"
+        )
+    dtype = to_dtype(out.type)
+    return value if value.dtype == dtype else value.astype(dtype)
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+def lower_parameter(c: Call) -> Value:
+    index = c.node.opts["index"]
+    args = c.lowering.args
+    if index >= len(args):
+        raise ArgumentError(f"node {c.node.id} (parameter): argument {index} was not given "
+                            f"({len(args)} arguments)")
+    return args[index]
+
+
+def lower_constant(c: Call) -> Value:
+    return jnp.full(c.out.shape, c.node.opts["value"], dtype=c.dtype)
+
+
+def lower_tensor(c: Call) -> Value:
+    data = np.frombuffer(c.node.opts["data"], dtype=wire_dtype(c.out.type))
+    return jnp.asarray(data.reshape(c.out.shape).astype(c.dtype))
+
+
+def lower_iota(c: Call) -> Value:
+    axis = c.node.opts["axis"]
+    shape = c.out.shape
+    if axis is None:
+        counts = lax.iota(np.int64, math.prod(shape)).reshape(shape)
+    else:
+        counts = lax.broadcasted_iota(np.int64, shape, axis)
+    return counts.astype(c.dtype)
+
+
+def lower_cotangent(c: Call) -> Value:
+    raise GraphError(
+        f"node {c.node.id} (cotangent): a cotangent only has a value inside the backward "
+        f"pass of the custom_grad that lists it"
+    )
+
+
+# --- element-wise ----------------------------------------------------------------------------
+
+
+def _cast_all(c: Call) -> list[jax.Array]:
+    """Inputs cast to the output type and broadcast to the output shape."""
+    return [jnp.broadcast_to(jnp.asarray(a).astype(c.dtype), c.out.shape) for a in c.args]
+
+
+def _elementwise(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        return fn(*_cast_all(c))
+
+    return lower
+
+
+def _comparison(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs]
+        common = to_dtype(merge(types[0], types[1]))
+        a, b = (jnp.asarray(x).astype(common) for x in c.args)
+        return jnp.broadcast_to(fn(a, b), c.out.shape).astype(np.uint8)
+
+    return lower
+
+
+def lower_select(c: Call) -> Value:
+    pred, on_true, on_false = c.args
+    on_true, on_false = (jnp.asarray(x).astype(c.dtype) for x in (on_true, on_false))
+    return jnp.broadcast_to(jnp.where(jnp.asarray(pred) != 0, on_true, on_false), c.out.shape)
+
+
+def lower_as_type(c: Call) -> Value:
+    return jnp.broadcast_to(lax.convert_element_type(c.args[0], c.dtype), c.out.shape)
+
+
+UNARY_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "exp": jnp.exp,
+    "expm1": jnp.expm1,
+    "log": jnp.log,
+    "log1p": jnp.log1p,
+    "sqrt": jnp.sqrt,
+    "rsqrt": lax.rsqrt,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
+    "negate": jnp.negative,
+    "abs": jnp.abs,
+}
+
+BINARY_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "add": jnp.add,
+    "subtract": jnp.subtract,
+    "multiply": jnp.multiply,
+    "divide": jnp.true_divide,
+    "pow": jnp.power,
+    "max": jnp.maximum,
+    "min": jnp.minimum,
+}
+
+COMPARISON_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "equal": jnp.equal,
+    "not_equal": jnp.not_equal,
+    "less": jnp.less,
+    "less_equal": jnp.less_equal,
+    "greater": jnp.greater,
+    "greater_equal": jnp.greater_equal,
+}
+
+assert set(UNARY_FNS) == set(UNARY) and set(BINARY_FNS) == set(BINARY)
+assert set(COMPARISON_FNS) == set(COMPARISONS)
+
+
+# --- reductions and shapes -------------------------------------------------------------------
+
+
+def _reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        axes = c.node.opts["axes"]
+        x = jnp.asarray(c.args[0]).astype(c.dtype)
+        return fn(x, axis=None if axes is None else tuple(axes), keepdims=c.node.opts["keep_axes"])
+
+    return lower
+
+
+def lower_reshape(c: Call) -> Value:
+    return jnp.reshape(c.args[0], c.out.shape)
+
+
+def lower_transpose(c: Call) -> Value:
+    return jnp.transpose(c.args[0], c.node.opts["axes"])
+
+
+def lower_broadcast(c: Call) -> Value:
+    return lax.broadcast_in_dim(c.args[0], c.out.shape, tuple(c.node.opts["axes"]))
+
+
+def lower_slice(c: Call) -> Value:
+    start, lengths, strides = (c.node.opts[k] for k in ("start_indices", "lengths", "strides"))
+    limit = tuple(s + n for s, n in zip(start, lengths, strict=True))
+    return lax.slice(c.args[0], tuple(start), limit, tuple(strides))
+
+
+def lower_concatenate(c: Call) -> Value:
+    return jnp.concatenate([jnp.asarray(a).astype(c.dtype) for a in c.args], c.node.opts["axis"])
+
+
+def lower_dot(c: Call) -> Value:
+    left, right = (jnp.asarray(a).astype(c.dtype) for a in c.args)
+    (lc, rc), (lb, rb) = c.node.opts["contract_axes"], c.node.opts["batch_axes"]
+    return lax.dot_general(
+        left,
+        right,
+        ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
+        precision=lax.Precision.HIGHEST,
+        preferred_element_type=c.dtype,
+    )
+
+
+def lower_elem(c: Call) -> Value:
+    return c.args[0][c.node.opts["index"]]
+
+
+# --- differentiation and metadata ------------------------------------------------------------
+
+
+def lower_stop_grad(c: Call) -> Value:
+    return lax.stop_gradient(c.args[0])
+
+
+def lower_metadata(c: Call) -> Value:
+    return c.args[0]
+
+
+def lower_grad(c: Call) -> Value:
+    """``grad`` [y, x1..xk]: ``jax.grad`` of y as a function of the x nodes' values.
+
+    y is re-evaluated in a child environment seeded with the x values, shadowing every node
+    that depends on an x; the nodes y needs that do not depend on an x are computed in the
+    current environment first and held fixed.
+    """
+    low, env = c.lowering, c.env
+    y, *xs = c.node.inputs
+    unique = list(dict.fromkeys(xs))
+    seeded = frozenset(unique)
+    shadow = low.dependents(unique)
+    _, fixed = low._frontier([y], shadow, seeded)
+    low.evaluate(fixed, env)
+    x_vals = [env[x] for x in unique]
+
+    def f(*vals: jax.Array) -> jax.Array:
+        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow)
+        return jnp.reshape(low.value(y, child), ())
+
+    grads = jax.grad(f, argnums=tuple(range(len(unique))), allow_int=True)(*x_vals)
+    by_id = dict(zip(unique, grads, strict=True))
+    results = []
+    for x in xs:
+        g = by_id[x]
+        if g.dtype == jax.dtypes.float0:
+            g = jnp.zeros(g.shape, to_dtype(low.nodes[x].tensor.type))
+        results.append(g)
+    return tuple(results)
+
+
+def lower_custom_grad(c: Call) -> Value:
+    """``custom_grad`` [e1..em]: a ``jax.custom_vjp`` function of the wrt nodes' values.
+
+    The values the subgraphs need that depend on neither wrt nor cotangent nodes ("closed") are
+    computed here and passed as explicit arguments with zero cotangent; forward and backward
+    evaluate in fresh environments seeded only with those arguments (no closed-over tracers).
+    """
+    low, env, node = c.lowering, c.env, c.node
+    wrt, cots, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
+    is_tuple: bool = node.opts["tuple"]
+    es = node.inputs
+    _, closed = low.custom_grad_structure(node)
+    low.evaluate([*wrt, *closed], env)
+    wrt_vals = tuple(env[w] for w in wrt)
+    closed_vals = tuple(env[k] for k in closed)
+
+    def seeded(wv: Sequence[Value], cv: Sequence[Value]) -> Env:
+        local = dict(zip(closed, cv, strict=True))
+        local.update(zip(wrt, wv, strict=True))
+        return Env(local)
+
+    def primal(wv: tuple[Value, ...], cv: tuple[Value, ...]) -> Value:
+        fenv = seeded(wv, cv)
+        low.evaluate(es, fenv)
+        return tuple(fenv[e] for e in es) if is_tuple else fenv[es[0]]
+
+    def fwd(wv: tuple[Value, ...], cv: tuple[Value, ...]) -> tuple[Value, Any]:
+        return primal(wv, cv), (wv, cv)
+
+    def bwd(res: Any, g: Value) -> tuple[Any, Any]:
+        wv, cv = res
+        benv = seeded(wv, cv)
+        benv.local.update(zip(cots, g if is_tuple else (g,), strict=True))
+        low.evaluate(grads, benv)
+        wrt_grads: list[jax.Array | None] = []
+        for w, gr in zip(wrt, grads, strict=True):
+            w_out = low.nodes[w].tensor
+            if not w_out.type.is_float:
+                wrt_grads.append(None)
+                continue
+            wrt_grads.append(
+                jnp.broadcast_to(benv[gr], w_out.shape).astype(to_dtype(w_out.type))
+            )
+        return tuple(wrt_grads), tuple(None for _ in cv)  # None: zero cotangent (any dtype)
+
+    fn = jax.custom_vjp(primal)
+    fn.defvjp(fwd, bwd)
+    return fn(wrt_vals, closed_vals)
+
+
+# --- the op table ----------------------------------------------------------------------------
+
+OPS: Mapping[str, Callable[[Call], Value]] = {
+    "parameter": lower_parameter,
+    "constant": lower_constant,
+    "tensor": lower_tensor,
+    "iota": lower_iota,
+    "cotangent": lower_cotangent,
+    **{op: _elementwise(fn) for op, fn in UNARY_FNS.items()},
+    **{op: _elementwise(fn) for op, fn in BINARY_FNS.items()},
+    **{op: _comparison(fn) for op, fn in COMPARISON_FNS.items()},
+    "select": lower_select,
+    "as_type": lower_as_type,
+    "sum": _reduction(jnp.sum),
+    "product": _reduction(jnp.prod),
+    "reduce_max": _reduction(jnp.max),
+    "reduce_min": _reduction(jnp.min),
+    "mean": _reduction(jnp.mean),
+    "reshape": lower_reshape,
+    "transpose": lower_transpose,
+    "broadcast": lower_broadcast,
+    "slice": lower_slice,
+    "concatenate": lower_concatenate,
+    "dot": lower_dot,
+    "elem": lower_elem,
+    "grad": lower_grad,
+    "stop_grad": lower_stop_grad,
+    "custom_grad": lower_custom_grad,
+    "metadata": lower_metadata,
+}
+
+
+def lower(graph: Graph) -> Callable[..., list[jax.Array]]:
+    """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``)."""
+    return Lowering(graph).function()

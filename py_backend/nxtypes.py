@@ -1,0 +1,80 @@
+"""Nx types (PROTOCOL.md section 3) and their NumPy dtypes. No JAX, no ports.
+
+    >>> to_dtype(NxType("f", 32))
+    dtype('float32')
+    >>> merge(NxType("u", 8), NxType("s", 8))
+    NxType(kind='s', bits=16)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class NxType:
+    kind: str  # "u", "s", "f" or "bf"
+    bits: int
+
+    def __str__(self) -> str:
+        return f"{{:{self.kind}, {self.bits}}}"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind in ("f", "bf")
+
+
+_DTYPES: dict[NxType, np.dtype] = {
+    NxType("u", 8): np.dtype(np.uint8),
+    NxType("u", 16): np.dtype(np.uint16),
+    NxType("u", 32): np.dtype(np.uint32),
+    NxType("u", 64): np.dtype(np.uint64),
+    NxType("s", 8): np.dtype(np.int8),
+    NxType("s", 16): np.dtype(np.int16),
+    NxType("s", 32): np.dtype(np.int32),
+    NxType("s", 64): np.dtype(np.int64),
+    NxType("f", 16): np.dtype(np.float16),
+    NxType("f", 32): np.dtype(np.float32),
+    NxType("f", 64): np.dtype(np.float64),
+    NxType("bf", 16): np.dtype(ml_dtypes.bfloat16),
+}
+
+SUPPORTED: frozenset[NxType] = frozenset(_DTYPES)
+
+# Little-endian view of every dtype: the wire order (PROTOCOL.md section 2).
+_WIRE: dict[NxType, np.dtype] = {t: d.newbyteorder("<") for t, d in _DTYPES.items()}
+
+
+def to_dtype(t: NxType) -> np.dtype:
+    return _DTYPES[t]
+
+
+def wire_dtype(t: NxType) -> np.dtype:
+    """The dtype of wire data (explicitly little-endian)."""
+    return _WIRE[t]
+
+
+def from_dtype(dtype: np.dtype) -> NxType:
+    dtype = np.dtype(dtype)
+    for t, d in _DTYPES.items():
+        if d == dtype:
+            return t
+    raise ValueError(f"no Nx type for dtype {dtype}")
+
+
+_RANK = {"u": 0, "s": 1, "bf": 2, "f": 3}
+
+
+def merge(left: NxType, right: NxType) -> NxType:
+    """Nx's type promotion (``Nx.Type.merge/2``): the type two operands are combined in."""
+    if left.kind == right.kind:
+        return NxType(left.kind, max(left.bits, right.bits))
+    low, high = sorted((left, right), key=lambda t: _RANK[t.kind])
+    if low.kind == "u" and high.kind == "s":
+        return NxType("s", max(min(low.bits * 2, 64), high.bits))
+    if low.kind == "bf" and high.kind == "f" and high.bits == 16:
+        return NxType("f", 32)
+    return high

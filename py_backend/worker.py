@@ -1,0 +1,274 @@
+"""The request loop (PROTOCOL.md sections 2 and 5).
+
+Reads ``{:"C", id, :nx_jax, function, args}`` frames, dispatches through a closed table and
+writes exactly one ``{:r, id, result}`` or ``{:e, id, {:python, class, message, traceback}}``
+per request. Nothing is evaluated or unpickled; bad input gets an error reply and the loop goes
+on. EOF on the request stream ends the loop with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+import jax
+import numpy as np
+
+from py_backend import PROTOCOL_VERSION, channel
+from py_backend.cache import Cache
+from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
+from py_backend.graph import TensorOut
+from py_backend.lower import ArgumentError
+from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
+
+MODULE = "nx_jax"
+READ_FD = 3
+WRITE_FD = 4
+
+
+class BadRequest(Exception):
+    """The frame is not a well-formed request."""
+
+
+class UnknownFunction(Exception):
+    """The request names a module or function outside the closed table."""
+
+
+# --- wire tensors ----------------------------------------------------------------------------
+
+
+def decode_type(term: Any) -> NxType:
+    if isinstance(term, tuple) and len(term) == 2:
+        kind, bits = atom_name(term[0]), term[1]
+        if kind is not None and isinstance(bits, int) and NxType(kind, bits) in SUPPORTED:
+            return NxType(kind, bits)
+    raise ArgumentError(f"unsupported tensor type {term!r}")
+
+
+def encode_type(t: NxType) -> Any:
+    return (atom(t.kind), t.bits)
+
+
+def decode_tensor(term: Any) -> np.ndarray:
+    """``{type, shape, data}`` -> a read-only NumPy view of ``data`` (no copy)."""
+    if not (isinstance(term, tuple) and len(term) == 3):
+        raise ArgumentError(f"a tensor must be {{type, shape, data}}, got {type(term).__name__}")
+    raw_type, shape, raw_data = term
+    nx_type = decode_type(raw_type)
+    if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise ArgumentError(f"a tensor shape must be a tuple of non-negative integers: {shape!r}")
+    data = channel.binary_bytes(raw_data)
+    if data is None:
+        raise ArgumentError("tensor data must be a binary")
+    dtype = wire_dtype(nx_type)
+    size = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if len(data) != size * dtype.itemsize:
+        raise ArgumentError(
+            f"tensor data has {len(data)} bytes, {nx_type}{list(shape)} needs "
+            f"{size * dtype.itemsize}"
+        )
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def encode_tensor(nx_type: NxType, array: Any) -> Any:
+    host = np.ascontiguousarray(np.asarray(array), dtype=wire_dtype(nx_type))
+    return (encode_type(nx_type), tuple(int(d) for d in host.shape),
+            channel.binary(host.reshape(-1).view(np.uint8).data))
+
+
+# --- the worker ------------------------------------------------------------------------------
+
+
+class Worker:
+    """Request handling, independent of where frames come from."""
+
+    def __init__(self) -> None:
+        self.cache = Cache()
+        self.functions: dict[str, Callable[[list[Any]], Any]] = {
+            "ping": self.ping,
+            "info": self.info,
+            "run": self.run,
+            "stats": self.stats,
+        }
+
+    # The closed table --------------------------------------------------------------------
+
+    def ping(self, args: list[Any]) -> Any:
+        _arity("ping", args, 0)
+        return atom("pong")
+
+    def info(self, args: list[Any]) -> Any:
+        _arity("info", args, 0)
+        return {
+            atom("protocol"): PROTOCOL_VERSION,
+            atom("jax_version"): text(jax.__version__),
+            atom("backend"): text(jax.default_backend()),
+            atom("devices"): [text(str(d)) for d in jax.devices()],
+            atom("codec"): text(f"erlang-py {metadata.version('erlang-py')}"),
+        }
+
+    def stats(self, args: list[Any]) -> Any:
+        _arity("stats", args, 0)
+        s = self.cache.stats
+        return {
+            atom("compiles"): s.compiles,
+            atom("cache_hits"): s.cache_hits,
+            atom("runs"): s.runs,
+            atom("errors"): s.errors,
+        }
+
+    def run(self, args: list[Any]) -> Any:
+        _arity("run", args, 2)
+        graph_bin = channel.binary_bytes(args[0])
+        if graph_bin is None:
+            raise BadRequest("run: the first argument must be the graph binary")
+        raw_tensors = args[1]
+        if not isinstance(raw_tensors, list):
+            raise BadRequest("run: the second argument must be a list of tensors")
+        key, program = self.cache.program(graph_bin)
+        tensors = [decode_tensor(t) for t in raw_tensors]
+        check_arguments(program.graph.parameters, tensors)
+        executable = self.cache.executable(key, program, tensors)
+        results = executable(*tensors)
+        self.cache.stats.runs += 1
+        outs = [program.graph.nodes[o].tensor for o in program.graph.outputs]
+        return [encode_tensor(o.type, r) for o, r in zip(outs, results, strict=True)]
+
+    # Dispatch ----------------------------------------------------------------------------
+
+    def handle(self, frame: Chunk) -> list[Chunk]:
+        """One request frame -> the encoded reply (always exactly one)."""
+        request_id: int = -1
+        try:
+            try:
+                term = channel.decode(frame)
+            except channel.CodecError as exc:
+                raise BadRequest(str(exc)) from exc
+            request_id = request_id_of(term)
+            function, args = parse_request(term)
+            result = self.functions[function](args)
+            return channel.encode_chunks((atom("r"), request_id, result))
+        except Exception as exc:
+            return self.error_reply(request_id, exc)
+
+    def error_reply(self, request_id: int, exc: BaseException) -> list[Chunk]:
+        self.cache.stats.errors += 1
+        message = str(exc)
+        notes = getattr(exc, "__notes__", None)
+        if notes:
+            message = "\n".join([message, *notes])
+        trace = "" if isinstance(exc, BadRequest | UnknownFunction) else traceback.format_exc()
+        return channel.encode_chunks(
+            (atom("e"), request_id,
+             (atom("python"), text(type(exc).__name__), text(message), text(trace)))
+        )
+
+
+def _arity(name: str, args: list[Any], n: int) -> None:
+    if len(args) != n:
+        raise BadRequest(f"{name} takes {n} arguments, got {len(args)}")
+
+
+FUNCTIONS = ("ping", "info", "run", "stats")
+
+
+def request_id_of(term: Any) -> int:
+    """The id of a request-like tuple, or -1 when none can be recovered."""
+    if isinstance(term, tuple) and len(term) >= 2:
+        candidate = term[1]
+        if isinstance(candidate, int) and not isinstance(candidate, bool) and candidate >= 0:
+            return candidate
+    return -1
+
+
+def parse_request(term: Any) -> tuple[str, list[Any]]:
+    """``{:"C", id, :nx_jax, function, args}`` -> (function, args); raises BadRequest or
+    UnknownFunction."""
+    if not (isinstance(term, tuple) and len(term) == 5 and atom_name(term[0]) == "C"):
+        raise BadRequest('a request must be {:"C", id, module, function, args}')
+    _, request_id, module, function, args = term
+    if request_id_of(term) < 0:
+        raise BadRequest(f"request id must be a non-negative integer, got {request_id!r}")
+    if isinstance(args, bytes):  # a list of small integers arrives as STRING_EXT
+        args = list(args)
+    if not isinstance(args, list):
+        raise BadRequest("request args must be a list")
+    module_name, function_name = atom_name(module), atom_name(function)
+    if module_name != MODULE or function_name not in FUNCTIONS:
+        raise UnknownFunction(
+            f"{module_name or module!r}.{function_name or function!r} is not served; "
+            f"the worker serves only {MODULE}.{{{', '.join(FUNCTIONS)}}}"
+        )
+    assert function_name is not None
+    return function_name, args
+
+
+def check_arguments(parameters: dict[int, TensorOut] | Any, tensors: Sequence[np.ndarray]) -> None:
+    for index, declared in sorted(parameters.items()):
+        if index >= len(tensors):
+            raise ArgumentError(
+                f"the graph reads argument {index} but run got {len(tensors)} arguments"
+            )
+        arg = tensors[index]
+        if arg.dtype != wire_dtype(declared.type) or tuple(arg.shape) != declared.shape:
+            raise ArgumentError(
+                f"argument {index} is {arg.dtype}{list(arg.shape)}, the graph's parameter is "
+                f"{declared}"
+            )
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+
+def serve(
+    reader: FrameReader | int = READ_FD,
+    writer: FrameWriter | int = WRITE_FD,
+    worker: Worker | None = None,
+) -> int:
+    """Serve until EOF on the request stream; return the exit status (0)."""
+    frames = reader if isinstance(reader, FrameReader) else FrameReader(reader)
+    replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
+    worker = worker or Worker()
+    while True:
+        try:
+            frame = frames.read_frame()
+        except channel.FrameTooLarge as exc:
+            try:
+                frames.discard(exc.size)
+            except channel.TruncatedFrame:
+                return 0
+            reply = worker.error_reply(-1, BadRequest(str(exc)))
+        except channel.TruncatedFrame as exc:
+            print(f"nx_jax worker: {exc}; exiting", file=sys.stderr)
+            return 0
+        else:
+            if frame is None:
+                return 0
+            reply = worker.handle(frame)
+        try:
+            replies.write_frame(reply)
+        except BrokenPipeError:
+            return 0
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m py_backend", description=__doc__)
+    parser.add_argument("--read-fd", type=int, default=READ_FD)
+    parser.add_argument("--write-fd", type=int, default=WRITE_FD)
+    opts = parser.parse_args(list(argv))
+    for fd in (opts.read_fd, opts.write_fd):
+        try:
+            os.fstat(fd)
+        except OSError:
+            print(
+                f"nx_jax worker: file descriptor {fd} is not open. The worker is started by "
+                f"the Elixir side (Port.open with :nouse_stdio); see docs/PROTOCOL.md.",
+                file=sys.stderr,
+            )
+            return 2
+    return serve(opts.read_fd, opts.write_fd)
