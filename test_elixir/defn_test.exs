@@ -1,0 +1,118 @@
+defmodule NxJax.DefnTest do
+  # defn, jit and the Kernel, end to end on the worker.
+  use ExUnit.Case, async: true
+
+  import ExUnit.CaptureIO
+  import Nx.Defn
+
+  defn add_mul(a, b), do: a + b * 2
+  defn folds(x), do: x * (2 * 3 - 1)
+  defn negate(x), do: -x
+  defn divide_power(x), do: 1 / x + x ** 2
+  defn swap({a, b}), do: {b, a}
+  defn map_arg(%{x: x, y: y}), do: %{sum: x + y, diff: x - y}
+  defn with_opts(x, opts \\ []), do: x * transform(opts, &Keyword.get(&1, :scale, 1))
+  defn second(t), do: elem(t, 1)
+  defn calls_private(x), do: double(x) + 1
+  defnp double(x), do: x * 2
+  defn constant_result(_x), do: 42.0
+  defn mismatched(a, b), do: a + b
+  defn printed(x), do: print_expr(Nx.exp(x))
+  defn shapes(x), do: transform(x, &Nx.shape/1)
+
+  defn clauses(x, :square), do: x * x
+  defn clauses(x, :cube), do: x * x * x
+
+  describe "defn" do
+    test "runs on numbers and tensors and returns concrete tensors" do
+      assert add_mul(1, 2) == Nx.tensor(5)
+      assert add_mul(Nx.tensor([1.0, 2.0]), 3.0) == Nx.tensor([7.0, 8.0])
+      assert %Nx.Tensor{data: %Nx.BinaryBackend{}} = add_mul(1.0, 2.0)
+    end
+
+    test "the Kernel operators fold numbers and use Nx for tensors" do
+      assert folds(Nx.tensor([1, 2])) == Nx.tensor([5, 10])
+      assert negate(Nx.tensor([1.0, -2.0])) == Nx.tensor([-1.0, 2.0])
+      assert divide_power(2.0) == Nx.tensor(4.5)
+    end
+
+    test "takes and returns tuples and maps" do
+      assert swap({Nx.tensor(1), Nx.tensor(2.0)}) == {Nx.tensor(2.0), Nx.tensor(1)}
+      assert map_arg(%{x: 5, y: 3}) == %{sum: Nx.tensor(8), diff: Nx.tensor(2)}
+      assert second({1, 2.0, 3}) == Nx.tensor(2.0)
+    end
+
+    test "passes non-tensor arguments as they are and supports defaults" do
+      assert with_opts(2.0) == Nx.tensor(2.0)
+      assert with_opts(2.0, scale: 3) == Nx.tensor(6.0)
+    end
+
+    test "inlines defn and defnp calls made from inside defn" do
+      assert calls_private(Nx.tensor([1, 2])) == Nx.tensor([3, 5])
+    end
+
+    test "supports several clauses" do
+      assert clauses(3, :square) == Nx.tensor(9)
+      assert clauses(3, :cube) == Nx.tensor(27)
+    end
+
+    test "turns a number result into a tensor" do
+      assert constant_result(1) == Nx.tensor(42.0)
+    end
+
+    test "raises shape errors at trace time" do
+      assert_raise ArgumentError, fn -> mismatched(Nx.tensor([1, 2]), Nx.tensor([1, 2, 3])) end
+    end
+
+    test "transform/2 runs Elixir on trace-time values (numbers come back as tensors)" do
+      assert shapes(Nx.tensor([[1, 2, 3]])) == {Nx.tensor(1), Nx.tensor(3)}
+    end
+
+    test "print_expr/1 prints the expression and returns it" do
+      output = capture_io(fn -> assert printed(0.0) == Nx.tensor(1.0) end)
+      assert output =~ "Nx.Defn.Expr"
+      assert output =~ "parameter a:0"
+      assert output =~ "b = exp a"
+    end
+  end
+
+  describe "jit" do
+    test "jit/2 returns a function of the same arity" do
+      jitted = Nx.Defn.jit(fn a, b -> Nx.multiply(a, b) end)
+      assert is_function(jitted, 2)
+      assert jitted.(Nx.tensor([1, 2]), 3) == Nx.tensor([3, 6])
+      assert Nx.Defn.jit(&add_mul/2).(1, 1) == Nx.tensor(3)
+    end
+
+    test "jit_apply/3 applies right away" do
+      assert Nx.Defn.jit_apply(&Nx.add/2, [1.0, 2.0]) == Nx.tensor(3.0)
+    end
+
+    test "an expression inspected inside jit shows the listing" do
+      listing = Nx.Defn.jit(fn x -> inspect(Nx.log1p(Nx.exp(x))) end).(1.0)
+      assert listing =~ "#Nx.Tensor<"
+      assert listing =~ "c = log1p b"
+    end
+
+    test "a container without tensors comes back unchanged" do
+      assert Nx.Defn.jit(fn _x -> {:ok, []} end).(1.0) == {:ok, []}
+    end
+
+    test "an expression that escapes its trace cannot run" do
+      escaped = Nx.Defn.jit(fn x -> send(self(), {:escaped, x}) && x end)
+      escaped.(1.0)
+      assert_received {:escaped, expr}
+
+      assert_raise ArgumentError, ~r/escaped its defn/, fn ->
+        Nx.Defn.jit(&Nx.add/2).(expr, 1.0)
+      end
+    end
+  end
+
+  describe "eager ops" do
+    test "run one-node graphs on the worker outside defn" do
+      assert Nx.exp(Nx.tensor(0.0)) == Nx.tensor(1.0)
+      assert Nx.add(Nx.tensor([1, 2]), 1) == Nx.tensor([2, 3])
+    end
+  end
+end
