@@ -107,7 +107,18 @@ defmodule Nx.Type do
       iex> Nx.Type.merge({:u, 8}, {:u, 16})
       {:u, 16}
 
+  A number on either side is merged with `merge_number/2`:
+
+      iex> Nx.Type.merge({:u, 8}, 2.0)
+      {:f, 32}
+
   """
+  def merge(type, number) when is_tuple(type) and not is_tuple(number),
+    do: merge_number(type, number)
+
+  def merge(number, type) when is_tuple(type) and not is_tuple(number),
+    do: merge_number(type, number)
+
   def merge(type, type), do: type
   def merge({:bf, 16}, {:f, 16}), do: {:f, 32}
   def merge({:f, 16}, {:bf, 16}), do: {:f, 32}
