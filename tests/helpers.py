@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -124,21 +123,15 @@ class WorkerProcess:
         req_r, self._req_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
 
-        def wire_fds() -> None:  # runs in the child between fork and exec
-            high_r = fcntl.fcntl(req_r, fcntl.F_DUPFD, 10)  # out of the way of 3 and 4
-            high_w = fcntl.fcntl(rep_w, fcntl.F_DUPFD, 10)
-            os.dup2(high_r, 3)
-            os.dup2(high_w, 4)
-
         # As the Erlang port does: the request pipe on the child's fd 3, the reply pipe on fd 4.
-        # (pass_fds cannot place fds at given numbers and forces close_fds, which would close 3
-        # and 4 after preexec_fn; os.pipe fds are close-on-exec, dup2 targets are inheritable,
-        # so with close_fds=False exactly 0-4 reach the worker.)
+        # pass_fds hands the pipe ends over; bash (dash only knows fds 0-9) moves them to 3
+        # and 4 and execs the worker
+        # (no preexec_fn: forking a multithreaded JAX process must not run Python in the child).
+        wire = f'exec "$0" -m py_backend 3<&{req_r} 4>&{rep_w} {req_r}<&- {rep_w}>&-'
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "py_backend"],
+            ["/bin/bash", "-c", wire, sys.executable],
             cwd=REPO,
-            preexec_fn=wire_fds,
-            close_fds=False,
+            pass_fds=(req_r, rep_w),
             env={**os.environ, **(env or {})},
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -167,3 +160,16 @@ class WorkerProcess:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         return code
+
+
+def run_graph(g: GraphBuilder, outputs: Sequence[int], *args: Any, jit: bool = True) -> list[Any]:
+    """Decode, validate and lower ``g`` in-process, run it on ``args``, return NumPy arrays."""
+    import jax
+
+    from py_backend.graph import decode_graph
+    from py_backend.lower import lower
+
+    fn = lower(decode_graph(g.binary(outputs)))
+    if jit:
+        fn = jax.jit(fn)
+    return [np.asarray(r) for r in fn(*[np.asarray(a) for a in args])]
