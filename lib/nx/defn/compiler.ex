@@ -64,13 +64,14 @@ defmodule Nx.Defn.Compiler do
         args = List.to_tuple(args)
         args = Enum.map(parameters, &to_wire(elem(args, &1)))
         results = NxJax.Worker.run(:erlang.term_to_binary(graph), args, opts)
-        NxJax.Graph.rebuild(container, Enum.map(results, &from_wire/1))
+        templates = Composite.flatten_list([container])
+        NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, &from_wire/2))
     end
   end
 
   @doc """
-  Converts a number or a concrete tensor to a concrete tensor (integers become `s64`,
-  floats `f32`, as `Nx.tensor/1` types them). Raises for expressions.
+  Converts a number or a concrete tensor to a concrete tensor (as `Nx.to_tensor/1`),
+  raising a clear error for an expression that escaped its trace.
 
   ## Examples
 
@@ -78,35 +79,28 @@ defmodule Nx.Defn.Compiler do
       %Nx.Tensor{data: %Nx.BinaryBackend{state: <<1.5::float-32-native>>}, type: {:f, 32}, shape: {}, names: []}
   """
   @spec to_concrete(Nx.Tensor.t() | number) :: Nx.Tensor.t()
-  def to_concrete(%Nx.Tensor{data: %Nx.BinaryBackend{}} = tensor), do: tensor
-
-  def to_concrete(number) when is_integer(number) do
-    scalar(<<number::signed-integer-64-native>>, {:s, 64})
-  end
-
-  def to_concrete(number) when is_float(number), do: scalar(<<number::float-32-native>>, {:f, 32})
-
   def to_concrete(%Nx.Tensor{data: %Expr{}}) do
     raise ArgumentError,
           "cannot compute an expression tensor outside of defn: it was built while tracing " <>
             "and escaped its defn/jit (return it from the defn instead)"
   end
 
-  def to_concrete(other) do
-    raise ArgumentError, "expected a tensor or a number, got: #{inspect(other)}"
-  end
-
-  defp scalar(binary, type) do
-    %Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: {}, names: []}
-  end
+  def to_concrete(tensor_or_number), do: Nx.to_tensor(tensor_or_number)
 
   defp to_wire(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
     {type, shape, binary}
   end
 
-  defp from_wire({type, shape, binary}) do
-    shape = if is_list(shape), do: List.to_tuple(shape), else: shape
-    names = List.duplicate(nil, tuple_size(shape))
-    %Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape, names: names}
+  # The worker must answer with the declared type and shape (PROTOCOL 4).
+  defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}) do
+    %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
+  end
+
+  defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}) do
+    raise NxJax.WorkerError,
+      class: "ShapeError",
+      message:
+        "the worker returned #{inspect(wire_type)} #{inspect(wire_shape)} for an output " <>
+          "declared #{inspect(type)} #{inspect(shape)}"
   end
 end

@@ -139,45 +139,23 @@ defmodule Nx.Defn.Expr do
   @spec to_expr(Nx.Tensor.t() | number) :: Nx.Tensor.t()
   def to_expr(%Nx.Tensor{data: %__MODULE__{}} = tensor), do: tensor
 
-  def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
-    case scalar_value(type, shape, binary) do
-      {:ok, value} -> constant(value, type, shape)
-      :error -> expr(:tensor, [], %{data: binary}, template(type, shape))
-    end
+  def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: {}}) do
+    [value] = Nx.BinaryBackend.to_list(binary, type)
+    constant(value, type, {})
   end
 
-  def to_expr(number) when is_integer(number), do: constant(number, {:s, 64}, {})
-  def to_expr(number) when is_float(number), do: constant(number, {:f, 32}, {})
+  def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
+    expr(:tensor, [], %{data: binary}, template(type, shape))
+  end
+
+  def to_expr(number) when is_number(number) or number in [:nan, :infinity, :neg_infinity] do
+    constant(number, Nx.Type.infer(number), {})
+  end
 
   def to_expr(other) do
     raise ArgumentError,
           "expected a tensor or a number inside defn, got: #{inspect(other)}. " <>
             "Convert it with Nx.tensor/1, or use transform/2 to work with non-tensor values"
-  end
-
-  defp scalar_value({kind, _}, {}, binary) when kind in [:s, :u] do
-    {:ok, decode_integer(kind, binary)}
-  end
-
-  defp scalar_value({:f, size}, {}, binary) when size in [32, 64] do
-    case binary do
-      <<value::float-size(size)-native>> -> {:ok, value}
-      _ -> :error
-    end
-  end
-
-  defp scalar_value(_type, _shape, _binary), do: :error
-
-  defp decode_integer(:s, binary) do
-    size = bit_size(binary)
-    <<value::signed-integer-size(size)-native>> = binary
-    value
-  end
-
-  defp decode_integer(:u, binary) do
-    size = bit_size(binary)
-    <<value::unsigned-integer-size(size)-native>> = binary
-    value
   end
 
   defp normalize_value(value, {:f, _}) when is_integer(value), do: value * 1.0
