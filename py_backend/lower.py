@@ -271,8 +271,8 @@ def lower_cotangent(c: Call) -> Value:
 
 
 def _cast_all(c: Call) -> list[jax.Array]:
-    """Inputs cast to the output type and broadcast to the output shape."""
-    return [jnp.broadcast_to(jnp.asarray(a).astype(c.dtype), c.out.shape) for a in c.args]
+    """Inputs cast to the output type (JAX then broadcasts them with NumPy rules)."""
+    return [jnp.asarray(a).astype(c.dtype) for a in c.args]
 
 
 def _elementwise(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
@@ -287,7 +287,7 @@ def _comparison(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Ca
         types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs]
         common = to_dtype(merge(types[0], types[1]))
         a, b = (jnp.asarray(x).astype(common) for x in c.args)
-        return jnp.broadcast_to(fn(a, b), c.out.shape).astype(np.uint8)
+        return fn(a, b).astype(np.uint8)
 
     return lower
 
@@ -295,11 +295,11 @@ def _comparison(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Ca
 def lower_select(c: Call) -> Value:
     pred, on_true, on_false = c.args
     on_true, on_false = (jnp.asarray(x).astype(c.dtype) for x in (on_true, on_false))
-    return jnp.broadcast_to(jnp.where(jnp.asarray(pred) != 0, on_true, on_false), c.out.shape)
+    return jnp.where(jnp.asarray(pred) != 0, on_true, on_false)
 
 
 def lower_as_type(c: Call) -> Value:
-    return jnp.broadcast_to(lax.convert_element_type(c.args[0], c.dtype), c.out.shape)
+    return lax.convert_element_type(c.args[0], c.dtype)
 
 
 UNARY_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
