@@ -20,6 +20,11 @@ defmodule NxJax.DefnTest do
   defn printed(x), do: print_expr(Nx.exp(x))
   defn shapes(x), do: transform(x, &Nx.shape/1)
 
+  defn traced(x) do
+    transform(x, &send(self(), {:traced, &1.shape}))
+    x * 2
+  end
+
   defn clauses(x, :square), do: x * x
   defn clauses(x, :cube), do: x * x * x
 
@@ -66,6 +71,15 @@ defmodule NxJax.DefnTest do
 
     test "transform/2 runs Elixir on trace-time values (numbers come back as tensors)" do
       assert shapes(Nx.tensor([[1, 2, 3]])) == {Nx.tensor(1), Nx.tensor(3)}
+    end
+
+    test "traces once per argument signature" do
+      assert traced(Nx.tensor([1, 2])) == Nx.tensor([2, 4])
+      assert_received {:traced, {2}}
+      assert traced(Nx.tensor([3, 4])) == Nx.tensor([6, 8])
+      refute_received {:traced, _}
+      assert traced(Nx.tensor([1, 2, 3])) == Nx.tensor([2, 4, 6])
+      assert_received {:traced, {3}}
     end
 
     test "print_expr/1 prints the expression and returns it" do

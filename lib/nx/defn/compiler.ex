@@ -13,10 +13,33 @@ defmodule Nx.Defn.Compiler do
   @doc """
   Calls the `defn` implementation `impl` on `args`: inlined when already tracing (a
   `defn` called from another `defn`), jitted otherwise.
+
+  The encoded trace is cached (in `:persistent_term`) per implementation and argument
+  signature (the type and shape of each tensor, any non-tensor argument as it is), so
+  a `defn` is traced once per signature, as in Nx; `print_expr/1` and `transform/2`
+  side effects therefore happen on the first call only.
   """
   @spec __runtime__(function, [term]) :: term
   def __runtime__(impl, args) do
-    if Expr.tracing?(), do: apply(impl, args), else: jit_apply(impl, args, [])
+    if Expr.tracing?() do
+      apply(impl, args)
+    else
+      {params, concrete} = parameters(args)
+      key = {__MODULE__, impl, Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape})}
+
+      compiled =
+        case :persistent_term.get(key, nil) do
+          nil ->
+            compiled = compile(impl, params)
+            :persistent_term.put(key, compiled)
+            compiled
+
+          compiled ->
+            compiled
+        end
+
+      execute(compiled, concrete, [])
+    end
   end
 
   @doc """
@@ -28,8 +51,7 @@ defmodule Nx.Defn.Compiler do
       apply(fun, args)
     else
       {params, concrete} = parameters(args)
-      result = Expr.with_tracing(fn -> apply(fun, params) end)
-      run(result, concrete, opts)
+      execute(compile(fun, params), concrete, opts)
     end
   end
 
@@ -54,19 +76,29 @@ defmodule Nx.Defn.Compiler do
   tensors. A container without tensors is returned as it is.
   """
   @spec run(term, [Nx.Tensor.t()], keyword) :: term
-  def run(result, args, opts) do
+  def run(result, args, opts), do: execute(encode(result), args, opts)
+
+  defp compile(fun, params), do: encode(Expr.with_tracing(fn -> apply(fun, params) end))
+
+  defp encode(result) do
     case Composite.flatten_list([result]) do
       [] ->
-        result
+        {:no_tensors, result}
 
       _leaves ->
         {graph, parameters, container} = NxJax.Graph.encode(result)
-        args = List.to_tuple(args)
-        args = Enum.map(parameters, &to_wire(elem(args, &1)))
-        results = NxJax.Worker.run(:erlang.term_to_binary(graph), args, opts)
-        templates = Composite.flatten_list([container])
-        NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, &from_wire/2))
+        {:graph, :erlang.term_to_binary(graph), parameters, container}
     end
+  end
+
+  defp execute({:no_tensors, result}, _args, _opts), do: result
+
+  defp execute({:graph, graph_bin, parameters, container}, args, opts) do
+    args = List.to_tuple(args)
+    args = Enum.map(parameters, &to_wire(elem(args, &1)))
+    results = NxJax.Worker.run(graph_bin, args, opts)
+    templates = Composite.flatten_list([container])
+    NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, &from_wire/2))
   end
 
   @doc """
