@@ -308,5 +308,13 @@ defmodule NxJax.DefnGraphTest do
                d = stop_grad c  f32[2]\
                """
     end
+
+    test "prints scalar constants inline" do
+      x = param(0)
+      y = binary(:multiply, x, Expr.constant(2.0, @f32, {}))
+
+      assert Expr.inspect(y, %Inspect.Opts{}) ==
+               "Nx.Defn.Expr\nparameter a:0         f32\nb = multiply a, 2.0  f32"
+    end
   end
 end

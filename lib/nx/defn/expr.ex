@@ -254,7 +254,8 @@ defmodule Nx.Defn.Expr do
 
   @doc """
   Renders an expression tensor as an Nx-like listing: the parameters, then one line per
-  node in topological order, each with its type and shape.
+  node in topological order, each with its type and shape. Scalar constants appear
+  inline as their value.
 
   ## Examples
 
@@ -265,11 +266,26 @@ defmodule Nx.Defn.Expr do
   """
   @spec inspect(Nx.Tensor.t(), Inspect.Opts.t()) :: String.t()
   def inspect(%Nx.Tensor{} = tensor, %Inspect.Opts{} = _opts) do
-    {nodes, _output} = NxJax.Graph.nodes(tensor)
-    names = for {id, _, _, _, _} <- nodes, into: %{}, do: {id, var_name(id)}
+    {nodes, outputs} = NxJax.Graph.nodes(tensor)
+
+    # Scalar constants used as inputs are printed inline, as their value.
+    {inline, listed} =
+      Enum.split_with(nodes, fn {id, op, _, _, out} ->
+        op == :constant and match?({_, {}}, out) and id not in outputs
+      end)
+
+    names =
+      Map.new(inline, fn {id, _, _, %{value: value}, {type, {}}} ->
+        {id, Inspect.Nx.Tensor.format_number(value, type)}
+      end)
+
+    names =
+      listed
+      |> Enum.with_index()
+      |> Enum.into(names, fn {node, index} -> {elem(node, 0), var_name(index)} end)
 
     lines =
-      Enum.map(nodes, fn {id, op, inputs, opts, out} ->
+      Enum.map(listed, fn {id, op, inputs, opts, out} ->
         {describe(names[id], op, Enum.map(inputs, &names[&1]), opts, names), out_string(out)}
       end)
 
