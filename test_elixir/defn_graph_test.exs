@@ -314,7 +314,7 @@ defmodule NxJax.DefnGraphTest do
       y = binary(:multiply, x, Expr.constant(2.0, @f32, {}))
 
       assert Expr.inspect(y, %Inspect.Opts{}) ==
-               "Nx.Defn.Expr\nparameter a:0         f32\nb = multiply a, 2.0  f32"
+               "Nx.Defn.Expr\nparameter a:0        f32\nb = multiply a, 2.0  f32"
     end
   end
 end
