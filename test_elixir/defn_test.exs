@@ -25,6 +25,23 @@ defmodule NxJax.DefnTest do
     x * 2
   end
 
+  defn relu(x), do: if(x > 0, do: x, else: 0.0)
+
+  defn sign(x) do
+    cond do
+      x < 0 -> -1.0
+      x == 0 -> 0.0
+      true -> 1.0
+    end
+  end
+
+  defn maybe_double(x, opts \\ []) do
+    if opts[:double], do: x * 2, else: x
+  end
+
+  defn compare(a, b), do: {a < b, a >= b, a == b, a != b}
+  defn grad_relu(x), do: grad(x, &relu/1)
+
   defn clauses(x, :square), do: x * x
   defn clauses(x, :cube), do: x * x * x
 
@@ -67,6 +84,25 @@ defmodule NxJax.DefnTest do
 
     test "raises shape errors at trace time" do
       assert_raise ArgumentError, fn -> mismatched(Nx.tensor([1, 2]), Nx.tensor([1, 2, 3])) end
+    end
+
+    test "if/2 and cond/1 select on tensor conditions" do
+      assert relu(-2.0) == Nx.tensor(0.0)
+      assert relu(Nx.tensor([-1.0, 3.0])) == Nx.tensor([0.0, 3.0])
+      assert sign(Nx.tensor([-5.0, 0.0, 2.0])) == Nx.tensor([-1.0, 0.0, 1.0])
+      assert grad_relu(3.0) == Nx.tensor(1.0)
+      assert grad_relu(-3.0) == Nx.tensor(0.0)
+    end
+
+    test "if/2 on a non-tensor condition traces one branch" do
+      assert maybe_double(3) == Nx.tensor(3)
+      assert maybe_double(3, double: true) == Nx.tensor(6)
+    end
+
+    test "comparison operators compare tensors element-wise" do
+      assert compare(Nx.tensor([1, 2]), 2) ==
+               {Nx.tensor([1, 0], type: {:u, 8}), Nx.tensor([0, 1], type: {:u, 8}),
+                Nx.tensor([0, 1], type: {:u, 8}), Nx.tensor([1, 0], type: {:u, 8})}
     end
 
     test "transform/2 runs Elixir on trace-time values (numbers come back as tensors)" do

@@ -18,7 +18,7 @@ defmodule Nx.Defn do
   Inside a `defn` body `Nx.Defn.Kernel` is imported in place of `Kernel`'s numeric
   operators, so `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers, and
   `grad/2`, `value_and_grad/3`, `stop_grad/1`, `custom_grad/3`, `print_expr/2`,
-  `transform/2` are available.
+  `transform/2` are available; `if/2` and `cond/1` accept tensor conditions.
 
   Calling a `defn` from outside `defn` jits it: the arguments (tensors, numbers, and
   tuples and maps of them; any other term is passed as it is) become parameters, the
@@ -28,7 +28,8 @@ defmodule Nx.Defn do
 
   alias Nx.Defn.Compiler
 
-  @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1, elem: 2]
+  @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
+                [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2]
 
   @doc """
   Defines a public numerical function; see the module documentation.
@@ -77,9 +78,27 @@ defmodule Nx.Defn do
         import Nx.Defn, only: [], warn: false
         import Kernel, except: unquote(@kernel_ops), warn: false
         import Nx.Defn.Kernel, warn: false
-        unquote(body)
+        unquote(rewrite_cond(body))
       end
     end
+  end
+
+  # `cond` is a special form and cannot be imported: rewrite it into nested
+  # Nx.Defn.Kernel.if/2 calls, so that tensor conditions select.
+  defp rewrite_cond(body) do
+    Macro.prewalk(body, fn
+      {:cond, _meta, [[do: clauses]]} ->
+        clauses
+        |> Enum.reverse()
+        |> Enum.reduce(nil, fn {:->, _, [[condition], clause_body]}, acc ->
+          quote do
+            Nx.Defn.Kernel.if(unquote(condition), do: unquote(clause_body), else: unquote(acc))
+          end
+        end)
+
+      other ->
+        other
+    end)
   end
 
   defp decompose({:when, _, [call, guards]}) do

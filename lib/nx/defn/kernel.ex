@@ -6,7 +6,9 @@ defmodule Nx.Defn.Kernel do
   `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers: two numbers fold
   to a plain number (as in `Kernel`), anything else becomes the `Nx` operation
   (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
-  `Nx.negate/1`). Everything else from `Kernel` stays available.
+  `Nx.negate/1`). `==`, `!=`, `<`, `<=`, `>`, `>=` compare element-wise when a side is
+  a tensor. `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
+  rewrites `cond` into nested `if/2`s. Everything else from `Kernel` stays available.
 
   ## Examples
 
@@ -18,7 +20,24 @@ defmodule Nx.Defn.Kernel do
       0.25
   """
 
-  import Kernel, except: [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1, elem: 2]
+  import Kernel,
+    except: [
+      +: 2,
+      -: 2,
+      *: 2,
+      /: 2,
+      **: 2,
+      -: 1,
+      +: 1,
+      ==: 2,
+      !=: 2,
+      <: 2,
+      <=: 2,
+      >: 2,
+      >=: 2,
+      elem: 2,
+      if: 2
+    ]
 
   alias Nx.Defn.{Expr, Grad}
 
@@ -49,6 +68,23 @@ defmodule Nx.Defn.Kernel do
   @doc "Returns `value` unchanged."
   def +value, do: value
 
+  for {op, nx_fun} <- [
+        ==: :equal,
+        !=: :not_equal,
+        <: :less,
+        <=: :less_equal,
+        >: :greater,
+        >=: :greater_equal
+      ] do
+    @doc """
+    Compares element-wise when either side is a tensor (`Nx.#{nx_fun}/2`, a `u8`
+    tensor of 0s and 1s); otherwise `Kernel.#{op}/2`.
+    """
+    def unquote(op)(%Nx.Tensor{} = left, right), do: Nx.unquote(nx_fun)(left, right)
+    def unquote(op)(left, %Nx.Tensor{} = right), do: Nx.unquote(nx_fun)(left, right)
+    def unquote(op)(left, right), do: Kernel.unquote(op)(left, right)
+  end
+
   @doc """
   Returns the element at zero-based `index` of the Elixir tuple `tuple`.
 
@@ -58,6 +94,61 @@ defmodule Nx.Defn.Kernel do
       :b
   """
   def elem(tuple, index) when is_tuple(tuple), do: :erlang.element(Kernel.+(index, 1), tuple)
+
+  @doc """
+  `if` that also works on tensor conditions.
+
+  When the condition is a tensor (or a number) at trace time, both branches are traced
+  and the result is `Nx.select(condition, do_branch, else_branch)`, element by element
+  over tuples and maps, so the branches must return containers of the same structure.
+  A nonzero condition picks `do`. Any other condition (`true`, `nil`, an option) is
+  `Kernel.if/2`: only the chosen branch is traced.
+
+  Both branches are computed, so a branch that overflows still poisons a gradient with
+  NaN where its derivative is infinite (as with `jnp.where` in JAX): guard its input.
+
+  ## Examples
+
+      defn relu(x), do: if(x > 0, do: x, else: 0.0)
+  """
+  defmacro if(condition, clauses) do
+    unless Keyword.keyword?(clauses) and Keyword.has_key?(clauses, :do) do
+      raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
+    end
+
+    quote do
+      Nx.Defn.Kernel.__if__(
+        unquote(condition),
+        fn -> unquote(clauses[:do]) end,
+        fn -> unquote(clauses[:else]) end
+      )
+    end
+  end
+
+  @doc false
+  def __if__(%Nx.Tensor{} = condition, on_true, on_false),
+    do: select(condition, on_true, on_false)
+
+  def __if__(condition, on_true, on_false) when is_number(condition),
+    do: select(condition, on_true, on_false)
+
+  def __if__(condition, on_true, on_false),
+    do: Kernel.if(condition, do: on_true.(), else: on_false.())
+
+  defp select(condition, on_true, on_false) do
+    {on_true, on_false} = {on_true.(), on_false.()}
+    true_leaves = Nx.Defn.Composite.flatten_list([on_true])
+    false_leaves = Nx.Defn.Composite.flatten_list([on_false])
+
+    Kernel.if length(true_leaves) != length(false_leaves) or true_leaves == [] do
+      raise ArgumentError,
+            "both branches of an if/cond on a tensor condition must return tensors in the " <>
+              "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
+    end
+
+    selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
+    Nx.Defn.Composite.fill(on_true, selected)
+  end
 
   @doc """
   Stops gradients: the value of `expr` is unchanged, its gradient is zero.
