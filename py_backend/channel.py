@@ -268,8 +268,9 @@ class _Raw:
 
 
 def atom(name: str) -> Any:
-    """The atom ``name`` (encodes as an Erlang atom)."""
-    return Atom(name.encode("utf-8"))
+    """The atom ``name``. ASCII names hold bytes (equal to what OTP 25 sends: latin-1 tags);
+    others hold ``str``, which erlang-py encodes with the UTF-8 tags."""
+    return Atom(name.encode("ascii")) if name.isascii() else Atom(name)
 
 
 def binary(data: Chunk) -> Any:

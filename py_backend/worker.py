@@ -75,10 +75,12 @@ def decode_tensor(term: Any) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
-def encode_tensor(nx_type: NxType, array: Any) -> Any:
-    host = np.ascontiguousarray(np.asarray(array), dtype=wire_dtype(nx_type))
-    return (encode_type(nx_type), tuple(int(d) for d in host.shape),
-            channel.binary(host.reshape(-1).view(np.uint8).data))
+def encode_tensor(out: TensorOut, array: Any) -> Any:
+    """A result as ``{type, shape, data}``; ``data`` references the array's memory."""
+    host = np.asarray(array, dtype=wire_dtype(out.type), order="C")
+    if tuple(host.shape) != out.shape:  # conform() already checked; this guards the wire
+        raise ValueError(f"result shape {host.shape} is not the declared {out.shape}")
+    return (encode_type(out.type), out.shape, channel.binary(host.reshape(-1).view(np.uint8).data))
 
 
 # --- the worker ------------------------------------------------------------------------------
@@ -137,7 +139,7 @@ class Worker:
         results = executable(*tensors)
         self.cache.stats.runs += 1
         outs = [program.graph.nodes[o].tensor for o in program.graph.outputs]
-        return [encode_tensor(o.type, r) for o, r in zip(outs, results, strict=True)]
+        return [encode_tensor(o, r) for o, r in zip(outs, results, strict=True)]
 
     # Dispatch ----------------------------------------------------------------------------
 

@@ -1,0 +1,180 @@
+"""Framing over fds (PROTOCOL.md section 1)."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import threading
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from py_backend.channel import (
+    DEFAULT_MAX_FRAME,
+    FrameReader,
+    FrameTooLarge,
+    FrameWriter,
+    TruncatedFrame,
+    max_frame_from_env,
+)
+
+
+class ChunkedSource:
+    """An unbuffered binary source that hands out data in the given pieces."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = [p for p in pieces if p]
+        self.reads = 0
+
+    def readinto(self, buffer: Any) -> int:
+        self.reads += 1
+        if not self.pieces:
+            return 0
+        piece = self.pieces[0]
+        n = min(len(piece), len(buffer))
+        buffer[:n] = piece[:n]
+        self.pieces[0] = piece[n:]
+        if not self.pieces[0]:
+            self.pieces.pop(0)
+        return n
+
+
+class TrickleSink:
+    """A sink that accepts at most ``step`` bytes per write (like a full pipe)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.data = bytearray()
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data[: self.step])
+        self.data += chunk
+        return len(chunk)
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + payload
+
+
+def test_a_frame_split_at_every_byte_boundary_is_reassembled() -> None:
+    payload = bytes(range(50))
+    data = frame(payload)
+    for cut in range(len(data) + 1):
+        reader = FrameReader(ChunkedSource([data[:cut], data[cut:]]))
+        assert reader.read_frame() == payload
+        assert reader.read_frame() is None
+
+
+def test_frames_arriving_in_many_reads_are_reassembled() -> None:
+    rng = random.Random(7)
+    payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
+                for _ in range(40)]
+    stream = b"".join(frame(p) for p in payloads)
+    pieces = []
+    i = 0
+    while i < len(stream):
+        n = rng.randrange(1, 17)
+        pieces.append(stream[i:i + n])
+        i += n
+    source = ChunkedSource(pieces)
+    reader = FrameReader(source)
+    assert [reader.read_frame() for _ in payloads] == payloads
+    assert reader.read_frame() is None
+    assert source.reads > len(payloads)
+
+
+def test_empty_frame() -> None:
+    reader = FrameReader(ChunkedSource([frame(b"")]))
+    assert reader.read_frame() == b""
+    assert reader.read_frame() is None
+
+
+def test_a_64_mb_frame_crosses_a_real_pipe() -> None:
+    payload = os.urandom(1 << 20) * 64
+    r, w = os.pipe()
+    writer = FrameWriter(w)
+
+    def send() -> None:
+        writer.write_frame([payload[:10], payload[10:]])
+        os.close(w)
+
+    thread = threading.Thread(target=send)
+    start = time.perf_counter()
+    thread.start()
+    try:
+        reader = FrameReader(r)
+        got = reader.read_frame()
+        elapsed = time.perf_counter() - start
+        assert got is not None and len(got) == len(payload) and got == payload
+        assert reader.read_frame() is None
+    finally:
+        thread.join()
+        os.close(r)
+    assert elapsed < 10.0  # linear: well under a second here; quadratic would take minutes
+
+
+def test_an_oversize_frame_is_refused_before_allocating() -> None:
+    huge = 1 << 31
+    source = ChunkedSource([struct.pack(">I", huge), b"x" * 64, frame(b"next")])
+    reader = FrameReader(source, max_frame=1000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameTooLarge) as info:
+            reader.read_frame()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert info.value.size == huge and "NX_JAX_MAX_FRAME" in str(info.value)
+
+
+def test_an_oversize_frame_can_be_discarded_to_stay_in_sync() -> None:
+    big = b"y" * 5000
+    reader = FrameReader(ChunkedSource([frame(big), frame(b"next")]), max_frame=1000)
+    with pytest.raises(FrameTooLarge) as info:
+        reader.read_frame()
+    reader.discard(info.value.size)
+    assert reader.read_frame() == b"next"
+
+
+def test_max_frame_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NX_JAX_MAX_FRAME", raising=False)
+    assert max_frame_from_env() == DEFAULT_MAX_FRAME == 4 * 1024**3
+    monkeypatch.setenv("NX_JAX_MAX_FRAME", "10")
+    reader = FrameReader(ChunkedSource([frame(b"x" * 11)]))
+    with pytest.raises(FrameTooLarge):
+        reader.read_frame()
+
+
+def test_eof_between_frames_is_a_clean_end() -> None:
+    assert FrameReader(ChunkedSource([])).read_frame() is None
+
+
+def test_eof_inside_a_frame_is_truncation() -> None:
+    with pytest.raises(TruncatedFrame, match="2 of 4 header"):
+        FrameReader(ChunkedSource([b"\x00\x00"])).read_frame()
+    with pytest.raises(TruncatedFrame, match="3 of 10 payload"):
+        FrameReader(ChunkedSource([struct.pack(">I", 10) + b"abc"])).read_frame()
+
+
+def test_eof_on_a_real_pipe() -> None:
+    r, w = os.pipe()
+    os.close(w)
+    try:
+        assert FrameReader(r).read_frame() is None
+    finally:
+        os.close(r)
+
+
+def test_writer_writes_all_bytes_of_all_chunks_despite_partial_writes() -> None:
+    sink = TrickleSink(3)
+    writer = FrameWriter(sink)
+    writer.write_frame([b"hello ", memoryview(b"world"), bytearray(b"!")])
+    writer.write_frame(b"")
+    assert bytes(sink.data) == frame(b"hello world!") + frame(b"")
+    reader = FrameReader(ChunkedSource([bytes(sink.data)]))
+    assert reader.read_frame() == b"hello world!"
+    assert reader.read_frame() == b""

@@ -1,0 +1,125 @@
+"""The ETF codec wrapper around erlang-py (PROTOCOL.md sections 1-2)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import erlang
+import numpy as np
+import pytest
+
+from py_backend.channel import (
+    Atom,
+    Binary,
+    CodecError,
+    atom,
+    atom_name,
+    binary,
+    binary_bytes,
+    decode,
+    encode,
+    encode_chunks,
+    int_list,
+    text,
+)
+
+
+def erl_eval(expr: str, opts: str = "[]") -> bytes:
+    """term_to_binary of an Erlang expression, computed by a real Erlang VM."""
+    code = f"ok = file:write_file(\"/dev/stdout\", term_to_binary({expr}, {opts})), halt()."
+    try:
+        out = subprocess.run(["erl", "-noshell", "-eval", code], capture_output=True,
+                             check=True, timeout=60).stdout
+    except FileNotFoundError:
+        pytest.skip("erl is not installed")
+    return out
+
+
+TERMS: list[Any] = [
+    0, 255, 256, -1, 2**31, -(2**31) - 1, 2**70, 1.5, -0.0,
+    atom("pong"), atom("C"), None, True, False,
+    (), (1, 2), tuple(range(300)), [], [1, [2, 3], (4,)], [1000, 2000],
+    {atom("a"): 1, atom("b"): [atom("x")]},
+    binary(b""), binary(b"abc"), binary(bytes(range(256)) * 300),
+]
+
+
+@pytest.mark.parametrize("term", TERMS, ids=lambda t: type(t).__name__)
+def test_round_trip(term: Any) -> None:
+    assert decode(encode(term)) == term
+
+
+@pytest.mark.parametrize("term", TERMS, ids=lambda t: type(t).__name__)
+def test_chunked_encoding_equals_erlang_py(term: Any) -> None:
+    assert encode(term) == erlang.term_to_binary(term)
+
+
+def test_big_binaries_are_passed_as_chunks_without_copying() -> None:
+    payload = np.arange(1 << 16, dtype=np.float32)
+    view = payload.view(np.uint8).data
+    chunks = encode_chunks((atom("r"), 1, [binary(view)]))
+    assert any(isinstance(c, memoryview) and np.shares_memory(np.frombuffer(c, np.uint8), payload)
+               for c in chunks)
+    assert decode(b"".join(chunks)) == (atom("r"), 1, [binary(payload.tobytes())])
+
+
+def test_an_erlang_integer_list_arrives_as_string_and_is_normalized() -> None:
+    term = decode(erl_eval("[0, 1]"))
+    assert term == b"\x00\x01"
+    assert int_list(term) == [0, 1]
+    assert int_list(decode(erl_eval("[0, 1000]"))) == [0, 1000]
+    assert int_list(decode(erl_eval("[]"))) == []
+    assert int_list([1, True]) is None and int_list(3) is None
+
+
+def test_real_erlang_terms_decode_with_normalized_helpers() -> None:
+    term = decode(erl_eval("{'C', 7, nx_jax, run, [<<1,2,3>>, nil, true, 'neg_infinity']}"))
+    tag, request_id, module, function, args = term
+    assert atom_name(tag) == "C" and request_id == 7
+    assert atom_name(module) == "nx_jax" and atom_name(function) == "run"
+    assert binary_bytes(args[0]) == b"\x01\x02\x03"
+    assert args[1] is None and args[2] is True and atom_name(args[3]) == "neg_infinity"
+
+
+def test_utf8_atoms_decode_to_the_same_name() -> None:
+    utf8 = erl_eval("{pong, nil, true}", "[{minor_version, 2}]")  # SMALL_ATOM_UTF8_EXT
+    assert utf8[3] == 119
+    pong, nil, true = decode(utf8)
+    assert atom_name(pong) == "pong" and nil is None and true is True
+    assert atom_name(decode(encode(atom("héllo")))) == "héllo"
+    assert atom_name(Atom("x")) == "x" and atom_name(Atom(b"x")) == "x" and atom_name(1) is None
+
+
+def test_compressed_terms_are_accepted() -> None:
+    term = (atom("ok"), binary(b"z" * 10000))
+    assert decode(erlang.term_to_binary(term, compressed=True)) == term
+    assert decode(erl_eval("lists:seq(1, 500)", "[compressed]")) == list(range(1, 501))
+
+
+def test_our_encoding_is_read_by_real_erlang(tmp_path: Path) -> None:
+    reply = (atom("e"), 3, (atom("python"), text("GraphError"), text("node 1 (exp): é"),
+                             text("")))
+    path = tmp_path / "reply.etf"
+    path.write_bytes(encode(reply))
+    code = f"IO.write(inspect(:erlang.binary_to_term(File.read!({str(path)!r}))))".replace("'", '"')
+    try:
+        out = subprocess.run(["elixir", "-e", code],
+                             capture_output=True, check=True, timeout=60).stdout
+    except FileNotFoundError:
+        pytest.skip("erl is not installed")
+    assert out.decode() == '{:e, 3, {:python, "GraphError", "node 1 (exp): é", ""}}'
+
+
+def test_python_bytes_need_wrapping_to_be_binaries() -> None:
+    assert decode(encode(b"ab")) == b"ab"  # a string (list) on the Erlang side
+    assert isinstance(decode(encode(Binary(b"ab"))), Binary)
+
+
+def test_garbage_is_a_codec_error() -> None:
+    for bad in (b"", b"\x83", b"\x00abc", b"\x83\x68\x05"):
+        with pytest.raises(CodecError):
+            decode(bad)
+    with pytest.raises(CodecError):
+        encode(object())

@@ -1,0 +1,250 @@
+"""The worker: in-process dispatch and ``python -m py_backend`` as a real subprocess on fds 3/4
+(PROTOCOL.md sections 2 and 5)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from py_backend.channel import Binary, atom, decode, encode, text
+from py_backend.worker import Worker
+
+from .helpers import (
+    GraphBuilder,
+    WorkerProcess,
+    atom_str,
+    from_wire,
+    request,
+    wire_tensor,
+)
+
+F32 = np.float32
+
+
+def exp_graph(shape: tuple[int, ...] = (3,)) -> bytes:
+    g = GraphBuilder()
+    x = g.param(0, "f32", shape)
+    return g.binary([g.op("add", g.op("exp", x), x)])
+
+
+def run_request(request_id: int, graph_bin: bytes, *arrays: Any) -> bytes:
+    return request(request_id, "run", [Binary(graph_bin), [wire_tensor(a) for a in arrays]])
+
+
+def assert_error(reply: Any, request_id: int, cls: str, match: str = "") -> str:
+    assert atom_str(reply[0]) == "e", reply
+    assert reply[1] == request_id
+    python, klass, message, trace = reply[2]
+    assert atom_str(python) == "python"
+    assert klass.value.decode() == cls, message.value
+    assert isinstance(trace, Binary)
+    assert match in message.value.decode()
+    return str(message.value.decode())
+
+
+def assert_pong(reply: Any, request_id: int) -> None:
+    assert atom_str(reply[0]) == "r" and reply[1] == request_id and atom_str(reply[2]) == "pong"
+
+
+@pytest.fixture(scope="module")
+def proc() -> Iterator[WorkerProcess]:
+    worker = WorkerProcess()
+    yield worker
+    assert worker.close() == 0
+
+
+# --- subprocess ------------------------------------------------------------------------------
+
+
+def test_ping(proc: WorkerProcess) -> None:
+    assert_pong(proc.call(request(1, "ping", [])), 1)
+
+
+def test_info(proc: WorkerProcess) -> None:
+    reply = proc.call(request(2, "info", []))
+    assert atom_str(reply[0]) == "r"
+    info = {atom_str(k): v for k, v in reply[2].items()}
+    assert info["protocol"] == 1
+    assert info["backend"].value == b"cpu"
+    assert info["codec"].value.startswith(b"erlang-py")
+    assert isinstance(info["jax_version"], Binary) and isinstance(info["devices"], list)
+
+
+def test_run_returns_one_tensor_per_output(proc: WorkerProcess) -> None:
+    x = np.array([1.0, 2.0, 3.0], F32)
+    g = GraphBuilder()
+    p = g.param(0, "f32", (3,))
+    e = g.op("exp", p)
+    s = g.op("sum", p, axes=None, keep_axes=False, out=("f64", ()))
+    reply = proc.call(run_request(3, g.binary([e, s, e]), x))
+    assert atom_str(reply[0]) == "r" and reply[1] == 3
+    e1, total, e2 = reply[2]
+    assert e1[0] == (atom("f"), 32) and e1[1] == (3,)
+    np.testing.assert_allclose(from_wire(e1), np.exp(x), rtol=1e-6)
+    assert total[0] == (atom("f"), 64) and total[1] == () and from_wire(total) == 6.0
+    assert from_wire(e2).tolist() == from_wire(e1).tolist()
+
+
+def test_run_with_grad_and_custom_grad(proc: WorkerProcess) -> None:
+    g = GraphBuilder()
+    t = g.param(0)
+    y = g.op("log1p", g.op("exp", t))
+    cot = g.add("cotangent", [], {}, ("f32", ()))
+    one = g.const(1.0)
+    grad = g.op("multiply", cot,
+                g.op("subtract", one, g.op("divide", one, g.op("add", one, g.op("exp", t)))))
+    cg = g.add("custom_grad", [y], {"wrt": [t], "cotangents": [cot], "grads": [grad],
+                                    "tuple": False})
+    gr = g.add("grad", [cg, t], {}, [("f32", ())])
+    dt = g.op("elem", gr, index=0, out=("f32", ()))
+    reply = proc.call(run_request(4, g.binary([cg, dt]), F32(100.0)))
+    value, grad_value = (from_wire(r) for r in reply[2])
+    assert value == np.inf and grad_value == 1.0
+
+
+def test_scalar_and_empty_tensors_travel(proc: WorkerProcess) -> None:
+    g = GraphBuilder()
+    a = g.param(0, "s64", ())
+    b = g.param(1, "f32", (0, 3))
+    reply = proc.call(run_request(5, g.binary([g.op("negate", a), g.op("exp", b)]),
+                                  np.int64(-2**40), np.zeros((0, 3), F32)))
+    neg, empty = reply[2]
+    assert neg[1] == () and from_wire(neg) == 2**40
+    assert empty[1] == (0, 3) and empty[2].value == b""
+
+
+def test_bad_term_gets_bad_request_and_the_next_request_works(proc: WorkerProcess) -> None:
+    proc.send_raw(b"\x83\x68\x09garbage")
+    assert_error(proc.receive(), -1, "BadRequest")
+    proc.send_raw(b"")
+    assert_error(proc.receive(), -1, "BadRequest")
+    assert_pong(proc.call(request(6, "ping", [])), 6)
+
+
+def test_wrong_message_shape_gets_bad_request(proc: WorkerProcess) -> None:
+    assert_error(proc.call(encode((atom("call"), 7, atom("nx_jax"), atom("ping"), []))), 7,
+                 "BadRequest")
+    assert_error(proc.call(encode([1, 2, 3])), -1, "BadRequest")
+    assert_error(proc.call(encode((atom("C"), atom("x"), atom("nx_jax"), atom("ping"), []))),
+                 -1, "BadRequest")
+    assert_error(proc.call(encode((atom("C"), 8, atom("nx_jax"), atom("ping"), atom("x")))),
+                 8, "BadRequest")
+    assert_error(proc.call(request(9, "ping", [1])), 9, "BadRequest", "takes 0 arguments")
+    assert_pong(proc.call(request(10, "ping", [])), 10)
+
+
+def test_unknown_function_is_refused(proc: WorkerProcess) -> None:
+    assert_error(proc.call(request(11, "system", [text("touch /tmp/pwned")], module="os")), 11,
+                 "UnknownFunction", "os")
+    assert_error(proc.call(request(12, "eval", [])), 12, "UnknownFunction", "eval")
+    assert_error(proc.call(request(13, "ping", [], module="builtins")), 13, "UnknownFunction")
+    assert not os.path.exists("/tmp/pwned")
+    assert_pong(proc.call(request(14, "ping", [])), 14)
+
+
+def test_unknown_op_and_wrong_arity_are_graph_errors(proc: WorkerProcess) -> None:
+    g = GraphBuilder()
+    x = g.param(0, "f32", (3,))
+    g.op("frobnicate", x)
+    assert_error(proc.call(run_request(15, g.binary([1]), np.zeros(3, F32))), 15, "GraphError",
+                 "node 1 (frobnicate): unknown op")
+    g = GraphBuilder()
+    x = g.param(0, "f32", (3,))
+    g.add("add", [x], {}, ("f32", (3,)))
+    assert_error(proc.call(run_request(16, g.binary([1]), np.zeros(3, F32))), 16, "GraphError",
+                 "node 1 (add): takes 2 inputs, got 1")
+    assert_error(proc.call(request(17, "run", [Binary(b"\x83junk"), []])), 17, "GraphError")
+    assert_pong(proc.call(request(18, "ping", [])), 18)
+
+
+def test_arguments_not_matching_parameters_are_argument_errors(proc: WorkerProcess) -> None:
+    graph = exp_graph((3,))
+    assert_error(proc.call(run_request(19, graph, np.zeros(4, F32))), 19, "ArgumentError",
+                 "argument 0")
+    assert_error(proc.call(run_request(20, graph, np.zeros(3, np.float64))), 20,
+                 "ArgumentError")
+    assert_error(proc.call(run_request(21, graph)), 21, "ArgumentError", "got 0 arguments")
+    bad_tensor = ((atom("f"), 32), (3,), Binary(b"\x00" * 5))
+    assert_error(proc.call(request(22, "run", [Binary(graph), [bad_tensor]])), 22,
+                 "ArgumentError", "5 bytes")
+    assert_pong(proc.call(request(23, "ping", [])), 23)
+
+
+def test_a_shape_error_from_jax_is_reported(proc: WorkerProcess) -> None:
+    g = GraphBuilder()
+    x = g.param(0, "f32", (2, 3))
+    g.op("sum", x, axes=[1], keep_axes=False, out=("f32", (3,)))
+    assert_error(proc.call(run_request(24, g.binary([1]), np.zeros((2, 3), F32))), 24,
+                 "ShapeError", "node 1 (sum)")
+
+
+def test_large_tensors_round_trip(proc: WorkerProcess) -> None:
+    x = np.arange(1 << 24, dtype=F32).reshape(1 << 12, 1 << 12)  # 64 MB each way
+    g = GraphBuilder()
+    p = g.param(0, "f32", x.shape)
+    reply = proc.call(run_request(25, g.binary([g.op("negate", p)]), x))
+    np.testing.assert_array_equal(from_wire(reply[2][0]), -x)
+
+
+def test_stats_count_compiles_hits_runs_and_errors() -> None:
+    w = WorkerProcess()
+    try:
+        graph = exp_graph((3,))
+        for i in range(3):
+            assert atom_str(w.call(run_request(i, graph, np.zeros(3, F32)))[0]) == "r"
+        assert atom_str(w.call(run_request(3, graph, np.zeros(3, F32) + 1))[0]) == "r"
+        assert atom_str(w.call(run_request(4, exp_graph((2,)), np.zeros(2, F32)))[0]) == "r"
+        w.call(request(5, "nope", []))
+        reply = w.call(request(6, "stats", []))
+        stats = {atom_str(k): v for k, v in reply[2].items()}
+        assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1}
+    finally:
+        assert w.close() == 0
+
+
+def test_oversize_frame_gets_an_error_and_the_stream_stays_in_sync() -> None:
+    w = WorkerProcess(env={"NX_JAX_MAX_FRAME": "1000"})
+    try:
+        assert_error(w.call(encode(Binary(b"x" * 5000))), -1, "BadRequest", "NX_JAX_MAX_FRAME")
+        assert_pong(w.call(request(1, "ping", [])), 1)
+    finally:
+        assert w.close() == 0
+
+
+def test_eof_ends_the_worker_with_status_0() -> None:
+    w = WorkerProcess()
+    assert_pong(w.call(request(1, "ping", [])), 1)
+    assert w.close() == 0
+
+
+def test_eof_inside_a_frame_ends_the_worker_with_status_0() -> None:
+    w = WorkerProcess()
+    os.write(w._req_w, struct.pack(">I", 100) + b"abc")
+    assert w.close() == 0
+
+
+# --- in-process --------------------------------------------------------------------------------
+
+
+def handle(worker: Worker, payload: bytes) -> Any:
+    return decode(b"".join(bytes(c) for c in worker.handle(payload)))
+
+
+def test_in_process_every_request_gets_exactly_one_reply() -> None:
+    worker = Worker()
+    assert_pong(handle(worker, request(1, "ping", [])), 1)
+    error = handle(worker, run_request(2, b"\x83\x6a", np.zeros(3, F32)))
+    assert_error(error, 2, "GraphError", "nx_jax_graph")
+    assert "Traceback" in error[2][3].value.decode()
+
+
+def test_in_process_args_as_erlang_string_are_accepted() -> None:
+    # [1, 2] would arrive as STRING_EXT: the dispatcher must not mistake it for a non-list.
+    payload = encode((atom("C"), 3, atom("nx_jax"), atom("ping"), b"\x01\x02"))
+    assert_error(handle(Worker(), payload), 3, "BadRequest",
+                 "takes 0 arguments")
