@@ -38,11 +38,7 @@ defmodule Nx.Defn.Grad do
 
   defp scalar!(%Nx.Tensor{shape: {}} = y) do
     y = Expr.to_expr(y)
-
-    case y.type do
-      {kind, _} when kind in [:f, :bf] -> y
-      _ -> Expr.expr(:as_type, [y], %{}, Expr.template({:f, 32}, {}))
-    end
+    Nx.as_type(y, Nx.Type.to_floating(y.type))
   end
 
   defp scalar!(y) when is_number(y), do: scalar!(Expr.to_expr(y))
@@ -145,28 +141,19 @@ defmodule Nx.Defn.Grad do
     grad = Expr.to_expr(grad)
 
     grad =
-      cond do
-        grad.shape == input.shape ->
-          grad
-
-        broadcastable?(grad.shape, input.shape) ->
-          offset = tuple_size(input.shape) - tuple_size(grad.shape)
-          axes = Enum.to_list(offset..(tuple_size(input.shape) - 1)//1)
-          Expr.expr(:broadcast, [grad], %{axes: axes}, Expr.template(grad.type, input.shape))
-
-        true ->
-          raise ArgumentError,
-                "the gradient #{index} returned by the custom_grad/3 function has shape " <>
-                  "#{inspect(grad.shape)}, which cannot be broadcast to its input's shape " <>
-                  "#{inspect(input.shape)}. Return a gradient with the input's shape " <>
-                  "(sum over the broadcast axes with Nx.sum/2 if the input was broadcast)"
+      try do
+        Nx.broadcast(grad, input.shape)
+      rescue
+        ArgumentError ->
+          reraise ArgumentError,
+                  "the gradient #{index} returned by the custom_grad/3 function has shape " <>
+                    "#{inspect(grad.shape)}, which cannot be broadcast to its input's shape " <>
+                    "#{inspect(input.shape)}. Return a gradient with the input's shape " <>
+                    "(sum over the broadcast axes with Nx.sum/2 if the input was broadcast)",
+                  __STACKTRACE__
       end
 
-    if grad.type == input.type do
-      grad
-    else
-      Expr.expr(:as_type, [grad], %{}, Expr.template(input.type, input.shape))
-    end
+    Nx.as_type(grad, input.type)
   end
 
   defp fit_grad!(other, input, index) do
@@ -174,15 +161,4 @@ defmodule Nx.Defn.Grad do
           "the gradient #{index} returned by the custom_grad/3 function must be a tensor or a " <>
             "number with the shape of its input (#{inspect(input.shape)}), got: #{inspect(other)}"
   end
-
-  defp broadcastable?(from, to) when tuple_size(from) <= tuple_size(to) do
-    offset = tuple_size(to) - tuple_size(from)
-
-    from
-    |> Tuple.to_list()
-    |> Enum.with_index()
-    |> Enum.all?(fn {dim, axis} -> dim == 1 or dim == elem(to, axis + offset) end)
-  end
-
-  defp broadcastable?(_from, _to), do: false
 end
