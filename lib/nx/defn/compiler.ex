@@ -70,14 +70,6 @@ defmodule Nx.Defn.Compiler do
     {Tuple.to_list(params), Enum.reverse(concrete)}
   end
 
-  @doc """
-  Runs the traced `result` (a container of expressions) on the worker, with the
-  `:parameter` nodes bound to `args` by index, and returns the container of concrete
-  tensors. A container without tensors is returned as it is.
-  """
-  @spec run(term, [Nx.Tensor.t()], keyword) :: term
-  def run(result, args, opts), do: execute(encode(result), args, opts)
-
   defp compile(fun, params), do: encode(Expr.with_tracing(fn -> apply(fun, params) end))
 
   defp encode(result) do

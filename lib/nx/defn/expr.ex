@@ -184,22 +184,16 @@ defmodule Nx.Defn.Expr do
     if tracing?() or Enum.any?(inputs, &expr?/1) do
       expr(op, Enum.map(inputs, &to_expr/1), opts, out)
     else
-      inputs = Enum.map(inputs, &Nx.Defn.Compiler.to_concrete/1)
-
-      params =
-        inputs
-        |> Enum.with_index()
-        |> Enum.map(fn {input, index} -> parameter(index, input.type, input.shape) end)
-
-      Nx.Defn.Compiler.run(expr(op, params, opts, out), inputs, [])
+      eager = fn inputs -> apply_op(op, Tuple.to_list(inputs), opts, out) end
+      Nx.Defn.Compiler.jit_apply(eager, [List.to_tuple(inputs)], [])
     end
   end
 
   ## Tuples
 
   @doc """
-  Builds a tuple-valued node (`op` over `args`) with `size` elements and returns the
-  tuple of its `:elem` expressions, whose templates are `outs`.
+  Builds a tuple-valued node (`op` over `args`) with one element per template in
+  `outs` and returns the tuple of its `:elem` expressions.
   """
   @spec tuple(atom, [Nx.Tensor.t()], map, [Nx.Tensor.t()]) :: tuple
   def tuple(op, args, opts, outs) do
