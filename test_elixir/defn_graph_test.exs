@@ -258,6 +258,14 @@ defmodule NxJax.DefnGraphTest do
       end
     end
 
+    test "raises ArgumentError for integer tensors to differentiate" do
+      assert_raise ArgumentError,
+                   ~r/floating-point tensors only, got one of type s64.*Nx.as_type/,
+                   fn ->
+                     Grad.value_and_grad(param(0, {}, {:s, 64}), fn x -> x end)
+                   end
+    end
+
     test "value_and_grad/3 differentiates what the transform picks" do
       x = param(0)
 

@@ -21,8 +21,6 @@ defmodule Nx.Defn.Grad do
   @spec value_and_grad(term, term, (term -> term)) :: {term, term}
   def value_and_grad(x, fun_or_expr, transform \\ & &1) do
     x = Composite.traverse(x, &Expr.to_expr/1)
-    value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
-    y = value |> transform.() |> scalar!()
     xs = Composite.flatten_list([x])
 
     if xs == [] do
@@ -30,6 +28,14 @@ defmodule Nx.Defn.Grad do
             "grad/2 expects a tensor or a tuple/map of tensors to differentiate, got: #{inspect(x)}"
     end
 
+    if integer = Enum.find(xs, &(not Nx.Type.float?(&1.type))) do
+      raise ArgumentError,
+            "grad/2 differentiates with respect to floating-point tensors only, got one of type " <>
+              "#{Nx.Type.to_string(integer.type)}. Pass a float (3.0, not 3) or convert it with Nx.as_type/2"
+    end
+
+    value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
+    y = value |> transform.() |> scalar!()
     grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template(&1.type, &1.shape)))
     {value, Composite.fill(x, Tuple.to_list(grads))}
   end
