@@ -1,11 +1,6 @@
 defmodule Nx.OpDoctestTest do
-  # The examples of the op functions run on the JAX worker, so they need the application
-  # (NxJax.Application, from the defn/worker layers). Without it they are skipped.
+  # The examples in the docs of the op functions, run eagerly on the JAX worker.
   use ExUnit.Case, async: true
-
-  unless Code.ensure_loaded?(NxJax.Application) do
-    @moduletag skip: "op doctests need the worker (NxJax.Application is not in this tree)"
-  end
 
   doctest Nx,
     only: [
