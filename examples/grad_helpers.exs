@@ -15,6 +15,7 @@ defmodule GradHelpers do
   end
 
   defn grad_custom_log1pexp(t), do: grad(t, custom_log1pexp(t))
+  defn print_grad_custom_log1pexp(t), do: print_expr(grad(t, custom_log1pexp(t)))
 
   # t / (1 + sqrt(t)): the derivative of sqrt is infinite at 0, autodiff gives NaN there.
   defn r1psqrt(t), do: t / (1 + Nx.sqrt(t))
@@ -31,14 +32,8 @@ defmodule GradHelpers do
   defn stopped(x), do: grad(x, fn x -> stop_grad(Nx.exp(x)) + x * x end)
 end
 
-format = fn tensor ->
-  case Nx.to_number(tensor) do
-    :nan -> "NaN"
-    :infinity -> "Inf"
-    :neg_infinity -> "-Inf"
-    number -> to_string(number)
-  end
-end
+# Numbers printed as Nx prints them: the shortest decimal that round-trips in the tensor's type.
+format = fn tensor -> Inspect.Nx.Tensor.format_number(Nx.to_number(tensor), Nx.type(tensor)) end
 
 rows = [
   {"log1p(exp(t))", Nx.tensor(3.0), &GradHelpers.grad_log1pexp/1,
@@ -53,8 +48,12 @@ rows = [
    &GradHelpers.grad_custom_r1psqrt/1}
 ]
 
-IO.puts("Gradients computed by JAX (#{NxJax.Worker.call(:info, [])[:backend]}) from Elixir defn\n")
+IO.puts(
+  "Gradients computed by JAX (#{NxJax.Worker.call(:info, [])[:backend]}) from Elixir defn\n"
+)
+
 header = ["function", "t", "autodiff grad", "custom_grad grad"]
+
 lines =
   for {name, t, autodiff, custom} <- rows do
     [name, format.(t), format.(autodiff.(t)), format.(custom.(t))]
@@ -67,6 +66,7 @@ print = fn cells ->
   cells
   |> Enum.zip(widths)
   |> Enum.map_join("  ", fn {cell, width} -> String.pad_trailing(cell, width) end)
+  |> String.trim_trailing()
   |> IO.puts()
 end
 
@@ -75,5 +75,5 @@ print.(Enum.map(widths, &String.duplicate("-", &1)))
 Enum.each(lines, print)
 
 IO.puts("\ngrad of stop_grad(exp(x)) + x * x at x = 3.0: #{format.(GradHelpers.stopped(3.0))}")
-IO.puts("\nAn expression as traced inside defn:")
-IO.inspect(Nx.Defn.jit(fn t -> GradHelpers.log1pexp(t) end).(Nx.tensor(1.0)), label: "log1pexp(1.0)")
+IO.puts("\nThe graph shipped for grad of the custom log1pexp (print_expr/1 inside defn):")
+GradHelpers.print_grad_custom_log1pexp(Nx.tensor(1.0))
