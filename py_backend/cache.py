@@ -49,7 +49,7 @@ class Cache:
         self._programs: OrderedDict[bytes, Program] = OrderedDict()
         self._compiled: OrderedDict[tuple[bytes, Signature], Any] = OrderedDict()
 
-    def program(self, graph_bin: bytes) -> tuple[bytes, Program]:
+    def program(self, graph_bin: bytes | memoryview) -> tuple[bytes, Program]:
         key = hashlib.sha256(graph_bin).digest()
         program = self._programs.get(key)
         if program is None:

@@ -184,13 +184,75 @@ class FrameWriter:
 # --- term codec -----------------------------------------------------------------------------
 
 
+class BinaryView(Binary):  # type: ignore[valid-type,misc]
+    """A decoded binary of at least ``VIEW_THRESHOLD`` bytes: ``value`` is a read-only
+    memoryview into the received frame (no copy). Compares, hashes and encodes like any
+    ``OtpErlangBinary``."""
+
+    def binary(self) -> bytes:
+        return b"m" + _HEADER.pack(len(self.value)) + bytes(self.value)
+
+
+VIEW_THRESHOLD = 1 << 16
+COPY_BELOW = 1 << 20
+
+
+class _Frame:
+    """What erlang-py's decoder indexes: ``frame[i]`` is an int; a slice is ``bytes`` when
+    small (atoms, strings, small binaries) and a read-only memoryview when large."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, int):
+            return self.view[key]
+        part = self.view[key]
+        return part if len(part) >= VIEW_THRESHOLD else part.tobytes()
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+
 def decode(data: Chunk) -> Any:
-    """Decode one external-format term (erlang-py types, ``nil`` -> ``None``)."""
-    raw = data if isinstance(data, bytes) else bytes(data)
+    """Decode one external-format term (erlang-py types, ``nil`` -> ``None``).
+
+    erlang-py's public ``binary_to_term`` takes only ``bytes`` and copies every binary out of
+    it; for frames of ``COPY_BELOW`` bytes or more its decoder runs on the frame itself
+    (:class:`_Frame`), so a 64 MB tensor costs no copy (bench/codec_bench.py). Binaries of at
+    least ``VIEW_THRESHOLD`` bytes in such frames come back as :class:`BinaryView`, all others
+    as ``OtpErlangBinary`` holding ``bytes``.
+    """
+    view = memoryview(data).cast("B").toreadonly()
+    if len(view) <= 1 or view[0] != 131:
+        raise CodecError("cannot decode Erlang term: not external term format (version 131)")
+    if len(view) < COPY_BELOW:  # small: copying is cheaper than indexing through _Frame
+        try:
+            return erlang.binary_to_term(view.tobytes())
+        except Exception as exc:
+            raise CodecError(f"cannot decode Erlang term: {exc!r}") from exc
     try:
-        return erlang.binary_to_term(raw)
-    except Exception as exc:  # erlang-py raises several unrelated classes
-        raise CodecError(f"cannot decode Erlang term: {exc}") from exc
+        end, term = erlang._binary_to_term(1, _Frame(view))
+    except Exception as exc:  # erlang-py raises several unrelated classes on bad input
+        raise CodecError(f"cannot decode Erlang term: {exc!r}") from exc
+    if end != len(view):
+        raise CodecError(f"cannot decode Erlang term: {len(view) - end} bytes after the term")
+    return _own(term)
+
+
+def _own(term: Any) -> Any:
+    """Turn binaries holding a memoryview into :class:`BinaryView`s."""
+    if isinstance(term, tuple):
+        return tuple(_own(x) for x in term)
+    if isinstance(term, list):
+        return [_own(x) for x in term]
+    if isinstance(term, dict):
+        return {k: _own(v) for k, v in term.items()}
+    if isinstance(term, Binary) and isinstance(term.value, memoryview):
+        return BinaryView(term.value, term.bits)
+    return term
 
 
 def encode(term: Any) -> bytes:
@@ -295,10 +357,18 @@ def atom_name(term: Any) -> str | None:
 
 
 def binary_bytes(term: Any) -> bytes | None:
-    """The bytes of an Erlang binary, or ``None`` if ``term`` is not a byte-aligned binary."""
+    """The bytes of an Erlang binary (a copy for a :class:`BinaryView`), or ``None`` if
+    ``term`` is not a byte-aligned binary."""
     if isinstance(term, Binary) and term.bits == 8:
         value = term.value
         return value if isinstance(value, bytes) else bytes(value)
+    return None
+
+
+def binary_view(term: Any) -> memoryview | None:
+    """The data of an Erlang binary without copying, or ``None`` if not a binary."""
+    if isinstance(term, Binary) and term.bits == 8:
+        return memoryview(term.value)
     return None
 
 

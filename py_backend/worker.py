@@ -62,7 +62,7 @@ def decode_tensor(term: Any) -> np.ndarray:
     nx_type = decode_type(raw_type)
     if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
         raise ArgumentError(f"a tensor shape must be a tuple of non-negative integers: {shape!r}")
-    data = channel.binary_bytes(raw_data)
+    data = channel.binary_view(raw_data)
     if data is None:
         raise ArgumentError("tensor data must be a binary")
     dtype = wire_dtype(nx_type)
@@ -72,7 +72,7 @@ def decode_tensor(term: Any) -> np.ndarray:
             f"tensor data has {len(data)} bytes, {nx_type}{list(shape)} needs "
             f"{size * dtype.itemsize}"
         )
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
+    return np.frombuffer(data, dtype=dtype).reshape(shape)  # a view into the request frame
 
 
 def encode_tensor(out: TensorOut, array: Any) -> Any:
@@ -126,7 +126,7 @@ class Worker:
 
     def run(self, args: list[Any]) -> Any:
         _arity("run", args, 2)
-        graph_bin = channel.binary_bytes(args[0])
+        graph_bin = channel.binary_view(args[0])
         if graph_bin is None:
             raise BadRequest("run: the first argument must be the graph binary")
         raw_tensors = args[1]

@@ -13,11 +13,13 @@ import pytest
 from py_backend.channel import (
     Atom,
     Binary,
+    BinaryView,
     CodecError,
     atom,
     atom_name,
     binary,
     binary_bytes,
+    binary_view,
     decode,
     encode,
     encode_chunks,
@@ -123,3 +125,17 @@ def test_garbage_is_a_codec_error() -> None:
             decode(bad)
     with pytest.raises(CodecError):
         encode(object())
+
+
+def test_large_binaries_decode_as_views_into_the_frame() -> None:
+    payload = bytes(range(256)) * 8192  # 2 MiB: a frame above COPY_BELOW
+    frame = bytearray(encode((atom("r"), [binary(payload), binary(b"small")])))
+    _, [big, small] = decode(frame)
+    assert isinstance(big, BinaryView) and isinstance(big.value, memoryview)
+    assert big.value.readonly and big.value.obj is frame  # no copy
+    assert bytes(big.value) == payload and big == binary(payload)
+    assert hash(big) == hash(binary(payload))
+    assert encode(big) == encode(binary(payload))
+    assert type(small) is Binary and small.value == b"small"
+    view = binary_view(big)
+    assert view is not None and np.frombuffer(view, np.uint8)[-1] == 255
