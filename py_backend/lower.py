@@ -465,7 +465,8 @@ def lower_custom_grad(c: Call) -> Value:
     def bwd(res: Any, g: Value) -> tuple[Any, Any]:
         wv, cv = res
         benv = seeded(wv, cv)
-        benv.local.update(zip(cots, g if is_tuple else (g,), strict=True))
+        for cot, value in zip(cots, g if is_tuple else (g,), strict=True):
+            benv.local[cot] = conform(low.nodes[cot], value)
         low.evaluate(grads, benv)
         wrt_grads: list[jax.Array | None] = []
         for w, gr in zip(wrt, grads, strict=True):

@@ -231,3 +231,50 @@ def test_evaluating_a_cotangent_outside_its_custom_grad_is_an_error() -> None:
     y = g.op("add", cot, g.const(1.0))
     with pytest.raises(GraphError, match="cotangent"):
         run_graph(g, [y])
+
+
+def test_custom_grad_whose_backward_pass_contains_a_grad_node() -> None:
+    # custom_grad(sin(t), [t], fn g -> [g * grad(t * t * t, t)] end): gradient 3t^2 = 12 at 2
+    g = GraphBuilder()
+    t = g.param(0)
+    cot = g.add("cotangent", [], {}, ("f32", ()))
+    (cube_grad,) = grad_of(g, g.op("multiply", g.op("multiply", t, t), t), t)
+    grad = g.op("multiply", cot, cube_grad)
+    cg = g.add("custom_grad", [g.op("sin", t)], {"wrt": [t], "cotangents": [cot],
+                                                  "grads": [grad], "tuple": False})
+    (dt,) = grad_of(g, cg, t)
+    value, d = run_graph(g, [cg, dt], F32(2.0))
+    assert value == pytest.approx(math.sin(2.0)) and d == F32(12.0)
+
+
+def test_nested_custom_grads_use_the_outermost_rule() -> None:
+    g = GraphBuilder()
+    t = g.param(0)
+    c_in = g.add("cotangent", [], {}, ("f32", ()))
+    inner = g.add("custom_grad", [g.op("multiply", t, t)],
+                  {"wrt": [t], "cotangents": [c_in], "grads": [g.op("multiply", c_in,
+                                                                     g.const(7.0))],
+                   "tuple": False})
+    c_out = g.add("cotangent", [], {}, ("f32", ()))
+    outer = g.add("custom_grad", [g.op("multiply", inner, g.const(2.0))],
+                  {"wrt": [t], "cotangents": [c_out],
+                   "grads": [g.op("multiply", c_out, g.const(100.0))], "tuple": False})
+    (d_outer,) = grad_of(g, outer, t)
+    (d_inner,) = grad_of(g, inner, t)
+    value, do, di = run_graph(g, [outer, d_outer, d_inner], F32(3.0))
+    assert value == F32(18.0) and do == F32(100.0) and di == F32(7.0)
+
+
+def test_custom_grad_around_a_grad_node() -> None:
+    # custom_grad(grad(t^3, t), [t], fn g -> [g * 5] end): value 3t^2, gradient 5
+    g = GraphBuilder()
+    t = g.param(0)
+    (e,) = grad_of(g, g.op("multiply", g.op("multiply", t, t), t), t)
+    cot = g.add("cotangent", [], {}, ("f32", ()))
+    cg = g.add("custom_grad", [e], {"wrt": [t], "cotangents": [cot],
+                                    "grads": [g.op("multiply", cot, g.const(5.0))],
+                                    "tuple": False})
+    (dt,) = grad_of(g, cg, t)
+    (plain,) = grad_of(g, e, t)  # the autodiff second derivative, 6t
+    value, d, p = run_graph(g, [cg, dt, plain], F32(2.0))
+    assert value == F32(12.0) and d == F32(5.0) and p == F32(12.0)

@@ -248,3 +248,18 @@ def test_in_process_args_as_erlang_string_are_accepted() -> None:
     payload = encode((atom("C"), 3, atom("nx_jax"), atom("ping"), b"\x01\x02"))
     assert_error(handle(Worker(), payload), 3, "BadRequest",
                  "takes 0 arguments")
+
+
+def test_in_process_run_with_bf16_and_s64_tensors() -> None:
+    import ml_dtypes
+
+    g = GraphBuilder()
+    x = g.param(0, "bf16", (2,))
+    n = g.param(1, "s64", (2,))
+    payload = run_request(1, g.binary([g.op("multiply", x, x), g.op("add", n, n)]),
+                          np.array([1.5, 3.0], ml_dtypes.bfloat16),
+                          np.array([2**62, -(2**40)], np.int64))
+    reply = handle(Worker(), payload)
+    sq, twice = reply[2]
+    assert sq[0] == (atom("bf"), 16) and from_wire(sq).astype(np.float32).tolist() == [2.25, 9.0]
+    assert from_wire(twice).tolist() == [-(2**63), -(2**41)]  # real s64: 2**63 wraps around
