@@ -31,12 +31,8 @@ from py_backend.channel import (
 def erl_eval(expr: str, opts: str = "[]") -> bytes:
     """term_to_binary of an Erlang expression, computed by a real Erlang VM."""
     code = f"ok = file:write_file(\"/dev/stdout\", term_to_binary({expr}, {opts})), halt()."
-    try:
-        out = subprocess.run(["erl", "-noshell", "-eval", code], capture_output=True,
-                             check=True, timeout=60).stdout
-    except FileNotFoundError:
-        pytest.skip("erl is not installed")
-    return out
+    return subprocess.run(["erl", "-noshell", "-eval", code], capture_output=True,
+                          check=True, timeout=60).stdout
 
 
 TERMS: list[Any] = [
@@ -106,11 +102,8 @@ def test_our_encoding_is_read_by_real_erlang(tmp_path: Path) -> None:
     path = tmp_path / "reply.etf"
     path.write_bytes(encode(reply))
     code = f"IO.write(inspect(:erlang.binary_to_term(File.read!({str(path)!r}))))".replace("'", '"')
-    try:
-        out = subprocess.run(["elixir", "-e", code],
-                             capture_output=True, check=True, timeout=60).stdout
-    except FileNotFoundError:
-        pytest.skip("erl is not installed")
+    out = subprocess.run(["elixir", "-e", code],
+                         capture_output=True, check=True, timeout=60).stdout
     assert out.decode() == '{:e, 3, {:python, "GraphError", "node 1 (exp): é", ""}}'
 
 
