@@ -15,6 +15,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from py_backend.channel import Binary, atom, decode, encode
 from py_backend.worker import Worker
 from tests.helpers import GraphBuilder, WorkerProcess, atom_str, request, wire_tensor
+
 
 def fuzz(max_examples: int) -> settings:
     return settings(
@@ -128,8 +130,6 @@ def valid_run_request() -> bytes:
     x = g.param(0, "f32", (3,))
     y = g.op("exp", x)
     s = g.add("sum", [y], {"axes": None, "keep_axes": False}, ("f32", ()))
-    import numpy as np
-
     return request(7, "run", [Binary(g.binary([s])), [wire_tensor(np.ones(3, np.float32))]])
 
 
@@ -186,8 +186,6 @@ def graphs(draw: st.DrawFn) -> tuple[Any, list[Any]]:
 
 
 def _zeros(shape: tuple[int, ...]) -> Any:
-    import numpy as np
-
     return np.zeros(shape, np.float32)
 
 
