@@ -160,9 +160,11 @@ def test_truncated_and_corrupted_requests_get_one_reply(
 OPS = ["parameter", "constant", "exp", "add", "sum", "reshape", "transpose", "dot", "grad",
        "custom_grad", "elem", "cotangent", "stop_grad", "metadata", "nope", "select", "slice"]
 TYPES = [("f", 32), ("f", 64), ("s", 64), ("u", 8), ("x", 3), ("f", 7)]
-OPTS = [{}, {"index": 0}, {"value": 1.5}, {"axes": [0]}, {"axes": None, "keep_axes": False},
-        {"index": -1}, {"wrt": [0], "cotangents": [0], "grads": [0], "tuple": False},
-        {"axes": [5, 5]}, {"value": "bad"}]
+OPTS: list[dict[str, Any]] = [
+    {}, {"index": 0}, {"value": 1.5}, {"axes": [0]}, {"axes": None, "keep_axes": False},
+    {"index": -1}, {"wrt": [0], "cotangents": [0], "grads": [0], "tuple": False},
+    {"axes": [5, 5]}, {"value": "bad"},
+]
 
 
 @st.composite
