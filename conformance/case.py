@@ -163,10 +163,19 @@ def _ref_arg(arg: Any) -> Any:
 
 
 def _describe(arg: Any) -> str:
+    """An argument as it reads in Elixir (tensors by type and shape)."""
     if isinstance(arg, Tensor | Number):
         return arg.signature()
     if isinstance(arg, list):
         return "[" + ", ".join(_describe(a) for a in arg) + "]"
+    if isinstance(arg, tuple):
+        return "{" + ", ".join(_describe(a) for a in arg) + "}"
+    if arg is None:
+        return "nil"
+    if isinstance(arg, bool):
+        return str(arg).lower()
+    if isinstance(arg, str):
+        return ":" + arg
     return repr(arg)
 
 
@@ -223,5 +232,5 @@ def _default_name(c: Case) -> str:
     args = ", ".join(_describe(a) for a in c.args)
     opts = ""
     if c.opts:
-        opts = ", " + ", ".join(f"{k}: {v!r}" for k, v in c.opts.items())
+        opts = ", " + ", ".join(f"{k}: {_describe(v)}" for k, v in c.opts.items())
     return f"{c.fun}({args}{opts}) -> {c.out}"
