@@ -91,7 +91,8 @@ def section(exported: set[str]) -> str:
         f"- Types covered by the cases: {len(all_types)} / {len(DTYPES)} "
         f"({', '.join(all_types)}).",
         "",
-        "| op | implemented | cases | types in the cases | inputs of different shapes | grad checked |",
+        "| op | implemented | cases | types in the cases | inputs of different shapes "
+        "| grad checked |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for op in LISTED + sorted(set(by_fun) - set(LISTED)):

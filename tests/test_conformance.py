@@ -22,7 +22,7 @@ from py_backend.nxtypes import NxType, to_dtype, wire_dtype
 
 ETF = Path(generate.ETF_PATH)
 CASES: list[dict[str, Any]] = [
-    {atom_name(k): v for k, v in c.items()} for c in decode(ETF.read_bytes())
+    {str(atom_name(k)): v for k, v in c.items()} for c in decode(ETF.read_bytes())
 ]
 NODE_CASES = [c for c in CASES if c["node"] is not None]
 CACHE = Cache(max_entries=4096)
@@ -49,7 +49,7 @@ def expected_array(case: dict[str, Any]) -> np.ndarray:
     special = {"nan": np.nan, "infinity": np.inf, "neg_infinity": -np.inf}
     values = [special[atom_name(v) or ""] if atom_name(v) else v for v in case["values"]]
     out = nx_type(case["out"])
-    dtype = np.float64 if out.is_float else np.int64
+    dtype: Any = np.float64 if out.is_float else np.int64
     if out == NxType("u", 64):
         dtype = np.uint64
     return np.array(values, dtype=dtype).reshape(shape_of(case["shape"]))

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from conformance.case import case, number, tensor, wire
+from conformance.case import Case, case, number, tensor, wire
 
 OPS = {
     "add": np.add,
@@ -29,7 +29,7 @@ B_I = tensor("s64", [[3], [2]])  # broadcast {2, 1} against {2, 3}
 COL = tensor("f32", [[0.5], [1.5], [2.0], [3.0]])  # {4, 1} against {1, 5}
 ROW = tensor("f32", [[0.25, 0.5, 1.0, 2.0, 4.0]])
 
-CASES = []
+CASES: list[Case] = []
 for op, ref in OPS.items():
     int_out = "f32" if op == "divide" else "s64"
     CASES += [

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from conformance.case import case, number, tensor, wire
+from conformance.case import Case, case, number, tensor, wire
 
 OPS = {
     "equal": np.equal,
@@ -19,7 +19,7 @@ OPS = {
     "greater_equal": np.greater_equal,
 }
 
-CASES = []
+CASES: list[Case] = []
 for op, ref in OPS.items():
     CASES += [
         case(op, [tensor("s64", [[1, 2, 3], [4, 5, 6]]), tensor("s64", [[2], [5]])],

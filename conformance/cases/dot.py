@@ -1,19 +1,23 @@
 """dot/2, dot/4, dot/6: contraction and batch axes; output axes are batch, free of left, free
 of right; the type merges both inputs. A scalar operand makes dot a multiply."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from conformance.case import case, iota, number, tensor, wire
+from conformance.case import Wire, case, iota, number, tensor, wire
 
 M23 = tensor("f32", [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
 M32 = tensor("f32", [[1.0, 2.0], [-0.5, 0.5], [0.25, -1.5]])
 V3 = tensor("f32", [2.0, -1.0, 0.5])
 
 
-def _contract(ca, cb, ba=(), bb=()):
+def _contract(ca: Sequence[int], cb: Sequence[int], ba: Sequence[int] = (),
+              bb: Sequence[int] = ()) -> Any:
     """dot_general in NumPy via einsum: batch axes, then free axes of a, then of b."""
 
-    def ref(a, b):
+    def ref(a: Any, b: Any) -> Any:
         letters = iter("abcdefghijklmnopqrstuvwxyz")
         la = [next(letters) for _ in range(a.ndim)]
         lb = [next(letters) for _ in range(b.ndim)]
@@ -28,7 +32,8 @@ def _contract(ca, cb, ba=(), bb=()):
     return ref
 
 
-def _node(ca, cb, ba=(), bb=()):
+def _node(ca: Sequence[int], cb: Sequence[int], ba: Sequence[int] = (),
+          bb: Sequence[int] = ()) -> Wire:
     return wire("dot", contract_axes=(list(ca), list(cb)), batch_axes=(list(ba), list(bb)))
 
 

@@ -5,9 +5,11 @@ reduce_min keep the type; mean is floating. Axes are normalized (negative count 
 and sorted on the wire; all axes travel as nil.
 """
 
+from typing import Any
+
 import numpy as np
 
-from conformance.case import case, iota, tensor, wire
+from conformance.case import Case, Wire, case, iota, tensor, wire
 
 X3 = tensor("f32", np.linspace(-1.05, 1.25, 24).round(4).tolist(), (2, 3, 4))
 XD = tensor("f64", [[0.5, -1.25, 2.0], [3.0, 0.75, -1.5]])
@@ -24,19 +26,19 @@ OPS = {
 }
 
 
-def _over(fun, axes=None, keep=False):
-    def ref(x):
+def _over(fun: Any, axes: list[int] | None = None, keep: bool = False) -> Any:
+    def ref(x: Any) -> Any:
         axis = None if axes is None else tuple(axes)
         return fun(x, axis=axis, keepdims=keep)
 
     return ref
 
 
-def _node(op, axes, keep):
+def _node(op: str, axes: list[int] | None, keep: bool) -> Wire:
     return wire(op, axes=axes, keep_axes=keep)
 
 
-CASES = []
+CASES: list[Case] = []
 for op, (fun, int_out) in OPS.items():
     CASES += [
         case(op, [X3], None, out="f32", ref=_over(fun), node=_node(op, None, False),

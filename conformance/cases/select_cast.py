@@ -2,13 +2,14 @@
 as_type (float -> integer truncates toward zero)."""
 
 import math
+from typing import Any
 
 import numpy as np
 
 from conformance.case import case, number, tensor, wire
 
 
-def _select(p, t, f):
+def _select(p: Any, t: Any, f: Any) -> Any:
     return np.where(p != 0, t, f)
 
 

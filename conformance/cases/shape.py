@@ -4,6 +4,8 @@ new_axis and squeeze travel as :reshape nodes; a call that changes nothing (same
 identity permutation) builds no node, so it is not a case here.
 """
 
+from typing import Any
+
 import numpy as np
 
 from conformance.case import case, iota, number, tensor, wire
@@ -12,7 +14,7 @@ A = iota("s64", (2, 3, 4))
 F = tensor("f32", np.linspace(-1.0, 1.0, 6).round(4).tolist(), (2, 3))
 
 
-def _iota(shape, axis=None):
+def _iota(shape: tuple[int, ...], axis: int | None = None) -> Any:
     if axis is None:
         return np.arange(int(np.prod(shape))).reshape(shape)
     index = [1] * len(shape)
@@ -20,8 +22,8 @@ def _iota(shape, axis=None):
     return np.broadcast_to(np.arange(shape[axis]).reshape(index), shape)
 
 
-def _slice(starts, lengths, strides):
-    def ref(x, *_ignored):
+def _slice(starts: list[int], lengths: list[int], strides: list[int]) -> Any:
+    def ref(x: Any, *_ignored: Any) -> Any:
         index = tuple(slice(s, s + n, k) for s, n, k in zip(starts, lengths, strides, strict=True))
         return x[index]
 

@@ -4,21 +4,24 @@ Floating ops give f32 for integer inputs and keep floating input types; negate a
 the input type (integers wrap: negate of u8 is 256 - x).
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-from conformance.case import case, number, tensor, wire
+from conformance.case import Case, case, number, tensor, wire
 
 
-def _sigmoid(x):
+def _sigmoid(x: Any) -> Any:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _rsqrt(x):
+def _rsqrt(x: Any) -> Any:
     return 1.0 / np.sqrt(x)
 
 
 # (op, reference, points in the op's domain, two extra points with non-finite results)
-FLOAT_OPS = [
+FLOAT_OPS: list[tuple[str, Callable[..., Any], list[Any], list[float]]] = [
     ("exp", np.exp, [[-2.0, -0.5, 0.0], [0.25, 1.0, 3.5]], [100.0, -np.inf]),
     ("expm1", np.expm1, [[-2.0, -1e-4, 0.0], [1e-5, 0.5, 3.0]], [100.0, -np.inf]),
     ("log", np.log, [[0.01, 0.5, 1.0], [2.0, 10.0, 1e4]], [0.0, -1.0]),
@@ -33,9 +36,11 @@ FLOAT_OPS = [
 ]
 
 # integer inputs (made floating as f32) inside every op's domain
-INT_POINTS = {"log": [1, 2, 10], "sqrt": [0, 4, 9], "rsqrt": [1, 4, 16], "log1p": [0, 1, 9]}
+INT_POINTS: dict[str, list[int]] = {
+    "log": [1, 2, 10], "sqrt": [0, 4, 9], "rsqrt": [1, 4, 16], "log1p": [0, 1, 9],
+}
 
-CASES = []
+CASES: list[Case] = []
 for op, ref, points, special in FLOAT_OPS:
     CASES += [
         case(op, [tensor("f32", points)], out="f32", ref=ref, node=wire(op), grad=True),
