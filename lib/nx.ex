@@ -187,11 +187,14 @@ defmodule Nx do
 
   """
   def to_binary(tensor) do
-    %T{data: %Nx.BinaryBackend{state: binary}} = concrete!(to_tensor(tensor), :to_binary)
-    binary
+    case concrete!(to_tensor(tensor), :to_binary) do
+      %T{data: %Nx.BinaryBackend{state: binary}} -> binary
+      %T{data: %NxJax.Backend{}} = resident -> NxJax.Backend.to_binary(resident)
+    end
   end
 
   defp concrete!(%T{data: %Nx.BinaryBackend{}} = tensor, _fun), do: tensor
+  defp concrete!(%T{data: %NxJax.Backend{}} = tensor, _fun), do: tensor
 
   defp concrete!(%T{} = tensor, fun) do
     raise ArgumentError,
@@ -296,6 +299,68 @@ defmodule Nx do
   def to_tensor(other) do
     raise ArgumentError, "expected a %Nx.Tensor{} or a number, got: #{inspect(other)}"
   end
+
+  ## Backends
+
+  @doc """
+  The backend of new results in this process: `Nx.BinaryBackend` (the default: results come
+  back into Elixir memory) or `NxJax.Backend` (results stay resident on a worker).
+
+  ## Examples
+
+      iex> Nx.default_backend()
+      Nx.BinaryBackend
+
+  """
+  def default_backend do
+    case Process.get({Nx, :default_backend}, Nx.BinaryBackend) do
+      {backend, _opts} -> backend
+      backend -> backend
+    end
+  end
+
+  @doc """
+  Sets the backend of new results in this process (see `default_backend/0`); returns the
+  previous one.
+  """
+  def default_backend(backend) do
+    Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
+  end
+
+  @doc """
+  Moves the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`): a
+  resident tensor (`NxJax.Backend`) is fetched and freed on its worker; `NxJax.Backend` as
+  the target makes tensors resident.
+
+  ## Examples
+
+      iex> Nx.backend_transfer(Nx.tensor([1, 2]))
+      #Nx.Tensor<
+        s64[2]
+        [1, 2]
+      >
+
+  """
+  def backend_transfer(tensor_or_container, backend \\ Nx.BinaryBackend) do
+    Nx.Defn.Composite.traverse(
+      tensor_or_container,
+      &NxJax.Backend.transfer(to_tensor(&1), backend)
+    )
+  end
+
+  @doc """
+  Copies the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`); a
+  resident source stays resident.
+  """
+  def backend_copy(tensor_or_container, backend \\ Nx.BinaryBackend) do
+    Nx.Defn.Composite.traverse(tensor_or_container, &NxJax.Backend.copy(to_tensor(&1), backend))
+  end
+
+  @doc """
+  Frees the data of a resident tensor on its worker: `:ok`, or `:already_deallocated` (also
+  for tensors in Elixir memory, which the garbage collector frees).
+  """
+  def backend_deallocate(%T{} = tensor), do: NxJax.Backend.deallocate(tensor)
 
   @doc """
   A tensor with a type and a shape but no data, to describe the inputs of a function.

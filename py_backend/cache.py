@@ -34,6 +34,8 @@ class Stats:
     cache_hits: int = 0
     runs: int = 0
     errors: int = 0
+    graph_loads: int = 0
+    unknown_graphs: int = 0
 
 
 def signature(args: list[Any]) -> Signature:
@@ -49,17 +51,36 @@ class Cache:
         self._programs: OrderedDict[bytes, Program] = OrderedDict()
         self._compiled: OrderedDict[tuple[bytes, Signature], Any] = OrderedDict()
 
-    def program(self, graph_bin: bytes | memoryview) -> tuple[bytes, Program]:
-        key = hashlib.sha256(graph_bin).digest()
+    def program(
+        self, graph_bin: bytes | memoryview, key: bytes | None = None
+    ) -> tuple[bytes, Program]:
+        """The program of ``graph_bin``, stored under ``key`` (default: its sha256)."""
+        if key is None:
+            key = hashlib.sha256(graph_bin).digest()
         program = self._programs.get(key)
         if program is None:
             graph = decode_graph(graph_bin)
             program = Program(graph, lower(graph))
+            self.stats.graph_loads += 1
             self._programs[key] = program
             _trim(self._programs, self.max_entries)
         else:
             self._programs.move_to_end(key)
         return key, program
+
+    def program_by_key(self, key: bytes) -> Program | None:
+        """The program of a graph loaded before under ``key``, or ``None``."""
+        program = self._programs.get(key)
+        if program is None:
+            self.stats.unknown_graphs += 1
+        else:
+            self._programs.move_to_end(key)
+        return program
+
+    def clear(self) -> None:
+        """Forget every program and executable (the counters stay)."""
+        self._programs.clear()
+        self._compiled.clear()
 
     def executable(self, key: bytes, program: Program, args: list[Any]) -> Any:
         """The compiled executable for these arguments (compiling on a miss)."""

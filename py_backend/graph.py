@@ -132,12 +132,25 @@ def _binary(v: Any) -> bytes:
 _SPECIAL_NUMBERS = {"nan": math.nan, "infinity": math.inf, "neg_infinity": -math.inf}
 
 
-def _number(v: Any) -> int | float:
+def _number(v: Any) -> int | float | complex:
     if isinstance(v, int | float) and not isinstance(v, bool):
         return v
     if isinstance(v, _Atom) and v.name in _SPECIAL_NUMBERS:
         return _SPECIAL_NUMBERS[v.name]
-    raise ValueError("a number, :nan, :infinity or :neg_infinity")
+    if isinstance(v, dict) and v.get(_Atom("__struct__")) == _Atom("Elixir.Complex"):
+        try:
+            return complex(_real(v[_Atom("re")]), _real(v[_Atom("im")]))
+        except (KeyError, ValueError):
+            pass
+    raise ValueError("a number, :nan, :infinity, :neg_infinity or a %Complex{re, im}")
+
+
+def _real(v: Any) -> float:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, _Atom) and v.name in _SPECIAL_NUMBERS:
+        return _SPECIAL_NUMBERS[v.name]
+    raise ValueError("a real number")
 
 
 def _int_list_pair(v: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -155,6 +168,31 @@ def _list(v: Any) -> tuple[Any, ...]:
 Kind = Callable[[Any], Any]
 
 _REDUCE = {"axes": _int_list_or_nil, "keep_axes": _bool}
+
+
+def _int_pairs(v: Any) -> tuple[tuple[int, int], ...]:
+    """A list of ``{lo, hi}`` integer pairs (window padding)."""
+    if isinstance(v, tuple) and all(
+        isinstance(p, tuple) and len(p) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+        for p in v
+    ):
+        return v
+    raise ValueError("a list of {lo, hi} integer pairs")
+
+
+def _tie_break(v: Any) -> str:
+    if isinstance(v, _Atom) and v.name in ("low", "high"):
+        return v.name
+    raise ValueError(":low or :high")
+
+
+_WINDOW = {
+    "window_dimensions": _int_list,
+    "strides": _int_list,
+    "padding": _int_pairs,
+    "window_dilations": _int_list,
+}
 
 
 @dataclass(frozen=True)
@@ -176,6 +214,27 @@ BINARY = "add subtract multiply divide pow max min".split()
 COMPARISONS = "equal not_equal less less_equal greater greater_equal".split()
 REDUCTIONS = "sum product reduce_max reduce_min mean".split()
 
+# part A: element-wise ops, reductions, scans and windows (PROTOCOL.md 4.1)
+UNARY_A = (
+    "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
+    "bitwise_not population_count count_leading_zeros conjugate"
+).split()
+PREDICATES = "is_nan is_infinity logical_not".split()  # one input, out {:u, 8}
+REAL_PARTS = "real imag".split()
+BINARY_A = (
+    "remainder quotient atan2 bitwise_and bitwise_or bitwise_xor left_shift right_shift"
+).split()
+LOGICAL = "logical_and logical_or logical_xor".split()
+INTEGER_ONLY = (
+    "bitwise_not population_count count_leading_zeros quotient bitwise_and bitwise_or "
+    "bitwise_xor left_shift right_shift"
+).split()
+PREDICATE_REDUCTIONS = "all any".split()
+ARG_REDUCTIONS = "argmax argmin".split()
+SCANS = "cumulative_sum cumulative_product cumulative_max cumulative_min".split()
+WINDOWS = "window_sum window_product window_max window_min".split()
+WINDOW_SCATTERS = "window_scatter_max window_scatter_min".split()
+
 OP_SPECS: dict[str, OpSpec] = {
     "parameter": _spec(0, {"index": _non_neg_int}),
     "constant": _spec(0, {"value": _number}),
@@ -188,6 +247,22 @@ OP_SPECS: dict[str, OpSpec] = {
     "select": _spec(3),
     "as_type": _spec(1),
     **{op: _spec(1, _REDUCE) for op in REDUCTIONS},
+    # part A
+    **{op: _spec(1) for op in (*UNARY_A, *PREDICATES, *REAL_PARTS)},
+    **{op: _spec(2) for op in (*BINARY_A, *LOGICAL)},
+    "bitcast": _spec(1),
+    "clip": _spec(3),
+    **{op: _spec(1, _REDUCE) for op in PREDICATE_REDUCTIONS},
+    **{
+        op: _spec(
+            1, {"axis": _int_or_nil, "keep_axis": _bool, "tie_break": _tie_break}
+        )
+        for op in ARG_REDUCTIONS
+    },
+    **{op: _spec(1, {"axis": _int, "reverse": _bool}) for op in SCANS},
+    **{op: _spec(1, _WINDOW) for op in WINDOWS},
+    **{op: _spec(3, {k: _WINDOW[k] for k in _WINDOW if k != "window_dilations"})
+       for op in WINDOW_SCATTERS},
     "reshape": _spec(1),
     "transpose": _spec(1, {"axes": _int_list}),
     "broadcast": _spec(1, {"axes": _int_list}),
@@ -436,6 +511,66 @@ def _check_reduction(node: Node, nodes: list[Node], where: str) -> None:
         _check_axes(where, axes, _rank(nodes, node.inputs[0]))
 
 
+# part A: element-wise ops, reductions, scans and windows
+
+
+def _check_predicate(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    if node.tensor.type != NxType("u", 8):
+        raise GraphError(f"{where}: out type must be {{:u, 8}} (a predicate)")
+    if node.op in PREDICATE_REDUCTIONS:
+        _check_reduction(node, nodes, where)
+
+
+def _check_integer_op(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    if not node.tensor.type.is_integer:
+        raise GraphError(f"{where}: works on integer types only, out is {node.tensor.type}")
+
+
+def _check_real_part(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    if not node.tensor.type.is_float:
+        raise GraphError(f"{where}: out type must be a float type, got {node.tensor.type}")
+
+
+def _check_bitcast(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    source = nodes[node.inputs[0]].tensor
+    if source.type.bits != node.tensor.type.bits or source.shape != node.tensor.shape:
+        raise GraphError(f"{where}: bitcast needs the same shape and bit width, "
+                         f"got {source} -> {node.tensor}")
+
+
+def _check_arg_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    _check_integer_op(node, nodes, where)
+    axis = node.opts["axis"]
+    if axis is not None:
+        _check_axes(where, (axis,), _rank(nodes, node.inputs[0]), "axis")
+
+
+def _check_scan(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_axes(where, (node.opts["axis"],), _rank(nodes, node.inputs[0]), "axis")
+
+
+def _check_window(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    rank = _rank(nodes, node.inputs[0])
+    for key in _WINDOW:
+        if key in node.opts and len(node.opts[key]) != rank:
+            raise GraphError(f"{where}: {key} must have one entry per axis ({rank})")
+    for key in ("window_dimensions", "strides", "window_dilations"):
+        if any(x < 1 for x in node.opts.get(key, ())):
+            raise GraphError(f"{where}: {key} must be positive integers")
+    if node.op in WINDOW_SCATTERS:
+        if node.tensor.shape != nodes[node.inputs[0]].tensor.shape:
+            raise GraphError(f"{where}: out must have the shape of the input tensor")
+        if _rank(nodes, node.inputs[1]) != rank or nodes[node.inputs[2]].tensor.shape != ():
+            raise GraphError(f"{where}: source must have the input's rank and init_value must "
+                             f"be a scalar")
+
+
 def _check_transpose(node: Node, nodes: list[Node], where: str) -> None:
     _check_tensor_out(node, nodes, where)
     rank = _rank(nodes, node.inputs[0])
@@ -540,6 +675,14 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "iota": _check_iota,
     **{op: _check_comparison for op in COMPARISONS},
     **{op: _check_reduction for op in REDUCTIONS},
+    # part A
+    **{op: _check_predicate for op in (*PREDICATES, *LOGICAL, *PREDICATE_REDUCTIONS)},
+    **{op: _check_integer_op for op in INTEGER_ONLY},
+    **{op: _check_real_part for op in REAL_PARTS},
+    "bitcast": _check_bitcast,
+    **{op: _check_arg_reduction for op in ARG_REDUCTIONS},
+    **{op: _check_scan for op in SCANS},
+    **{op: _check_window for op in (*WINDOWS, *WINDOW_SCATTERS)},
     "transpose": _check_transpose,
     "broadcast": _check_broadcast,
     "slice": _check_slice,

@@ -12,6 +12,7 @@ exactly 1.0.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,12 @@ from jax import lax  # noqa: E402
 
 from py_backend.graph import (  # noqa: E402
     BINARY,
+    BINARY_A,
     COMPARISONS,
+    LOGICAL,
+    PREDICATES,
     UNARY,
+    UNARY_A,
     Graph,
     GraphError,
     Node,
@@ -299,7 +304,24 @@ def lower_select(c: Call) -> Value:
 
 
 def lower_as_type(c: Call) -> Value:
-    return lax.convert_element_type(c.args[0], c.dtype)
+    """Complex to real keeps the real part; float to integer truncates toward zero and
+    saturates as Nx documents: NaN gives 0, values past the type's range (infinities
+    included) its largest or smallest value. Integer to narrower integer wraps around."""
+    x = jnp.asarray(c.args[0])
+    dtype = c.dtype
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(
+        dtype, jnp.complexfloating
+    ):
+        x = jnp.real(x)
+    if jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        high = x >= float(info.max)
+        low = x <= float(info.min)
+        safe = jnp.where(high | low | jnp.isnan(x), jnp.zeros((), x.dtype), x)
+        converted = lax.convert_element_type(safe, dtype)
+        converted = jnp.where(high, np.array(info.max, dtype), converted)
+        return jnp.where(low, np.array(info.min, dtype), converted)
+    return lax.convert_element_type(x, dtype)
 
 
 UNARY_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -339,6 +361,265 @@ COMPARISON_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
 
 assert set(UNARY_FNS) == set(UNARY) and set(BINARY_FNS) == set(BINARY)
 assert set(COMPARISON_FNS) == set(COMPARISONS)
+
+
+# --- element-wise ops, reductions, scans and windows (part A) --------------------------------
+
+
+def _inexact_only(fn: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+    """floor, ceil, round: the identity on integers."""
+
+    def apply(x: jax.Array) -> jax.Array:
+        return fn(x) if jnp.issubdtype(x.dtype, jnp.inexact) else x
+
+    return apply
+
+
+def _round_half_away(x: jax.Array) -> jax.Array:
+    return lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO)
+
+
+def _broadcasting(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
+    """A ``lax`` binary op (same shapes required) with NumPy broadcasting."""
+
+    def apply(a: jax.Array, b: jax.Array) -> jax.Array:
+        return fn(*jnp.broadcast_arrays(a, b))
+
+    return apply
+
+
+def _right_shift(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Arithmetic for signed types (as Erlang's ``bsr``), logical for unsigned ones."""
+    a, b = jnp.broadcast_arrays(a, b)
+    if jnp.issubdtype(a.dtype, jnp.signedinteger):
+        return lax.shift_right_arithmetic(a, b)
+    return lax.shift_right_logical(a, b)
+
+
+UNARY_A_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "cosh": jnp.cosh,
+    "sinh": jnp.sinh,
+    "acos": jnp.arccos,
+    "asin": jnp.arcsin,
+    "atan": jnp.arctan,
+    "acosh": jnp.arccosh,
+    "asinh": jnp.arcsinh,
+    "atanh": jnp.arctanh,
+    "cbrt": lax.cbrt,
+    "erf": lax.erf,
+    "erfc": lax.erfc,
+    "erf_inv": lax.erf_inv,
+    "sign": jnp.sign,
+    "floor": _inexact_only(jnp.floor),
+    "ceil": _inexact_only(jnp.ceil),
+    "round": _inexact_only(_round_half_away),
+    "bitwise_not": lax.bitwise_not,
+    "population_count": lax.population_count,
+    "count_leading_zeros": lax.clz,
+    "conjugate": jnp.conj,
+}
+
+BINARY_A_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "remainder": _broadcasting(lax.rem),  # sign of the dividend (C fmod, Erlang rem)
+    "quotient": _broadcasting(lax.div),  # integer division truncating toward zero
+    "atan2": _broadcasting(lax.atan2),
+    "bitwise_and": _broadcasting(lax.bitwise_and),
+    "bitwise_or": _broadcasting(lax.bitwise_or),
+    "bitwise_xor": _broadcasting(lax.bitwise_xor),
+    "left_shift": _broadcasting(lax.shift_left),
+    "right_shift": _right_shift,
+}
+
+# Predicates: the inputs are not cast; the result is {:u, 8} holding 0 or 1.
+PREDICATE_FNS: dict[str, Callable[..., jax.Array]] = {
+    "is_nan": jnp.isnan,
+    "is_infinity": jnp.isinf,
+    "logical_not": lambda x: x == 0,
+    "logical_and": lambda a, b: jnp.logical_and(a != 0, b != 0),
+    "logical_or": lambda a, b: jnp.logical_or(a != 0, b != 0),
+    "logical_xor": lambda a, b: jnp.logical_xor(a != 0, b != 0),
+}
+
+# Computed on the input as it is (complex stays complex); the result is cast to the real out.
+REAL_PART_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "abs": jnp.abs,
+    "real": jnp.real,
+    "imag": jnp.imag,
+}
+
+assert set(UNARY_A_FNS) == set(UNARY_A) and set(BINARY_A_FNS) == set(BINARY_A)
+assert set(PREDICATE_FNS) == {*PREDICATES, *LOGICAL}
+
+
+def _predicate(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        return fn(*(jnp.asarray(a) for a in c.args)).astype(np.uint8)
+
+    return lower
+
+
+def _real_part(fn: Callable[[jax.Array], jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        return fn(jnp.asarray(c.args[0])).astype(c.dtype)
+
+    return lower
+
+
+def lower_bitcast(c: Call) -> Value:
+    return lax.bitcast_convert_type(c.args[0], c.dtype)
+
+
+def lower_clip(c: Call) -> Value:
+    x, low, high = _cast_all(c)
+    return lax.clamp(low, x, high)
+
+
+def _predicate_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        axes = c.node.opts["axes"]
+        x = jnp.asarray(c.args[0]) != 0
+        axis = None if axes is None else tuple(axes)
+        return fn(x, axis=axis, keepdims=c.node.opts["keep_axes"]).astype(np.uint8)
+
+    return lower
+
+
+def _arg_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    """argmax/argmin: ``tie_break: :high`` picks the last of equal values (searching the axis
+    reversed); NaN counts as the extreme value (the first NaN wins, as in NumPy)."""
+
+    def lower(c: Call) -> Value:
+        opts = c.node.opts
+        x = jnp.asarray(c.args[0])
+        axis = opts["axis"]
+        if axis is None:
+            x, axis = jnp.reshape(x, (-1,)), 0
+        if opts["tie_break"] == "high":
+            index = x.shape[axis] - 1 - fn(lax.rev(x, (axis,)), axis=axis)
+        else:
+            index = fn(x, axis=axis)
+        return jnp.reshape(index, c.out.shape).astype(c.dtype)
+
+    return lower
+
+
+def _scan(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        (x,) = _cast_all(c)
+        return fn(x, axis=c.node.opts["axis"], reverse=c.node.opts["reverse"])
+
+    return lower
+
+
+def _window_config(c: Call) -> tuple[tuple[int, ...], tuple[int, ...], Any, tuple[int, ...]]:
+    o = c.node.opts
+    dilations = o.get("window_dilations", (1,) * len(o["window_dimensions"]))
+    padding = tuple(tuple(p) for p in o["padding"])
+    return tuple(o["window_dimensions"]), tuple(o["strides"]), padding, tuple(dilations)
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    if jnp.issubdtype(dtype, jnp.integer):
+        return np.array(jnp.iinfo(dtype).min, dtype)
+    return np.array(-np.inf, dtype)
+
+
+def _highest(dtype: np.dtype) -> Any:
+    if jnp.issubdtype(dtype, jnp.integer):
+        return np.array(jnp.iinfo(dtype).max, dtype)
+    return np.array(np.inf, dtype)
+
+
+def _window_by_slices(
+    c: Call, x: jax.Array, monoid: Callable[[jax.Array, jax.Array], jax.Array], identity: Any
+) -> jax.Array:
+    """A window reduction as the monoid over one strided slice per window position: every
+    transformation JAX has applies (it has no reverse-mode rule for a generic
+    ``reduce_window``, nor for a max/min window with dilations)."""
+    dims, strides, padding, dilations = _window_config(c)
+    shape = c.out.shape
+    if math.prod(shape) == 0:
+        return jnp.full(shape, identity, c.dtype)
+    padded = lax.pad(x, identity, tuple((lo, hi, 0) for lo, hi in padding))
+    result = None
+    for offsets in itertools.product(*(range(d) for d in dims)):
+        start = tuple(o * d for o, d in zip(offsets, dilations, strict=True))
+        limit = tuple(s + (n - 1) * k + 1 for s, n, k in zip(start, shape, strides, strict=True))
+        part = lax.slice(padded, start, limit, strides)
+        result = part if result is None else monoid(result, part)
+    assert result is not None
+    return result
+
+
+def _window_reduce(
+    monoid: Callable[[jax.Array, jax.Array], jax.Array], init: Callable[[np.dtype], Any]
+) -> Callable[[Call], Value]:
+    """window_sum/max/min: ``lax.reduce_window`` with the monoid's identity, which JAX
+    recognizes (and differentiates); padding holds the identity. Dilated max/min windows go
+    through slices (JAX cannot differentiate those)."""
+
+    def lower(c: Call) -> Value:
+        (x,) = _cast_all(c)
+        dims, strides, padding, dilations = _window_config(c)
+        if monoid is not lax.add and any(d != 1 for d in dilations):
+            return _window_by_slices(c, x, monoid, init(c.dtype))
+        return lax.reduce_window(
+            x, init(c.dtype), monoid, dims, strides, padding, window_dilation=dilations
+        )
+
+    return lower
+
+
+def lower_window_product(c: Call) -> Value:
+    """The product of one strided slice per window position; padding holds 1."""
+    (x,) = _cast_all(c)
+    return _window_by_slices(c, x, lax.mul, np.array(1, c.dtype))
+
+
+def _window_scatter(select: Any) -> Callable[[Call], Value]:
+    """window_scatter_max/min: each source value is added at the position its window
+    selects (the first maximum / minimum), onto ``init_value``. Uses XLA's SelectAndScatter
+    through JAX's internal ``_select_and_scatter_add`` (pinned JAX; tests/test_lower_ops_a.py
+    fails if it moves)."""
+
+    def lower(c: Call) -> Value:
+        from jax._src.lax.windowed_reductions import _select_and_scatter_add
+
+        x, source, init = (jnp.asarray(a) for a in c.args)
+        dims, strides, padding, _ = _window_config(c)
+        # XLA needs one dtype for both: the merge of the tensor's and the output's types
+        types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs[:1]]
+        common = to_dtype(merge(types[0], c.out.type))
+        scattered = _select_and_scatter_add(
+            source.astype(common), x.astype(common), select, dims, strides, padding
+        )
+        return scattered.astype(c.dtype) + init.astype(c.dtype)
+
+    return lower
+
+
+OPS_A: dict[str, Callable[[Call], Value]] = {
+    **{op: _elementwise(fn) for op, fn in UNARY_A_FNS.items()},
+    **{op: _elementwise(fn) for op, fn in BINARY_A_FNS.items()},
+    **{op: _predicate(fn) for op, fn in PREDICATE_FNS.items()},
+    **{op: _real_part(fn) for op, fn in REAL_PART_FNS.items()},  # abs: replaces the plain one
+    "bitcast": lower_bitcast,
+    "clip": lower_clip,
+    "all": _predicate_reduction(jnp.all),
+    "any": _predicate_reduction(jnp.any),
+    "argmax": _arg_reduction(jnp.argmax),
+    "argmin": _arg_reduction(jnp.argmin),
+    "cumulative_sum": _scan(lax.cumsum),
+    "cumulative_product": _scan(lax.cumprod),
+    "cumulative_max": _scan(lax.cummax),
+    "cumulative_min": _scan(lax.cummin),
+    "window_sum": _window_reduce(lax.add, lambda d: np.array(0, d)),
+    "window_max": _window_reduce(lax.max, _lowest),
+    "window_min": _window_reduce(lax.min, _highest),
+    "window_product": lower_window_product,
+    "window_scatter_max": _window_scatter(lax.ge_p),
+    "window_scatter_min": _window_scatter(lax.le_p),
+}
 
 
 # --- reductions and shapes -------------------------------------------------------------------
@@ -502,6 +783,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "reduce_max": _reduction(jnp.max),
     "reduce_min": _reduction(jnp.min),
     "mean": _reduction(jnp.mean),
+    **OPS_A,
     "reshape": lower_reshape,
     "transpose": lower_transpose,
     "broadcast": lower_broadcast,

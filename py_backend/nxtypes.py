@@ -16,7 +16,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class NxType:
-    kind: str  # "u", "s", "f" or "bf"
+    kind: str  # "u", "s", "f", "bf" or "c" (complex: two floats of bits / 2)
     bits: int
 
     def __str__(self) -> str:
@@ -25,6 +25,14 @@ class NxType:
     @property
     def is_float(self) -> bool:
         return self.kind in ("f", "bf")
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("s", "u")
 
 
 _DTYPES: dict[NxType, np.dtype] = {
@@ -40,6 +48,8 @@ _DTYPES: dict[NxType, np.dtype] = {
     NxType("f", 32): np.dtype(np.float32),
     NxType("f", 64): np.dtype(np.float64),
     NxType("bf", 16): np.dtype(ml_dtypes.bfloat16),
+    NxType("c", 64): np.dtype(np.complex64),
+    NxType("c", 128): np.dtype(np.complex128),
 }
 
 SUPPORTED: frozenset[NxType] = frozenset(_DTYPES)
@@ -65,7 +75,7 @@ def from_dtype(dtype: np.dtype) -> NxType:
     raise ValueError(f"no Nx type for dtype {dtype}")
 
 
-_RANK = {"u": 0, "s": 1, "bf": 2, "f": 3}
+_RANK = {"u": 0, "s": 1, "bf": 2, "f": 3, "c": 4}
 
 
 def merge(left: NxType, right: NxType) -> NxType:
@@ -73,6 +83,8 @@ def merge(left: NxType, right: NxType) -> NxType:
     if left.kind == right.kind:
         return NxType(left.kind, max(left.bits, right.bits))
     low, high = sorted((left, right), key=lambda t: _RANK[t.kind])
+    if high.kind == "c":  # a complex type holds a float of half its bits
+        return NxType("c", max(high.bits, 2 * low.bits)) if low.kind == "f" else high
     if low.kind == "u" and high.kind == "s":
         return NxType("s", max(min(low.bits * 2, 64), high.bits))
     if low.kind == "bf" and high.kind == "f" and high.bits == 16:

@@ -4,11 +4,18 @@ Reads ``{:"C", id, :nx_jax, function, args}`` frames, dispatches through a close
 writes exactly one ``{:r, id, result}`` or ``{:e, id, {:python, class, message, traceback}}``
 per request. Nothing is evaluated or unpickled; bad input gets an error reply and the loop goes
 on. EOF on the request stream ends the loop with status 0.
+
+Besides ``run`` (graph + tensors), ``call`` runs a graph known by its key (``graph_key``: MD5 and size of
+the graph binary) and may keep its results here as *resident* tensors, named by integer handles, that
+later calls take as ``{:ref, handle}`` arguments (PROTOCOL.md section 7). A request frame is
+released as soon as its tensors are on the device, so a call holds at most one copy of its
+arguments next to its results.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import traceback
@@ -37,6 +44,14 @@ class BadRequest(Exception):
 
 class UnknownFunction(Exception):
     """The request names a module or function outside the closed table."""
+
+
+class UnknownGraph(Exception):
+    """``call`` named a graph key this worker does not hold (the client re-sends the graph)."""
+
+
+class UnknownHandle(ArgumentError):
+    """An argument or ``fetch``/``free`` names a resident tensor this worker does not hold."""
 
 
 # --- wire tensors ----------------------------------------------------------------------------
@@ -91,11 +106,19 @@ class Worker:
 
     def __init__(self) -> None:
         self.cache = Cache()
+        self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
+        self.next_handle = 1
         self.functions: dict[str, Callable[[list[Any]], Any]] = {
             "ping": self.ping,
             "info": self.info,
             "run": self.run,
             "stats": self.stats,
+            "call": self.call,
+            "put": self.put,
+            "fetch": self.fetch,
+            "free": self.free,
+            "forget_graphs": self.forget_graphs,
+            "memory": self.memory,
         }
 
     # The closed table --------------------------------------------------------------------
@@ -112,6 +135,7 @@ class Worker:
             atom("backend"): text(jax.default_backend()),
             atom("devices"): [text(str(d)) for d in jax.devices()],
             atom("codec"): text(f"erlang-py {metadata.version('erlang-py')}"),
+            atom("functions"): [atom(f) for f in FUNCTIONS],
         }
 
     def stats(self, args: list[Any]) -> Any:
@@ -122,6 +146,9 @@ class Worker:
             atom("cache_hits"): s.cache_hits,
             atom("runs"): s.runs,
             atom("errors"): s.errors,
+            atom("graph_loads"): s.graph_loads,
+            atom("unknown_graphs"): s.unknown_graphs,
+            atom("resident"): len(self.resident),
         }
 
     def run(self, args: list[Any]) -> Any:
@@ -133,13 +160,118 @@ class Worker:
         if not isinstance(raw_tensors, list):
             raise BadRequest("run: the second argument must be a list of tensors")
         key, program = self.cache.program(graph_bin)
-        tensors = [decode_tensor(t) for t in raw_tensors]
+        results = self._execute(key, program, raw_tensors)
+        return [encode_tensor(o, r) for o, r in results]
+
+    def call(self, args: list[Any]) -> Any:
+        """``[key, graph_bin | nil, args, keep]``: run the graph known by ``key``."""
+        _arity("call", args, 4)
+        raw_key, raw_graph, raw_tensors, keep = args
+        key = channel.binary_bytes(raw_key)
+        if key is None or len(key) != 24:
+            raise BadRequest("call: the key must be the 24-byte graph_key of the graph binary")
+        if not isinstance(raw_tensors, list):
+            raise BadRequest("call: the third argument must be a list of tensors")
+        if not isinstance(keep, bool):
+            raise BadRequest("call: the fourth argument (keep) must be a boolean")
+        if raw_graph is None:
+            program = self.cache.program_by_key(key)
+            if program is None:
+                raise UnknownGraph(
+                    f"this worker holds no graph with key {key.hex()[:16]}...; send the graph"
+                )
+        else:
+            graph_bin = channel.binary_view(raw_graph)
+            if graph_bin is None:
+                raise BadRequest("call: the second argument must be the graph binary or nil")
+            if graph_key(graph_bin) != key:
+                raise BadRequest("call: the key is not graph_key(graph binary): md5 + size")
+            key, program = self.cache.program(graph_bin, key)
+        results = self._execute(key, program, raw_tensors)
+        if keep:
+            return [(atom("ref"), self._keep(r, o)) for o, r in results]
+        return [encode_tensor(o, r) for o, r in results]
+
+    def _execute(
+        self, key: bytes, program: Any, raw_tensors: list[Any]
+    ) -> list[tuple[TensorOut, Any]]:
+        # The wire tensors are views into the request frame: put them on the device, then drop
+        # every reference to the frame (clear the list in place) before running.
+        try:
+            tensors = [self._argument(t) for t in raw_tensors]
+        finally:
+            raw_tensors.clear()
         check_arguments(program.graph.parameters, tensors)
         executable = self.cache.executable(key, program, tensors)
         results = executable(*tensors)
+        del tensors
         self.cache.stats.runs += 1
         outs = [program.graph.nodes[o].tensor for o in program.graph.outputs]
-        return [encode_tensor(o, r) for o, r in zip(outs, results, strict=True)]
+        return list(zip(outs, results, strict=True))
+
+    def _argument(self, term: Any) -> Any:
+        if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
+            return self._resident(term[1])[0]
+        return jax.device_put(decode_tensor(term))
+
+    def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
+        entry = self.resident.get(handle) if isinstance(handle, int) else None
+        if entry is None:
+            raise UnknownHandle(
+                f"no resident tensor {handle!r} on this worker (it was freed, or the worker "
+                f"restarted); keep tensors alive in the process that owns them"
+            )
+        return entry
+
+    def _keep(self, array: Any, out: TensorOut) -> int:
+        handle = self.next_handle
+        self.next_handle += 1
+        self.resident[handle] = (array, out)
+        return handle
+
+    def put(self, args: list[Any]) -> Any:
+        """``[[tensor]]`` -> one handle per tensor, now resident here."""
+        _arity("put", args, 1)
+        raw_tensors = _list_arg("put", args[0])
+        try:
+            decoded = [(decode_tensor(t), decode_type(t[0])) for t in raw_tensors]
+            arrays = [(jax.device_put(a), TensorOut(t, tuple(a.shape))) for a, t in decoded]
+            del decoded
+        finally:
+            raw_tensors.clear()
+        return [self._keep(a, out) for a, out in arrays]
+
+    def fetch(self, args: list[Any]) -> Any:
+        """``[[handle]]`` -> the resident tensors' data, as wire tensors."""
+        _arity("fetch", args, 1)
+        entries = [self._resident(h) for h in _list_arg("fetch", args[0])]
+        return [encode_tensor(out, array) for array, out in entries]
+
+    def free(self, args: list[Any]) -> Any:
+        """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
+        _arity("free", args, 1)
+        handles = _list_arg("free", args[0])
+        return sum(1 for h in handles if isinstance(h, int) and self.resident.pop(h, None))
+
+    def forget_graphs(self, args: list[Any]) -> Any:
+        """Drop every cached graph and executable (as a restart would); returns ``:ok``."""
+        _arity("forget_graphs", args, 0)
+        self.cache.clear()
+        return atom("ok")
+
+    def memory(self, args: list[Any]) -> Any:
+        """``[reset_peak]`` -> ``%{rss: bytes, peak_rss: bytes}`` of this process (Linux)."""
+        _arity("memory", args, 1)
+        if args[0] is True:
+            with open("/proc/self/clear_refs", "w") as f:  # resets VmHWM to the current RSS
+                f.write("5")
+        status = {}
+        with open("/proc/self/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    status[name] = int(value.split()[0]) * 1024
+        return {atom("rss"): status["VmRSS"], atom("peak_rss"): status["VmHWM"]}
 
     # Dispatch ----------------------------------------------------------------------------
 
@@ -151,8 +283,10 @@ class Worker:
                 term = channel.decode(frame)
             except channel.CodecError as exc:
                 raise BadRequest(str(exc)) from exc
+            del frame  # the decoded term's binaries are views: they alone keep the frame alive
             request_id = request_id_of(term)
             function, args = parse_request(term)
+            del term
             result = self.functions[function](args)
             return channel.encode_chunks((atom("r"), request_id, result))
         except Exception as exc:
@@ -171,12 +305,28 @@ class Worker:
         )
 
 
+def graph_key(graph_bin: bytes | memoryview) -> bytes:
+    """The key ``call`` names a graph by: its MD5 digest, then its size as 8 big-endian bytes
+    (PROTOCOL.md section 7)."""
+    return hashlib.md5(graph_bin).digest() + len(graph_bin).to_bytes(8, "big")
+
+
 def _arity(name: str, args: list[Any], n: int) -> None:
     if len(args) != n:
         raise BadRequest(f"{name} takes {n} arguments, got {len(args)}")
 
 
-FUNCTIONS = ("ping", "info", "run", "stats")
+def _list_arg(name: str, term: Any) -> list[Any]:
+    if isinstance(term, bytes):  # a list of small integers arrives as STRING_EXT
+        return list(term)
+    if not isinstance(term, list):
+        raise BadRequest(f"{name}: the argument must be a list")
+    return term
+
+
+FUNCTIONS = (
+    "ping", "info", "run", "stats", "call", "put", "fetch", "free", "forget_graphs", "memory",
+)
 
 
 def request_id_of(term: Any) -> int:
@@ -251,7 +401,11 @@ def serve(
         else:
             if frame is None:
                 return 0
-            reply = worker.handle(frame)
+            # hand the frame over without keeping a reference here, so the worker can free it
+            # before it runs the call
+            owned = [frame]
+            del frame
+            reply = worker.handle(owned.pop())
         try:
             replies.write_frame(reply)
         except BrokenPipeError:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterator
@@ -202,7 +203,8 @@ def test_stats_count_compiles_hits_runs_and_errors() -> None:
         w.call(request(5, "nope", []))
         reply = w.call(request(6, "stats", []))
         stats = {atom_str(k): v for k, v in reply[2].items()}
-        assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1}
+        assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1,
+                         "graph_loads": 2, "unknown_graphs": 0, "resident": 0}
     finally:
         assert w.close() == 0
 
@@ -263,3 +265,109 @@ def test_in_process_run_with_bf16_and_s64_tensors() -> None:
     sq, twice = reply[2]
     assert sq[0] == (atom("bf"), 16) and from_wire(sq).astype(np.float32).tolist() == [2.25, 9.0]
     assert from_wire(twice).tolist() == [-(2**63), -(2**41)]  # real s64: 2**63 wraps around
+
+
+# --- call by key, resident tensors (PROTOCOL.md section 7) ---------------------------------------
+
+
+def key_of(graph_bin: bytes) -> Any:
+    return Binary(hashlib.md5(graph_bin).digest() + len(graph_bin).to_bytes(8, "big"))
+
+
+def call_request(request_id: int, graph_bin: bytes, send_graph: bool, args: list[Any],
+                 keep: bool = False) -> bytes:
+    graph = Binary(graph_bin) if send_graph else None
+    return request(request_id, "call", [key_of(graph_bin), graph, args, keep])
+
+
+def stats_of(worker: Worker) -> dict[str, int]:
+    reply = handle(worker, request(99, "stats", []))
+    return {atom_str(k): v for k, v in reply[2].items()}
+
+
+def test_call_by_key_runs_without_the_graph_once_it_was_sent() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    x = np.array([0.0, 1.0, 2.0], F32)
+    first = handle(worker, call_request(1, graph, True, [wire_tensor(x)]))
+    second = handle(worker, call_request(2, graph, False, [wire_tensor(x)]))
+    np.testing.assert_allclose(from_wire(first[2][0]), np.exp(x) + x, rtol=1e-6)
+    np.testing.assert_array_equal(from_wire(second[2][0]), from_wire(first[2][0]))
+    stats = stats_of(worker)
+    assert (stats["graph_loads"], stats["compiles"], stats["cache_hits"]) == (1, 1, 1)
+
+
+def test_call_with_an_unknown_key_is_refused_with_unknown_graph() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    x = wire_tensor(np.zeros(3, F32))
+    assert_error(handle(worker, call_request(1, graph, False, [x])), 1, "UnknownGraph",
+                 "send the graph")
+    handle(worker, call_request(2, graph, True, [x]))
+    assert atom_str(handle(worker, call_request(3, graph, False, [x]))[0]) == "r"
+    handle(worker, request(4, "forget_graphs", []))
+    assert_error(handle(worker, call_request(5, graph, False, [x])), 5, "UnknownGraph")
+    assert stats_of(worker)["unknown_graphs"] == 2
+
+
+def test_call_refuses_a_key_that_is_not_the_graph_hash() -> None:
+    worker = Worker()
+    payload = request(1, "call", [Binary(b"k" * 24), Binary(exp_graph((3,))),
+                                  [wire_tensor(np.zeros(3, F32))], False])
+    assert_error(handle(worker, payload), 1, "BadRequest", "md5")
+
+
+def test_resident_results_feed_later_calls_and_come_back_by_fetch() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    x = np.array([0.0, 0.5, 1.0], F32)
+    kept = handle(worker, call_request(1, graph, True, [wire_tensor(x)], keep=True))[2]
+    assert atom_str(kept[0][0]) == "ref"
+    handle_1 = kept[0][1]
+    again = handle(worker, call_request(2, graph, False, [(atom("ref"), handle_1)], keep=True))
+    handle_2 = again[2][0][1]
+    fetched = handle(worker, request(3, "fetch", [[handle_1, handle_2]]))[2]
+    fx = np.exp(x) + x  # exp_graph
+    np.testing.assert_allclose(from_wire(fetched[0]), fx, rtol=1e-6)
+    np.testing.assert_allclose(from_wire(fetched[1]), np.exp(fx) + fx, rtol=1e-6)
+    assert stats_of(worker)["resident"] == 2
+    assert handle(worker, request(4, "free", [[handle_1, handle_2, 12345]]))[2] == 2
+    assert stats_of(worker)["resident"] == 0
+    assert_error(handle(worker, request(5, "fetch", [[handle_1]])), 5, "UnknownHandle", "freed")
+
+
+def test_put_makes_tensors_resident_with_their_type() -> None:
+    worker = Worker()
+    x = np.array([[1, -2], [3, 4]], np.int64)
+    [h] = handle(worker, request(1, "put", [[wire_tensor(x)]]))[2]
+    [back] = handle(worker, request(2, "fetch", [[h]]))[2]
+    assert back[0] == (atom("s"), 64)
+    np.testing.assert_array_equal(from_wire(back), x)
+
+
+def test_memory_reports_rss_and_peak() -> None:
+    reply = handle(Worker(), request(1, "memory", [True]))[2]
+    mem = {atom_str(k): v for k, v in reply.items()}
+    assert 0 < mem["rss"] <= mem["peak_rss"]
+
+
+def test_a_large_call_holds_under_three_copies_of_its_tensor() -> None:
+    # 128 MB in, 128 MB out: the worker's peak RSS above its idle RSS stays under 3x the tensor
+    # (the request frame is released once the argument is on the device)
+    w = WorkerProcess()
+    try:
+        n = 32 << 20  # f32 elements: 128 MB
+        g = GraphBuilder()
+        p = g.param(0, "f32", (n,))
+        graph = g.binary([g.op("negate", p)])
+        small_x = np.ones(n, F32)
+        assert atom_str(w.call(call_request(1, graph, True, [wire_tensor(small_x)]))[0]) == "r"
+        del small_x
+        idle = {atom_str(k): v for k, v in w.call(request(2, "memory", [True]))[2].items()}
+        x = np.arange(n, dtype=F32)
+        reply = w.call(call_request(3, graph, False, [wire_tensor(x)]))
+        np.testing.assert_array_equal(from_wire(reply[2][0])[:5], -x[:5])
+        after = {atom_str(k): v for k, v in w.call(request(4, "memory", [False]))[2].items()}
+        assert after["peak_rss"] - idle["rss"] < 3 * x.nbytes
+    finally:
+        assert w.close() == 0

@@ -43,6 +43,21 @@ defmodule Nx.BinaryBackend do
   def number_to_binary(true, type), do: number_to_binary(1, type)
   def number_to_binary(false, type), do: number_to_binary(0, type)
 
+  # complex: the real part, then the imaginary part, each a float of half the size
+  def number_to_binary(%Complex{re: re, im: im}, {:c, size}) do
+    number_to_binary(re, {:f, div(size, 2)}) <> number_to_binary(im, {:f, div(size, 2)})
+  end
+
+  def number_to_binary(x, {:c, size}) when is_number(x) or is_atom(x) do
+    number_to_binary(x, {:f, div(size, 2)}) <> number_to_binary(0.0, {:f, div(size, 2)})
+  end
+
+  def number_to_binary(%Complex{} = x, type) do
+    raise ArgumentError,
+          "cannot store the complex number #{inspect(x)} in a tensor of type #{inspect(type)}, " <>
+            "use a complex type (:c64 or :c128)"
+  end
+
   def number_to_binary(x, {:s, size}) when is_integer(x), do: <<x::signed-size(size)-native>>
   def number_to_binary(x, {:u, size}) when is_integer(x), do: <<x::unsigned-size(size)-native>>
 
@@ -90,7 +105,7 @@ defmodule Nx.BinaryBackend do
 
   @doc """
   Decodes a binary of `type` into a flat list of numbers; non-finite floats come back as
-  `:nan`, `:infinity` or `:neg_infinity`.
+  `:nan`, `:infinity` or `:neg_infinity`, complex elements as `Complex` numbers.
 
   ## Examples
 
@@ -105,6 +120,16 @@ defmodule Nx.BinaryBackend do
 
   def to_list(binary, {:bf, 16}) do
     for <<bits::16-native <- binary>>, do: decode_float(Bitwise.bsl(bits, 16), 32)
+  end
+
+  def to_list(binary, {:c, size}) do
+    half = div(size, 2)
+
+    for <<re::bitstring-size(half), im::bitstring-size(half) <- binary>> do
+      [re] = to_list(re, {:f, half})
+      [im] = to_list(im, {:f, half})
+      Complex.new(re, im)
+    end
   end
 
   def to_list(binary, {:f, size}) do

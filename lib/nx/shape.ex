@@ -245,6 +245,132 @@ defmodule Nx.Shape do
   end
 
   @doc """
+  The output shape of a window operation (`Nx.window_sum/3`, `Nx.window_scatter_max/5`, ...)
+  and its wire options, with the padding resolved into `{low, high}` pairs.
+
+  `window_dimensions` is a tuple with one positive size per axis; `strides` and `dilations`
+  are a positive integer for every axis or a list; `padding` is `:valid`, `:same` (the output
+  has `ceil(dim / stride)` elements, the padding split with the smaller half first) or a list
+  of non-negative `{low, high}` pairs. Output dimension `k` is
+  `div(dim + low + high - dilated_window, stride) + 1`, where the dilated window is
+  `(window - 1) * dilation + 1`.
+
+  ## Examples
+
+      iex> {shape, config} = Nx.Shape.window({4, 4}, {2, 2}, 2, :valid, 1)
+      iex> {shape, config.padding}
+      {{2, 2}, [{0, 0}, {0, 0}]}
+      iex> Nx.Shape.window({5}, {3}, [2], :same, [1]) |> elem(0)
+      {3}
+      iex> Nx.Shape.window({5}, {3}, [2], :same, [1]) |> elem(1) |> Map.fetch!(:padding)
+      [{1, 1}]
+      iex> Nx.Shape.window({4, 4}, {2}, 1, :valid, 1)
+      ** (ArgumentError) invalid window dimensions, rank of shape (2) does not match rank of window (1)
+
+      iex> Nx.Shape.window({2}, {3}, 1, :valid, 1)
+      ** (ArgumentError) window dimensions would result in empty tensor which is not supported, got the window {3} (dilated to [3]) over the padded shape [2]
+
+  """
+  def window(shape, window_dimensions, strides, padding, dilations) do
+    rank = tuple_size(shape)
+
+    window =
+      case window_dimensions do
+        dims when is_tuple(dims) and tuple_size(dims) == rank ->
+          Tuple.to_list(dims)
+
+        dims when is_tuple(dims) ->
+          raise ArgumentError,
+                "invalid window dimensions, rank of shape (#{rank}) does not match rank of " <>
+                  "window (#{tuple_size(dims)})"
+
+        other ->
+          raise ArgumentError,
+                "expected the window dimensions to be a tuple, got: #{inspect(other)}"
+      end
+
+    window = positive_per_axis!(window, rank, "window dimensions")
+    strides = positive_per_axis!(strides, rank, "strides")
+    dilations = positive_per_axis!(dilations, rank, "window dilations")
+    dilated = Enum.zip_with(window, dilations, fn w, d -> (w - 1) * d + 1 end)
+    dims = Tuple.to_list(shape)
+    padding = window_padding(padding, dims, dilated, strides)
+    padded = Enum.zip_with(dims, padding, fn n, {lo, hi} -> n + lo + hi end)
+
+    if Enum.zip(padded, dilated) |> Enum.any?(fn {n, w} -> n < w end) do
+      raise ArgumentError,
+            "window dimensions would result in empty tensor which is not supported, got the " <>
+              "window #{inspect(window_dimensions)} (dilated to #{inspect(dilated)}) over " <>
+              "the padded shape #{inspect(padded)}"
+    end
+
+    out = Enum.zip_with([padded, dilated, strides], fn [n, w, s] -> div(n - w, s) + 1 end)
+
+    config = %{
+      window_dimensions: window,
+      strides: strides,
+      padding: padding,
+      window_dilations: dilations
+    }
+
+    {List.to_tuple(out), config}
+  end
+
+  defp positive_per_axis!(value, rank, _name) when is_integer(value) and value >= 1,
+    do: List.duplicate(value, rank)
+
+  defp positive_per_axis!(list, rank, name) when is_list(list) do
+    cond do
+      length(list) != rank ->
+        raise ArgumentError,
+              "invalid #{name}, rank of shape (#{rank}) does not match rank of " <>
+                "#{name} (#{length(list)})"
+
+      Enum.all?(list, &(is_integer(&1) and &1 >= 1)) ->
+        list
+
+      true ->
+        raise ArgumentError, "#{name} must be positive integers, got: #{inspect(list)}"
+    end
+  end
+
+  defp positive_per_axis!(other, _rank, name) do
+    raise ArgumentError,
+          "#{name} must be a positive integer or a list of them, got: #{inspect(other)}"
+  end
+
+  defp window_padding(:valid, dims, _dilated, _strides), do: Enum.map(dims, fn _ -> {0, 0} end)
+
+  defp window_padding(:same, dims, dilated, strides) do
+    Enum.zip_with([dims, dilated, strides], fn [n, w, s] ->
+      out = div(n + s - 1, s)
+      total = max((out - 1) * s + w - n, 0)
+      {div(total, 2), total - div(total, 2)}
+    end)
+  end
+
+  defp window_padding(pairs, dims, _dilated, _strides) when is_list(pairs) do
+    valid? =
+      length(pairs) == length(dims) and
+        Enum.all?(pairs, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)) and
+        Enum.all?(pairs, fn {lo, hi} -> lo >= 0 and hi >= 0 end)
+
+    unless valid? do
+      raise ArgumentError,
+            "invalid padding configuration, expected :valid, :same or one {low, high} pair " <>
+              "of non-negative integers per axis (#{length(dims)}), got: #{inspect(pairs)}"
+    end
+
+    pairs
+  end
+
+  defp window_padding(other, _dims, _dilated, _strides) do
+    raise ArgumentError,
+          "invalid padding, expected :valid, :same or a list of {low, high} pairs, " <>
+            "got: #{inspect(other)}"
+  end
+
+  @doc """
   The shape after permuting the axes: output axis `k` is input axis `axes[k]`.
 
   ## Examples

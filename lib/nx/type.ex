@@ -3,8 +3,8 @@ defmodule Nx.Type do
   Tensor types and the rules that combine them, as in Nx 0.7.
 
   A type is a tuple `{class, bits}`: `{:u, 8 | 16 | 32 | 64}`, `{:s, 8 | 16 | 32 | 64}`,
-  `{:f, 16 | 32 | 64}` or `{:bf, 16}`. Atoms such as `:f32` or `:u8` are accepted as
-  shorthands wherever a type is given.
+  `{:f, 16 | 32 | 64}`, `{:bf, 16}` or the complex `{:c, 64 | 128}` (two f32 or two f64
+  parts). Atoms such as `:f32` or `:u8` are accepted as shorthands wherever a type is given.
   """
 
   @types [
@@ -19,14 +19,16 @@ defmodule Nx.Type do
     {:f, 16},
     {:f, 32},
     {:f, 64},
-    {:bf, 16}
+    {:bf, 16},
+    {:c, 64},
+    {:c, 128}
   ]
 
   @shorthands Map.new(@types, fn {class, bits} = type ->
                 {String.to_atom("#{class}#{bits}"), type}
               end)
 
-  @type t :: {:u | :s | :f | :bf, pos_integer}
+  @type t :: {:u | :s | :f | :bf | :c, pos_integer}
 
   @doc """
   Returns every supported type.
@@ -34,7 +36,7 @@ defmodule Nx.Type do
   ## Examples
 
       iex> length(Nx.Type.all())
-      12
+      14
 
   """
   def all, do: @types
@@ -65,7 +67,7 @@ defmodule Nx.Type do
 
   @doc """
   Infers the type of a number: integers are `{:s, 64}`, floats (and the non-finite atoms)
-  `{:f, 32}`.
+  `{:f, 32}`, `Complex` numbers `{:c, 64}`.
 
   ## Examples
 
@@ -81,6 +83,7 @@ defmodule Nx.Type do
   def infer(value) when is_float(value), do: {:f, 32}
   def infer(value) when value in [:nan, :infinity, :neg_infinity], do: {:f, 32}
   def infer(value) when is_boolean(value), do: {:u, 8}
+  def infer(%Complex{}), do: {:c, 64}
 
   def infer(value) do
     raise ArgumentError, "cannot infer the numerical type of #{inspect(value)}"
@@ -89,8 +92,10 @@ defmodule Nx.Type do
   @doc """
   Merges two types into the type that can hold both.
 
-  Floats win over integers, the larger float wins and `bf16` with `f16` becomes `f32`;
-  signed and unsigned integers merge into a signed type big enough for both (at most 64 bits).
+  Complex wins over everything (a complex type is at least twice as wide as a float merged
+  into it: `c64` with `f64` is `c128`), floats win over integers, the larger float wins and
+  `bf16` with `f16` becomes `f32`; signed and unsigned integers merge into a signed type big
+  enough for both (at most 64 bits).
 
   ## Examples
 
@@ -106,6 +111,10 @@ defmodule Nx.Type do
       {:s, 64}
       iex> Nx.Type.merge({:u, 8}, {:u, 16})
       {:u, 16}
+      iex> Nx.Type.merge({:c, 64}, {:f, 64})
+      {:c, 128}
+      iex> Nx.Type.merge({:s, 64}, {:c, 64})
+      {:c, 64}
 
   A number on either side is merged with `merge_number/2`:
 
@@ -120,6 +129,11 @@ defmodule Nx.Type do
     do: merge_number(type, number)
 
   def merge(type, type), do: type
+  def merge({:c, a}, {:c, b}), do: {:c, max(a, b)}
+  def merge({:c, a}, {:f, b}), do: {:c, max(a, 2 * b)}
+  def merge({:f, a}, {:c, b}), do: {:c, max(b, 2 * a)}
+  def merge({:c, _} = type, _), do: type
+  def merge(_, {:c, _} = type), do: type
   def merge({:bf, 16}, {:f, 16}), do: {:f, 32}
   def merge({:f, 16}, {:bf, 16}), do: {:f, 32}
   def merge({:bf, 16}, {:f, _} = right), do: right
@@ -138,7 +152,8 @@ defmodule Nx.Type do
   Merges a tensor type with a number, with Nx's weak typing of numbers.
 
   An integer keeps the tensor's type; a float turns an integer type into `{:f, 32}` and
-  keeps a floating type.
+  keeps a floating or complex type; a `Complex` number makes the type complex
+  (`to_complex/1`).
 
   ## Examples
 
@@ -148,17 +163,22 @@ defmodule Nx.Type do
       {:f, 32}
       iex> Nx.Type.merge_number({:f, 16}, 1.5)
       {:f, 16}
+      iex> Nx.Type.merge_number({:f, 64}, Complex.new(0, 1))
+      {:c, 128}
 
   """
   def merge_number(type, number) when is_integer(number) or is_boolean(number), do: type
 
   def merge_number(type, number)
       when is_float(number) or number in [:nan, :infinity, :neg_infinity] do
-    if float?(type), do: type, else: {:f, 32}
+    if float?(type) or complex?(type), do: type, else: {:f, 32}
   end
 
+  def merge_number(type, %Complex{}), do: to_complex(type)
+
   @doc """
-  The floating type a computation on `type` produces: integers become `{:f, 32}`, floats stay.
+  The floating type a computation on `type` produces: integers become `{:f, 32}`, floats and
+  complex types stay.
 
   ## Examples
 
@@ -170,12 +190,55 @@ defmodule Nx.Type do
       {:bf, 16}
 
   """
-  def to_floating({class, _} = type) when class in [:f, :bf], do: type
+  def to_floating({class, _} = type) when class in [:f, :bf, :c], do: type
   def to_floating(_), do: {:f, 32}
 
   @doc """
+  The real type of a complex type (`{:c, 64}` -> `{:f, 32}`, `{:c, 128}` -> `{:f, 64}`); a
+  real type gives `to_floating/1` of it.
+
+  ## Examples
+
+      iex> Nx.Type.to_real({:c, 64})
+      {:f, 32}
+      iex> Nx.Type.to_real({:c, 128})
+      {:f, 64}
+      iex> Nx.Type.to_real({:s, 8})
+      {:f, 32}
+  """
+  def to_real({:c, bits}), do: {:f, div(bits, 2)}
+  def to_real(type), do: to_floating(type)
+
+  @doc """
+  The complex type holding `type`: `{:f, 64}` gives `{:c, 128}`, complex types stay, anything
+  else gives `{:c, 64}`.
+
+  ## Examples
+
+      iex> Nx.Type.to_complex({:f, 64})
+      {:c, 128}
+      iex> Nx.Type.to_complex({:u, 8})
+      {:c, 64}
+  """
+  def to_complex({:c, _} = type), do: type
+  def to_complex({:f, 64}), do: {:c, 128}
+  def to_complex(_), do: {:c, 64}
+
+  @doc """
+  Whether the type is complex.
+
+  ## Examples
+
+      iex> Nx.Type.complex?({:c, 64})
+      true
+      iex> Nx.Type.complex?({:f, 64})
+      false
+  """
+  def complex?({class, _}), do: class == :c
+
+  @doc """
   The type of a sum or product over `type`: signed integers become `{:s, 64}`, unsigned
-  `{:u, 64}`, floats stay.
+  `{:u, 64}`, floats and complex types stay.
 
   ## Examples
 

@@ -6,7 +6,7 @@ defmodule NxJax.Application do
   def start(_type, _args) do
     children =
       if Application.get_env(:nx_jax, :start_worker, true) do
-        [{NxJax.Worker, name: NxJax.Worker}]
+        [NxJax.Pool]
       else
         []
       end

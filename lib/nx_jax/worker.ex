@@ -14,6 +14,24 @@ defmodule NxJax.Worker do
   caller gets an `NxJax.WorkerError` and the GenServer stops, so its supervisor starts a fresh
   worker.
 
+  ## Bytes move once
+
+  Requests are encoded by the caller as iodata (`encode_iodata/1`): tensor binaries of 64 KiB or
+  more are referenced, not copied into a frame. Replies of 64 KiB or more are decoded by
+  `decode_frame/1`, which returns large binaries as sub-binaries of the received frame.
+
+  ## Graphs by key
+
+  `run_cached/6` sends a graph once: the worker remembers it under its key (`graph_key/1`) and later calls carry only the key and the arguments. If the Python side does
+  not know a key (its cache dropped it), it answers `UnknownGraph` and this GenServer re-sends
+  the graph; the caller sees nothing of it. Client-side counters (`graph_sends`, `key_calls`,
+  `graph_resends`) are part of `stats/1`.
+
+  ## Resident tensors
+
+  With `keep: true`, results stay on the worker as integer handles. Each handle is owned by the
+  process that asked for it; when that process exits, its handles are freed, so nothing leaks.
+
   The Python executable is, in order: the `:python` start option, the `:python` key of the
   `:nx_jax` application environment, the `NX_JAX_PYTHON` environment variable, the project's
   virtualenv (`.venv/bin/python`), `python3` on the `PATH`.
@@ -23,6 +41,7 @@ defmodule NxJax.Worker do
 
   @project_root Path.expand("../..", __DIR__)
   @default_timeout 60_000
+  @big_binary 65_536
 
   @doc "Starts a worker. Options: `:name`, `:python`."
   def start_link(opts \\ []) do
@@ -37,12 +56,93 @@ defmodule NxJax.Worker do
   Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s).
   """
   def call(function, args, opts \\ []) when is_atom(function) and is_list(args) do
+    request(opts, {:call, function, encode_body(args)})
+  end
+
+  @doc """
+  Runs an encoded graph (`:erlang.term_to_binary/1` of a version-1 graph) on `args`, a list of
+  `{type, shape, binary}` wire tensors, and returns the list of result wire tensors.
+  """
+  def run(graph_bin, args, opts \\ []) when is_binary(graph_bin) and is_list(args) do
+    call(:run, [graph_bin, args], opts)
+  end
+
+  @doc """
+  Runs the graph `graph_bin`, whose key is `key` (`graph_key/1`), on `args`: wire tensors
+  `{type, shape, binary}` or resident handles `{:ref, handle}` of this worker.
+
+  The graph itself travels only the first time this worker sees `key` (and again, transparently,
+  if the worker forgot it). With `keep` true the results stay on the worker and come back as
+  `{:ref, handle}`, owned by the calling process; otherwise as wire tensors.
+
+  Options as in `call/3`.
+  """
+  def run_cached(key, graph_bin, args, keep, opts \\ [])
+      when is_binary(key) and is_binary(graph_bin) and is_list(args) and is_boolean(keep) do
+    request(opts, {:graph_call, key, graph_bin, encode_body(args), keep, self()})
+  end
+
+  @doc """
+  The key of an encoded graph: its MD5 digest followed by its byte size as a 64-bit
+  big-endian integer (24 bytes; `:erlang.md5/1` needs no `:crypto`). The worker checks it
+  against the graph whenever the graph travels.
+  """
+  def graph_key(graph_bin), do: <<:erlang.md5(graph_bin)::binary, byte_size(graph_bin)::64>>
+
+  @doc """
+  Makes `tensors` (wire tensors) resident on the worker; returns one handle each, owned by the
+  calling process.
+  """
+  def put(tensors, opts \\ []) when is_list(tensors) do
+    request(opts, {:put, encode_body([tensors]), self()})
+  end
+
+  @doc "The data of resident `handles`, as wire tensors."
+  def fetch(handles, opts \\ []) when is_list(handles), do: call(:fetch, [handles], opts)
+
+  @doc "Frees resident `handles` (unknown ones are ignored); returns how many were freed."
+  def free(handles, opts \\ []) when is_list(handles) do
+    request(opts, {:free, handles})
+  end
+
+  @doc """
+  Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,
+  `graph_loads`, `unknown_graphs`, `resident`) and this client's (`graph_sends`: calls that
+  carried the graph, `key_calls`: calls that carried only its key, `graph_resends`: graphs sent
+  again after `UnknownGraph`).
+  """
+  def stats(opts \\ []) do
+    server = Keyword.get(opts, :server, __MODULE__)
+    Map.merge(call(:stats, [], opts), GenServer.call(server, :client_stats))
+  end
+
+  @doc "The operating-system pid of the worker's Python process."
+  def os_pid(server \\ __MODULE__), do: GenServer.call(server, :os_pid)
+
+  @doc "The number of requests sent and not yet answered (used by `NxJax.Pool` placement)."
+  def pending(server \\ __MODULE__), do: GenServer.call(server, :pending)
+
+  @doc "The Python executable a worker started now would use."
+  def python_executable(opts \\ []) do
+    venv = Path.join(@project_root, ".venv/bin/python")
+
+    Keyword.get(opts, :python) ||
+      Application.get_env(:nx_jax, :python) ||
+      System.get_env("NX_JAX_PYTHON") ||
+      if(File.exists?(venv), do: venv) ||
+      System.find_executable("python3") ||
+      raise ArgumentError,
+            "no Python found for the nx_jax worker: run `make deps` to create .venv, " <>
+              "or set NX_JAX_PYTHON / config :nx_jax, python: \"/path/to/python\""
+  end
+
+  defp request(opts, message) do
     server = Keyword.get(opts, :server, __MODULE__)
     timeout = Keyword.get(opts, :timeout, @default_timeout)
 
     reply =
       try do
-        GenServer.call(server, {:call, function, args}, timeout)
+        GenServer.call(server, message, timeout)
       catch
         :exit, {:timeout, _} ->
           {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
@@ -63,30 +163,116 @@ defmodule NxJax.Worker do
     end
   end
 
+  ## External term format
+
   @doc """
-  Runs an encoded graph (`:erlang.term_to_binary/1` of a version-1 graph) on `args`, a list of
-  `{type, shape, binary}` wire tensors, and returns the list of result wire tensors.
+  Encodes `term` as external-term-format iodata equal, byte for byte once flattened, to a
+  valid encoding of `term` (`:erlang.binary_to_term/1` gives `term` back); binaries of 64 KiB
+  or more are referenced by the iodata, not copied.
+
+  ## Examples
+
+      iex> term = {:a, [1, <<0::size(65536)-unit(8)>>], %{b: 2.5}}
+      iex> :erlang.binary_to_term(IO.iodata_to_binary(NxJax.Worker.encode_iodata(term))) == term
+      true
   """
-  def run(graph_bin, args, opts \\ []) when is_binary(graph_bin) and is_list(args) do
-    call(:run, [graph_bin, args], opts)
+  def encode_iodata(term), do: [131 | encode_body(term)]
+
+  defp encode_body(term) do
+    if big_binary?(term), do: encode_big(term), else: small_body(term)
   end
 
-  @doc "The operating-system pid of the worker's Python process."
-  def os_pid(server \\ __MODULE__), do: GenServer.call(server, :os_pid)
-
-  @doc "The Python executable a worker started now would use."
-  def python_executable(opts \\ []) do
-    venv = Path.join(@project_root, ".venv/bin/python")
-
-    Keyword.get(opts, :python) ||
-      Application.get_env(:nx_jax, :python) ||
-      System.get_env("NX_JAX_PYTHON") ||
-      if(File.exists?(venv), do: venv) ||
-      System.find_executable("python3") ||
-      raise ArgumentError,
-            "no Python found for the nx_jax worker: run `make deps` to create .venv, " <>
-              "or set NX_JAX_PYTHON / config :nx_jax, python: \"/path/to/python\""
+  defp small_body(term) do
+    <<131, body::binary>> = :erlang.term_to_binary(term)
+    body
   end
+
+  defp encode_big(bin) when is_binary(bin), do: [<<109, byte_size(bin)::32>>, bin]
+
+  defp encode_big(tuple) when is_tuple(tuple) do
+    size = tuple_size(tuple)
+    header = if size < 256, do: <<104, size>>, else: <<105, size::32>>
+    [header | tuple |> Tuple.to_list() |> Enum.map(&encode_body/1)]
+  end
+
+  defp encode_big(list) when is_list(list) do
+    [<<108, length(list)::32>>, Enum.map(list, &encode_body/1), 106]
+  end
+
+  defp big_binary?(bin) when is_binary(bin), do: byte_size(bin) >= @big_binary
+  defp big_binary?(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> big_binary?()
+  defp big_binary?([head | tail]), do: big_binary?(head) or big_binary?(tail)
+  defp big_binary?(_other), do: false
+
+  @doc """
+  Decodes one frame (external term format). Frames under 64 KiB go to
+  `:erlang.binary_to_term/1`; larger ones are decoded here so that their binaries are
+  sub-binaries of `frame` (`binary_to_term/1` would copy each one).
+
+  ## Examples
+
+      iex> term = {:r, 1, [{{:f, 32}, {2}, <<0::size(70000)-unit(8)>>}], %{a: -3, b: "x"}}
+      iex> NxJax.Worker.decode_frame(:erlang.term_to_binary(term)) == term
+      true
+  """
+  def decode_frame(frame) when byte_size(frame) < @big_binary, do: :erlang.binary_to_term(frame)
+
+  def decode_frame(<<131, rest::binary>> = frame) do
+    case dec(rest) do
+      {term, <<>>} -> term
+      _ -> :erlang.binary_to_term(frame)
+    end
+  rescue
+    _ in [FunctionClauseError, MatchError, CaseClauseError] -> :erlang.binary_to_term(frame)
+  end
+
+  defp dec(<<97, int, rest::binary>>), do: {int, rest}
+  defp dec(<<98, int::signed-32, rest::binary>>), do: {int, rest}
+  defp dec(<<70, float::float-64, rest::binary>>), do: {float, rest}
+  defp dec(<<109, size::32, bin::binary-size(size), rest::binary>>), do: {bin, rest}
+  defp dec(<<106, rest::binary>>), do: {[], rest}
+  defp dec(<<104, arity, rest::binary>>), do: dec_tuple(arity, rest, [])
+  defp dec(<<105, arity::32, rest::binary>>), do: dec_tuple(arity, rest, [])
+  defp dec(<<119, len, name::binary-size(len), rest::binary>>), do: {atom(name, :utf8), rest}
+  defp dec(<<118, len::16, name::binary-size(len), rest::binary>>), do: {atom(name, :utf8), rest}
+  defp dec(<<115, len, name::binary-size(len), rest::binary>>), do: {atom(name, :latin1), rest}
+
+  defp dec(<<100, len::16, name::binary-size(len), rest::binary>>),
+    do: {atom(name, :latin1), rest}
+
+  defp dec(<<107, len::16, chars::binary-size(len), rest::binary>>),
+    do: {:binary.bin_to_list(chars), rest}
+
+  defp dec(<<108, count::32, rest::binary>>) do
+    {items, rest} = dec_many(count, rest, [])
+    {tail, rest} = dec(rest)
+    {items ++ tail, rest}
+  end
+
+  defp dec(<<116, count::32, rest::binary>>) do
+    {items, rest} = dec_many(2 * count, rest, [])
+    {items |> Enum.chunk_every(2) |> Map.new(fn [k, v] -> {k, v} end), rest}
+  end
+
+  defp dec(<<110, n, sign, digits::binary-size(n), rest::binary>>) do
+    value = :binary.decode_unsigned(digits, :little)
+    {if(sign == 0, do: value, else: -value), rest}
+  end
+
+  defp dec_tuple(arity, rest, _acc) do
+    {items, rest} = dec_many(arity, rest, [])
+    {List.to_tuple(items), rest}
+  end
+
+  defp dec_many(0, rest, acc), do: {Enum.reverse(acc), rest}
+
+  defp dec_many(count, rest, acc) do
+    {item, rest} = dec(rest)
+    dec_many(count - 1, rest, [item | acc])
+  end
+
+  defp atom(name, :utf8), do: String.to_atom(name)
+  defp atom(name, :latin1), do: name |> :unicode.characters_to_binary(:latin1) |> String.to_atom()
 
   ## GenServer
 
@@ -106,7 +292,16 @@ defmodule NxJax.Worker do
         {:env, [{~c"PYTHONUNBUFFERED", ~c"1"}]}
       ])
 
-    {:ok, %{port: port, next_id: 0, pending: %{}, python: python}}
+    {:ok,
+     %{
+       port: port,
+       next_id: 0,
+       pending: %{},
+       python: python,
+       known: MapSet.new(),
+       owners: %{},
+       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
+     }}
   end
 
   @impl true
@@ -115,22 +310,60 @@ defmodule NxJax.Worker do
     {:reply, os_pid, state}
   end
 
-  def handle_call({:call, function, args}, from, state) do
+  def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
+  def handle_call(:client_stats, _from, state), do: {:reply, state.counts, state}
+
+  def handle_call({:call, function, body}, from, state) do
+    {:noreply, send_request(state, function, body, {from, :plain})}
+  end
+
+  def handle_call({:graph_call, key, graph_bin, args, keep, owner}, from, state) do
+    {:noreply, send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner}})}
+  end
+
+  def handle_call({:put, body, owner}, from, state) do
+    {:noreply, send_request(state, :put, body, {from, {:owned, owner}})}
+  end
+
+  def handle_call({:free, handles}, from, state) do
+    owners =
+      Map.new(state.owners, fn {pid, {monitor, owned}} ->
+        {pid, {monitor, Enum.reduce(handles, owned, &MapSet.delete(&2, &1))}}
+      end)
+
+    state = %{state | owners: owners}
+    {:noreply, send_request(state, :free, encode_body([handles]), {from, :plain})}
+  end
+
+  defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}} = entry) do
+    {graph, state} =
+      if MapSet.member?(state.known, key) do
+        {nil, update_in(state.counts.key_calls, &(&1 + 1))}
+      else
+        state = update_in(state.counts.graph_sends, &(&1 + 1))
+        {graph_bin, %{state | known: MapSet.put(state.known, key)}}
+      end
+
+    body = [<<108, 4::32>>, encode_body(key), encode_body(graph), args, encode_body(keep), 106]
+    send_request(state, :call, body, entry)
+  end
+
+  defp send_request(state, function, body, entry) do
     id = state.next_id
-    frame = :erlang.term_to_binary({:C, id, :nx_jax, function, args})
-    true = Port.command(state.port, frame)
-    {:noreply, %{state | next_id: id + 1, pending: Map.put(state.pending, id, from)}}
+    header = <<131, 104, 5>> <> small_body(:C) <> small_body(id) <> small_body(:nx_jax)
+    true = Port.command(state.port, [header, small_body(function) | body])
+    %{state | next_id: id + 1, pending: Map.put(state.pending, id, entry)}
   end
 
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
-    case :erlang.binary_to_term(frame) do
+    case decode_frame(frame) do
       {:r, id, result} ->
-        {:noreply, reply(state, id, {:ok, result})}
+        {:noreply, complete(state, id, {:ok, result})}
 
       {:e, id, {:python, class, message, traceback}} ->
-        {:noreply,
-         reply(state, id, {:error, {to_text(class), to_text(message), to_text(traceback)}})}
+        error = {to_text(class), to_text(message), to_text(traceback)}
+        {:noreply, complete(state, id, {:error, error})}
 
       other ->
         Logger.error("nx_jax worker sent an unexpected message: #{inspect(other, limit: 20)}")
@@ -140,14 +373,31 @@ defmodule NxJax.Worker do
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
     error = {"WorkerExited", "the Python worker exited with status #{status}", ""}
-    Enum.each(state.pending, fn {_id, from} -> GenServer.reply(from, {:error, error}) end)
+    fail_pending(state, error)
     {:stop, {:worker_exited, status}, %{state | pending: %{}}}
   end
 
   def handle_info({:EXIT, port, reason}, %{port: port} = state) do
     error = {"WorkerExited", "the port to the Python worker closed: #{inspect(reason)}", ""}
-    Enum.each(state.pending, fn {_id, from} -> GenServer.reply(from, {:error, error}) end)
+    fail_pending(state, error)
     {:stop, {:port_closed, reason}, %{state | pending: %{}}}
+  end
+
+  def handle_info({:DOWN, _monitor, :process, pid, _reason}, state) do
+    case Map.pop(state.owners, pid) do
+      {nil, _} ->
+        {:noreply, state}
+
+      {{_monitor, handles}, owners} ->
+        state = %{state | owners: owners}
+
+        if MapSet.size(handles) == 0 do
+          {:noreply, state}
+        else
+          body = encode_body([MapSet.to_list(handles)])
+          {:noreply, send_request(state, :free, body, {nil, :ignore})}
+        end
+    end
   end
 
   def handle_info(_other, state), do: {:noreply, state}
@@ -158,16 +408,75 @@ defmodule NxJax.Worker do
     :ok
   end
 
-  defp reply(state, id, reply) do
+  defp fail_pending(state, error) do
+    Enum.each(state.pending, fn
+      {_id, {nil, _}} -> :ok
+      {_id, {from, _}} -> GenServer.reply(from, {:error, error})
+    end)
+  end
+
+  defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
       {nil, _} ->
         Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
         state
 
-      {from, pending} ->
-        GenServer.reply(from, reply)
-        %{state | pending: pending}
+      {entry, pending} ->
+        finish(%{state | pending: pending}, entry, reply)
     end
+  end
+
+  defp finish(state, {nil, :ignore}, _reply), do: state
+
+  # The worker does not know the key (it forgot the graph): send it again, transparently.
+  defp finish(state, {from, {:graph, key, _, _, _, _} = call}, {:error, {"UnknownGraph", _, _}}) do
+    state = %{state | known: MapSet.delete(state.known, key)}
+    state = update_in(state.counts.graph_resends, &(&1 + 1))
+    send_graph_call(state, {from, call})
+  end
+
+  defp finish(state, {from, {:graph, key, _, _, keep, owner}}, reply) do
+    state =
+      case reply do
+        {:ok, results} when keep ->
+          own(state, owner, for({:ref, handle} <- results, do: handle))
+
+        {:ok, _} ->
+          state
+
+        {:error, _} ->
+          %{state | known: MapSet.delete(state.known, key)}
+      end
+
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp finish(state, {from, {:owned, owner}}, reply) do
+    state =
+      case reply do
+        {:ok, handles} -> own(state, owner, handles)
+        _ -> state
+      end
+
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp finish(state, {from, :plain}, reply) do
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp own(state, owner, handles) do
+    {monitor, owned} =
+      case state.owners do
+        %{^owner => entry} -> entry
+        %{} -> {Process.monitor(owner), MapSet.new()}
+      end
+
+    owned = Enum.reduce(handles, owned, &MapSet.put(&2, &1))
+    %{state | owners: Map.put(state.owners, owner, {monitor, owned})}
   end
 
   defp to_text(text) when is_binary(text), do: text

@@ -15,44 +15,75 @@ defmodule Nx.Defn.Compiler do
   `defn` called from another `defn`), jitted otherwise.
 
   The encoded trace is cached (in `:persistent_term`) per implementation and argument
-  signature (the type and shape of each tensor, any non-tensor argument as it is), so
-  a `defn` is traced once per signature, as in Nx; `print_expr/1` and `transform/2`
-  side effects therefore happen on the first call only.
+  signature (the type and shape of each tensor, the container structure, any
+  non-tensor argument as it is), so a `defn` is traced once per signature, as in Nx;
+  `print_expr/1` and `transform/2` side effects therefore happen on the first call only.
+  A cached call sends the worker only the graph's key and the arguments
+  (`NxJax.Worker.run_cached/5`).
   """
   @spec __runtime__(function, [term]) :: term
   def __runtime__(impl, args) do
-    if Expr.tracing?() do
-      apply(impl, args)
-    else
-      {params, concrete} = parameters(args)
-      key = {__MODULE__, impl, Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape})}
-
-      compiled =
-        case :persistent_term.get(key, nil) do
-          nil ->
-            compiled = compile(impl, params)
-            :persistent_term.put(key, compiled)
-            compiled
-
-          compiled ->
-            compiled
-        end
-
-      execute(compiled, concrete, [])
-    end
+    if Expr.tracing?(), do: apply(impl, args), else: cached(impl, impl, args, [])
   end
 
   @doc """
   Traces `fun` on `args` and runs it on the worker; see `Nx.Defn.jit_apply/3`.
+
+  The trace is cached per function (closures are equal when their code and captured
+  values are) and argument signature, as for `defn`.
   """
   @spec jit_apply(function, [term], keyword) :: term
   def jit_apply(fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
-    if Expr.tracing?() do
-      apply(fun, args)
-    else
-      {params, concrete} = parameters(args)
-      execute(compile(fun, params), concrete, opts)
+    if Expr.tracing?(), do: apply(fun, args), else: cached({:jit, fun}, fun, args, opts)
+  end
+
+  @doc false
+  # The eager path of Nx.Defn.Expr.apply_op/4: `key` names the op, its options and output
+  # template, so each eager op is traced once per argument signature.
+  def __eager__(key, fun, args) do
+    if Expr.tracing?(), do: apply(fun, args), else: cached({:eager, key}, fun, args, [])
+  end
+
+  @doc """
+  Counters of this node since it started: `traces` (functions traced and encoded) and
+  `trace_cache_hits` (calls that reused a cached trace).
+  """
+  @spec counters() :: %{traces: non_neg_integer, trace_cache_hits: non_neg_integer}
+  def counters do
+    ref = counters_ref()
+    %{traces: :counters.get(ref, 1), trace_cache_hits: :counters.get(ref, 2)}
+  end
+
+  defp counters_ref do
+    case :persistent_term.get({__MODULE__, :counters}, nil) do
+      nil ->
+        ref = :counters.new(2, [:write_concurrency])
+        :persistent_term.put({__MODULE__, :counters}, ref)
+        ref
+
+      ref ->
+        ref
     end
+  end
+
+  defp cached(id, fun, args, opts) do
+    {params, concrete} = parameters(args)
+    key = {__MODULE__, id, Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape})}
+
+    compiled =
+      case :persistent_term.get(key, nil) do
+        nil ->
+          compiled = compile(fun, params)
+          :counters.add(counters_ref(), 1, 1)
+          :persistent_term.put(key, compiled)
+          compiled
+
+        compiled ->
+          :counters.add(counters_ref(), 2, 1)
+          compiled
+      end
+
+    execute(compiled, concrete, opts)
   end
 
   @doc """
@@ -79,18 +110,29 @@ defmodule Nx.Defn.Compiler do
 
       _leaves ->
         {graph, parameters, container} = NxJax.Graph.encode(result)
-        {:graph, :erlang.term_to_binary(graph), parameters, container}
+        graph_bin = :erlang.term_to_binary(graph)
+        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container}
     end
   end
 
   defp execute({:no_tensors, result}, _args, _opts), do: result
 
-  defp execute({:graph, graph_bin, parameters, container}, args, opts) do
+  # Placement (NxJax.Pool): where a resident argument lives, else the least busy worker.
+  # Results stay resident when an argument was, or when the process's default backend is
+  # NxJax.Backend.
+  defp execute({:graph, graph_bin, key, parameters, container}, args, opts) do
     args = List.to_tuple(args)
-    args = Enum.map(parameters, &to_wire(elem(args, &1)))
-    results = NxJax.Worker.run(graph_bin, args, opts)
-    templates = Composite.flatten_list([container])
-    NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, &from_wire/2))
+    args = Enum.map(parameters, &elem(args, &1))
+    home = Enum.find_value(args, &NxJax.Backend.worker/1)
+    keep = home != nil or Nx.default_backend() == NxJax.Backend
+
+    NxJax.Pool.with_worker(opts[:server] || home, fn server ->
+      wire = Enum.map(args, &NxJax.Backend.to_wire(&1, server))
+      results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
+      templates = Composite.flatten_list([container])
+      from_wire = &from_wire(&1, &2, server)
+      NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
+    end)
   end
 
   @doc """
@@ -111,16 +153,16 @@ defmodule Nx.Defn.Compiler do
 
   def to_concrete(tensor_or_number), do: Nx.to_tensor(tensor_or_number)
 
-  defp to_wire(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: shape}) do
-    {type, shape, binary}
-  end
-
   # The worker must answer with the declared type and shape (PROTOCOL 4).
-  defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}) do
+  defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}, _) do
     %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
   end
 
-  defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}) do
+  defp from_wire(%Nx.Tensor{} = template, {:ref, handle}, server) do
+    %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle}}
+  end
+
+  defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}, _) do
     raise NxJax.WorkerError,
       class: "ShapeError",
       message:

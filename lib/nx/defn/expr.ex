@@ -148,6 +148,10 @@ defmodule Nx.Defn.Expr do
     expr(:tensor, [], %{data: binary}, template(type, shape))
   end
 
+  def to_expr(%Nx.Tensor{data: %NxJax.Backend{}} = resident) do
+    to_expr(Nx.backend_copy(resident))
+  end
+
   def to_expr(number) when is_number(number) or number in [:nan, :infinity, :neg_infinity] do
     constant(number, Nx.Type.infer(number), {})
   end
@@ -184,8 +188,10 @@ defmodule Nx.Defn.Expr do
     if tracing?() or Enum.any?(inputs, &expr?/1) do
       expr(op, Enum.map(inputs, &to_expr/1), opts, out)
     else
+      # traced once per op, options, output and argument signature
       eager = fn inputs -> apply_op(op, Tuple.to_list(inputs), opts, out) end
-      Nx.Defn.Compiler.jit_apply(eager, [List.to_tuple(inputs)], [])
+      key = {op, opts, out.type, out.shape}
+      Nx.Defn.Compiler.__eager__(key, eager, [List.to_tuple(inputs)])
     end
   end
 

@@ -12,7 +12,7 @@ defimpl Inspect, for: Nx.Tensor do
 
   Floats are printed as the shortest decimal that reads back to the same value in the
   tensor's own precision (`3.0485873` for an f32, not `3.048587322235107`); non-finite
-  values print as `NaN`, `Inf` and `-Inf`. At most `limit` elements are printed, then `...`.
+  values print as `NaN`, `Inf` and `-Inf`; complex elements as `1.0+2.0i`. At most `limit` elements are printed, then `...`.
   Tensors whose data is an expression delegate their body to `data.__struct__.inspect/2`.
   """
 
@@ -90,6 +90,12 @@ defimpl Inspect, for: Nx.Tensor do
   def format_number(:infinity, _type), do: "Inf"
   def format_number(:neg_infinity, _type), do: "-Inf"
   def format_number(int, _type) when is_integer(int), do: Integer.to_string(int)
+
+  # complex elements print as `re+imi`, each part in the precision of the part type
+  def format_number(%Complex{} = z, {:c, size}),
+    do: Complex.to_string(z, &format_number(&1, {:f, div(size, 2)}))
+
+  def format_number(%Complex{} = z, _type), do: Complex.to_string(z)
   def format_number(float, {:f, 64}), do: Float.to_string(float)
   def format_number(float, type), do: shortest(float, type)
 

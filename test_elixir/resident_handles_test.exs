@@ -1,0 +1,121 @@
+defmodule NxJax.ResidentHandlesTest do
+  # async: false: counts resident tensors on the shared workers
+  use ExUnit.Case, async: false
+
+  defmodule MLP do
+    import Nx.Defn
+
+    defn loss({w1, w2}, x, y) do
+      pred = Nx.dot(Nx.tanh(Nx.dot(x, w1)), w2)
+      Nx.mean((pred - y) * (pred - y))
+    end
+
+    defn step({w1, w2}, x, y) do
+      {g1, g2} = grad({w1, w2}, &loss(&1, x, y))
+      {w1 - 0.1 * g1, w2 - 0.1 * g2}
+    end
+  end
+
+  defp resident_count, do: NxJax.Pool.stats().resident
+
+  defp data do
+    x = Nx.divide(Nx.iota({4, 3}, type: :f32), 10)
+    y = Nx.tensor([[0.5], [-0.5], [1.0], [0.0]])
+    w1 = Nx.divide(Nx.subtract(Nx.iota({3, 5}, type: :f32), 7), 10)
+    w2 = Nx.divide(Nx.iota({5, 1}, type: :f32), 20)
+    {x, y, {w1, w2}}
+  end
+
+  test "backend_transfer makes a tensor resident and brings it back" do
+    t = Nx.tensor([[1.5, -2.0], [3.0, 4.25]])
+    r = Nx.backend_transfer(t, NxJax.Backend)
+    assert %NxJax.Backend{handle: handle} = r.data
+    assert is_integer(handle)
+    assert {r.type, r.shape} == {{:f, 32}, {2, 2}}
+    assert Nx.to_binary(r) == Nx.to_binary(t)
+    assert inspect(r) =~ "[1.5, -2.0]"
+    back = Nx.backend_transfer(r)
+    assert back == t
+    assert Nx.backend_deallocate(r) == :already_deallocated
+  end
+
+  test "backend_copy keeps the resident copy; backend_deallocate frees it" do
+    before = resident_count()
+    r = Nx.backend_transfer(Nx.tensor([1, 2, 3]), NxJax.Backend)
+    assert resident_count() == before + 1
+    assert Nx.backend_copy(r) == Nx.tensor([1, 2, 3])
+    r2 = Nx.backend_copy(r, NxJax.Backend)
+    assert r2.data.handle != r.data.handle
+    assert resident_count() == before + 2
+    assert Nx.backend_deallocate(r) == :ok
+    assert Nx.backend_deallocate(r) == :already_deallocated
+    assert Nx.backend_transfer(r2) == Nx.tensor([1, 2, 3])
+    assert resident_count() == before
+    error = assert_raise NxJax.WorkerError, fn -> Nx.to_binary(r) end
+    assert error.class == "UnknownHandle"
+  end
+
+  test "eager ops on resident tensors run on the worker and stay resident" do
+    r = Nx.backend_transfer(Nx.tensor([1.0, 4.0, 9.0]), NxJax.Backend)
+    s = Nx.sqrt(r)
+    assert %NxJax.Backend{worker: worker} = s.data
+    assert worker == r.data.worker
+    total = Nx.sum(Nx.add(s, 1))
+    assert %NxJax.Backend{} = total.data
+    assert Nx.to_number(total) == 9.0
+    assert Nx.backend_transfer(s) == Nx.tensor([1.0, 2.0, 3.0])
+  end
+
+  test "a training loop with resident weights matches the one that ships them" do
+    {x, y, params} = data()
+    shipped = Enum.reduce(1..5, params, fn _, p -> MLP.step(p, x, y) end)
+
+    resident =
+      Enum.reduce(1..5, Nx.backend_transfer(params, NxJax.Backend), fn _, p ->
+        MLP.step(p, x, y)
+      end)
+
+    assert %NxJax.Backend{} = elem(resident, 0).data
+    {w1, w2} = Nx.backend_transfer(resident)
+    assert w1 == elem(shipped, 0)
+    assert w2 == elem(shipped, 1)
+    assert Nx.to_number(MLP.loss(shipped, x, y)) < Nx.to_number(MLP.loss(params, x, y))
+  end
+
+  test "default_backend NxJax.Backend keeps results of ordinary calls resident" do
+    task =
+      Task.async(fn ->
+        Nx.default_backend(NxJax.Backend)
+        t = Nx.multiply(Nx.tensor([1, 2]), 3)
+        {t.data.__struct__, Nx.backend_transfer(t)}
+      end)
+
+    assert Task.await(task) == {NxJax.Backend, Nx.tensor([3, 6])}
+  end
+
+  test "handles owned by a process are freed when it exits (nothing leaks)" do
+    before = resident_count()
+    {x, y, params} = data()
+
+    {pid, monitor} =
+      spawn_monitor(fn ->
+        p = Nx.backend_transfer(params, NxJax.Backend)
+        p = Enum.reduce(1..3, p, fn _, p -> MLP.step(p, x, y) end)
+        _loss = MLP.loss(p, x, y)
+        send(self(), :done)
+        exit(:normal)
+      end)
+
+    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, 30_000
+    # the worker frees them when it sees the owner's DOWN: wait for that message to be handled
+    assert wait_until(fn -> resident_count() == before end)
+  end
+
+  defp wait_until(fun, tries \\ 200) do
+    cond do
+      fun.() -> true
+      tries == 0 -> false
+      true -> Process.sleep(10) && wait_until(fun, tries - 1)
+    end
+  end
+end
