@@ -165,9 +165,46 @@ def _list(v: Any) -> tuple[Any, ...]:
     raise ValueError("a list")
 
 
+def _int_tuples(width: int) -> Callable[[Any], tuple[tuple[int, ...], ...]]:
+    """A list of ``width``-tuples of integers (``[{lo, hi}]``, ``[{lo, hi, interior}]``)."""
+
+    def check(v: Any) -> tuple[tuple[int, ...], ...]:
+        if isinstance(v, tuple) and all(
+            isinstance(t, tuple) and len(t) == width
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in t)
+            for t in v
+        ):
+            return v
+        raise ValueError(f"a list of {width}-tuples of integers")
+
+    return check
+
+
+def _choice(*names: str) -> Callable[[Any], str]:
+    """One of the given atoms."""
+
+    def check(v: Any) -> str:
+        if isinstance(v, _Atom) and v.name in names:
+            return v.name
+        raise ValueError("one of " + ", ".join(f":{n}" for n in names))
+
+    return check
+
+
 Kind = Callable[[Any], Any]
 
 _REDUCE = {"axes": _int_list_or_nil, "keep_axes": _bool}
+_CONV = {
+    "strides": _int_list,
+    "padding": _int_tuples(2),
+    "input_dilation": _int_list,
+    "kernel_dilation": _int_list,
+    "feature_group_size": _int,
+    "batch_group_size": _int,
+    "input_permutation": _int_list,
+    "kernel_permutation": _int_list,
+    "output_permutation": _int_list,
+}
 
 
 def _int_pairs(v: Any) -> tuple[tuple[int, int], ...]:
@@ -269,6 +306,29 @@ OP_SPECS: dict[str, OpSpec] = {
     "slice": _spec(1, {"start_indices": _int_list, "lengths": _int_list, "strides": _int_list}),
     "concatenate": _spec((1, None), {"axis": _int}),
     "dot": _spec(2, {"contract_axes": _int_list_pair, "batch_axes": _int_list_pair}),
+    # shape, indexing and sorting (part B)
+    "pad": _spec(2, {"padding_config": _int_tuples(3)}),
+    "reverse": _spec(1, {"axes": _int_list}),
+    "dynamic_slice": _spec((1, None), {"lengths": _int_list}),
+    "put_slice": _spec((2, None)),
+    "gather": _spec(2, {"axes": _int_list}),
+    "take": _spec(2, {"axis": _int}),
+    "take_along_axis": _spec(2, {"axis": _int}),
+    "indexed_add": _spec(3, {"axes": _int_list}),
+    "indexed_put": _spec(3, {"axes": _int_list}),
+    "sort": _spec(1, {"axis": _int, "direction": _choice("asc", "desc")}),
+    "argsort": _spec(1, {"axis": _int, "direction": _choice("asc", "desc")}),
+    # linear algebra (part B)
+    "conv": _spec(2, _CONV),
+    "triangular_solve": _spec(
+        2, {"lower": _bool, "left_side": _bool, "transform_a": _choice("none", "transpose")}
+    ),
+    "solve": _spec(2),
+    "cholesky": _spec(1),
+    "determinant": _spec(1),
+    "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
+    "lu": _spec(1),
+    "svd": _spec(1, {"full_matrices": _bool}),
     "elem": _spec(1, {"index": _non_neg_int}),
     "grad": _spec((2, None)),
     "stop_grad": _spec(1),
@@ -669,6 +729,130 @@ def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
         _check_tensor_out(node, nodes, where)
 
 
+# part B: shape, indexing, sorting and linear algebra
+
+
+def _check_integer_input(node: Node, nodes: list[Node], where: str, ref: int, what: str) -> None:
+    kind = nodes[ref].tensor.type.kind
+    if kind not in ("s", "u"):
+        raise GraphError(f"{where}: {what} (node {ref}) must have an integer type")
+
+
+def _check_pad(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    shape = nodes[node.inputs[0]].tensor.shape
+    config = node.opts["padding_config"]
+    if len(config) != len(shape):
+        raise GraphError(f"{where}: padding_config must have one entry per axis ({len(shape)})")
+    if nodes[node.inputs[1]].tensor.shape != ():
+        raise GraphError(f"{where}: the pad value (node {node.inputs[1]}) must be a scalar")
+    if any(interior < 0 for _, _, interior in config):
+        raise GraphError(f"{where}: interior padding must be non-negative")
+
+
+def _check_reverse(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_axes(where, node.opts["axes"], _rank(nodes, node.inputs[0]))
+
+
+def _check_start_indices(node: Node, nodes: list[Node], where: str, first: int, rank: int) -> None:
+    starts = node.inputs[first:]
+    if len(starts) != rank:
+        raise GraphError(f"{where}: needs one start index input per axis ({rank}), "
+                         f"got {len(starts)}")
+    for ref in starts:
+        if nodes[ref].tensor.shape != ():
+            raise GraphError(f"{where}: start index (node {ref}) must be a scalar")
+        _check_integer_input(node, nodes, where, ref, "start index")
+
+
+def _check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    shape = nodes[node.inputs[0]].tensor.shape
+    _check_start_indices(node, nodes, where, 1, len(shape))
+    lengths = node.opts["lengths"]
+    if len(lengths) != len(shape) or any(
+        not 0 <= n <= d for n, d in zip(lengths, shape, strict=True)
+    ):
+        raise GraphError(f"{where}: lengths {list(lengths)} invalid for shape {shape}")
+
+
+def _check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    shape = nodes[node.inputs[0]].tensor.shape
+    update = nodes[node.inputs[1]].tensor.shape
+    _check_start_indices(node, nodes, where, 2, len(shape))
+    if len(update) != len(shape) or any(u > d for u, d in zip(update, shape, strict=True)):
+        raise GraphError(f"{where}: slice shape {update} does not fit in {shape}")
+
+
+def _check_indexing(node: Node, nodes: list[Node], where: str) -> None:
+    """gather, indexed_add, indexed_put: indices [..., len(axes)] into ``axes``."""
+    _check_tensor_out(node, nodes, where)
+    _check_integer_input(node, nodes, where, node.inputs[1], "indices")
+    axes = node.opts["axes"]
+    _check_axes(where, axes, _rank(nodes, node.inputs[0]))
+    indices = nodes[node.inputs[1]].tensor.shape
+    if not indices or indices[-1] != len(axes):
+        raise GraphError(f"{where}: the last dimension of indices {indices} must equal the "
+                         f"number of axes ({len(axes)})")
+
+
+def _check_take(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_integer_input(node, nodes, where, node.inputs[1], "indices")
+    rank = _rank(nodes, node.inputs[0])
+    _check_axes(where, (node.opts["axis"],), rank, "axis")
+    if node.op == "take_along_axis" and _rank(nodes, node.inputs[1]) != rank:
+        raise GraphError(f"{where}: indices must have the rank of the tensor ({rank})")
+
+
+def _check_sort(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_axes(where, (node.opts["axis"],), _rank(nodes, node.inputs[0]), "axis")
+
+
+def _check_conv(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    rank = _rank(nodes, node.inputs[0])
+    if rank < 3 or _rank(nodes, node.inputs[1]) != rank:
+        raise GraphError(f"{where}: input and kernel must have the same rank, at least 3")
+    spatial = rank - 2
+    for key in ("strides", "padding", "input_dilation", "kernel_dilation"):
+        if len(node.opts[key]) != spatial:
+            raise GraphError(f"{where}: {key} must have one entry per spatial axis ({spatial})")
+    for key in ("strides", "input_dilation", "kernel_dilation"):
+        if any(v < 1 for v in node.opts[key]):
+            raise GraphError(f"{where}: {key} must be positive")
+    for key in ("input_permutation", "kernel_permutation", "output_permutation"):
+        if sorted(node.opts[key]) != list(range(rank)):
+            raise GraphError(f"{where}: {key} must be a permutation of 0..{rank - 1}")
+    if node.opts["feature_group_size"] < 1 or node.opts["batch_group_size"] < 1:
+        raise GraphError(f"{where}: group sizes must be positive")
+
+
+def _check_matrix(node: Node, nodes: list[Node], where: str, square: bool = True) -> None:
+    shape = nodes[node.inputs[0]].tensor.shape
+    if len(shape) < 2 or (square and shape[-1] != shape[-2]):
+        kind = "square matrix" if square else "matrix"
+        raise GraphError(f"{where}: input (node {node.inputs[0]}) must be a {kind} (or a batch "
+                         f"of them), got shape {shape}")
+
+
+def _check_linalg(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    _check_matrix(node, nodes, where)
+
+
+def _check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
+    want = {"qr": 2, "lu": 3, "svd": 3}[node.op]
+    out = node.out
+    if not (isinstance(out, TupleOut) and len(out.elements) == want
+            and all(isinstance(e, TensorOut) for e in out.elements)):
+        raise GraphError(f"{where}: out must be a list of {want} tensor outs")
+    _check_matrix(node, nodes, where, square=node.op == "lu")
+
+
 CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "parameter": _check_parameter,
     "tensor": _check_tensor,
@@ -691,4 +875,23 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "elem": _check_elem,
     "grad": _check_grad,
     "custom_grad": _check_custom_grad,
+    "pad": _check_pad,
+    "reverse": _check_reverse,
+    "dynamic_slice": _check_dynamic_slice,
+    "put_slice": _check_put_slice,
+    "gather": _check_indexing,
+    "indexed_add": _check_indexing,
+    "indexed_put": _check_indexing,
+    "take": _check_take,
+    "take_along_axis": _check_take,
+    "sort": _check_sort,
+    "argsort": _check_sort,
+    "conv": _check_conv,
+    "triangular_solve": _check_linalg,
+    "solve": _check_linalg,
+    "cholesky": _check_linalg,
+    "determinant": _check_linalg,
+    "qr": _check_linalg_tuple,
+    "lu": _check_linalg_tuple,
+    "svd": _check_linalg_tuple,
 }

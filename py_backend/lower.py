@@ -672,6 +672,172 @@ def lower_elem(c: Call) -> Value:
     return c.args[0][c.node.opts["index"]]
 
 
+# --- shape, indexing and sorting (part B) -----------------------------------------------------
+# Out-of-range indices are clamped into range (take, gather, take_along_axis, indexed_*), as
+# start indices of dynamic_slice/put_slice are; see docs/COMPATIBILITY.md.
+
+
+def _as_out(c: Call, value: Any) -> jax.Array:
+    return jnp.asarray(value).astype(c.dtype)
+
+
+def lower_pad(c: Call) -> Value:
+    x, value = (_as_out(c, a) for a in c.args)
+    return lax.pad(x, value, tuple(tuple(t) for t in c.node.opts["padding_config"]))
+
+
+def lower_reverse(c: Call) -> Value:
+    return lax.rev(c.args[0], tuple(c.node.opts["axes"]))
+
+
+def _starts(starts: Sequence[Value]) -> list[jax.Array]:
+    """Start indices in one integer type (lax requires it). lax clamps them into range as Nx
+    does, except that it counts negative indices from the end: Nx clamps those to 0."""
+    return [jnp.maximum(jnp.asarray(s).astype(np.int64), 0) for s in starts]
+
+
+def lower_dynamic_slice(c: Call) -> Value:
+    x, *starts = c.args
+    return lax.dynamic_slice(x, _starts(starts), tuple(c.node.opts["lengths"]))
+
+
+def lower_put_slice(c: Call) -> Value:
+    x, update, *starts = c.args
+    return lax.dynamic_update_slice(
+        _as_out(c, x), _as_out(c, update), _starts(starts)
+    )
+
+
+def _index_tuple(front: jax.Array, indices: jax.Array, axes: Sequence[int]) -> tuple[Any, ...]:
+    """The indexing tuple that reads at ``indices[..., j]`` along ``axes[j]`` of ``front`` (a
+    tensor whose ``axes`` were moved to the front), each index clamped into range (NumPy
+    indexing would count negative indices from the end)."""
+    idx = jnp.asarray(indices)
+    return tuple(
+        jnp.clip(idx[..., j], 0, max(front.shape[j] - 1, 0)) for j in range(len(axes))
+    )
+
+
+def lower_gather(c: Call) -> Value:
+    x, indices = c.args
+    axes = c.node.opts["axes"]
+    front = jnp.moveaxis(x, tuple(axes), tuple(range(len(axes))))
+    return front.at[_index_tuple(front, indices, axes)].get(mode="clip")
+
+
+def _indexed(method: str) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        x, indices, updates = c.args
+        axes = c.node.opts["axes"]
+        front_axes = tuple(range(len(axes)))
+        front = jnp.moveaxis(_as_out(c, x), tuple(axes), front_axes)
+        ref = front.at[_index_tuple(front, indices, axes)]
+        result = getattr(ref, method)(_as_out(c, updates), mode="clip")
+        return jnp.moveaxis(result, front_axes, tuple(axes))
+
+    return lower
+
+
+def lower_take(c: Call) -> Value:
+    x, indices = c.args
+    return jnp.take(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
+
+
+def lower_take_along_axis(c: Call) -> Value:
+    x, indices = c.args
+    return jnp.take_along_axis(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
+
+
+def lower_sort(c: Call) -> Value:
+    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
+    return jnp.sort(c.args[0], axis=axis, stable=True, descending=desc)
+
+
+def lower_argsort(c: Call) -> Value:
+    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
+    return jnp.argsort(c.args[0], axis=axis, stable=True, descending=desc).astype(c.dtype)
+
+
+# --- linear algebra (part B) -----------------------------------------------------------------
+
+
+def lower_conv(c: Call) -> Value:
+    """``lax.conv_general_dilated`` on inputs permuted to (batch, feature, spatial...) and
+    kernels to (out feature, in feature, spatial...); the result permuted by
+    ``output_permutation``."""
+    o = c.node.opts
+    x, k = (_as_out(c, a) for a in c.args)
+    x = jnp.transpose(x, o["input_permutation"])
+    k = jnp.transpose(k, o["kernel_permutation"])
+    out = lax.conv_general_dilated(
+        x,
+        k,
+        window_strides=tuple(o["strides"]),
+        padding=tuple(tuple(p) for p in o["padding"]),
+        lhs_dilation=tuple(o["input_dilation"]),
+        rhs_dilation=tuple(o["kernel_dilation"]),
+        feature_group_count=o["feature_group_size"],
+        batch_group_count=o["batch_group_size"],
+        precision=lax.Precision.HIGHEST,
+    )
+    return jnp.transpose(out, o["output_permutation"])
+
+
+def _vector_rhs(a: jax.Array, b: jax.Array) -> bool:
+    return b.ndim == a.ndim - 1
+
+
+def lower_triangular_solve(c: Call) -> Value:
+    a, b = (_as_out(c, x) for x in c.args)
+    o = c.node.opts
+    left = o["left_side"]
+    vector = _vector_rhs(a, b)
+    if vector:
+        b = b[..., :, None] if left else b[..., None, :]
+    x = lax.linalg.triangular_solve(
+        a, b, left_side=left, lower=o["lower"], transpose_a=o["transform_a"] == "transpose"
+    )
+    return (x[..., :, 0] if left else x[..., 0, :]) if vector else x
+
+
+def lower_solve(c: Call) -> Value:
+    a, b = (_as_out(c, x) for x in c.args)
+    if _vector_rhs(a, b):
+        return jnp.linalg.solve(a, b[..., None])[..., 0]
+    return jnp.linalg.solve(a, b)
+
+
+def lower_cholesky(c: Call) -> Value:
+    return jnp.linalg.cholesky(_as_out(c, c.args[0]))
+
+
+def lower_determinant(c: Call) -> Value:
+    return jnp.linalg.det(_as_out(c, c.args[0]))
+
+
+def _float_input(c: Call) -> jax.Array:
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    element = out.elements[-1]
+    assert isinstance(element, TensorOut)
+    return jnp.asarray(c.args[0]).astype(to_dtype(element.type))
+
+
+def lower_qr(c: Call) -> Value:
+    q, r = jnp.linalg.qr(_float_input(c), mode=c.node.opts["mode"])
+    return (q, r)
+
+
+def lower_lu(c: Call) -> Value:
+    p, l_, u = jax.scipy.linalg.lu(_float_input(c))
+    return (p, l_, u)
+
+
+def lower_svd(c: Call) -> Value:
+    u, s, vt = jnp.linalg.svd(_float_input(c), full_matrices=c.node.opts["full_matrices"])
+    return (u, s, vt)
+
+
 # --- differentiation and metadata ------------------------------------------------------------
 
 
@@ -795,6 +961,25 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "stop_grad": lower_stop_grad,
     "custom_grad": lower_custom_grad,
     "metadata": lower_metadata,
+    "pad": lower_pad,
+    "reverse": lower_reverse,
+    "dynamic_slice": lower_dynamic_slice,
+    "put_slice": lower_put_slice,
+    "gather": lower_gather,
+    "take": lower_take,
+    "take_along_axis": lower_take_along_axis,
+    "indexed_add": _indexed("add"),
+    "indexed_put": _indexed("set"),
+    "sort": lower_sort,
+    "argsort": lower_argsort,
+    "conv": lower_conv,
+    "triangular_solve": lower_triangular_solve,
+    "solve": lower_solve,
+    "cholesky": lower_cholesky,
+    "determinant": lower_determinant,
+    "qr": lower_qr,
+    "lu": lower_lu,
+    "svd": lower_svd,
 }
 
 

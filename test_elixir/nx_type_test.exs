@@ -51,6 +51,8 @@ defmodule Nx.TypeTest do
     assert Nx.Type.float?({:f, 64})
     refute Nx.Type.integer?({:bf, 16})
     assert Nx.Type.to_string({:u, 64}) == "u64"
-    assert Enum.map(Nx.Type.all(), &Nx.Type.byte_size/1) == [1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
+
+    assert Enum.map(Nx.Type.all(), &Nx.Type.byte_size/1) ==
+             [1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2, 8, 16]
   end
 end

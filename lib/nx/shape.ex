@@ -620,4 +620,303 @@ defmodule Nx.Shape do
 
     Tuple.insert_at(shape, normalized, 1)
   end
+
+  ## Shape, indexing and linear algebra rules (issue #3, part B)
+
+  @doc """
+  The shape after padding: `padding_config` has one `{low, high, interior}` per axis; `low`
+  and `high` may be negative (they remove elements), `interior` (between elements) must not.
+
+  ## Examples
+
+      iex> Nx.Shape.pad({3}, [{1, 2, 0}])
+      {6}
+      iex> Nx.Shape.pad({2, 3}, [{0, 0, 1}, {-1, 1, 0}])
+      {3, 3}
+      iex> Nx.Shape.pad({3}, [{0, 0, -1}])
+      ** (ArgumentError) invalid padding configuration [{0, 0, -1}] for shape {3}, expected one {low, high, interior} per axis with interior >= 0 and a non-negative resulting dimension
+
+  """
+  def pad(shape, padding_config) when is_list(padding_config) do
+    dims = Tuple.to_list(shape)
+
+    valid? =
+      length(padding_config) == length(dims) and
+        Enum.all?(
+          padding_config,
+          &match?(
+            {lo, hi, i} when is_integer(lo) and is_integer(hi) and is_integer(i) and i >= 0,
+            &1
+          )
+        )
+
+    new_dims =
+      if valid? do
+        Enum.zip_with(dims, padding_config, fn dim, {lo, hi, interior} ->
+          dim + lo + hi + max(dim - 1, 0) * interior
+        end)
+      end
+
+    if not valid? or Enum.any?(new_dims, &(&1 < 0)) do
+      raise ArgumentError,
+            "invalid padding configuration #{inspect(padding_config)} for shape " <>
+              "#{inspect(shape)}, expected one {low, high, interior} per axis with " <>
+              "interior >= 0 and a non-negative resulting dimension"
+    end
+
+    List.to_tuple(new_dims)
+  end
+
+  @doc """
+  Checks that `slice_shape` fits into `shape` (same rank, no larger dimension), for
+  `Nx.put_slice/3`.
+
+  ## Examples
+
+      iex> Nx.Shape.put_slice({3, 4}, {2, 4})
+      {3, 4}
+      iex> Nx.Shape.put_slice({3}, {4})
+      ** (ArgumentError) slice shape {4} must fit in the tensor shape {3} (same rank, each dimension at most the tensor's)
+
+  """
+  def put_slice(shape, slice_shape) do
+    fits? =
+      tuple_size(shape) == tuple_size(slice_shape) and
+        Enum.all?(Enum.zip(Tuple.to_list(shape), Tuple.to_list(slice_shape)), fn {d, s} ->
+          s <= d
+        end)
+
+    unless fits? do
+      raise ArgumentError,
+            "slice shape #{inspect(slice_shape)} must fit in the tensor shape #{inspect(shape)} " <>
+              "(same rank, each dimension at most the tensor's)"
+    end
+
+    shape
+  end
+
+  @doc """
+  The shape of `Nx.gather/3`: indices of shape `{..., k}` pick elements (or slices) along
+  the `k` normalized `axes`; the output has the leading dimensions of the indices, then
+  the dimensions of `shape` not in `axes`.
+
+  ## Examples
+
+      iex> Nx.Shape.gather({3, 4}, {5, 2}, [0, 1])
+      {5}
+      iex> Nx.Shape.gather({3, 4}, {5, 1}, [1])
+      {5, 3}
+      iex> Nx.Shape.gather({3, 4}, {5, 3}, [0, 1])
+      ** (ArgumentError) expected the last dimension of indices {5, 3} to be the number of indexed axes (2, axes: [0, 1])
+
+  """
+  def gather(shape, indices_shape, axes) do
+    indices_last!(indices_shape, axes)
+    batch = indices_shape |> Tuple.delete_at(tuple_size(indices_shape) - 1) |> Tuple.to_list()
+    List.to_tuple(batch ++ free_dims(shape, axes))
+  end
+
+  @doc """
+  Checks the updates of `Nx.indexed_add/4` and `Nx.indexed_put/4`: their shape must be the
+  shape `gather/3` would return for the same indices. Returns `shape`.
+
+  ## Examples
+
+      iex> Nx.Shape.indexed({3, 4}, {2, 2}, {2}, [0, 1])
+      {3, 4}
+      iex> Nx.Shape.indexed({3, 4}, {2, 2}, {3}, [0, 1])
+      ** (ArgumentError) expected updates of shape {2} for indices of shape {2, 2} into a tensor of shape {3, 4} (axes: [0, 1]), got {3}
+
+  """
+  def indexed(shape, indices_shape, updates_shape, axes) do
+    expected = gather(shape, indices_shape, axes)
+
+    if updates_shape != expected do
+      raise ArgumentError,
+            "expected updates of shape #{inspect(expected)} for indices of shape " <>
+              "#{inspect(indices_shape)} into a tensor of shape #{inspect(shape)} " <>
+              "(axes: #{inspect(axes)}), got #{inspect(updates_shape)}"
+    end
+
+    shape
+  end
+
+  defp indices_last!(indices_shape, axes) do
+    rank = tuple_size(indices_shape)
+
+    if rank == 0 or elem(indices_shape, rank - 1) != length(axes) do
+      raise ArgumentError,
+            "expected the last dimension of indices #{inspect(indices_shape)} to be the number " <>
+              "of indexed axes (#{length(axes)}, axes: #{inspect(axes)})"
+    end
+  end
+
+  @doc """
+  The shape of `Nx.take/3`: the axis is replaced by the dimensions of the indices.
+
+  ## Examples
+
+      iex> Nx.Shape.take({3, 4}, {2, 5}, 1)
+      {3, 2, 5}
+      iex> Nx.Shape.take({3, 4}, {}, 0)
+      {4}
+
+  """
+  def take(shape, indices_shape, axis) do
+    {before, [_ | rest]} = Enum.split(Tuple.to_list(shape), axis)
+    List.to_tuple(before ++ Tuple.to_list(indices_shape) ++ rest)
+  end
+
+  @doc """
+  The shape of `Nx.take_along_axis/3`: the indices' shape, which must equal the tensor's
+  except along `axis`.
+
+  ## Examples
+
+      iex> Nx.Shape.take_along_axis({3, 4}, {3, 2}, 1)
+      {3, 2}
+      iex> Nx.Shape.take_along_axis({3, 4}, {2, 2}, 1)
+      ** (ArgumentError) indices of shape {2, 2} must have the shape of the tensor {3, 4} on every axis but 1
+
+  """
+  def take_along_axis(shape, indices_shape, axis) do
+    if tuple_size(shape) != tuple_size(indices_shape) or
+         Tuple.delete_at(shape, axis) != Tuple.delete_at(indices_shape, axis) do
+      raise ArgumentError,
+            "indices of shape #{inspect(indices_shape)} must have the shape of the tensor " <>
+              "#{inspect(shape)} on every axis but #{axis}"
+    end
+
+    indices_shape
+  end
+
+  @doc """
+  The output shape and the explicit padding of a convolution (`Nx.conv/3`), for shapes
+  already permuted to `{batch, features, spatial...}` (input) and
+  `{out_features, in_features, spatial...}` (kernel). `padding` is `:valid`, `:same` or a
+  list of `{low, high}`; the result is `{shape, [{low, high}]}` with the output in the
+  same canonical layout.
+
+  ## Examples
+
+      iex> Nx.Shape.conv({1, 1, 4, 4}, {3, 1, 2, 2}, [1, 1], :valid, [1, 1], [1, 1], 1, 1)
+      {{1, 3, 3, 3}, [{0, 0}, {0, 0}]}
+      iex> Nx.Shape.conv({1, 1, 5}, {1, 1, 3}, [2], :same, [1], [1], 1, 1)
+      {{1, 1, 3}, [{1, 1}]}
+      iex> Nx.Shape.conv({1, 2, 5}, {1, 3, 3}, [1], :valid, [1], [1], 1, 1)
+      ** (ArgumentError) size of input channels divided by feature groups must match size of kernel channels, got 2 / 1 != 3 for shapes {1, 2, 5} and {1, 3, 3}
+
+  """
+  def conv(input, kernel, strides, padding, input_dilation, kernel_dilation, fgs, bgs) do
+    rank = tuple_size(input)
+
+    if rank < 3 or tuple_size(kernel) != rank do
+      raise ArgumentError,
+            "conv expects input and kernel of the same rank, at least 3 (batch, channels, " <>
+              "spatial...), got shapes #{inspect(input)} and #{inspect(kernel)}"
+    end
+
+    [n, c | in_spatial] = Tuple.to_list(input)
+    [o, i | k_spatial] = Tuple.to_list(kernel)
+
+    if c != i * fgs do
+      raise ArgumentError,
+            "size of input channels divided by feature groups must match size of kernel " <>
+              "channels, got #{c} / #{fgs} != #{i} for shapes #{inspect(input)} and " <>
+              "#{inspect(kernel)}"
+    end
+
+    if rem(o, fgs) != 0 or rem(o, bgs) != 0 or rem(n, bgs) != 0 do
+      raise ArgumentError,
+            "the kernel's output channels (#{o}) must be divisible by feature_group_size " <>
+              "(#{fgs}) and batch_group_size (#{bgs}), and the batch (#{n}) by " <>
+              "batch_group_size"
+    end
+
+    spatial = rank - 2
+
+    for {name, list} <- [
+          strides: strides,
+          input_dilation: input_dilation,
+          kernel_dilation: kernel_dilation
+        ],
+        not (is_list(list) and length(list) == spatial and
+               Enum.all?(list, &(is_integer(&1) and &1 >= 1))) do
+      raise ArgumentError,
+            "conv expects #{name} to be a list of #{spatial} positive integers (one per " <>
+              "spatial axis), got: #{inspect(list)}"
+    end
+
+    k_dilated = Enum.zip_with(k_spatial, kernel_dilation, &((&1 - 1) * &2 + 1))
+    in_dilated = Enum.zip_with(in_spatial, input_dilation, &max((&1 - 1) * &2 + 1, 0))
+
+    padding =
+      case padding do
+        :valid ->
+          List.duplicate({0, 0}, spatial)
+
+        :same ->
+          Enum.map(k_dilated, fn k -> {div(k - 1, 2), k - 1 - div(k - 1, 2)} end)
+
+        list when is_list(list) and length(list) == spatial ->
+          if Enum.all?(list, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)),
+            do: list,
+            else: raise_conv_padding(list)
+
+        other ->
+          raise_conv_padding(other)
+      end
+
+    out_spatial =
+      [in_dilated, k_dilated, padding, strides]
+      |> Enum.zip()
+      |> Enum.map(fn {d, k, {lo, hi}, s} ->
+        padded = d + lo + hi
+
+        if padded < k do
+          raise ArgumentError,
+                "conv: the padded input (#{padded}) is smaller than the dilated kernel (#{k}) " <>
+                  "for shapes #{inspect(input)} and #{inspect(kernel)}"
+        end
+
+        div(padded - k, s) + 1
+      end)
+
+    {List.to_tuple([div(n, bgs), o | out_spatial]), padding}
+  end
+
+  defp raise_conv_padding(padding) do
+    raise ArgumentError,
+          "conv expects :padding to be :valid, :same or a list of {low, high} per spatial " <>
+            "axis, got: #{inspect(padding)}"
+  end
+
+  @doc """
+  Checks that `shape` is a matrix, or a batch of them (rank >= 2), square when `square?`;
+  `fun` names the function for the error message. Returns `shape`.
+
+  ## Examples
+
+      iex> Nx.Shape.matrix!({2, 3, 3}, true, "cholesky")
+      {2, 3, 3}
+      iex> Nx.Shape.matrix!({2, 3}, true, "cholesky")
+      ** (ArgumentError) cholesky expects a square matrix or a batch of square matrices (shape {..., n, n}), got tensor with shape {2, 3}
+
+  """
+  def matrix!(shape, square?, fun) do
+    rank = tuple_size(shape)
+
+    ok? = rank >= 2 and (not square? or elem(shape, rank - 1) == elem(shape, rank - 2))
+
+    unless ok? do
+      what =
+        if square?,
+          do: "a square matrix or a batch of square matrices (shape {..., n, n})",
+          else: "a matrix or a batch of matrices (shape {..., m, n})"
+
+      raise ArgumentError, "#{fun} expects #{what}, got tensor with shape #{inspect(shape)}"
+    end
+
+    shape
+  end
 end

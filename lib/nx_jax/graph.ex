@@ -142,5 +142,10 @@ defmodule NxJax.Graph do
     Enum.map(args, &out/1)
   end
 
+  # any other tuple-valued node (Nx.Defn.Expr.tuple/4: qr, lu, svd, ...)
+  defp out(%Nx.Tensor{type: {:tuple, _}, data: %Expr{outs: outs}}) when is_list(outs) do
+    Enum.map(outs, &out/1)
+  end
+
   defp out(%Nx.Tensor{type: type, shape: shape}), do: {type, shape}
 end

@@ -33,9 +33,15 @@ defmodule Nx.Defn.Expr do
   """
 
   @enforce_keys [:id, :op]
-  defstruct [:id, :op, args: [], opts: %{}]
+  defstruct [:id, :op, args: [], opts: %{}, outs: nil]
 
-  @type t :: %__MODULE__{id: reference, op: atom, args: [Nx.Tensor.t()], opts: map}
+  @type t :: %__MODULE__{
+          id: reference,
+          op: atom,
+          args: [Nx.Tensor.t()],
+          opts: map,
+          outs: [Nx.Tensor.t()] | nil
+        }
 
   @tracing_key {__MODULE__, :tracing}
 
@@ -204,6 +210,8 @@ defmodule Nx.Defn.Expr do
   @spec tuple(atom, [Nx.Tensor.t()], map, [Nx.Tensor.t()]) :: tuple
   def tuple(op, args, opts, outs) do
     node = expr(op, args, opts, template({:tuple, length(outs)}, {}))
+    # the element templates travel with the node: NxJax.Graph declares them as its `out`
+    node = put_in(node.data.outs, Enum.map(outs, &template(&1.type, &1.shape)))
 
     outs
     |> Enum.with_index()
