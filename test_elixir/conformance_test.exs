@@ -33,7 +33,10 @@ defmodule NxJax.ConformanceTest do
 
     result = call(c, args)
     assert %Nx.Tensor{data: %Nx.BinaryBackend{}} = result
-    assert {result.type, result.shape} == {c.out, c.shape}, "type and shape"
+
+    assert {result.type, result.shape} == {c.out, c.shape},
+           "got #{inspect({result.type, result.shape})}, expected #{inspect({c.out, c.shape})}"
+
     assert_values(Nx.to_flat_list(result), c)
 
     check_contract(c, args)
@@ -91,7 +94,8 @@ defmodule NxJax.ConformanceTest do
         :ok
 
       %{op: op, opts: opts, inputs: inputs} ->
-        assert {expr.op, expr.opts} == {op, opts}, "wire node"
+        assert {expr.op, expr.opts} == {op, opts},
+               "traced #{inspect({expr.op, expr.opts})}, declared #{inspect({op, opts})}"
 
         assert Enum.map(expr.args, &{&1.type, &1.shape}) ==
                  Enum.map(inputs, fn {type, shape, _data} -> {type, shape} end),
