@@ -43,8 +43,8 @@ test: deps
 	exit $$rc
 
 lint: python-deps
-	$(VPY) -m ruff check py_backend tests
-	$(VPY) -m mypy py_backend
+	$(VPY) -m ruff check py_backend tests conformance bench
+	$(VPY) -m mypy py_backend conformance
 	mix format --check-formatted
 
 clean:

@@ -23,13 +23,34 @@ DOC = REPO / "docs" / "COMPATIBILITY.md"
 
 # The ops issue #3 lists (Nx function names; "Nx.LinAlg." prefix for linear algebra).
 LISTED = [
-    "add", "subtract", "multiply", "divide", "pow", "max", "min",
-    "negate", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
-    "sin", "cos", "tan", "tanh", "sigmoid", "erf_inv",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "select",
-    "sum", "mean", "product", "reduce_max", "reduce_min",
-    "dot", "reshape", "transpose", "broadcast", "as_type", "iota", "slice", "concatenate",
-    "new_axis", "squeeze",
+    # element-wise unary
+    "exp", "expm1", "log", "log1p", "sigmoid", "cos", "sin", "tan", "cosh", "sinh", "tanh",
+    "acos", "asin", "atan", "acosh", "asinh", "atanh", "sqrt", "rsqrt", "cbrt", "negate",
+    "sign", "abs", "floor", "ceil", "round", "erf", "erfc", "erf_inv", "is_nan",
+    "is_infinity", "bitwise_not", "population_count", "count_leading_zeros", "real", "imag",
+    "conjugate", "bitcast",
+    # element-wise binary
+    "add", "subtract", "multiply", "divide", "pow", "remainder", "quotient", "atan2", "max",
+    "min", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "equal",
+    "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor", "logical_not", "clip", "select",
+    # reductions and scans
+    "sum", "product", "mean", "reduce_max", "reduce_min", "all", "any", "argmax", "argmin",
+    "reduce", "standard_deviation", "variance", "logsumexp", "cumulative_sum",
+    "cumulative_product", "cumulative_max", "cumulative_min",
+    # windows
+    "window_sum", "window_product", "window_max", "window_min", "window_reduce",
+    "window_scatter_max", "window_scatter_min",
+    # shape and indexing
+    "reshape", "squeeze", "new_axis", "transpose", "broadcast", "pad", "reverse", "slice",
+    "put_slice", "concatenate", "stack", "gather", "take", "take_along_axis", "indexed_add",
+    "indexed_put", "sort", "argsort", "iota", "eye", "make_diagonal",
+    # linear algebra
+    "dot", "outer", "conv", "fft", "ifft", "LinAlg.triangular_solve", "LinAlg.solve",
+    "LinAlg.invert", "LinAlg.cholesky", "LinAlg.qr", "LinAlg.lu", "LinAlg.svd",
+    "LinAlg.determinant",
+    # vectorization and helpers
+    "vectorize", "devectorize", "revectorize", "all_close", "as_type",
 ]
 
 HEADER = """# Nx 0.7 compatibility
@@ -56,7 +77,7 @@ def implemented() -> set[str]:
         match = re.fullmatch(r"FUN (\S+) (\S+) (\d+)", line.strip())
         if match:
             module, name, _arity = match.groups()
-            names.add(name if module == "Nx" else f"{module}.{name.removeprefix('Nx.')}")
+            names.add(name if module == "Nx" else f"{module.removeprefix('Nx.')}.{name}")
     return names
 
 
