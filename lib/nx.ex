@@ -123,10 +123,11 @@ defmodule Nx do
 
   defp check_values!(flat) do
     for x <- flat,
-        not (is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity]) do
+        not (is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
+               is_struct(x, Complex)) do
       raise ArgumentError,
             "invalid value given to Nx.tensor/2, expected a number, a boolean, " <>
-              ":nan, :infinity or :neg_infinity, got: #{inspect(x)}"
+              "a Complex number, :nan, :infinity or :neg_infinity, got: #{inspect(x)}"
     end
   end
 
@@ -293,7 +294,7 @@ defmodule Nx do
 
   def to_tensor(number)
       when is_number(number) or is_boolean(number) or
-             number in [:nan, :infinity, :neg_infinity],
+             number in [:nan, :infinity, :neg_infinity] or is_struct(number, Complex),
       do: tensor(number)
 
   def to_tensor(other) do
@@ -504,6 +505,8 @@ defmodule Nx do
   defp output_type(:same, type), do: type
   defp output_type(:float, type), do: Nx.Type.to_floating(type)
   defp output_type(:aggregate, type), do: Nx.Type.to_aggregate(type)
+  defp output_type(:abs, {:c, _} = type), do: Nx.Type.to_real(type)
+  defp output_type(:abs, type), do: type
 
   @binary_ops [
     add: {"Element-wise addition", :merge, "[2, 3, 4]", "s64[3]", 1},
@@ -581,7 +584,7 @@ defmodule Nx do
     tanh: {"Hyperbolic tangent", :float, "0.0", "0.0"},
     sigmoid: {"Logistic sigmoid `1 / (1 + exp(-x))`", :float, "0.0", "0.5"},
     negate: {"Negation", :same, "2", "-2"},
-    abs: {"Absolute value", :same, "-2", "2"}
+    abs: {"Absolute value (the real type for complex inputs)", :abs, "-2", "2"}
   ]
 
   for {name, {description, kind, input, result}} <- @unary_ops do
@@ -709,6 +712,690 @@ defmodule Nx do
 
       type = output_type(unquote(kind), tensor.type)
       apply_op(unquote(name), [tensor], %{axes: axes, keep_axes: keep_axes}, type, shape)
+    end
+  end
+
+  ## Element-wise ops, reductions, scans and windows (issue #3, part A)
+
+  defp no_complex!(%T{type: type} = tensor, name, arity) do
+    if Nx.Type.complex?(type) do
+      raise ArgumentError,
+            "Nx.#{name}/#{arity} does not support complex inputs (got #{inspect(type)}); " <>
+              "apply it to Nx.real/1 and Nx.imag/1 separately"
+    end
+
+    tensor
+  end
+
+  defp integer_only!(type, name) do
+    unless Nx.Type.integer?(type) do
+      raise ArgumentError,
+            "Nx.#{name} expects integer tensors as inputs and outputs an integer tensor, " <>
+              "got: #{inspect(type)}. Convert with Nx.as_type/2 first"
+    end
+
+    type
+  end
+
+  @unary_float_ops_a [
+    cosh: {"Hyperbolic cosine", "0.0", "1.0", true},
+    sinh: {"Hyperbolic sine", "0.0", "0.0", true},
+    acos: {"Inverse cosine", "1.0", "0.0", true},
+    asin: {"Inverse sine", "0.0", "0.0", true},
+    atan: {"Inverse tangent", "0.0", "0.0", true},
+    acosh: {"Inverse hyperbolic cosine", "1.0", "0.0", true},
+    asinh: {"Inverse hyperbolic sine", "0.0", "0.0", true},
+    atanh: {"Inverse hyperbolic tangent", "0.0", "0.0", true},
+    cbrt: {"Cube root", "8.0", "2.0", false},
+    erf: {"Error function", "0.0", "0.0", false},
+    erfc: {"Complementary error function `1 - erf(x)`", "0.0", "1.0", false},
+    erf_inv: {"Inverse error function", "0.0", "0.0", false}
+  ]
+
+  for {name, {description, input, result, complex?}} <- @unary_float_ops_a do
+    @doc """
+    #{description}, element-wise. Integer inputs give `{:f, 32}`; floating#{if complex?, do: " and complex", else: ""} inputs keep
+    their type.#{if complex?, do: "", else: " Complex inputs raise."}
+
+    ## Examples
+
+        iex> Nx.#{name}(#{input})
+        #Nx.Tensor<
+          f32
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor) do
+      tensor = to_tensor(tensor)
+      unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
+      type = Nx.Type.to_floating(tensor.type)
+      apply_op(unquote(name), [tensor], %{}, type, tensor.shape)
+    end
+  end
+
+  @unary_same_ops_a [
+    sign:
+      {"The sign (-1, 0 or 1; `z / |z|` for complex)", "[-2.5, 0.0, 3.0]", "f32[3]",
+       "[-1.0, 0.0, 1.0]", true},
+    floor: {"Rounds toward negative infinity", "[-1.5, 1.5]", "f32[2]", "[-2.0, 1.0]", false},
+    ceil: {"Rounds toward positive infinity", "[-1.5, 1.5]", "f32[2]", "[-1.0, 2.0]", false},
+    round:
+      {"Rounds to the nearest integer, halves away from zero", "[-2.5, 0.5, 1.4]", "f32[3]",
+       "[-3.0, 1.0, 1.0]", false}
+  ]
+
+  for {name, {description, input, header, result, complex?}} <- @unary_same_ops_a do
+    @doc """
+    #{description}, element-wise. The output has the input's type (integers pass through
+    unchanged).#{if complex?, do: "", else: " Complex inputs raise."}
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor(#{input}))
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor) do
+      tensor = to_tensor(tensor)
+      unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
+      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape)
+    end
+  end
+
+  @bitwise_unary_ops [
+    bitwise_not: {"Bitwise not", "[0, 1, -2]", "s64[3]", "[-1, -2, 1]"},
+    population_count: {"The number of 1 bits", "[0, 7, 255]", "u8[3]", "[0, 3, 8]"},
+    count_leading_zeros: {"The number of leading 0 bits", "[0, 1, 255]", "u8[3]", "[8, 7, 0]"}
+  ]
+
+  for {name, {description, input, header, result}} <- @bitwise_unary_ops do
+    type_opt = if String.starts_with?(header, "u8"), do: ", type: :u8", else: ""
+
+    @doc """
+    #{description} of each element of an integer tensor; the output has the input's type.
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor(#{input}#{type_opt}))
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor) do
+      tensor = to_tensor(tensor)
+      integer_only!(tensor.type, "#{unquote(name)}/1")
+      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape)
+    end
+  end
+
+  @predicate_ops [
+    is_nan: {"Whether each element is NaN", "[1.0, :nan, :infinity]", "[0, 1, 0]"},
+    is_infinity: {"Whether each element is infinite", "[1.0, :nan, :neg_infinity]", "[0, 0, 1]"},
+    logical_not:
+      {"Logical not: 1 where an element is zero, 0 elsewhere", "[0.0, 2.0, -1.0]", "[1, 0, 0]"}
+  ]
+
+  for {name, {description, input, result}} <- @predicate_ops do
+    @doc """
+    #{description}; returns a `u8` tensor of 0s and 1s. For complex elements a part that is
+    NaN (infinite) makes the element NaN (infinite); integers are never NaN or infinite.
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor(#{input}))
+        #Nx.Tensor<
+          u8[3]
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor) do
+      tensor = to_tensor(tensor)
+      apply_op(unquote(name), [tensor], %{}, {:u, 8}, tensor.shape)
+    end
+  end
+
+  @doc """
+  The real part of each element: `{:c, 64}` gives `{:f, 32}`, `{:c, 128}` gives `{:f, 64}`;
+  a real tensor gives itself as a float tensor.
+
+  ## Examples
+
+      iex> Nx.real(Nx.tensor([Complex.new(1, 2), Complex.new(-3, 4)]))
+      #Nx.Tensor<
+        f32[2]
+        [1.0, -3.0]
+      >
+
+  """
+  def real(tensor) do
+    tensor = to_tensor(tensor)
+    apply_op(:real, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape)
+  end
+
+  @doc """
+  The imaginary part of each element, of the real type of the complex type (zeros for a
+  real tensor).
+
+  ## Examples
+
+      iex> Nx.imag(Nx.tensor([Complex.new(1, 2), Complex.new(-3, 4)], type: :c128))
+      #Nx.Tensor<
+        f64[2]
+        [2.0, 4.0]
+      >
+
+  """
+  def imag(tensor) do
+    tensor = to_tensor(tensor)
+    apply_op(:imag, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape)
+  end
+
+  @doc """
+  The complex conjugate of each element; the output is complex (`f64` gives `c128`, other
+  real types `c64`).
+
+  ## Examples
+
+      iex> Nx.conjugate(Nx.tensor([Complex.new(1, 2), 3]))
+      #Nx.Tensor<
+        c64[2]
+        [1.0-2.0i, 3.0-0.0i]
+      >
+
+  """
+  def conjugate(tensor) do
+    tensor = to_tensor(tensor)
+    apply_op(:conjugate, [tensor], %{}, Nx.Type.to_complex(tensor.type), tensor.shape)
+  end
+
+  @doc """
+  Reinterprets the bits of each element as `type`, which must have the same bit width.
+
+  ## Examples
+
+      iex> Nx.bitcast(Nx.tensor([1.0], type: :f32), :u32)
+      #Nx.Tensor<
+        u32[1]
+        [1065353216]
+      >
+
+      iex> Nx.bitcast(Nx.tensor([1.0]), :s64)
+      ** (ArgumentError) input type width must match new type width, got input type {:f, 32} and output type {:s, 64}
+
+  """
+  def bitcast(tensor, type) do
+    tensor = tensor |> to_tensor() |> no_complex!(:bitcast, 2)
+    type = Nx.Type.normalize!(type)
+
+    if Nx.Type.complex?(type) do
+      raise ArgumentError, "Nx.bitcast/2 does not support complex output types"
+    end
+
+    if elem(tensor.type, 1) != elem(type, 1) do
+      raise ArgumentError,
+            "input type width must match new type width, got input type " <>
+              "#{inspect(tensor.type)} and output type #{inspect(type)}"
+    end
+
+    apply_op(:bitcast, [tensor], %{}, type, tensor.shape)
+  end
+
+  @binary_ops_a [
+    remainder:
+      {"Remainder of the division, with the sign of the dividend (as `rem/2` and C's fmod)",
+       :merge, "Nx.tensor([5, -5, 7])", "3", "s64[3]", "[2, -2, 1]"},
+    quotient:
+      {"Integer division truncating toward zero (integer tensors only)", :integer,
+       "Nx.tensor([7, -7, 9])", "2", "s64[3]", "[3, -3, 4]"},
+    atan2:
+      {"The angle of the point `(right, left)`: `atan(left / right)` in the right quadrant",
+       :float, "Nx.tensor([1.0, -1.0])", "-1.0", "f32[2]", "[2.3561945, -2.3561945]"},
+    bitwise_and:
+      {"Bitwise and (integer tensors only)", :integer, "Nx.tensor([12, 10])", "6", "s64[2]",
+       "[4, 2]"},
+    bitwise_or:
+      {"Bitwise or (integer tensors only)", :integer, "Nx.tensor([12, 10])", "6", "s64[2]",
+       "[14, 14]"},
+    bitwise_xor:
+      {"Bitwise exclusive or (integer tensors only)", :integer, "Nx.tensor([12, 10])", "6",
+       "s64[2]", "[10, 12]"},
+    left_shift:
+      {"Shifts the bits of `left` to the left by `right` (integer tensors only)", :integer,
+       "Nx.tensor([1, 3])", "2", "s64[2]", "[4, 12]"},
+    right_shift:
+      {"Shifts the bits of `left` to the right by `right` (arithmetic for signed types, " <>
+         "logical for unsigned; integer tensors only)", :integer, "Nx.tensor([-8, 8])", "2",
+       "s64[2]", "[-2, 2]"}
+  ]
+
+  for {name, {description, kind, left, right, header, result}} <- @binary_ops_a do
+    type_doc =
+      case kind do
+        :merge -> "The output type is the merge of the input types."
+        :float -> "The output type is the merge of the input types, made floating."
+        :integer -> "The output type is the merge of the input types; floats raise."
+      end
+
+    @doc """
+    #{description}, element-wise with broadcasting. #{type_doc}
+
+    ## Examples
+
+        iex> Nx.#{name}(#{left}, #{right})
+        #Nx.Tensor<
+          #{header}
+          #{result}
+        >
+
+    """
+    def unquote(name)(left, right) do
+      {left, right, type} = binary_args(left, right)
+      no_complex!(%T{left | type: type}, unquote(name), 2)
+
+      type =
+        case unquote(kind) do
+          :merge -> type
+          :float -> Nx.Type.to_floating(type)
+          :integer -> integer_only!(type, "#{unquote(name)}/2")
+        end
+
+      shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
+      apply_op(unquote(name), [left, right], %{}, type, shape)
+    end
+  end
+
+  @logical_ops [
+    logical_and: {"and", "[0, 0, 1]"},
+    logical_or: {"or", "[1, 0, 1]"},
+    logical_xor: {"exclusive or", "[1, 0, 0]"}
+  ]
+
+  for {name, {word, result}} <- @logical_ops do
+    @doc """
+    Element-wise logical #{word} with broadcasting: nonzero elements are true. Returns a `u8`
+    tensor of 0s and 1s.
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([1, 0, 2]), Nx.tensor([0, 0, 3.5]))
+        #Nx.Tensor<
+          u8[3]
+          #{result}
+        >
+
+    """
+    def unquote(name)(left, right) do
+      {left, right} = {to_tensor(left), to_tensor(right)}
+      shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
+      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape)
+    end
+  end
+
+  @doc """
+  Clips every element into `[min, max]` (both scalars). The output type merges the types of
+  `tensor`, `min` and `max` (numbers are weakly typed).
+
+  ## Examples
+
+      iex> Nx.clip(Nx.tensor([-3, 1, 5]), 0, 2)
+      #Nx.Tensor<
+        s64[3]
+        [0, 1, 2]
+      >
+
+      iex> Nx.clip(Nx.tensor([1, 2]), Nx.tensor([0, 1]), 2)
+      ** (ArgumentError) min value must be a scalar shape, got: {2}
+
+  """
+  def clip(tensor, min, max) do
+    tensor = to_tensor(tensor)
+    {tensor, min, type1} = binary_args(tensor, min)
+    {tensor, max, type2} = binary_args(tensor, max)
+    {min, max} = {to_tensor(min), to_tensor(max)}
+
+    for {name, bound} <- [min: min, max: max], bound.shape != {} do
+      raise ArgumentError, "#{name} value must be a scalar shape, got: #{inspect(bound.shape)}"
+    end
+
+    type = Nx.Type.merge(type1, type2)
+    no_complex!(%T{tensor | type: type}, :clip, 3)
+    apply_op(:clip, [tensor, min, max], %{}, type, tensor.shape)
+  end
+
+  for {name, word, result} <- [{:all, "all", "0"}, {:any, "any", "1"}] do
+    @doc """
+    Whether #{word} of the elements are nonzero, over all axes or over `:axes`; returns a
+    `u8` tensor of 0s and 1s.
+
+    ## Options
+
+      * `:axes` - the axes to reduce (negative counts from the end); all by default
+      * `:keep_axes` - keep the reduced axes with size 1; `false` by default
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([[1, 0], [2, 3]]))
+        #Nx.Tensor<
+          u8
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor, opts \\ []) do
+      tensor = to_tensor(tensor)
+      opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+      opts = %{axes: axes, keep_axes: opts[:keep_axes]}
+      apply_op(unquote(name), [tensor], opts, {:u, 8}, shape)
+    end
+  end
+
+  for {name, word, result} <- [{:argmax, "largest", "[1, 2]"}, {:argmin, "smallest", "[0, 0]"}] do
+    @doc """
+    The index of the #{word} element, over the whole (flattened) tensor or along `:axis`.
+    NaN counts as the #{word} value.
+
+    ## Options
+
+      * `:axis` - the axis to search along; the whole tensor by default
+      * `:keep_axis` - keep that axis with size 1 (only with `:axis`); `false` by default
+      * `:tie_break` - `:low` (the default) picks the first of equal elements, `:high` the last
+      * `:type` - the integer output type, `{:s, 64}` by default
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([[1, 3, 3], [2, 2, 9]]), axis: 1)
+        #Nx.Tensor<
+          s64[2]
+          #{result}
+        >
+
+    """
+    def unquote(name)(tensor, opts \\ []) do
+      tensor = tensor |> to_tensor() |> no_complex!(unquote(name), 2)
+      opts = Keyword.validate!(opts, [:axis, keep_axis: false, tie_break: :low, type: {:s, 64}])
+      type = integer_only!(Nx.Type.normalize!(opts[:type]), "#{unquote(name)}/2 (:type)")
+
+      unless opts[:tie_break] in [:low, :high] do
+        raise ArgumentError,
+              "unknown value for :tie_break, expected :high or :low, got: " <>
+                inspect(opts[:tie_break])
+      end
+
+      {shape, axis} =
+        case opts[:axis] do
+          nil ->
+            {{}, nil}
+
+          axis ->
+            {shape, [axis]} = Nx.Shape.reduce(tensor.shape, [axis], opts[:keep_axis])
+            {shape, axis}
+        end
+
+      wire = %{axis: axis, keep_axis: opts[:keep_axis], tie_break: opts[:tie_break]}
+      apply_op(unquote(name), [tensor], wire, type, shape)
+    end
+  end
+
+  @doc """
+  The variance over all axes or over `:axes`: the mean of the squared distances from the
+  mean (`|x - mean|^2` for complex tensors), divided by `n - ddof` instead of `n` when
+  `:ddof` is given. The output is floating (the real type for complex inputs).
+
+  ## Options
+
+    * `:axes` - the axes to reduce; all by default
+    * `:ddof` - delta degrees of freedom; `0` by default
+    * `:keep_axes` - keep the reduced axes with size 1; `false` by default
+
+  ## Examples
+
+      iex> Nx.variance(Nx.tensor([[1, 2], [3, 4]]))
+      #Nx.Tensor<
+        f32
+        1.25
+      >
+
+      iex> Nx.variance(Nx.tensor([[1, 2], [3, 4]]), axes: [1], ddof: 1)
+      #Nx.Tensor<
+        f32[2]
+        [0.5, 0.5]
+      >
+
+  """
+  def variance(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:axes, ddof: 0, keep_axes: false])
+    {_shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], false)
+    axes = axes || Enum.to_list(0..(tuple_size(tensor.shape) - 1)//1)
+    count = axes |> Enum.map(&elem(tensor.shape, &1)) |> Enum.reduce(1, &*/2)
+    ddof = opts[:ddof]
+
+    unless is_integer(ddof) and ddof >= 0 do
+      raise ArgumentError, "expected :ddof to be a non-negative integer, got: #{inspect(ddof)}"
+    end
+
+    one_graph([tensor], fn t ->
+      t = as_type(t, Nx.Type.to_floating(t.type))
+      diff = subtract(t, mean(t, axes: axes, keep_axes: true))
+
+      squares =
+        if Nx.Type.complex?(t.type),
+          do: multiply(Nx.abs(diff), Nx.abs(diff)),
+          else: multiply(diff, diff)
+
+      squares
+      |> sum(axes: axes, keep_axes: opts[:keep_axes])
+      |> divide(count - ddof)
+    end)
+  end
+
+  @doc """
+  The standard deviation: the square root of `variance/2` (same options).
+
+  ## Examples
+
+      iex> Nx.standard_deviation(Nx.tensor([1, 2, 3, 4, 5, 6, 7, 8]))
+      #Nx.Tensor<
+        f32
+        2.291288
+      >
+
+  """
+  def standard_deviation(tensor, opts \\ []), do: sqrt(variance(tensor, opts))
+
+  @doc """
+  `log(sum(exp(tensor)))` over all axes or over `:axes`, computed without overflow (the
+  maximum is subtracted first and held fixed for differentiation). The output is floating.
+
+  ## Options
+
+    * `:axes` - the axes to reduce; all by default
+    * `:keep_axes` - keep the reduced axes with size 1; `false` by default
+
+  ## Examples
+
+      iex> Nx.logsumexp(Nx.tensor([1000.0, 1000.0]))
+      #Nx.Tensor<
+        f32
+        1000.6932
+      >
+
+  """
+  def logsumexp(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+
+    one_graph([tensor], fn t ->
+      t = as_type(t, Nx.Type.to_floating(t.type))
+      max = reduce_max(t, axes: axes, keep_axes: true)
+      max = Nx.Defn.Expr.metadata(max, %{stop_grad: true})
+      finite = logical_not(logical_or(is_nan(max), is_infinity(max)))
+      max = select(finite, max, 0)
+
+      t
+      |> subtract(max)
+      |> exp()
+      |> sum(axes: axes, keep_axes: opts[:keep_axes])
+      |> log()
+      |> add(reshape(max, shape))
+    end)
+  end
+
+  # Runs `fun` (built from other ops) as one graph: inlined while tracing, one worker call
+  # otherwise.
+  defp one_graph(tensors, fun) do
+    Nx.Defn.Compiler.jit_apply(fun, tensors, [])
+  end
+
+  @scans [
+    cumulative_sum: {"sum", "[1, 3, 6, 10]", "[10, 9, 7, 4]"},
+    cumulative_product: {"product", "[1, 2, 6, 24]", "[24, 24, 12, 4]"},
+    cumulative_max: {"maximum", "[1, 2, 3, 4]", "[4, 4, 4, 4]"},
+    cumulative_min: {"minimum", "[1, 1, 1, 1]", "[1, 2, 3, 4]"}
+  ]
+
+  for {name, {word, result, reversed}} <- @scans do
+    @doc """
+    The running #{word} along `:axis`: element `i` is the #{word} of the elements `0..i` (of
+    `i..n-1` with `reverse: true`). The output has the input's type.
+
+    ## Options
+
+      * `:axis` - the axis to scan along; `0` by default
+      * `:reverse` - scan from the end; `false` by default
+
+    ## Examples
+
+        iex> Nx.#{name}(Nx.tensor([1, 2, 3, 4]))
+        #Nx.Tensor<
+          s64[4]
+          #{result}
+        >
+
+        iex> Nx.#{name}(Nx.tensor([1, 2, 3, 4]), reverse: true)
+        #Nx.Tensor<
+          s64[4]
+          #{reversed}
+        >
+
+    """
+    def unquote(name)(tensor, opts \\ []) do
+      tensor = to_tensor(tensor)
+      opts = Keyword.validate!(opts, axis: 0, reverse: false)
+
+      if unquote(name) in [:cumulative_max, :cumulative_min],
+        do: no_complex!(tensor, unquote(name), 2)
+
+      axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+      wire = %{axis: axis, reverse: opts[:reverse] == true}
+      apply_op(unquote(name), [tensor], wire, tensor.type, tensor.shape)
+    end
+  end
+
+  @windows [
+    window_sum: {"sum", "[10, 18]", "[42, 50]"},
+    window_product: {"product", "[0, 252]", "[11232, 23100]"},
+    window_max: {"maximum", "[5, 7]", "[13, 15]"},
+    window_min: {"minimum", "[0, 2]", "[8, 10]"}
+  ]
+
+  for {name, {word, row1, row2}} <- @windows do
+    @doc """
+    The #{word} of every window of size `window_dimensions` (a tuple, one entry per axis)
+    sliding over the tensor. The output has the input's type.
+
+    ## Options
+
+      * `:strides` - the step of the window along each axis (an integer for all axes, or a
+        list); `1` by default
+      * `:padding` - `:valid` (no padding, the default), `:same` (pad so that the output
+        has `ceil(dim / stride)` elements per axis) or a list of `{low, high}` pairs; padded
+        positions hold the #{word}'s identity
+      * `:window_dilations` - the spacing of the window's elements (an integer or a list);
+        `1` by default
+
+    ## Examples
+
+        iex> t = Nx.iota({4, 4})
+        iex> Nx.#{name}(t, {2, 2}, strides: [2, 2])
+        #Nx.Tensor<
+          s64[2][2]
+          [
+            #{row1},
+            #{row2}
+          ]
+        >
+
+    """
+    def unquote(name)(tensor, window_dimensions, opts \\ []) do
+      tensor = tensor |> to_tensor()
+      if unquote(name) != :window_sum, do: no_complex!(tensor, unquote(name), 3)
+      opts = Keyword.validate!(opts, strides: 1, padding: :valid, window_dilations: 1)
+
+      {shape, config} =
+        Nx.Shape.window(
+          tensor.shape,
+          window_dimensions,
+          opts[:strides],
+          opts[:padding],
+          opts[:window_dilations]
+        )
+
+      apply_op(unquote(name), [tensor], config, tensor.type, shape)
+    end
+  end
+
+  for {name, word} <- [window_scatter_max: "maximum", window_scatter_min: "minimum"] do
+    @doc """
+    Scatters `source` into a tensor of `tensor`'s shape filled with `init_value`: each
+    window of `tensor` (as in `window_#{String.replace(Atom.to_string(name), "window_scatter_", "")}/3`) adds
+    its `source` value at the position of its #{word} (the first one on ties). `source`
+    must have the windowed output's shape. The output type merges the types of `source` and
+    `init_value`.
+
+    ## Options
+
+      * `:strides` - as in the window functions; `1` by default
+      * `:padding` - `:valid` (the default), `:same` or a list of `{low, high}` pairs
+
+    ## Examples
+
+        iex> t = Nx.tensor([[7, 2, 5, 3], [3, 8, 9, 3], [1, 5, 7, 5], [0, 6, 2, 8]])
+        iex> Nx.#{name}(t, Nx.tensor([[2, 6], [3, 1]]), 0, {2, 3}, strides: [2, 2], padding: [{0, 0}, {0, 1}]) |> Nx.shape()
+        {4, 4}
+
+    """
+    def unquote(name)(tensor, source, init_value, window_dimensions, opts \\ []) do
+      tensor = tensor |> to_tensor() |> no_complex!(unquote(name), 5)
+      source = to_tensor(source)
+      opts = Keyword.validate!(opts, strides: 1, padding: :valid)
+      {source, init_value, type} = binary_args(source, init_value)
+
+      if init_value.shape != {} do
+        raise ArgumentError,
+              "the init value must be a scalar, got shape #{inspect(init_value.shape)}"
+      end
+
+      {shape, config} =
+        Nx.Shape.window(tensor.shape, window_dimensions, opts[:strides], opts[:padding], 1)
+
+      if source.shape != shape do
+        raise ArgumentError,
+              "the source must have the shape of the windowed tensor, #{inspect(shape)}, " <>
+                "got: #{inspect(source.shape)}"
+      end
+
+      config = Map.delete(config, :window_dilations)
+      apply_op(unquote(name), [tensor, source, init_value], config, type, tensor.shape)
     end
   end
 
@@ -946,14 +1633,6 @@ defmodule Nx do
         strides -> strides
       end
 
-    if dynamic_starts?(start_indices) do
-      dynamic_slice(tensor, start_indices, lengths, strides)
-    else
-      static_slice(tensor, start_indices, lengths, strides)
-    end
-  end
-
-  defp static_slice(tensor, start_indices, lengths, strides) do
     starts = Enum.map(start_indices, &static_index!/1)
     {starts, shape} = Nx.Shape.slice(tensor.shape, starts, lengths, strides)
     opts = %{start_indices: starts, lengths: lengths, strides: strides}
@@ -1052,610 +1731,5 @@ defmodule Nx do
     else
       apply_op(:reshape, [tensor], %{}, tensor.type, shape)
     end
-  end
-
-  ## Shape, indexing and sorting ops (issue #3, part B)
-
-  # Runs `fun` over `args` as one graph: traced inline inside defn, one worker call eagerly.
-  defp composite(fun, args), do: Nx.Defn.Compiler.jit_apply(fun, args, [])
-
-  defp integer_tensor!(tensor, fun, what) do
-    tensor = to_tensor(tensor)
-
-    unless Nx.Type.integer?(tensor.type) do
-      raise ArgumentError,
-            "#{fun} expects #{what} to be an integer tensor, got one of type " <>
-              "#{Nx.Type.to_string(tensor.type)}. Convert it with Nx.as_type/2"
-    end
-
-    tensor
-  end
-
-  @doc """
-  Pads a tensor with the scalar `pad_value`. `padding_config` has one `{low, high, interior}`
-  per axis: `low`/`high` elements before/after (negative values remove elements), `interior`
-  elements between every two. The output type merges the tensor's and the pad value's.
-
-  ## Examples
-
-      iex> Nx.pad(Nx.tensor([1, 2, 3]), 0, [{1, 2, 0}])
-      #Nx.Tensor<
-        s64[6]
-        [0, 1, 2, 3, 0, 0]
-      >
-
-      iex> Nx.pad(Nx.tensor([1, 2, 3]), 0, [{-1, 0, 1}])
-      #Nx.Tensor<
-        s64[4]
-        [0, 2, 0, 3]
-      >
-
-  """
-  def pad(tensor, pad_value, padding_config) do
-    {tensor, pad_value, type} = binary_args(tensor, pad_value)
-
-    if pad_value.shape != {} do
-      raise ArgumentError,
-            "padding value must be a scalar, got shape #{inspect(pad_value.shape)}"
-    end
-
-    shape = Nx.Shape.pad(tensor.shape, padding_config)
-    opts = %{padding_config: padding_config}
-    apply_op(:pad, [as_type(tensor, type), as_type(pad_value, type)], opts, type, shape)
-  end
-
-  @doc """
-  Reverses the order of the elements along `:axes` (all axes by default).
-
-  ## Examples
-
-      iex> Nx.reverse(Nx.tensor([[1, 2, 3], [4, 5, 6]]), axes: [1])
-      #Nx.Tensor<
-        s64[2][3]
-        [
-          [3, 2, 1],
-          [6, 5, 4]
-        ]
-      >
-
-  """
-  def reverse(tensor, opts \\ []) do
-    tensor = to_tensor(tensor)
-    rank = tuple_size(tensor.shape)
-    axes = Nx.Shape.normalize_axes(tensor.shape, opts[:axes] || Enum.to_list(0..(rank - 1)//1))
-
-    if axes == [] do
-      tensor
-    else
-      apply_op(:reverse, [tensor], %{axes: Enum.sort(axes)}, tensor.type, tensor.shape)
-    end
-  end
-
-  # Start indices that are not all known numbers: a scalar integer tensor per axis.
-  defp dynamic_starts?(starts),
-    do: not Enum.all?(starts, &(is_integer(&1) or match?(%T{data: %Nx.BinaryBackend{}}, &1)))
-
-  defp start_tensors!(starts, fun) do
-    Enum.map(starts, fn start ->
-      start = integer_tensor!(start, fun, "start indices")
-
-      if start.shape != {} do
-        raise ArgumentError,
-              "#{fun} expects start indices to be scalars, got shape #{inspect(start.shape)}"
-      end
-
-      start
-    end)
-  end
-
-  defp dynamic_slice(tensor, starts, lengths, strides) do
-    {_, shape} = Nx.Shape.slice(tensor.shape, List.duplicate(0, length(starts)), lengths, strides)
-
-    starts = start_tensors!(starts, "slice")
-    opts = %{lengths: lengths}
-    out = apply_op(:dynamic_slice, [tensor | starts], opts, tensor.type, List.to_tuple(lengths))
-
-    if Enum.all?(strides, &(&1 == 1)) do
-      out
-    else
-      zeros = List.duplicate(0, length(lengths))
-      opts = %{start_indices: zeros, lengths: lengths, strides: strides}
-      apply_op(:slice, [out], opts, tensor.type, shape)
-    end
-  end
-
-  @doc """
-  Writes `slice` into `tensor` starting at `start_indices` (integers or scalar integer
-  tensors, one per axis). Start indices are clamped so the slice fits, as in Nx. The output
-  type merges both types.
-
-  ## Examples
-
-      iex> Nx.put_slice(Nx.tensor([0, 1, 2, 3, 4]), [3], Nx.tensor([7, 8]))
-      #Nx.Tensor<
-        s64[5]
-        [0, 1, 2, 7, 8]
-      >
-
-      iex> Nx.put_slice(Nx.tensor([0, 1, 2, 3, 4]), [4], Nx.tensor([7, 8]))
-      #Nx.Tensor<
-        s64[5]
-        [0, 1, 2, 7, 8]
-      >
-
-  """
-  def put_slice(tensor, start_indices, slice) do
-    {tensor, slice, type} = binary_args(tensor, slice)
-    Nx.Shape.put_slice(tensor.shape, slice.shape)
-
-    if length(start_indices) != tuple_size(tensor.shape) do
-      raise ArgumentError,
-            "put_slice expects one start index per axis (#{tuple_size(tensor.shape)}), " <>
-              "got: #{inspect(start_indices)}"
-    end
-
-    starts = start_tensors!(start_indices, "put_slice")
-    inputs = [as_type(tensor, type), as_type(slice, type) | starts]
-    apply_op(:put_slice, inputs, %{}, type, tensor.shape)
-  end
-
-  @doc """
-  Joins tensors of the same shape along a new axis `:axis` (0 by default; negative counts
-  from the end of the output). The output type merges all input types.
-
-  ## Examples
-
-      iex> Nx.stack([Nx.tensor([1, 2]), Nx.tensor([3, 4])], axis: 1)
-      #Nx.Tensor<
-        s64[2][2]
-        [
-          [1, 3],
-          [2, 4]
-        ]
-      >
-
-  """
-  def stack(tensors, opts \\ []) when is_list(tensors) do
-    axis = Keyword.get(opts, :axis, 0)
-    tensors |> Enum.map(&new_axis(to_tensor(&1), axis)) |> concatenate(axis: axis)
-  end
-
-  @doc """
-  Reads the elements (or slices) at `indices`: the last dimension of `indices` holds one
-  index per axis in `:axes` (by default the first `k` axes, `k` being that dimension). The
-  output has the leading dimensions of `indices` followed by the dimensions not indexed.
-  Out-of-range indices are clamped into range.
-
-  ## Examples
-
-      iex> t = Nx.tensor([[1, 2], [3, 4]])
-      iex> Nx.gather(t, Nx.tensor([[1, 1], [0, 1], [1, 0]]))
-      #Nx.Tensor<
-        s64[3]
-        [4, 2, 3]
-      >
-      iex> Nx.gather(t, Nx.tensor([[1]]), axes: [1])
-      #Nx.Tensor<
-        s64[1][2]
-        [
-          [2, 4]
-        ]
-      >
-
-  """
-  def gather(tensor, indices, opts \\ []) do
-    tensor = to_tensor(tensor)
-    indices = integer_tensor!(indices, "gather", "indices")
-    axes = index_axes(tensor, indices, opts)
-    shape = Nx.Shape.gather(tensor.shape, indices.shape, axes)
-    apply_op(:gather, [tensor, indices], %{axes: axes}, tensor.type, shape)
-  end
-
-  defp index_axes(tensor, indices, opts) do
-    case opts[:axes] do
-      nil ->
-        k =
-          if indices.shape == {}, do: 0, else: elem(indices.shape, tuple_size(indices.shape) - 1)
-
-        if k > tuple_size(tensor.shape) do
-          raise ArgumentError,
-                "the last dimension of indices (#{k}) is larger than the rank of the tensor " <>
-                  "(#{tuple_size(tensor.shape)})"
-        end
-
-        Enum.to_list(0..(k - 1)//1)
-
-      axes ->
-        Nx.Shape.normalize_axes(tensor.shape, axes)
-    end
-  end
-
-  @doc """
-  Adds `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option);
-  repeated indices accumulate. The output type merges both types.
-
-  ## Examples
-
-      iex> Nx.indexed_add(Nx.tensor([1, 2, 3]), Nx.tensor([[0], [2], [0]]), Nx.tensor([10, 20, 30]))
-      #Nx.Tensor<
-        s64[3]
-        [41, 2, 23]
-      >
-
-  """
-  def indexed_add(tensor, indices, updates, opts \\ []),
-    do: indexed(:indexed_add, tensor, indices, updates, opts)
-
-  @doc """
-  Writes `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option).
-  With repeated indices, which update wins is unspecified. The output type merges both
-  types.
-
-  ## Examples
-
-      iex> Nx.indexed_put(Nx.tensor([1, 2, 3]), Nx.tensor([[0], [2]]), Nx.tensor([10, 20]))
-      #Nx.Tensor<
-        s64[3]
-        [10, 2, 20]
-      >
-
-  """
-  def indexed_put(tensor, indices, updates, opts \\ []),
-    do: indexed(:indexed_put, tensor, indices, updates, opts)
-
-  defp indexed(op, tensor, indices, updates, opts) do
-    {tensor, updates, type} = binary_args(tensor, updates)
-    indices = integer_tensor!(indices, op, "indices")
-    axes = index_axes(tensor, indices, opts)
-    Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
-    inputs = [as_type(tensor, type), indices, as_type(updates, type)]
-    apply_op(op, inputs, %{axes: axes}, type, tensor.shape)
-  end
-
-  @doc """
-  Takes the entries at `indices` along `:axis` (0 by default): that axis is replaced by the
-  dimensions of `indices`. Out-of-range indices are clamped into range.
-
-  ## Examples
-
-      iex> Nx.take(Nx.tensor([[1, 2], [3, 4]]), Nx.tensor([1, 0, 1]), axis: 1)
-      #Nx.Tensor<
-        s64[2][3]
-        [
-          [2, 1, 2],
-          [4, 3, 4]
-        ]
-      >
-
-  """
-  def take(tensor, indices, opts \\ []) do
-    tensor = to_tensor(tensor)
-    indices = integer_tensor!(indices, "take", "indices")
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
-    shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
-    apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape)
-  end
-
-  @doc """
-  Takes, along `:axis` (0 by default), the entries at `indices`, which have the tensor's
-  shape except along that axis; the output has the shape of `indices`. Out-of-range indices
-  are clamped into range.
-
-  ## Examples
-
-      iex> t = Nx.tensor([[3, 1, 2], [6, 4, 5]])
-      iex> Nx.take_along_axis(t, Nx.tensor([[1, 2], [0, 0]]), axis: 1)
-      #Nx.Tensor<
-        s64[2][2]
-        [
-          [1, 2],
-          [6, 6]
-        ]
-      >
-
-  """
-  def take_along_axis(tensor, indices, opts \\ []) do
-    tensor = to_tensor(tensor)
-    indices = integer_tensor!(indices, "take_along_axis", "indices")
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
-    shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
-    apply_op(:take_along_axis, [tensor, indices], %{axis: axis}, tensor.type, shape)
-  end
-
-  defp sort_opts!(tensor, opts, fun) do
-    if tensor.shape == {} do
-      raise ArgumentError, "#{fun} expects a tensor with at least one dimension, got a scalar"
-    end
-
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
-    direction = Keyword.get(opts, :direction, :asc)
-
-    unless direction in [:asc, :desc] do
-      raise ArgumentError,
-            "unknown value for :direction, expected :asc or :desc, got: #{inspect(direction)}"
-    end
-
-    %{axis: axis, direction: direction}
-  end
-
-  @doc """
-  Sorts the tensor along `:axis` (0 by default), `:direction` `:asc` (default) or `:desc`.
-
-  ## Examples
-
-      iex> Nx.sort(Nx.tensor([[3, 1, 2], [0, 5, 4]]), axis: 1, direction: :desc)
-      #Nx.Tensor<
-        s64[2][3]
-        [
-          [3, 2, 1],
-          [5, 4, 0]
-        ]
-      >
-
-  """
-  def sort(tensor, opts \\ []) do
-    tensor = to_tensor(tensor)
-    apply_op(:sort, [tensor], sort_opts!(tensor, opts, "sort"), tensor.type, tensor.shape)
-  end
-
-  @doc """
-  The indices that sort the tensor along `:axis` (0 by default), `:direction` `:asc`
-  (default) or `:desc`. The sort is stable in both directions: equal elements keep their
-  order. `:type` sets the integer output type (`{:s, 64}` by default); `:stable` is accepted
-  (the sort is always stable).
-
-  ## Examples
-
-      iex> Nx.argsort(Nx.tensor([2, 1, 2, 0]), direction: :desc)
-      #Nx.Tensor<
-        s64[4]
-        [0, 2, 1, 3]
-      >
-
-  """
-  def argsort(tensor, opts \\ []) do
-    tensor = to_tensor(tensor)
-    type = Nx.Type.normalize!(Keyword.get(opts, :type, {:s, 64}))
-
-    unless Nx.Type.integer?(type) do
-      raise ArgumentError, "argsort expects an integer :type, got: #{inspect(type)}"
-    end
-
-    apply_op(:argsort, [tensor], sort_opts!(tensor, opts, "argsort"), type, tensor.shape)
-  end
-
-  @doc """
-  The identity matrix: `n` gives `{n, n}`; a shape (rank >= 2) gives a batch of identities
-  over its last two axes. `:type` defaults to `{:s, 64}`.
-
-  ## Examples
-
-      iex> Nx.eye(2)
-      #Nx.Tensor<
-        s64[2][2]
-        [
-          [1, 0],
-          [0, 1]
-        ]
-      >
-
-  """
-  def eye(n_or_shape, opts \\ [])
-
-  def eye(n, opts) when is_integer(n), do: eye({n, n}, opts)
-
-  def eye(shape, opts) do
-    shape = Nx.Shape.validate!(shape_of(shape))
-    type = Nx.Type.normalize!(opts[:type] || {:s, 64})
-    rank = tuple_size(shape)
-
-    if rank < 2 do
-      raise ArgumentError,
-            "eye expects a shape with at least 2 dimensions, got: #{inspect(shape)}"
-    end
-
-    composite(
-      fn ->
-        iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
-      end,
-      []
-    )
-  end
-
-  @doc """
-  A square matrix with `tensor` (a vector) on the diagonal `:offset` (0 by default, positive
-  above the main diagonal, negative below), zeros elsewhere.
-
-  ## Examples
-
-      iex> Nx.make_diagonal(Nx.tensor([1, 2]), offset: -1)
-      #Nx.Tensor<
-        s64[3][3]
-        [
-          [0, 0, 0],
-          [1, 0, 0],
-          [0, 2, 0]
-        ]
-      >
-
-  """
-  def make_diagonal(tensor, opts \\ []) do
-    tensor = to_tensor(tensor)
-    offset = Keyword.get(opts, :offset, 0)
-
-    unless tuple_size(tensor.shape) == 1 and is_integer(offset) do
-      raise ArgumentError,
-            "make_diagonal expects a tensor of rank 1 and an integer :offset, got shape " <>
-              "#{inspect(tensor.shape)} and offset #{inspect(offset)}"
-    end
-
-    composite(fn t -> diagonal_matrix(t, offset) end, [tensor])
-  end
-
-  defp diagonal_matrix(t, offset) do
-    {n} = t.shape
-    m = n + Kernel.abs(offset)
-    padded = pad(t, 0, [{0, Kernel.abs(offset), 0}])
-    rows = iota({m, m}, axis: 0)
-    cols = iota({m, m}, axis: 1)
-
-    # offset >= 0: out[i][i + offset] = t[i]; offset < 0: out[j - offset][j] = t[j]
-    {values, mask} =
-      if offset >= 0,
-        do: {broadcast(padded, {m, m}, axes: [0]), equal(add(rows, offset), cols)},
-        else: {broadcast(padded, {m, m}, axes: [1]), equal(rows, add(cols, -offset))}
-
-    select(mask, values, tensor(0, type: t.type))
-  end
-
-  @doc """
-  The outer product: both tensors are flattened, the result is
-  `{size(left), size(right)}` with `out[i][j] = left[i] * right[j]`.
-
-  ## Examples
-
-      iex> Nx.outer(Nx.tensor([1, 2]), Nx.tensor([10, 20, 30]))
-      #Nx.Tensor<
-        s64[2][3]
-        [
-          [10, 20, 30],
-          [20, 40, 60]
-        ]
-      >
-
-  """
-  def outer(left, right) do
-    {left, right} = {to_tensor(left), to_tensor(right)}
-
-    composite(
-      fn l, r -> multiply(reshape(l, {size(l), 1}), reshape(r, {1, size(r)})) end,
-      [left, right]
-    )
-  end
-
-  @doc """
-  Convolution of `input` `{batch, in_channels, spatial...}` with `kernel`
-  `{out_channels, in_channels / feature_group_size, spatial...}`. The output type is the
-  merged type made floating.
-
-  ## Options
-
-    * `:strides` - an integer or one per spatial axis (1)
-    * `:padding` - `:valid` (default), `:same`, or `[{low, high}]` per spatial axis
-    * `:input_dilation`, `:kernel_dilation` - an integer or one per spatial axis (1)
-    * `:feature_group_size`, `:batch_group_size` - (1)
-    * `:input_permutation`, `:kernel_permutation`, `:output_permutation` - the layouts:
-      the input and kernel are transposed with these axes before, the output after
-
-  ## Examples
-
-      iex> Nx.conv(Nx.iota({1, 1, 4}, type: :f32), Nx.tensor([[[1.0, 1.0]]]))
-      #Nx.Tensor<
-        f32[1][1][3]
-        [
-          [
-            [1.0, 3.0, 5.0]
-          ]
-        ]
-      >
-
-  """
-  def conv(input, kernel, opts \\ []) do
-    {input, kernel} = {to_tensor(input), to_tensor(kernel)}
-    rank = tuple_size(input.shape)
-    spatial = Kernel.max(rank - 2, 0)
-    identity = Enum.to_list(0..(rank - 1)//1)
-    in_perm = Keyword.get(opts, :input_permutation, identity)
-    k_perm = Keyword.get(opts, :kernel_permutation, identity)
-    out_perm = Keyword.get(opts, :output_permutation, identity)
-    per_axis = fn key -> per_spatial_axis(Keyword.get(opts, key, 1), spatial) end
-    fgs = Keyword.get(opts, :feature_group_size, 1)
-    bgs = Keyword.get(opts, :batch_group_size, 1)
-
-    unless is_integer(fgs) and fgs >= 1 and is_integer(bgs) and bgs >= 1 do
-      raise ArgumentError,
-            "conv expects positive integer group sizes, got feature_group_size: " <>
-              "#{inspect(fgs)}, batch_group_size: #{inspect(bgs)}"
-    end
-
-    {canonical, padding} =
-      Nx.Shape.conv(
-        Nx.Shape.transpose(input.shape, in_perm),
-        Nx.Shape.transpose(kernel.shape, k_perm),
-        per_axis.(:strides),
-        Keyword.get(opts, :padding, :valid),
-        per_axis.(:input_dilation),
-        per_axis.(:kernel_dilation),
-        fgs,
-        bgs
-      )
-
-    shape = Nx.Shape.transpose(canonical, out_perm)
-    type = Nx.Type.to_floating(Nx.Type.merge(input.type, kernel.type))
-
-    wire = %{
-      strides: per_axis.(:strides),
-      padding: padding,
-      input_dilation: per_axis.(:input_dilation),
-      kernel_dilation: per_axis.(:kernel_dilation),
-      feature_group_size: fgs,
-      batch_group_size: bgs,
-      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm),
-      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm),
-      output_permutation: Nx.Shape.normalize_axes(canonical, out_perm)
-    }
-
-    apply_op(:conv, [input, kernel], wire, type, shape)
-  end
-
-  defp per_spatial_axis(value, spatial) when is_integer(value),
-    do: List.duplicate(value, spatial)
-
-  defp per_spatial_axis(value, _spatial), do: value
-
-  @doc """
-  Returns a `u8` scalar: 1 when every element of `a` is within `atol + rtol * abs(b)` of
-  the element of `b` (with broadcasting), 0 otherwise. Equal infinities are close; NaNs are
-  close to each other only with `equal_nan: true`.
-
-  ## Options
-
-    * `:rtol` - relative tolerance (`1.0e-5`)
-    * `:atol` - absolute tolerance (`1.0e-8`)
-    * `:equal_nan` - whether NaNs in the same place compare equal (`false`)
-
-  ## Examples
-
-      iex> Nx.all_close(Nx.tensor([1.0, 2.0]), Nx.tensor([1.0, 2.00001]))
-      #Nx.Tensor<
-        u8
-        1
-      >
-      iex> Nx.all_close(Nx.tensor([1.0, :nan]), Nx.tensor([1.0, :nan]), equal_nan: true)
-      #Nx.Tensor<
-        u8
-        1
-      >
-
-  """
-  def all_close(a, b, opts \\ []) do
-    opts = Keyword.validate!(opts, rtol: 1.0e-5, atol: 1.0e-8, equal_nan: false)
-    {a, b} = {to_tensor(a), to_tensor(b)}
-    composite(fn a, b -> all_close_expr(a, b, opts) end, [a, b])
-  end
-
-  defp all_close_expr(a, b, opts) do
-    type = Nx.Type.to_floating(Nx.Type.merge(a.type, b.type))
-    {a, b} = {as_type(a, type), as_type(b, type)}
-    tolerance = add(opts[:atol], multiply(opts[:rtol], Nx.abs(b)))
-    close = select(equal(a, b), 1, less_equal(Nx.abs(subtract(a, b)), tolerance))
-
-    close =
-      if opts[:equal_nan],
-        do: select(multiply(not_equal(a, a), not_equal(b, b)), 1, close),
-        else: close
-
-    # all: no element is not close (1 for empty tensors, as Nx.all/1)
-    equal(sum(subtract(1, as_type(close, {:s, 64}))), 0)
   end
 end
