@@ -1633,6 +1633,14 @@ defmodule Nx do
         strides -> strides
       end
 
+    if dynamic_starts?(start_indices) do
+      dynamic_slice(tensor, start_indices, lengths, strides)
+    else
+      static_slice(tensor, start_indices, lengths, strides)
+    end
+  end
+
+  defp static_slice(tensor, start_indices, lengths, strides) do
     starts = Enum.map(start_indices, &static_index!/1)
     {starts, shape} = Nx.Shape.slice(tensor.shape, starts, lengths, strides)
     opts = %{start_indices: starts, lengths: lengths, strides: strides}
@@ -1731,5 +1739,610 @@ defmodule Nx do
     else
       apply_op(:reshape, [tensor], %{}, tensor.type, shape)
     end
+  end
+
+  ## Shape, indexing and sorting ops (issue #3, part B)
+
+  # Runs `fun` over `args` as one graph: traced inline inside defn, one worker call eagerly.
+  defp composite(fun, args), do: Nx.Defn.Compiler.jit_apply(fun, args, [])
+
+  defp integer_tensor!(tensor, fun, what) do
+    tensor = to_tensor(tensor)
+
+    unless Nx.Type.integer?(tensor.type) do
+      raise ArgumentError,
+            "#{fun} expects #{what} to be an integer tensor, got one of type " <>
+              "#{Nx.Type.to_string(tensor.type)}. Convert it with Nx.as_type/2"
+    end
+
+    tensor
+  end
+
+  @doc """
+  Pads a tensor with the scalar `pad_value`. `padding_config` has one `{low, high, interior}`
+  per axis: `low`/`high` elements before/after (negative values remove elements), `interior`
+  elements between every two. The output type merges the tensor's and the pad value's.
+
+  ## Examples
+
+      iex> Nx.pad(Nx.tensor([1, 2, 3]), 0, [{1, 2, 0}])
+      #Nx.Tensor<
+        s64[6]
+        [0, 1, 2, 3, 0, 0]
+      >
+
+      iex> Nx.pad(Nx.tensor([1, 2, 3]), 0, [{-1, 0, 1}])
+      #Nx.Tensor<
+        s64[4]
+        [0, 2, 0, 3]
+      >
+
+  """
+  def pad(tensor, pad_value, padding_config) do
+    {tensor, pad_value, type} = binary_args(tensor, pad_value)
+
+    if pad_value.shape != {} do
+      raise ArgumentError,
+            "padding value must be a scalar, got shape #{inspect(pad_value.shape)}"
+    end
+
+    shape = Nx.Shape.pad(tensor.shape, padding_config)
+    opts = %{padding_config: padding_config}
+    apply_op(:pad, [as_type(tensor, type), as_type(pad_value, type)], opts, type, shape)
+  end
+
+  @doc """
+  Reverses the order of the elements along `:axes` (all axes by default).
+
+  ## Examples
+
+      iex> Nx.reverse(Nx.tensor([[1, 2, 3], [4, 5, 6]]), axes: [1])
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [3, 2, 1],
+          [6, 5, 4]
+        ]
+      >
+
+  """
+  def reverse(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    rank = tuple_size(tensor.shape)
+    axes = Nx.Shape.normalize_axes(tensor.shape, opts[:axes] || Enum.to_list(0..(rank - 1)//1))
+
+    if axes == [] do
+      tensor
+    else
+      apply_op(:reverse, [tensor], %{axes: Enum.sort(axes)}, tensor.type, tensor.shape)
+    end
+  end
+
+  # Start indices that are not all known numbers: a scalar integer tensor per axis.
+  defp dynamic_starts?(starts),
+    do: not Enum.all?(starts, &(is_integer(&1) or match?(%T{data: %Nx.BinaryBackend{}}, &1)))
+
+  defp start_tensors!(starts, fun) do
+    Enum.map(starts, fn start ->
+      start = integer_tensor!(start, fun, "start indices")
+
+      if start.shape != {} do
+        raise ArgumentError,
+              "#{fun} expects start indices to be scalars, got shape #{inspect(start.shape)}"
+      end
+
+      start
+    end)
+  end
+
+  defp dynamic_slice(tensor, starts, lengths, strides) do
+    {_, shape} = Nx.Shape.slice(tensor.shape, List.duplicate(0, length(starts)), lengths, strides)
+
+    starts = start_tensors!(starts, "slice")
+    opts = %{lengths: lengths}
+    out = apply_op(:dynamic_slice, [tensor | starts], opts, tensor.type, List.to_tuple(lengths))
+
+    if Enum.all?(strides, &(&1 == 1)) do
+      out
+    else
+      zeros = List.duplicate(0, length(lengths))
+      opts = %{start_indices: zeros, lengths: lengths, strides: strides}
+      apply_op(:slice, [out], opts, tensor.type, shape)
+    end
+  end
+
+  @doc """
+  Writes `slice` into `tensor` starting at `start_indices` (integers or scalar integer
+  tensors, one per axis). Start indices are clamped so the slice fits, as in Nx. The output
+  type merges both types.
+
+  ## Examples
+
+      iex> Nx.put_slice(Nx.tensor([0, 1, 2, 3, 4]), [3], Nx.tensor([7, 8]))
+      #Nx.Tensor<
+        s64[5]
+        [0, 1, 2, 7, 8]
+      >
+
+      iex> Nx.put_slice(Nx.tensor([0, 1, 2, 3, 4]), [4], Nx.tensor([7, 8]))
+      #Nx.Tensor<
+        s64[5]
+        [0, 1, 2, 7, 8]
+      >
+
+  """
+  def put_slice(tensor, start_indices, slice) do
+    {tensor, slice, type} = binary_args(tensor, slice)
+    Nx.Shape.put_slice(tensor.shape, slice.shape)
+
+    if length(start_indices) != tuple_size(tensor.shape) do
+      raise ArgumentError,
+            "put_slice expects one start index per axis (#{tuple_size(tensor.shape)}), " <>
+              "got: #{inspect(start_indices)}"
+    end
+
+    starts = start_tensors!(start_indices, "put_slice")
+    inputs = [as_type(tensor, type), as_type(slice, type) | starts]
+    apply_op(:put_slice, inputs, %{}, type, tensor.shape)
+  end
+
+  @doc """
+  Joins tensors of the same shape along a new axis `:axis` (0 by default; negative counts
+  from the end of the output). The output type merges all input types.
+
+  ## Examples
+
+      iex> Nx.stack([Nx.tensor([1, 2]), Nx.tensor([3, 4])], axis: 1)
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 3],
+          [2, 4]
+        ]
+      >
+
+  """
+  def stack(tensors, opts \\ []) when is_list(tensors) do
+    axis = Keyword.get(opts, :axis, 0)
+    tensors |> Enum.map(&new_axis(to_tensor(&1), axis)) |> concatenate(axis: axis)
+  end
+
+  @doc """
+  Reads the elements (or slices) at `indices`: the last dimension of `indices` holds one
+  index per axis in `:axes` (by default the first `k` axes, `k` being that dimension). The
+  output has the leading dimensions of `indices` followed by the dimensions not indexed.
+  Out-of-range indices are clamped into range.
+
+  ## Examples
+
+      iex> t = Nx.tensor([[1, 2], [3, 4]])
+      iex> Nx.gather(t, Nx.tensor([[1, 1], [0, 1], [1, 0]]))
+      #Nx.Tensor<
+        s64[3]
+        [4, 2, 3]
+      >
+      iex> Nx.gather(t, Nx.tensor([[1]]), axes: [1])
+      #Nx.Tensor<
+        s64[1][2]
+        [
+          [2, 4]
+        ]
+      >
+
+  """
+  def gather(tensor, indices, opts \\ []) do
+    tensor = to_tensor(tensor)
+    indices = integer_tensor!(indices, "gather", "indices")
+    axes = index_axes(tensor, indices, opts)
+    shape = Nx.Shape.gather(tensor.shape, indices.shape, axes)
+    apply_op(:gather, [tensor, indices], %{axes: axes}, tensor.type, shape)
+  end
+
+  defp index_axes(tensor, indices, opts) do
+    case opts[:axes] do
+      nil ->
+        k =
+          if indices.shape == {}, do: 0, else: elem(indices.shape, tuple_size(indices.shape) - 1)
+
+        if k > tuple_size(tensor.shape) do
+          raise ArgumentError,
+                "the last dimension of indices (#{k}) is larger than the rank of the tensor " <>
+                  "(#{tuple_size(tensor.shape)})"
+        end
+
+        Enum.to_list(0..(k - 1)//1)
+
+      axes ->
+        Nx.Shape.normalize_axes(tensor.shape, axes)
+    end
+  end
+
+  @doc """
+  Adds `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option);
+  repeated indices accumulate. The output type merges both types.
+
+  ## Examples
+
+      iex> Nx.indexed_add(Nx.tensor([1, 2, 3]), Nx.tensor([[0], [2], [0]]), Nx.tensor([10, 20, 30]))
+      #Nx.Tensor<
+        s64[3]
+        [41, 2, 23]
+      >
+
+  """
+  def indexed_add(tensor, indices, updates, opts \\ []),
+    do: indexed(:indexed_add, tensor, indices, updates, opts)
+
+  @doc """
+  Writes `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option).
+  With repeated indices, which update wins is unspecified. The output type merges both
+  types.
+
+  ## Examples
+
+      iex> Nx.indexed_put(Nx.tensor([1, 2, 3]), Nx.tensor([[0], [2]]), Nx.tensor([10, 20]))
+      #Nx.Tensor<
+        s64[3]
+        [10, 2, 20]
+      >
+
+  """
+  def indexed_put(tensor, indices, updates, opts \\ []),
+    do: indexed(:indexed_put, tensor, indices, updates, opts)
+
+  defp indexed(op, tensor, indices, updates, opts) do
+    {tensor, updates, type} = binary_args(tensor, updates)
+    indices = integer_tensor!(indices, op, "indices")
+    axes = index_axes(tensor, indices, opts)
+    Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
+    inputs = [as_type(tensor, type), indices, as_type(updates, type)]
+    apply_op(op, inputs, %{axes: axes}, type, tensor.shape)
+  end
+
+  @doc """
+  Takes the entries at `indices` along `:axis` (0 by default): that axis is replaced by the
+  dimensions of `indices`. Out-of-range indices are clamped into range.
+
+  ## Examples
+
+      iex> Nx.take(Nx.tensor([[1, 2], [3, 4]]), Nx.tensor([1, 0, 1]), axis: 1)
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [2, 1, 2],
+          [4, 3, 4]
+        ]
+      >
+
+  """
+  def take(tensor, indices, opts \\ []) do
+    tensor = to_tensor(tensor)
+    indices = integer_tensor!(indices, "take", "indices")
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
+    apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape)
+  end
+
+  @doc """
+  Takes, along `:axis` (0 by default), the entries at `indices`, which have the tensor's
+  shape except along that axis; the output has the shape of `indices`. Out-of-range indices
+  are clamped into range.
+
+  ## Examples
+
+      iex> t = Nx.tensor([[3, 1, 2], [6, 4, 5]])
+      iex> Nx.take_along_axis(t, Nx.tensor([[1, 2], [0, 0]]), axis: 1)
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 2],
+          [6, 6]
+        ]
+      >
+
+  """
+  def take_along_axis(tensor, indices, opts \\ []) do
+    tensor = to_tensor(tensor)
+    indices = integer_tensor!(indices, "take_along_axis", "indices")
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
+    apply_op(:take_along_axis, [tensor, indices], %{axis: axis}, tensor.type, shape)
+  end
+
+  defp sort_opts!(tensor, opts, fun) do
+    if tensor.shape == {} do
+      raise ArgumentError, "#{fun} expects a tensor with at least one dimension, got a scalar"
+    end
+
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    direction = Keyword.get(opts, :direction, :asc)
+
+    unless direction in [:asc, :desc] do
+      raise ArgumentError,
+            "unknown value for :direction, expected :asc or :desc, got: #{inspect(direction)}"
+    end
+
+    %{axis: axis, direction: direction}
+  end
+
+  @doc """
+  Sorts the tensor along `:axis` (0 by default), `:direction` `:asc` (default) or `:desc`.
+
+  ## Examples
+
+      iex> Nx.sort(Nx.tensor([[3, 1, 2], [0, 5, 4]]), axis: 1, direction: :desc)
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [3, 2, 1],
+          [5, 4, 0]
+        ]
+      >
+
+  """
+  def sort(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    apply_op(:sort, [tensor], sort_opts!(tensor, opts, "sort"), tensor.type, tensor.shape)
+  end
+
+  @doc """
+  The indices that sort the tensor along `:axis` (0 by default), `:direction` `:asc`
+  (default) or `:desc`. The sort is stable in both directions: equal elements keep their
+  order. `:type` sets the integer output type (`{:s, 64}` by default); `:stable` is accepted
+  (the sort is always stable).
+
+  ## Examples
+
+      iex> Nx.argsort(Nx.tensor([2, 1, 2, 0]), direction: :desc)
+      #Nx.Tensor<
+        s64[4]
+        [0, 2, 1, 3]
+      >
+
+  """
+  def argsort(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    type = Nx.Type.normalize!(Keyword.get(opts, :type, {:s, 64}))
+
+    unless Nx.Type.integer?(type) do
+      raise ArgumentError, "argsort expects an integer :type, got: #{inspect(type)}"
+    end
+
+    apply_op(:argsort, [tensor], sort_opts!(tensor, opts, "argsort"), type, tensor.shape)
+  end
+
+  @doc """
+  The identity matrix: `n` gives `{n, n}`; a shape (rank >= 2) gives a batch of identities
+  over its last two axes. `:type` defaults to `{:s, 64}`.
+
+  ## Examples
+
+      iex> Nx.eye(2)
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 0],
+          [0, 1]
+        ]
+      >
+
+  """
+  def eye(n_or_shape, opts \\ [])
+
+  def eye(n, opts) when is_integer(n), do: eye({n, n}, opts)
+
+  def eye(shape, opts) do
+    shape = Nx.Shape.validate!(shape_of(shape))
+    type = Nx.Type.normalize!(opts[:type] || {:s, 64})
+    rank = tuple_size(shape)
+
+    if rank < 2 do
+      raise ArgumentError,
+            "eye expects a shape with at least 2 dimensions, got: #{inspect(shape)}"
+    end
+
+    composite(
+      fn ->
+        iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
+      end,
+      []
+    )
+  end
+
+  @doc """
+  A square matrix with `tensor` (a vector) on the diagonal `:offset` (0 by default, positive
+  above the main diagonal, negative below), zeros elsewhere.
+
+  ## Examples
+
+      iex> Nx.make_diagonal(Nx.tensor([1, 2]), offset: -1)
+      #Nx.Tensor<
+        s64[3][3]
+        [
+          [0, 0, 0],
+          [1, 0, 0],
+          [0, 2, 0]
+        ]
+      >
+
+  """
+  def make_diagonal(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    offset = Keyword.get(opts, :offset, 0)
+
+    unless tuple_size(tensor.shape) == 1 and is_integer(offset) do
+      raise ArgumentError,
+            "make_diagonal expects a tensor of rank 1 and an integer :offset, got shape " <>
+              "#{inspect(tensor.shape)} and offset #{inspect(offset)}"
+    end
+
+    composite(fn t -> diagonal_matrix(t, offset) end, [tensor])
+  end
+
+  defp diagonal_matrix(t, offset) do
+    {n} = t.shape
+    m = n + Kernel.abs(offset)
+    padded = pad(t, 0, [{0, Kernel.abs(offset), 0}])
+    rows = iota({m, m}, axis: 0)
+    cols = iota({m, m}, axis: 1)
+
+    # offset >= 0: out[i][i + offset] = t[i]; offset < 0: out[j - offset][j] = t[j]
+    {values, mask} =
+      if offset >= 0,
+        do: {broadcast(padded, {m, m}, axes: [0]), equal(add(rows, offset), cols)},
+        else: {broadcast(padded, {m, m}, axes: [1]), equal(rows, add(cols, -offset))}
+
+    select(mask, values, tensor(0, type: t.type))
+  end
+
+  @doc """
+  The outer product: both tensors are flattened, the result is
+  `{size(left), size(right)}` with `out[i][j] = left[i] * right[j]`.
+
+  ## Examples
+
+      iex> Nx.outer(Nx.tensor([1, 2]), Nx.tensor([10, 20, 30]))
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [10, 20, 30],
+          [20, 40, 60]
+        ]
+      >
+
+  """
+  def outer(left, right) do
+    {left, right} = {to_tensor(left), to_tensor(right)}
+
+    composite(
+      fn l, r -> multiply(reshape(l, {size(l), 1}), reshape(r, {1, size(r)})) end,
+      [left, right]
+    )
+  end
+
+  @doc """
+  Convolution of `input` `{batch, in_channels, spatial...}` with `kernel`
+  `{out_channels, in_channels / feature_group_size, spatial...}`. The output type is the
+  merged type made floating.
+
+  ## Options
+
+    * `:strides` - an integer or one per spatial axis (1)
+    * `:padding` - `:valid` (default), `:same`, or `[{low, high}]` per spatial axis
+    * `:input_dilation`, `:kernel_dilation` - an integer or one per spatial axis (1)
+    * `:feature_group_size`, `:batch_group_size` - (1)
+    * `:input_permutation`, `:kernel_permutation`, `:output_permutation` - the layouts:
+      the input and kernel are transposed with these axes before, the output after
+
+  ## Examples
+
+      iex> Nx.conv(Nx.iota({1, 1, 4}, type: :f32), Nx.tensor([[[1.0, 1.0]]]))
+      #Nx.Tensor<
+        f32[1][1][3]
+        [
+          [
+            [1.0, 3.0, 5.0]
+          ]
+        ]
+      >
+
+  """
+  def conv(input, kernel, opts \\ []) do
+    {input, kernel} = {to_tensor(input), to_tensor(kernel)}
+    rank = tuple_size(input.shape)
+    spatial = Kernel.max(rank - 2, 0)
+    identity = Enum.to_list(0..(rank - 1)//1)
+    in_perm = Keyword.get(opts, :input_permutation, identity)
+    k_perm = Keyword.get(opts, :kernel_permutation, identity)
+    out_perm = Keyword.get(opts, :output_permutation, identity)
+    per_axis = fn key -> per_spatial_axis(Keyword.get(opts, key, 1), spatial) end
+    fgs = Keyword.get(opts, :feature_group_size, 1)
+    bgs = Keyword.get(opts, :batch_group_size, 1)
+
+    unless is_integer(fgs) and fgs >= 1 and is_integer(bgs) and bgs >= 1 do
+      raise ArgumentError,
+            "conv expects positive integer group sizes, got feature_group_size: " <>
+              "#{inspect(fgs)}, batch_group_size: #{inspect(bgs)}"
+    end
+
+    {canonical, padding} =
+      Nx.Shape.conv(
+        Nx.Shape.transpose(input.shape, in_perm),
+        Nx.Shape.transpose(kernel.shape, k_perm),
+        per_axis.(:strides),
+        Keyword.get(opts, :padding, :valid),
+        per_axis.(:input_dilation),
+        per_axis.(:kernel_dilation),
+        fgs,
+        bgs
+      )
+
+    shape = Nx.Shape.transpose(canonical, out_perm)
+    type = Nx.Type.to_floating(Nx.Type.merge(input.type, kernel.type))
+
+    wire = %{
+      strides: per_axis.(:strides),
+      padding: padding,
+      input_dilation: per_axis.(:input_dilation),
+      kernel_dilation: per_axis.(:kernel_dilation),
+      feature_group_size: fgs,
+      batch_group_size: bgs,
+      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm),
+      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm),
+      output_permutation: Nx.Shape.normalize_axes(canonical, out_perm)
+    }
+
+    apply_op(:conv, [input, kernel], wire, type, shape)
+  end
+
+  defp per_spatial_axis(value, spatial) when is_integer(value),
+    do: List.duplicate(value, spatial)
+
+  defp per_spatial_axis(value, _spatial), do: value
+
+  @doc """
+  Returns a `u8` scalar: 1 when every element of `a` is within `atol + rtol * abs(b)` of
+  the element of `b` (with broadcasting), 0 otherwise. Equal infinities are close; NaNs are
+  close to each other only with `equal_nan: true`.
+
+  ## Options
+
+    * `:rtol` - relative tolerance (`1.0e-5`)
+    * `:atol` - absolute tolerance (`1.0e-8`)
+    * `:equal_nan` - whether NaNs in the same place compare equal (`false`)
+
+  ## Examples
+
+      iex> Nx.all_close(Nx.tensor([1.0, 2.0]), Nx.tensor([1.0, 2.00001]))
+      #Nx.Tensor<
+        u8
+        1
+      >
+      iex> Nx.all_close(Nx.tensor([1.0, :nan]), Nx.tensor([1.0, :nan]), equal_nan: true)
+      #Nx.Tensor<
+        u8
+        1
+      >
+
+  """
+  def all_close(a, b, opts \\ []) do
+    opts = Keyword.validate!(opts, rtol: 1.0e-5, atol: 1.0e-8, equal_nan: false)
+    {a, b} = {to_tensor(a), to_tensor(b)}
+    composite(fn a, b -> all_close_expr(a, b, opts) end, [a, b])
+  end
+
+  defp all_close_expr(a, b, opts) do
+    type = Nx.Type.to_floating(Nx.Type.merge(a.type, b.type))
+    {a, b} = {as_type(a, type), as_type(b, type)}
+    tolerance = add(opts[:atol], multiply(opts[:rtol], Nx.abs(b)))
+    close = select(equal(a, b), 1, less_equal(Nx.abs(subtract(a, b)), tolerance))
+
+    close =
+      if opts[:equal_nan],
+        do: select(multiply(not_equal(a, a), not_equal(b, b)), 1, close),
+        else: close
+
+    # all: no element is not close (1 for empty tensors, as Nx.all/1)
+    equal(sum(subtract(1, as_type(close, {:s, 64}))), 0)
   end
 end
