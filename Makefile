@@ -49,3 +49,9 @@ lint: python-deps
 
 clean:
 	rm -rf _build $(VENV)
+
+# Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
+.PHONY: bench
+bench: deps
+	$(VPY) -m pip install -q -e '.[bench]'
+	mix run bench/run.exs

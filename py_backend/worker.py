@@ -5,11 +5,11 @@ writes exactly one ``{:r, id, result}`` or ``{:e, id, {:python, class, message, 
 per request. Nothing is evaluated or unpickled; bad input gets an error reply and the loop goes
 on. EOF on the request stream ends the loop with status 0.
 
-Besides ``run`` (graph + tensors), ``call`` runs a graph known by its key (``graph_key``: MD5 and size of
-the graph binary) and may keep its results here as *resident* tensors, named by integer handles, that
-later calls take as ``{:ref, handle}`` arguments (PROTOCOL.md section 7). A request frame is
-released as soon as its tensors are on the device, so a call holds at most one copy of its
-arguments next to its results.
+Besides ``run`` (graph + tensors), ``call`` runs a graph known by its key (``graph_key``: MD5
+and size of the graph binary) and may keep its results here as *resident* tensors, named by
+integer handles, that later calls take as ``{:ref, handle}`` arguments (PROTOCOL.md section 7).
+A request frame is released as soon as its tensors are on the device, so a call holds at most
+one copy of its arguments next to its results.
 """
 
 from __future__ import annotations
@@ -251,7 +251,12 @@ class Worker:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
         _arity("free", args, 1)
         handles = _list_arg("free", args[0])
-        return sum(1 for h in handles if isinstance(h, int) and self.resident.pop(h, None))
+        freed = 0
+        for h in handles:
+            if isinstance(h, int) and h in self.resident:
+                del self.resident[h]
+                freed += 1
+        return freed
 
     def forget_graphs(self, args: list[Any]) -> Any:
         """Drop every cached graph and executable (as a restart would); returns ``:ok``."""

@@ -1,0 +1,413 @@
+# The nx_jax benchmark: `make bench` (or `mix run bench/run.exs`) runs it and writes
+# docs/BENCHMARKS.md. Every figure is a ratio against a baseline measured in the same run, on the
+# same machine, a few seconds apart. Not a test: nothing here asserts a timing.
+defmodule Bench do
+  import Nx.Defn
+
+  @root Path.expand("..", __DIR__)
+
+  defn small(x), do: x * 2 + 1
+
+  defn loss({w1, w2}, x, y) do
+    pred = Nx.dot(Nx.tanh(Nx.dot(x, w1)), w2)
+    Nx.mean((pred - y) * (pred - y))
+  end
+
+  defn step({w1, w2}, x, y) do
+    {g1, g2} = grad({w1, w2}, &loss(&1, x, y))
+    {w1 - 0.01 * g1, w2 - 0.01 * g2}
+  end
+
+  def python, do: NxJax.Worker.python_executable()
+
+  def percentiles(samples_us) do
+    sorted = Enum.sort(samples_us)
+    n = length(sorted)
+    %{p50: Enum.at(sorted, div(n, 2)), p99: Enum.at(sorted, min(n - 1, trunc(n * 0.99)))}
+  end
+
+  def time_us(fun) do
+    t0 = System.monotonic_time(:nanosecond)
+    fun.()
+    (System.monotonic_time(:nanosecond) - t0) / 1000
+  end
+
+  def samples(n, fun) do
+    for _ <- 1..50, do: fun.()
+    for _ <- 1..n, do: time_us(fun)
+  end
+
+  def best(n, fun), do: Enum.min(for _ <- 1..n, do: time_us(fun))
+
+  def open_port(script) do
+    Port.open({:spawn_executable, python()}, [
+      {:packet, 4},
+      :binary,
+      :nouse_stdio,
+      {:args, [Path.join(@root, script)]},
+      {:cd, @root}
+    ])
+  end
+
+  def port_call(port, data, timeout \\ 600_000) do
+    true = Port.command(port, data)
+
+    receive do
+      {^port, {:data, reply}} -> reply
+    after
+      timeout -> :timeout
+    end
+  end
+
+  def close_port(port) do
+    Port.close(port)
+  rescue
+    ArgumentError -> :already_closed
+  end
+
+  def sh(cmd, args) do
+    {out, 0} = System.cmd(cmd, args, stderr_to_stdout: true)
+    String.trim(out)
+  end
+
+  def inprocess(n) do
+    out = sh(python(), [Path.join(@root, "bench/inprocess.py"), Integer.to_string(n)])
+    out |> String.split("\n") |> List.last() |> decode_json()
+  end
+
+  # the tiny JSON of bench/inprocess.py: {"a": {"p50": 1.0, "p99": 2.0}, ...}
+  defp decode_json(text) do
+    Regex.scan(~r/"(\w+)": \{"p50": ([\d.e+-]+), "p99": ([\d.e+-]+)\}/, text)
+    |> Map.new(fn [_, k, p50, p99] ->
+      {k, %{p50: String.to_float(p50), p99: String.to_float(p99)}}
+    end)
+  end
+
+  def restart_pool(size) do
+    :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
+    Application.put_env(:nx_jax, :pool_size, size)
+    {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
+    for w <- NxJax.Pool.workers(), do: :pong = NxJax.Worker.call(:ping, [], server: w)
+  end
+end
+
+IO.puts("nx_jax benchmark: this takes a few minutes")
+Bench.restart_pool(1)
+n_small = 2000
+r = %{}
+
+# --- 1. small call ---------------------------------------------------------------------------
+IO.puts("1. small call")
+x = Nx.tensor(1.5)
+Bench.small(x)
+ours = Bench.percentiles(Bench.samples(n_small, fn -> Bench.small(x) end))
+ping = Bench.percentiles(Bench.samples(n_small, fn -> NxJax.Worker.call(:ping, []) end))
+echo_port = Bench.open_port("bench/port_echo.py")
+echo_frame = <<"e", 0::64>>
+
+echo = Bench.percentiles(Bench.samples(n_small, fn -> Bench.port_call(echo_port, echo_frame) end))
+
+inproc = Bench.inprocess(n_small)
+baseline_p50 = echo.p50 + inproc["scalar"].p50
+baseline_p99 = echo.p99 + inproc["scalar"].p99
+# where the Elixir side's time goes: the trace-cache lookup, parameter and wire conversion
+{params, _} = Nx.Defn.Compiler.parameters([x])
+
+elixir_side =
+  Bench.percentiles(Bench.samples(n_small, fn -> Nx.Defn.Compiler.parameters([x]) end))
+
+_ = params
+
+r =
+  Map.put(r, :small, %{
+    ours: ours,
+    ping: ping,
+    echo: echo,
+    jax: inproc["scalar"],
+    base: %{p50: baseline_p50, p99: baseline_p99},
+    elixir_side: elixir_side
+  })
+
+# --- 2. transfer -----------------------------------------------------------------------------
+IO.puts("2. transfer")
+erlport_port = Bench.open_port("bench/erlport_echo.py")
+
+transfer =
+  for mb <- [1, 16, 128] do
+    IO.puts("   #{mb} MB")
+    bytes = mb * 1_048_576
+    data = :crypto.strong_rand_bytes(bytes)
+    reps = if mb == 128, do: 3, else: 5
+    t = {{:f, 32}, {div(bytes, 4)}, data}
+
+    ours_in =
+      Bench.best(reps, fn ->
+        [h] = NxJax.Worker.put([t])
+        send(self(), {:free, h})
+      end)
+
+    for _ <- 1..reps, do: receive(do: ({:free, h} -> NxJax.Worker.free([h])))
+    [h] = NxJax.Worker.put([t])
+    ours_out = Bench.best(reps, fn -> NxJax.Worker.fetch([h]) end)
+    NxJax.Worker.free([h])
+
+    raw_in = Bench.best(reps, fn -> Bench.port_call(echo_port, ["s", data]) end)
+    raw_out = Bench.best(reps, fn -> Bench.port_call(echo_port, <<"g", bytes::64>>) end)
+
+    # emqx-erlport's reader grows its buffer 64 KiB at a time (quadratic): cap the wait
+    erl_in =
+      Bench.time_us(fn ->
+        send(
+          self(),
+          {:erl_in, Bench.port_call(erlport_port, :erlang.term_to_binary({:s, data}), 60_000)}
+        )
+      end)
+
+    {erl_in, erlport_port} =
+      receive do
+        {:erl_in, :timeout} ->
+          Bench.close_port(erlport_port)
+          {:timeout, Bench.open_port("bench/erlport_echo.py")}
+
+        {:erl_in, _} ->
+          {erl_in, erlport_port}
+      end
+
+    erl_out =
+      Bench.best(if(mb == 128, do: 1, else: reps), fn ->
+        Bench.port_call(erlport_port, :erlang.term_to_binary({:g, bytes}))
+      end)
+
+    mbps = fn
+      :timeout -> :timeout
+      us -> mb / (us / 1.0e6)
+    end
+
+    %{
+      mb: mb,
+      ours_in: mbps.(ours_in),
+      ours_out: mbps.(ours_out),
+      raw_in: mbps.(raw_in),
+      raw_out: mbps.(raw_out),
+      erl_in: mbps.(erl_in),
+      erl_out: mbps.(erl_out)
+    }
+  end
+
+Bench.close_port(erlport_port)
+Bench.close_port(echo_port)
+r = Map.put(r, :transfer, transfer)
+
+# memory of the worker: 128 MB in, 128 MB out
+neg = Nx.Defn.jit(&Nx.negate/1)
+big = Nx.iota({32 * 1_048_576}, type: :f32)
+neg.(big)
+:erlang.garbage_collect()
+%{rss: idle} = NxJax.Worker.call(:memory, [true])
+neg.(big)
+%{peak_rss: peak} = NxJax.Worker.call(:memory, [false])
+r = Map.put(r, :memory, %{idle: idle, peak: peak, tensor: 128 * 1_048_576})
+
+# --- 3. MLP training step --------------------------------------------------------------------
+IO.puts("3. MLP step")
+key = Nx.iota({64, 256}, type: :f32)
+xs = Nx.divide(Nx.subtract(Nx.remainder(key, 17), 8), 8)
+ys = Nx.divide(Nx.iota({64, 1}, type: :f32), 64)
+
+w1 =
+  Nx.multiply(
+    Nx.divide(Nx.subtract(Nx.remainder(Nx.iota({256, 256}, type: :f32), 13), 6), 6),
+    0.05
+  )
+
+w2 =
+  Nx.multiply(Nx.divide(Nx.subtract(Nx.remainder(Nx.iota({256, 1}, type: :f32), 7), 3), 3), 0.05)
+
+n_mlp = 400
+state = :ets.new(:bench, [:set, :public])
+:ets.insert(state, {:shipped, {w1, w2}})
+
+shipped =
+  Bench.percentiles(
+    Bench.samples(n_mlp, fn ->
+      [{:shipped, p}] = :ets.lookup(state, :shipped)
+      :ets.insert(state, {:shipped, Bench.step(p, xs, ys)})
+    end)
+  )
+
+rxs = Nx.backend_transfer(xs, NxJax.Backend)
+rys = Nx.backend_transfer(ys, NxJax.Backend)
+Process.put(:resident, Nx.backend_transfer({w1, w2}, NxJax.Backend))
+
+resident =
+  Bench.percentiles(
+    Bench.samples(n_mlp, fn ->
+      old = Process.get(:resident)
+      new = Bench.step(old, rxs, rys)
+      {a, b} = old
+      Nx.backend_deallocate(a)
+      Nx.backend_deallocate(b)
+      Process.put(:resident, new)
+    end)
+  )
+
+inproc_mlp = Bench.inprocess(4 * n_mlp)["mlp"]
+r = Map.put(r, :mlp, %{shipped: shipped, resident: resident, jax: inproc_mlp})
+
+# --- 4. repeated calls -----------------------------------------------------------------------
+IO.puts("4. counters")
+before = NxJax.Pool.stats()
+for _ <- 1..100, do: Bench.small(x)
+for _ <- 1..100, do: Nx.exp(x)
+after_stats = NxJax.Pool.stats()
+
+r =
+  Map.put(
+    r,
+    :counters,
+    Map.new(
+      [:traces, :trace_cache_hits, :graph_sends, :key_calls, :compiles, :cache_hits, :runs],
+      &{&1, after_stats[&1] - before[&1]}
+    )
+  )
+
+# --- 5. pool ---------------------------------------------------------------------------------
+IO.puts("5. pool")
+
+throughput = fn size ->
+  Bench.restart_pool(size)
+  Bench.small(x)
+  for w <- NxJax.Pool.workers(), do: Nx.Defn.jit(&Bench.small/1, server: w).(x)
+  calls = 400
+
+  us =
+    Bench.time_us(fn ->
+      1..8
+      |> Enum.map(fn _ -> Task.async(fn -> for _ <- 1..calls, do: Bench.small(x) end) end)
+      |> Enum.each(&Task.await(&1, 600_000))
+    end)
+
+  8 * calls / (us / 1.0e6)
+end
+
+pool1 = throughput.(1)
+pool2 = throughput.(2)
+Bench.restart_pool(1)
+r = Map.put(r, :pool, %{one: pool1, two: pool2})
+
+# --- report ----------------------------------------------------------------------------------
+cpu =
+  case File.read("/proc/cpuinfo") do
+    {:ok, text} ->
+      case Regex.run(~r/model name\s*:\s*(.+)/, text) do
+        [_, name] -> name
+        _ -> "unknown CPU"
+      end
+
+    _ ->
+      "unknown CPU"
+  end
+
+info = NxJax.Worker.call(:info, [])
+f = fn v, d -> :erlang.float_to_binary(v / 1, decimals: d) end
+ratio = fn a, b -> f.(a / b, 2) end
+
+mb_cell = fn
+  :timeout -> "< 2.1 (> 60 s)"
+  v -> f.(v, 1)
+end
+
+s = r.small
+m = r.mlp
+mem = r.memory
+
+transfer_rows =
+  Enum.map_join(r.transfer, "\n", fn t ->
+    "| #{t.mb} MB | #{f.(t.ours_in, 0)} | #{f.(t.raw_in, 0)} | #{mb_cell.(t.erl_in)} | " <>
+      "#{ratio.(t.ours_in, t.raw_in)} | #{f.(t.ours_out, 0)} | #{f.(t.raw_out, 0)} | " <>
+      "#{mb_cell.(t.erl_out)} | #{ratio.(t.ours_out, t.raw_out)} |"
+  end)
+
+t128 = List.last(r.transfer)
+c = r.counters
+
+report = """
+# Benchmarks
+
+Generated by `make bench` (`mix run bench/run.exs`) on #{Date.utc_today()} — do not edit by hand.
+
+Machine: #{cpu}, #{System.schedulers_online()} cores, #{sh_mem = Bench.sh("sh", ["-c", "free -m | awk '/Mem:/ {print $2}'"])} MiB RAM,
+#{Bench.sh("uname", ["-sr"])}; Erlang/OTP #{System.otp_release()}, Elixir #{System.version()},
+Python #{Bench.sh(Bench.python(), ["-c", "import platform; print(platform.python_version())"])}, JAX #{info[:jax_version]} (#{info[:backend]}).
+The machine is shared and noisy: every figure below is a ratio to a baseline measured in the
+same run; absolute times are given only to read the ratios.
+
+## 1. Small call (scalar f32 in and out, jitted defn `x * 2 + 1`), #{n_small} calls
+
+| | p50 (us) | p99 (us) |
+| --- | --- | --- |
+| nx_jax `Bench.small(x)` | #{f.(s.ours.p50, 1)} | #{f.(s.ours.p99, 1)} |
+| baseline: raw port echo + in-process jitted JAX | #{f.(s.base.p50, 1)} | #{f.(s.base.p99, 1)} |
+| — raw port echo round trip (9-byte frame) | #{f.(s.echo.p50, 1)} | #{f.(s.echo.p99, 1)} |
+| — in-process jitted JAX call (`np.asarray(f(x))`) | #{f.(s.jax.p50, 1)} | #{f.(s.jax.p99, 1)} |
+| **ratio nx_jax / baseline** | **#{ratio.(s.ours.p50, s.base.p50)}** | **#{ratio.(s.ours.p99, s.base.p99)}** |
+
+Target p50 ratio <= 1.5. Where the time goes (p50): `NxJax.Worker.call(:ping, [])`, the
+GenServer + ETF + dispatch round trip with no JAX, takes #{f.(s.ping.p50, 1)} us
+(#{ratio.(s.ping.p50, s.echo.p50)}x the raw echo); the Elixir-side argument conversion
+(`Compiler.parameters/1`) #{f.(s.elixir_side.p50, 1)} us; the rest of the call
+(#{f.(s.ours.p50 - s.ping.p50, 1)} us) is the trace-cache lookup, decoding the tensor in
+Python, `jax.device_put`, the compiled call and encoding the result.
+
+## 2. Transfer (f32 tensors; MB/s, best of 3-5)
+
+In = Elixir -> worker (`NxJax.Worker.put/2`: the tensor becomes resident), out = worker ->
+Elixir (`NxJax.Worker.fetch/2`). Raw = `bench/port_echo.py` (preallocated readinto, no term
+codec). ErlPort = `emqx-erlport`'s `Port` (`bench/erlport_echo.py`; 128 MB out is one run).
+
+| size | in | raw in | ErlPort in | in / raw | out | raw out | ErlPort out | out / raw |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+#{transfer_rows}
+
+Target at 128 MB: >= 500 MB/s each way or >= 50% of the raw port, whichever is lower: here
+in #{f.(t128.ours_in, 0)} MB/s (#{ratio.(t128.ours_in, t128.raw_in)} of raw), out
+#{f.(t128.ours_out, 0)} MB/s (#{ratio.(t128.ours_out, t128.raw_out)} of raw).
+
+Worker memory while it takes a 128 MB argument and returns a 128 MB result (`jit(&Nx.negate/1)`):
+peak RSS #{f.((mem.peak - mem.idle) / 1_048_576, 0)} MiB above the idle RSS, that is
+**#{ratio.(mem.peak - mem.idle, mem.tensor)}x** the tensor (target < 3x).
+
+## 3. MLP training step (x 64x256, w1 256x256, w2 256x1, tanh, MSE, SGD), #{n_mlp} steps
+
+| | p50 (us) | p99 (us) | p50 / in-process JAX |
+| --- | --- | --- | --- |
+| in-process JAX (`bench/inprocess.py`) | #{f.(m.jax.p50, 1)} | #{f.(m.jax.p99, 1)} | 1.00 |
+| nx_jax, weights resident | #{f.(m.resident.p50, 1)} | #{f.(m.resident.p99, 1)} | **#{ratio.(m.resident.p50, m.jax.p50)}** |
+| nx_jax, weights shipped every step | #{f.(m.shipped.p50, 1)} | #{f.(m.shipped.p99, 1)} | **#{ratio.(m.shipped.p50, m.jax.p50)}** |
+
+Targets: resident <= 1.5x, shipped <= 4x. The resident step sends two handles plus x and y
+handles and gets two handles back; the shipped one moves 2 x 257 KiB of weights each way
+plus x (64 KiB) in.
+
+## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after a first call)
+
+| traces | trace cache hits | graph sends | key-only calls | compiles | compile-cache hits | runs |
+| --- | --- | --- | --- | --- | --- | --- |
+| #{c.traces} | #{c.trace_cache_hits} | #{c.graph_sends} | #{c.key_calls} | #{c.compiles} | #{c.cache_hits} | #{c.runs} |
+
+## 5. Pool (8 concurrent callers of the small defn, 400 calls each)
+
+| workers | calls/s |
+| --- | --- |
+| 1 | #{f.(r.pool.one, 0)} |
+| 2 | #{f.(r.pool.two, 0)} |
+| **ratio** | **#{ratio.(r.pool.two, r.pool.one)}** |
+
+Target >= 1.6. With #{System.schedulers_online()} cores, the BEAM, the callers and every Python
+worker share them: a second worker can only use time the first one leaves idle while it waits
+for the port.
+"""
+
+_ = sh_mem
+File.write!(Path.join(Path.expand("..", __DIR__), "docs/BENCHMARKS.md"), report)
+IO.puts(report)
