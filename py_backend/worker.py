@@ -34,6 +34,7 @@ from py_backend.lower import ArgumentError
 from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
 
 MODULE = "nx_jax"
+SMALL_TENSOR = 1 << 16
 READ_FD = 3
 WRITE_FD = 4
 
@@ -212,7 +213,9 @@ class Worker:
     def _argument(self, term: Any) -> Any:
         if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
             return self._resident(term[1])[0]
-        return jax.device_put(decode_tensor(term))
+        view = decode_tensor(term)
+        # small tensors: a NumPy copy (cheaper than a device_put); large ones go to the device
+        return view.copy() if view.nbytes < SMALL_TENSOR else jax.device_put(view)
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
