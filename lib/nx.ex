@@ -1477,6 +1477,83 @@ defmodule Nx do
     apply_op(:dot, [left, right], opts, type, shape)
   end
 
+  ## Fourier transforms (issue #3)
+
+  @doc """
+  The discrete Fourier transform of `tensor` along its last axis (leading axes are a batch):
+  `out[k] = sum_j x[j] * exp(-2 pi i j k / n)`, no normalization.
+
+  The output is complex: `{:c, 128}` for `{:f, 64}` and `{:c, 128}` inputs, `{:c, 64}` for
+  every other type (real inputs are converted to complex first).
+
+  ## Options
+
+    * `:length` - the transform size `n`: the last axis is padded with zeros or truncated to
+      it. A positive integer, or `:power_of_two` for the next power of two at least the axis
+      size. Defaults to the size of the last axis.
+    * `:eps` - accepted for compatibility with Nx 0.7 and ignored (results are not rounded).
+
+  ## Examples
+
+      iex> Nx.fft(Nx.tensor([1, 1, 0, 0]))
+      #Nx.Tensor<
+        c64[4]
+        [2.0+0.0i, 1.0-1.0i, 0.0+0.0i, 1.0+1.0i]
+      >
+
+      iex> Nx.fft(Nx.tensor([1.0, 1.0], type: :f64), length: 4)
+      #Nx.Tensor<
+        c128[4]
+        [2.0+0.0i, 1.0-1.0i, 0.0+0.0i, 1.0+1.0i]
+      >
+
+      iex> Nx.fft(Nx.tensor([[1, 1, 0, 0, 2, 3], [1, 0, 0, 0, 2, 3]]), length: 4)
+      #Nx.Tensor<
+        c64[2][4]
+        [
+          [2.0+0.0i, 1.0-1.0i, 0.0+0.0i, 1.0+1.0i],
+          [1.0+0.0i, 1.0+0.0i, 1.0+0.0i, 1.0+0.0i]
+        ]
+      >
+
+      iex> Nx.fft(Nx.tensor(1.0))
+      ** (ArgumentError) fft expects a tensor with at least one axis (it transforms the last axis), got a scalar; use Nx.reshape/2 or Nx.new_axis/2 to add one
+
+  """
+  def fft(tensor, opts \\ []), do: fourier(:fft, tensor, opts)
+
+  @doc """
+  The inverse discrete Fourier transform of `tensor` along its last axis:
+  `out[j] = (1 / n) * sum_k x[k] * exp(2 pi i j k / n)`, so `ifft(fft(x))` is `x`.
+
+  Types, shapes and options as in `fft/2`: the output is complex, `:length` pads the last
+  axis with zeros or truncates it before transforming, `:eps` is ignored.
+
+  ## Examples
+
+      iex> Nx.ifft(Nx.tensor([Complex.new(2, 0), Complex.new(1, -1), 0, Complex.new(1, 1)]))
+      #Nx.Tensor<
+        c64[4]
+        [1.0+0.0i, 1.0+0.0i, 0.0+0.0i, 0.0+0.0i]
+      >
+
+      iex> Nx.ifft(Nx.tensor([4, 0, 0, 0, 0, 0]), length: 4)
+      #Nx.Tensor<
+        c64[4]
+        [1.0+0.0i, 1.0+0.0i, 1.0+0.0i, 1.0+0.0i]
+      >
+
+  """
+  def ifft(tensor, opts \\ []), do: fourier(:ifft, tensor, opts)
+
+  defp fourier(op, tensor, opts) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:length, eps: 1.0e-10])
+    shape = Nx.Shape.fft(tensor.shape, opts[:length], Atom.to_string(op))
+    length = elem(shape, tuple_size(shape) - 1)
+    apply_op(op, [tensor], %{length: length}, Nx.Type.to_complex(tensor.type), shape)
+  end
+
   ## Shape ops
 
   @doc """

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -153,10 +154,15 @@ class FrameReader:
 
 
 class FrameWriter:
-    """Writes ``{packet, 4}`` frames; a frame may be given as several chunks (no joining)."""
+    """Writes ``{packet, 4}`` frames; a frame may be given as several chunks (no joining).
+
+    Safe to share between threads: a frame is written whole under a lock, so the replies of the
+    request loop and the output lines forwarded by :mod:`py_backend.stdio` never interleave.
+    """
 
     def __init__(self, sink: int | _Writable) -> None:
         self._raw = _raw_writer(sink)
+        self._lock = threading.Lock()
 
     def _write_all(self, data: Chunk) -> None:
         view = memoryview(data).cast("B")
@@ -173,12 +179,13 @@ class FrameWriter:
         size = sum(memoryview(c).nbytes for c in chunks)
         if size >= 1 << 32:
             raise ChannelError(f"frame of {size} bytes does not fit a 4-byte length")
-        self._write_all(_HEADER.pack(size))
-        for chunk in chunks:
-            self._write_all(chunk)
-        flush = getattr(self._raw, "flush", None)
-        if flush is not None:
-            flush()
+        with self._lock:
+            self._write_all(_HEADER.pack(size))
+            for chunk in chunks:
+                self._write_all(chunk)
+            flush = getattr(self._raw, "flush", None)
+            if flush is not None:
+                flush()
 
 
 # --- term codec -----------------------------------------------------------------------------

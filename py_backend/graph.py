@@ -329,6 +329,9 @@ OP_SPECS: dict[str, OpSpec] = {
     "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
     "lu": _spec(1),
     "svd": _spec(1, {"full_matrices": _bool}),
+    # Fourier transforms along the last axis (issue #3)
+    "fft": _spec(1, {"length": _int}),
+    "ifft": _spec(1, {"length": _int}),
     "elem": _spec(1, {"index": _non_neg_int}),
     "grad": _spec((2, None)),
     "stop_grad": _spec(1),
@@ -853,6 +856,22 @@ def _check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
     _check_matrix(node, nodes, where, square=node.op == "lu")
 
 
+def _check_fourier(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    source, out, n = nodes[node.inputs[0]].tensor, node.tensor, node.opts["length"]
+    if not out.type.is_complex:
+        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
+                         f"got {out.type}")
+    if not source.shape:
+        raise GraphError(f"{where}: the input must have at least one axis (the transform runs "
+                         f"along the last one)")
+    if n < 1:
+        raise GraphError(f"{where}: length must be a positive integer, got {n}")
+    if out.shape != (*source.shape[:-1], n):
+        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with the "
+                         f"last axis replaced by length {n}, got {out.shape}")
+
+
 CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "parameter": _check_parameter,
     "tensor": _check_tensor,
@@ -894,4 +913,6 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "qr": _check_linalg_tuple,
     "lu": _check_linalg_tuple,
     "svd": _check_linalg_tuple,
+    "fft": _check_fourier,
+    "ifft": _check_fourier,
 }

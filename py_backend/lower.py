@@ -931,6 +931,19 @@ def lower_custom_grad(c: Call) -> Value:
     return fn(wrt_vals, closed_vals)
 
 
+# --- Fourier transforms (issue #3) -----------------------------------------------------------
+
+
+def _fourier(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    """``fn`` (``jnp.fft.fft``/``ifft``) along the last axis of the input cast to the complex
+    ``out`` type; ``n = length`` pads the axis with zeros or truncates it."""
+
+    def lower(c: Call) -> Value:
+        return fn(_as_out(c, c.args[0]), n=c.node.opts["length"], axis=-1)
+
+    return lower
+
+
 # --- the op table ----------------------------------------------------------------------------
 
 OPS: Mapping[str, Callable[[Call], Value]] = {
@@ -980,6 +993,8 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "qr": lower_qr,
     "lu": lower_lu,
     "svd": lower_svd,
+    "fft": _fourier(jnp.fft.fft),
+    "ifft": _fourier(jnp.fft.ifft),
 }
 
 

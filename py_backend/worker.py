@@ -15,6 +15,7 @@ one copy of its arguments next to its results.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import os
 import sys
@@ -26,7 +27,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from py_backend import PROTOCOL_VERSION, channel
+from py_backend import PROTOCOL_VERSION, channel, stdio
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
@@ -103,9 +104,17 @@ def encode_tensor(out: TensorOut, array: Any) -> Any:
 
 
 class Worker:
-    """Request handling, independent of where frames come from."""
+    """Request handling, independent of where frames come from.
 
-    def __init__(self) -> None:
+    ``test_functions`` (default: the environment variable ``NX_JAX_TEST`` is ``"1"``) adds the
+    test-only functions (``TEST_FUNCTIONS``) to the closed table; without it they are refused
+    like any other unknown function.
+    """
+
+    def __init__(self, test_functions: bool | None = None) -> None:
+        if test_functions is None:
+            test_functions = os.environ.get("NX_JAX_TEST") == "1"
+        self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
@@ -121,6 +130,8 @@ class Worker:
             "forget_graphs": self.forget_graphs,
             "memory": self.memory,
         }
+        if test_functions:
+            self.functions["debug_print"] = self.debug_print
 
     # The closed table --------------------------------------------------------------------
 
@@ -136,7 +147,7 @@ class Worker:
             atom("backend"): text(jax.default_backend()),
             atom("devices"): [text(str(d)) for d in jax.devices()],
             atom("codec"): text(f"erlang-py {metadata.version('erlang-py')}"),
-            atom("functions"): [atom(f) for f in FUNCTIONS],
+            atom("functions"): [atom(f) for f in self.served],
         }
 
     def stats(self, args: list[Any]) -> Any:
@@ -281,6 +292,31 @@ class Worker:
                     status[name] = int(value.split()[0]) * 1024
         return {atom("rss"): status["VmRSS"], atom("peak_rss"): status["VmHWM"]}
 
+    def debug_print(self, args: list[Any]) -> Any:
+        """Test only (``NX_JAX_TEST=1``): ``[how, text]`` writes ``text`` and a newline to
+        stdout or stderr the way Python code or a native library would: ``:print``
+        (``print``), ``:stderr`` (``sys.stderr``), ``:fd`` (``os.write(1, ...)``) or ``:libc``
+        (the C library's ``write(1, ...)`` through ctypes, as native code does)."""
+        _arity("debug_print", args, 2)
+        how, raw = atom_name(args[0]), channel.binary_bytes(args[1])
+        if raw is None:
+            raise BadRequest("debug_print: the text must be a binary")
+        line = raw + b"\n"
+        if how == "print":
+            print(raw.decode("utf-8", "replace"), flush=True)
+        elif how == "stderr":
+            sys.stderr.write(raw.decode("utf-8", "replace") + "\n")
+            sys.stderr.flush()
+        elif how == "fd":
+            os.write(1, line)
+        elif how == "libc":
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.write(1, line, len(line)) != len(line):
+                raise OSError(ctypes.get_errno(), "libc write to fd 1 failed")
+        else:
+            raise BadRequest("debug_print: how must be :print, :stderr, :fd or :libc")
+        return atom("ok")
+
     # Dispatch ----------------------------------------------------------------------------
 
     def handle(self, frame: Chunk) -> list[Chunk]:
@@ -293,7 +329,7 @@ class Worker:
                 raise BadRequest(str(exc)) from exc
             del frame  # the decoded term's binaries are views: they alone keep the frame alive
             request_id = request_id_of(term)
-            function, args = parse_request(term)
+            function, args = parse_request(term, self.served)
             del term
             result = self.functions[function](args)
             return channel.encode_chunks((atom("r"), request_id, result))
@@ -335,6 +371,8 @@ def _list_arg(name: str, term: Any) -> list[Any]:
 FUNCTIONS = (
     "ping", "info", "run", "stats", "call", "put", "fetch", "free", "forget_graphs", "memory",
 )
+# served only when NX_JAX_TEST=1 (tests of the output forwarding); refused in production
+TEST_FUNCTIONS = ("debug_print",)
 
 
 def request_id_of(term: Any) -> int:
@@ -346,9 +384,9 @@ def request_id_of(term: Any) -> int:
     return -1
 
 
-def parse_request(term: Any) -> tuple[str, list[Any]]:
+def parse_request(term: Any, served: Sequence[str] = FUNCTIONS) -> tuple[str, list[Any]]:
     """``{:"C", id, :nx_jax, function, args}`` -> (function, args); raises BadRequest or
-    UnknownFunction."""
+    UnknownFunction when ``function`` is not in ``served``."""
     if not (isinstance(term, tuple) and len(term) == 5 and atom_name(term[0]) == "C"):
         raise BadRequest('a request must be {:"C", id, module, function, args}')
     _, request_id, module, function, args = term
@@ -359,10 +397,10 @@ def parse_request(term: Any) -> tuple[str, list[Any]]:
     if not isinstance(args, list):
         raise BadRequest("request args must be a list")
     module_name, function_name = atom_name(module), atom_name(function)
-    if module_name != MODULE or function_name not in FUNCTIONS:
+    if module_name != MODULE or function_name not in served:
         raise UnknownFunction(
             f"{module_name or module!r}.{function_name or function!r} is not served; "
-            f"the worker serves only {MODULE}.{{{', '.join(FUNCTIONS)}}}"
+            f"the worker serves only {MODULE}.{{{', '.join(served)}}}"
         )
     assert function_name is not None
     return function_name, args
@@ -424,6 +462,11 @@ def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m py_backend", description=__doc__)
     parser.add_argument("--read-fd", type=int, default=READ_FD)
     parser.add_argument("--write-fd", type=int, default=WRITE_FD)
+    parser.add_argument(
+        "--forward-stdio",
+        action="store_true",
+        help="send lines written to fds 1 and 2 to the client as {:log, stream, line} frames",
+    )
     opts = parser.parse_args(list(argv))
     for fd in (opts.read_fd, opts.write_fd):
         try:
@@ -435,4 +478,7 @@ def main(argv: Sequence[str] = ()) -> int:
                 file=sys.stderr,
             )
             return 2
-    return serve(opts.read_fd, opts.write_fd)
+    writer = FrameWriter(opts.write_fd)
+    if opts.forward_stdio:
+        stdio.forward(writer)
+    return serve(opts.read_fd, writer)

@@ -77,13 +77,70 @@ defmodule NxJax.WorkerTest do
     for {i, y} <- results, do: assert(y == i * i * 1.0)
   end
 
-  test "a worker whose Python process dies fails its pending callers and is restarted" do
+  # a dot of two 1000x1000 f64 matrices of ones, made on the worker (so no large request is
+  # being written when the process is killed): slow enough to be in flight then
+  defp slow_graph do
+    graph(
+      [
+        {0, :constant, [], %{value: 1.0}, {{:f, 64}, {1000, 1000}}},
+        {1, :dot, [0, 0], %{contract_axes: {[1], [0]}, batch_axes: {[], []}},
+         {{:f, 64}, {1000, 1000}}}
+      ],
+      [1]
+    )
+  end
+
+  defp ones_arg, do: {{:f, 64}, {1000, 1000}, :binary.copy(<<1.0::float-64-native>>, 1_000_000)}
+
+  defp restartable_worker do
     name = :"worker_restart_#{System.unique_integer([:positive])}"
     {:ok, sup} = Supervisor.start_link([{NxJax.Worker, name: name}], strategy: :one_for_one)
-    old = Process.whereis(name)
     assert NxJax.Worker.call(:ping, [], server: name) == :pong
+    {name, sup}
+  end
 
-    # a slow call in flight when the process is killed gets an error, not a hang
+  test "with retry: false, a caller in flight when the Python process is killed gets " <>
+         "WorkerExited with the exit status within 1 s, and the worker is restarted" do
+    {name, sup} = restartable_worker()
+    old = Process.whereis(name)
+    graph = slow_graph()
+
+    caller =
+      Task.async(fn ->
+        catch_error(NxJax.Worker.run(graph, [], server: name, retry: false))
+      end)
+
+    Process.sleep(50)
+    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+
+    # the issue's bound: every caller hears of the exit within 1 s
+    assert {:ok, %NxJax.WorkerError{class: "WorkerExited", message: message}} =
+             Task.yield(caller, 1_000)
+
+    assert message =~ "exited with status 137 (killed by signal 9)"
+
+    new = wait_for_new_pid(name, old)
+    assert NxJax.Worker.call(:ping, [], server: new) == :pong
+    Supervisor.stop(sup)
+  end
+
+  test "by default a call interrupted by the worker's death is retried once on the new worker" do
+    {name, sup} = restartable_worker()
+    graph = slow_graph()
+    caller = Task.async(fn -> NxJax.Worker.run(graph, [], server: name) end)
+    Process.sleep(50)
+    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+
+    # the new worker has never seen the graph: it is sent again and compiled there
+    assert [{{:f, 64}, {1000, 1000}, data}] = Task.await(caller, 60_000)
+    assert data == :binary.copy(<<1000.0::float-64-native>>, 1_000_000)
+    Supervisor.stop(sup)
+  end
+
+  test "a call on resident handles is not retried on a new worker: the handles died with it" do
+    {name, sup} = restartable_worker()
+    [handle] = NxJax.Worker.put([ones_arg()], server: name)
+
     graph =
       graph(
         [
@@ -94,20 +151,31 @@ defmodule NxJax.WorkerTest do
         [1]
       )
 
-    arg = {{:f, 64}, {1000, 1000}, :binary.copy(<<1.0::float-64-native>>, 1_000_000)}
-    caller = Task.async(fn -> catch_error(NxJax.Worker.run(graph, [arg], server: name)) end)
+    key = NxJax.Worker.graph_key(graph)
+
+    caller =
+      Task.async(fn ->
+        catch_error(NxJax.Worker.run_cached(key, graph, [{:ref, handle}], false, server: name))
+      end)
+
     Process.sleep(50)
     System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
-
-    assert %NxJax.WorkerError{class: class} = Task.await(caller, 5_000)
-    assert class in ["WorkerExited"]
-
-    new = wait_for_new_pid(name, old)
-    assert NxJax.Worker.call(:ping, [], server: new) == :pong
+    assert %NxJax.WorkerError{class: "WorkerExited"} = Task.await(caller, 5_000)
     Supervisor.stop(sup)
   end
 
-  defp wait_for_new_pid(name, old, tries \\ 100) do
+  test "a Python exception arrives with its class, message and traceback; the worker serves on",
+       %{worker: w} do
+    error = catch_error(NxJax.Worker.fetch([12_345], server: w))
+    assert %NxJax.WorkerError{class: "UnknownHandle", message: message, traceback: tb} = error
+    assert message =~ "no resident tensor 12345"
+    assert tb =~ "Traceback (most recent call last)"
+    assert tb =~ "py_backend/worker.py"
+    assert Exception.message(error) =~ "Python traceback:"
+    assert NxJax.Worker.call(:ping, [], server: w) == :pong
+  end
+
+  defp wait_for_new_pid(name, old, tries \\ 200) do
     case Process.whereis(name) do
       pid when is_pid(pid) and pid != old -> pid
       _ when tries > 0 -> Process.sleep(50) && wait_for_new_pid(name, old, tries - 1)

@@ -371,3 +371,78 @@ def test_a_large_call_holds_under_three_copies_of_its_tensor() -> None:
         assert after["peak_rss"] - idle["rss"] < 3 * x.nbytes
     finally:
         assert w.close() == 0
+
+
+# --- stdout / stderr forwarding (py_backend/stdio.py) ------------------------------------------
+
+
+def test_split_lines_keeps_the_unfinished_rest_and_cuts_long_lines() -> None:
+    from py_backend import stdio
+
+    assert stdio.split_lines(b"", b"one\ntwo\n") == ([b"one", b"two"], b"")
+    assert stdio.split_lines(b"par", b"tial") == ([], b"partial")
+    long = b"x" * (stdio.MAX_LINE + 3)
+    assert stdio.split_lines(b"", long + b"\nend") == ([long[: stdio.MAX_LINE], b"xxx"], b"end")
+    assert stdio.split_lines(b"", long) == ([long[: stdio.MAX_LINE]], b"xxx")
+
+
+def test_debug_print_is_refused_unless_nx_jax_test_is_set() -> None:
+    payload = request(1, "debug_print", [atom("print"), text("hi")])
+    assert_error(handle(Worker(test_functions=False), payload), 1, "UnknownFunction",
+                 "is not served")
+    assert atom_str(handle(Worker(test_functions=True), request(2, "info", []))[0]) == "r"
+
+
+def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies() -> None:
+    import subprocess
+    import sys
+
+    from py_backend.channel import FrameReader, FrameWriter
+
+    from .helpers import REPO
+
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    wire = f'exec "$0" -m py_backend --forward-stdio 3<&{req_r} 4>&{rep_w} {req_r}<&- {rep_w}>&-'
+    proc = subprocess.Popen(
+        ["/bin/bash", "-c", wire, sys.executable], cwd=REPO, pass_fds=(req_r, rep_w),
+        env={**os.environ, "NX_JAX_TEST": "1"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    os.close(req_r)
+    os.close(rep_w)
+    writer, reader = FrameWriter(req_w), FrameReader(rep_r)
+    logs: list[tuple[str, bytes]] = []
+
+    def reply_to(request_id: int) -> Any:
+        while True:
+            frame = reader.read_frame()
+            assert frame is not None
+            term = decode(frame)
+            if atom_str(term[0]) == "log":
+                logs.append((atom_str(term[1]), term[2].value))
+            else:
+                assert term[1] == request_id, term
+                return term
+
+    try:
+        modes = ["print", "stderr", "fd", "libc"]
+        for i, how in enumerate(modes):
+            writer.write_frame(request(i, "debug_print", [atom(how), text(f"line from {how}")]))
+            assert atom_str(reply_to(i)[2]) == "ok"
+        # the pump threads may still be sending: ask until every line has come through
+        for i in range(100, 200):
+            writer.write_frame(run_request(i, exp_graph((2,)), np.zeros(2, F32)))
+            reply = reply_to(i)
+            assert from_wire(reply[2][0]).tolist() == [1.0, 1.0]
+            if len(logs) >= 4:
+                break
+        assert sorted(logs) == sorted([
+            ("stdout", b"line from print"), ("stderr", b"line from stderr"),
+            ("stdout", b"line from fd"), ("stdout", b"line from libc"),
+        ])
+    finally:
+        os.close(req_w)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout is not None and proc.stdout.read() == b""  # nothing escaped to fd 1
+        os.close(rep_r)

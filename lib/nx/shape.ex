@@ -919,4 +919,68 @@ defmodule Nx.Shape do
 
     shape
   end
+
+  @doc """
+  The output shape of `fft`/`ifft` (`fun` names the function for error messages): the last
+  axis becomes `length` long. `length` is `nil` (keep the axis size), a positive integer
+  (the axis is padded with zeros or truncated to it) or `:power_of_two` (the next power of two
+  at least the axis size).
+
+  ## Examples
+
+      iex> Nx.Shape.fft({2, 6}, 4, "fft")
+      {2, 4}
+      iex> Nx.Shape.fft({5}, :power_of_two, "fft")
+      {8}
+      iex> Nx.Shape.fft({3}, nil, "ifft")
+      {3}
+      iex> Nx.Shape.fft({}, nil, "fft")
+      ** (ArgumentError) fft expects a tensor with at least one axis (it transforms the last axis), got a scalar; use Nx.reshape/2 or Nx.new_axis/2 to add one
+
+      iex> Nx.Shape.fft({4}, 0, "fft")
+      ** (ArgumentError) fft expects :length to be a positive integer or :power_of_two, got: 0
+
+  """
+  def fft(shape, length, fun) do
+    rank = tuple_size(shape)
+
+    if rank == 0 do
+      raise ArgumentError,
+            "#{fun} expects a tensor with at least one axis (it transforms the last axis), " <>
+              "got a scalar; use Nx.reshape/2 or Nx.new_axis/2 to add one"
+    end
+
+    size = elem(shape, rank - 1)
+
+    n =
+      case length do
+        n when is_integer(n) and n > 0 ->
+          n
+
+        nil when size > 0 ->
+          size
+
+        :power_of_two when size > 0 ->
+          next_power_of_two(size, 1)
+
+        _ when length in [nil, :power_of_two] ->
+          raise_empty_fft(shape, fun)
+
+        _ ->
+          raise ArgumentError,
+                "#{fun} expects :length to be a positive integer or " <>
+                  ":power_of_two, got: #{inspect(length)}"
+      end
+
+    put_elem(shape, rank - 1, n)
+  end
+
+  defp next_power_of_two(size, p) when p >= size, do: p
+  defp next_power_of_two(size, p), do: next_power_of_two(size, p * 2)
+
+  defp raise_empty_fft(shape, fun) do
+    raise ArgumentError,
+          "#{fun} cannot transform an empty last axis (shape #{inspect(shape)}); " <>
+            "give a positive integer :length to pad it with zeros"
+  end
 end

@@ -6,9 +6,9 @@ defmodule NxJax.Application do
   def start(_type, _args) do
     children =
       if Application.get_env(:nx_jax, :start_worker, true) do
-        [NxJax.Pool]
+        [NxJax.Distribution, NxJax.Pool]
       else
-        []
+        [NxJax.Distribution]
       end
 
     Supervisor.start_link(children, strategy: :one_for_one, name: NxJax.Supervisor)

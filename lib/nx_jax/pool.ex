@@ -8,9 +8,18 @@ defmodule NxJax.Pool do
   others as `NxJax.Worker.1`, `NxJax.Worker.2`, ...; a worker that dies is restarted under the
   same name.
 
-  Placement (`with_worker/2`): a call whose arguments are resident on a worker runs on that
+  Placement (`with_worker/3`): a call whose arguments are resident on a worker runs on that
   worker; any other call goes to the worker with the fewest calls in flight from this node, so
-  independent calls from concurrent processes spread over the pool.
+  independent calls from concurrent processes spread over the pool. With `remote: true` (call
+  option, or `config :nx_jax, remote: true`) the candidates are every worker of the `:pg` group
+  (`NxJax.Distribution`), on this node and on connected ones.
+
+  Retry: calls are pure, so a call interrupted by its worker's exit (`"WorkerExited"`, e.g. the
+  Python process was killed, or the worker's node went down) is placed once more, on the
+  restarted worker or another one (`retry: false` turns this off). A call pinned to one worker
+  (resident arguments, or an explicit `:server` pid) is not retried: its error says why.
+
+  Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
 
       NxJax.Pool.size()
       #=> 2
@@ -36,10 +45,13 @@ defmodule NxJax.Pool do
 
     children =
       for index <- 0..(size - 1) do
-        Supervisor.child_spec({NxJax.Worker, name: name(index)}, id: {NxJax.Worker, index})
+        Supervisor.child_spec({NxJax.Worker, name: name(index), group: true},
+          id: {NxJax.Worker, index}
+        )
       end
 
-    Supervisor.init(children, strategy: :one_for_one, max_restarts: 10)
+    max_restarts = Application.get_env(:nx_jax, :max_restarts, 20)
+    Supervisor.init(children, strategy: :one_for_one, max_restarts: max_restarts, max_seconds: 5)
   end
 
   @doc "The registered name of the worker at `index`."
@@ -59,30 +71,132 @@ defmodule NxJax.Pool do
   @doc """
   Calls `fun.(worker_pid)` on `server` when it is given (a pid or a name), otherwise on the
   worker with the fewest calls in flight.
+
+  Options: `:retry` (default true: when `fun` raises an `NxJax.WorkerError` of class
+  `"WorkerExited"`, call it once more on a live worker; not for a pid `server`), `:remote`
+  (default `config :nx_jax, remote:`, else false: place over every worker of the `:pg` group,
+  remote ones included).
   """
-  def with_worker(server, fun) when is_function(fun, 1) do
+  def with_worker(server, fun, opts \\ []) when is_function(fun, 1) do
+    retry = Keyword.get(opts, :retry, true)
+
     case server do
-      nil -> with_least_busy(fun)
-      pid when is_pid(pid) -> fun.(pid)
-      name -> fun.(GenServer.whereis(name) || name)
+      nil ->
+        if Keyword.get(opts, :remote, Application.get_env(:nx_jax, :remote, false)),
+          do: with_member(fun, retry, []),
+          else: with_least_busy(fun, retry)
+
+      pid when is_pid(pid) ->
+        pinned(pid, fun)
+
+      name ->
+        named(name, fun, retry)
     end
   end
 
-  defp with_least_busy(fun) do
+  defp pinned(pid, fun) do
+    case attempt(fun, pid) do
+      {:ok, value} ->
+        value
+
+      {:exited, error, stack} ->
+        message =
+          error.message <>
+            ". This call was pinned to worker #{inspect(pid)} (it holds the call's resident " <>
+            "arguments, or :server named it), so it is not retried on a new worker: resident " <>
+            "tensors die with their worker (keep a copy with Nx.backend_copy/1 if they must " <>
+            "survive)"
+
+        reraise %{error | message: message}, stack
+    end
+  end
+
+  defp named(name, fun, retry) do
+    pid = GenServer.whereis(name)
+
+    case attempt(fun, pid || name) do
+      {:ok, value} -> value
+      {:exited, _error, _stack} when retry -> await_new(name, pid) && named(name, fun, false)
+      {:exited, error, stack} -> reraise error, stack
+    end
+  end
+
+  defp with_least_busy(fun, retry) do
     case :persistent_term.get({__MODULE__, :in_flight}, nil) do
       nil ->
-        fun.(GenServer.whereis(NxJax.Worker) || NxJax.Worker)
+        named(NxJax.Worker, fun, retry)
 
       in_flight ->
         index = least_busy(in_flight, size())
+        name = name(index)
+        pid = GenServer.whereis(name)
         :atomics.add(in_flight, index + 1, 1)
 
-        try do
-          name = name(index)
-          fun.(GenServer.whereis(name) || name)
-        after
-          :atomics.sub(in_flight, index + 1, 1)
+        result =
+          try do
+            attempt(fun, pid || name)
+          after
+            :atomics.sub(in_flight, index + 1, 1)
+          end
+
+        case result do
+          {:ok, value} -> value
+          {:exited, _, _} when retry -> await_new(name, pid) && with_least_busy(fun, false)
+          {:exited, error, stack} -> reraise error, stack
         end
+    end
+  end
+
+  # Placement over the :pg group: the member with the fewest calls in flight from this node.
+  defp with_member(fun, retry, excluded) do
+    case await_members(excluded, 500) do
+      [] ->
+        with_least_busy(fun, retry)
+
+      members ->
+        start = rem(:erlang.unique_integer([:positive]), length(members))
+        {tail, head} = Enum.split(members, start)
+        pid = Enum.min_by(head ++ tail, &NxJax.Distribution.in_flight/1)
+
+        case NxJax.Distribution.counted(pid, fn -> attempt(fun, pid) end) do
+          {:ok, value} -> value
+          {:exited, _, _} when retry -> with_member(fun, false, [pid | excluded])
+          {:exited, error, stack} -> reraise error, stack
+        end
+    end
+  end
+
+  # Group members not excluded and not on a node that is gone; waits a little for one to
+  # appear (a restarted worker joins the group when it starts) when all were excluded.
+  defp await_members(excluded, tries) do
+    connected = [node() | Node.list()]
+    gone = for pid <- excluded, node(pid) not in connected, do: node(pid)
+
+    members =
+      NxJax.Distribution.members()
+      |> Enum.reject(&(&1 in excluded or node(&1) in gone or node(&1) not in connected))
+
+    cond do
+      members != [] or excluded == [] or tries == 0 -> members
+      true -> Process.sleep(20) && await_members(excluded, tries - 1)
+    end
+  end
+
+  defp attempt(fun, server) do
+    {:ok, fun.(server)}
+  rescue
+    error in NxJax.WorkerError ->
+      if error.class == "WorkerExited",
+        do: {:exited, error, __STACKTRACE__},
+        else: reraise(error, __STACKTRACE__)
+  end
+
+  # Waits (up to 10 s) until a worker other than `old` is registered under `name`.
+  defp await_new(name, old, tries \\ 500) do
+    case GenServer.whereis(name) do
+      pid when is_pid(pid) and pid != old -> true
+      _ when tries == 0 -> true
+      _ -> Process.sleep(20) && await_new(name, old, tries - 1)
     end
   end
 

@@ -10,9 +10,25 @@ defmodule NxJax.Worker do
   `{:e, id, {:python, class, message, traceback}}`.
 
   Many callers may use one worker at once: requests are tagged with an id and replies are routed
-  back to their caller, in whatever order they come. If the Python process exits, every pending
-  caller gets an `NxJax.WorkerError` and the GenServer stops, so its supervisor starts a fresh
-  worker.
+  back to their caller, in whatever order they come.
+
+  ## Faults
+
+  - If the Python process exits (a crash, `kill -9`), every pending caller gets an
+    `NxJax.WorkerError` of class `"WorkerExited"` that gives the exit status, and the GenServer
+    stops, so its supervisor starts a fresh worker (which rebuilds compiled graphs on demand).
+  - Calls are pure, so a call to a *registered name* that fails with `"WorkerExited"` is sent
+    once more to the worker restarted under that name (`retry: false` turns this off).
+    `NxJax.Pool` does the same for the calls it places. Calls on resident tensors
+    (`{:ref, handle}` arguments, `fetch/2`, `free/2`) are never retried: the tensors died with
+    the worker.
+  - `:timeout` (default 60 s) bounds each call: when it passes, the caller gets a `"Timeout"`
+    error and the worker, stuck on that call or on one queued before it, is killed and
+    replaced, so the next caller is not stuck behind it. The other calls it held get
+    `"WorkerExited"` (and are retried).
+  - Lines the Python side writes on its stdout or stderr (fds 1 and 2; Python code or native
+    libraries) arrive as `{:log, stream, line}` frames (`py_backend/stdio.py`) and are logged
+    with `Logger`: stdout at `:info`, stderr at `:warning`, with the worker's OS pid.
 
   ## Bytes move once
 
@@ -41,9 +57,15 @@ defmodule NxJax.Worker do
 
   @project_root Path.expand("../..", __DIR__)
   @default_timeout 60_000
+  @deadline_grace 5_000
   @big_binary 65_536
 
-  @doc "Starts a worker. Options: `:name`, `:python`."
+  @doc """
+  Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
+  Python process, `[{"NAME", "value"}]`), `:group` (true: join the `:pg` group of workers,
+  `NxJax.Distribution`, so clients on other nodes can use it), `:stdio_to` (a pid that also
+  receives `{:nx_jax_stdio, stream, line}` for each forwarded output line).
+  """
   def start_link(opts \\ []) do
     {gen_opts, opts} = Keyword.split(opts, [:name])
     GenServer.start_link(__MODULE__, opts, gen_opts)
@@ -53,9 +75,12 @@ defmodule NxJax.Worker do
   Calls `function` on the worker with `args` and returns its result, or raises
   `NxJax.WorkerError`.
 
-  Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s).
+  Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s; past
+  it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
+  by the worker's exit is sent once more to its restarted worker).
   """
   def call(function, args, opts \\ []) when is_atom(function) and is_list(args) do
+    opts = if function in [:fetch, :free], do: [{:retryable, false} | opts], else: opts
     request(opts, {:call, function, encode_body(args)})
   end
 
@@ -79,6 +104,9 @@ defmodule NxJax.Worker do
   """
   def run_cached(key, graph_bin, args, keep, opts \\ [])
       when is_binary(key) and is_binary(graph_bin) and is_list(args) and is_boolean(keep) do
+    opts =
+      if Enum.any?(args, &match?({:ref, _}, &1)), do: [{:retryable, false} | opts], else: opts
+
     request(opts, {:graph_call, key, graph_bin, encode_body(args), keep, self()})
   end
 
@@ -102,7 +130,7 @@ defmodule NxJax.Worker do
 
   @doc "Frees resident `handles` (unknown ones are ignored); returns how many were freed."
   def free(handles, opts \\ []) when is_list(handles) do
-    request(opts, {:free, handles})
+    request([{:retryable, false} | opts], {:free, handles})
   end
 
   @doc """
@@ -139,27 +167,63 @@ defmodule NxJax.Worker do
   defp request(opts, message) do
     server = Keyword.get(opts, :server, __MODULE__)
     timeout = Keyword.get(opts, :timeout, @default_timeout)
+    before = if is_atom(server), do: GenServer.whereis(server)
 
-    reply =
-      try do
-        GenServer.call(server, message, timeout)
-      catch
-        :exit, {:timeout, _} ->
-          {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
-
-        :exit, {:noproc, _} ->
-          {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
-
-        :exit, {reason, _} ->
-          {:error, {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}}
-      end
-
-    case reply do
+    case call_server(server, message, timeout) do
       {:ok, result} ->
         result
 
-      {:error, {class, message, traceback}} ->
-        raise NxJax.WorkerError, class: class, message: message, traceback: traceback
+      {:error, {"WorkerExited", text, traceback}} = error ->
+        if retry?(opts, server) do
+          await_restart(server, before, error)
+          request([{:retry, false} | opts], message)
+        else
+          raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
+        end
+
+      {:error, {class, text, traceback}} ->
+        raise NxJax.WorkerError, class: class, message: text, traceback: traceback
+    end
+  end
+
+  # The worker enforces the deadline itself (and replaces itself past it); the extra time here
+  # only covers a GenServer that cannot answer at all.
+  defp call_server(server, message, timeout) do
+    call_timeout = if timeout == :infinity, do: :infinity, else: timeout + @deadline_grace
+    GenServer.call(server, {:deadline, timeout, message}, call_timeout)
+  catch
+    :exit, {:timeout, _} ->
+      {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
+
+    :exit, {:noproc, _} ->
+      {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
+
+    :exit, {{:nodedown, node}, _} ->
+      {:error, {"WorkerExited", "the node of the worker (#{node}) went down", ""}}
+
+    :exit, {reason, _} ->
+      {:error, {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}}
+  end
+
+  defp retry?(opts, server) do
+    is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
+  end
+
+  # Waits until a worker other than `before` is registered under `server`.
+  defp await_restart(server, before, {:error, {_, text, traceback}}, tries \\ 500) do
+    case GenServer.whereis(server) do
+      pid when is_pid(pid) and pid != before ->
+        :ok
+
+      _ when tries > 0 ->
+        Process.sleep(20)
+        await_restart(server, before, {:error, {nil, text, traceback}}, tries - 1)
+
+      _ ->
+        raise NxJax.WorkerError,
+          class: "WorkerExited",
+          message: text <> "; no new worker was registered as #{inspect(server)} to retry on",
+          traceback: traceback
     end
   end
 
@@ -280,6 +344,7 @@ defmodule NxJax.Worker do
   def init(opts) do
     Process.flag(:trap_exit, true)
     python = python_executable(opts)
+    env = for {k, v} <- Keyword.get(opts, :env, []), do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [
@@ -287,10 +352,13 @@ defmodule NxJax.Worker do
         :binary,
         :nouse_stdio,
         :exit_status,
-        {:args, ["-m", "py_backend"]},
+        {:args, ["-m", "py_backend", "--forward-stdio"]},
         {:cd, @project_root},
-        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"}]}
+        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
       ])
+
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    if Keyword.get(opts, :group, false), do: NxJax.Distribution.join(self())
 
     {:ok,
      %{
@@ -300,14 +368,25 @@ defmodule NxJax.Worker do
        python: python,
        known: MapSet.new(),
        owners: %{},
+       deadlines: %{},
+       os_pid: os_pid,
+       stdio_to: Keyword.get(opts, :stdio_to),
        counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
      }}
   end
 
   @impl true
-  def handle_call(:os_pid, _from, state) do
-    {:os_pid, os_pid} = Port.info(state.port, :os_pid)
-    {:reply, os_pid, state}
+  def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
+
+  def handle_call({:deadline, timeout, message}, from, state) do
+    {:noreply, state} = handle_call(message, from, state)
+
+    if timeout == :infinity do
+      {:noreply, state}
+    else
+      timer = Process.send_after(self(), {:deadline, from, timeout}, timeout)
+      {:noreply, %{state | deadlines: Map.put(state.deadlines, from, timer)}}
+    end
   end
 
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
@@ -365,6 +444,10 @@ defmodule NxJax.Worker do
         error = {to_text(class), to_text(message), to_text(traceback)}
         {:noreply, complete(state, id, {:error, error})}
 
+      {:log, stream, line} ->
+        log_line(state, stream, line)
+        {:noreply, state}
+
       other ->
         Logger.error("nx_jax worker sent an unexpected message: #{inspect(other, limit: 20)}")
         {:noreply, state}
@@ -372,15 +455,42 @@ defmodule NxJax.Worker do
   end
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
-    error = {"WorkerExited", "the Python worker exited with status #{status}", ""}
-    fail_pending(state, error)
-    {:stop, {:worker_exited, status}, %{state | pending: %{}}}
+    text = "the Python worker (OS pid #{state.os_pid}) exited with status #{describe(status)}"
+    Logger.warning("nx_jax: #{text}; its supervisor starts a new one")
+    fail_pending(state, {"WorkerExited", text, ""})
+    {:stop, {:shutdown, {:worker_exited, status}}, %{state | pending: %{}}}
   end
 
   def handle_info({:EXIT, port, reason}, %{port: port} = state) do
-    error = {"WorkerExited", "the port to the Python worker closed: #{inspect(reason)}", ""}
+    text =
+      "the Python worker (OS pid #{state.os_pid}) exited: its port closed " <>
+        "(#{inspect(reason)}) while a request was being written, so its exit status is unknown"
+
+    error = {"WorkerExited", text, ""}
     fail_pending(state, error)
-    {:stop, {:port_closed, reason}, %{state | pending: %{}}}
+    {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
+  end
+
+  # A call's deadline passed: answer it with a timeout and replace the worker (kill its
+  # Python process; the exit_status that follows fails the other pending calls and stops this
+  # GenServer, and the supervisor starts a new worker).
+  def handle_info({:deadline, from, timeout}, state) do
+    state = %{state | deadlines: Map.delete(state.deadlines, from)}
+
+    case Enum.find(state.pending, fn {_id, {caller, _}} -> caller == from end) do
+      nil ->
+        {:noreply, state}
+
+      {id, _entry} ->
+        text =
+          "no reply from the worker within #{timeout} ms; the worker (OS pid #{state.os_pid}) " <>
+            "was busy past the deadline and is replaced (raise :timeout for longer calls)"
+
+        GenServer.reply(from, {:error, {"Timeout", text, ""}})
+        Logger.warning("nx_jax: a call passed its #{timeout} ms deadline; killing the worker")
+        System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+        {:noreply, %{state | pending: Map.delete(state.pending, id)}}
+    end
   end
 
   def handle_info({:DOWN, _monitor, :process, pid, _reason}, state) do
@@ -406,6 +516,19 @@ defmodule NxJax.Worker do
   def terminate(_reason, state) do
     if Port.info(state.port) != nil, do: Port.close(state.port)
     :ok
+  end
+
+  defp describe(status) when status > 128,
+    do: "#{status} (killed by signal #{status - 128})"
+
+  defp describe(status), do: Integer.to_string(status)
+
+  defp log_line(state, stream, line) do
+    stream = to_text(stream)
+    line = to_text(line)
+    text = "nx_jax worker #{state.os_pid} #{stream}: #{line}"
+    if stream == "stderr", do: Logger.warning(text), else: Logger.info(text)
+    if state.stdio_to, do: send(state.stdio_to, {:nx_jax_stdio, stream, line})
   end
 
   defp fail_pending(state, error) do
@@ -448,8 +571,7 @@ defmodule NxJax.Worker do
           %{state | known: MapSet.delete(state.known, key)}
       end
 
-    GenServer.reply(from, reply)
-    state
+    reply_to(state, from, reply)
   end
 
   defp finish(state, {from, {:owned, owner}}, reply) do
@@ -459,13 +581,24 @@ defmodule NxJax.Worker do
         _ -> state
       end
 
-    GenServer.reply(from, reply)
-    state
+    reply_to(state, from, reply)
   end
 
   defp finish(state, {from, :plain}, reply) do
+    reply_to(state, from, reply)
+  end
+
+  defp reply_to(state, from, reply) do
     GenServer.reply(from, reply)
-    state
+
+    case Map.pop(state.deadlines, from) do
+      {nil, _} ->
+        state
+
+      {timer, deadlines} ->
+        Process.cancel_timer(timer)
+        %{state | deadlines: deadlines}
+    end
   end
 
   defp own(state, owner, handles) do

@@ -126,13 +126,17 @@ defmodule Nx.Defn.Compiler do
     home = Enum.find_value(args, &NxJax.Backend.worker/1)
     keep = home != nil or Nx.default_backend() == NxJax.Backend
 
-    NxJax.Pool.with_worker(opts[:server] || home, fn server ->
-      wire = Enum.map(args, &NxJax.Backend.to_wire(&1, server))
-      results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
-      templates = Composite.flatten_list([container])
-      from_wire = &from_wire(&1, &2, server)
-      NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
-    end)
+    NxJax.Pool.with_worker(
+      opts[:server] || home,
+      fn server ->
+        wire = Enum.map(args, &NxJax.Backend.to_wire(&1, server))
+        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
+        templates = Composite.flatten_list([container])
+        from_wire = &from_wire(&1, &2, server)
+        NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
+      end,
+      opts
+    )
   end
 
   @doc """
