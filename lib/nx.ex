@@ -1399,6 +1399,98 @@ defmodule Nx do
     end
   end
 
+  ## Reductions with a function (Nx.Defn.ControlFlow builds the nodes)
+
+  @doc """
+  Reduces the tensor over all axes or over `:axes` with `fun`, starting from the scalar
+  `acc`: `fun.(element, acc)` returns the new accumulator. `fun` is traced once, at trace
+  time, on two scalars of the output type (a `defn`-style function: use `Nx` ops or the
+  `defn` operators); on the worker the elements are folded in row-major order.
+
+  The output type is the merge of the tensor's and `acc`'s types, or `:type`.
+
+  ## Options
+
+    * `:axes` - the axes to reduce; all by default
+    * `:keep_axes` - keep the reduced axes with size 1; `false` by default
+    * `:type` - the output type
+
+  ## Examples
+
+      iex> Nx.reduce(Nx.tensor([[1, 2, 3], [4, 5, 6]]), 0, [axes: [1]], &Nx.add/2)
+      #Nx.Tensor<
+        s64[2]
+        [6, 15]
+      >
+
+  """
+  def reduce(tensor, acc, opts \\ [], fun) when is_list(opts) and is_function(fun, 2) do
+    {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
+    opts = Keyword.validate!(opts, [:axes, :type, keep_axes: false])
+    scalar_acc!(acc, "reduce/4")
+    type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, acc.type))
+    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+    wire = %{axes: axes, keep_axes: opts[:keep_axes]}
+    reduce_with(:reduce, tensor, acc, fun, wire, type, shape)
+  end
+
+  @doc """
+  Reduces every window of size `window_dimensions` (a tuple, one entry per axis) with
+  `fun`, starting from the scalar `acc` (see `reduce/4`); padded positions hold `acc`.
+
+  The output type is the merge of the tensor's and `acc`'s types.
+
+  ## Options
+
+    * `:strides` - the step of the window (an integer or a list); `1` by default
+    * `:padding` - `:valid` (the default), `:same` or a list of `{low, high}` pairs
+    * `:window_dilations` - the spacing of the window's elements; `1` by default
+
+  ## Examples
+
+      iex> Nx.window_reduce(Nx.tensor([1, 2, 3, 4]), 0, {2}, &Nx.add/2)
+      #Nx.Tensor<
+        s64[3]
+        [3, 5, 7]
+      >
+
+  """
+  def window_reduce(tensor, acc, window_dimensions, opts \\ [], fun)
+      when is_list(opts) and is_function(fun, 2) do
+    {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
+    opts = Keyword.validate!(opts, strides: 1, padding: :valid, window_dilations: 1)
+    scalar_acc!(acc, "window_reduce/5")
+    type = Nx.Type.merge(tensor.type, acc.type)
+
+    {shape, config} =
+      Nx.Shape.window(
+        tensor.shape,
+        window_dimensions,
+        opts[:strides],
+        opts[:padding],
+        opts[:window_dilations]
+      )
+
+    reduce_with(:window_reduce, tensor, acc, fun, config, type, shape)
+  end
+
+  defp scalar_acc!(%T{shape: {}}, _name), do: :ok
+
+  defp scalar_acc!(%T{shape: shape}, name) do
+    raise ArgumentError,
+          "Nx.#{name} expects the accumulator to be a scalar, got a tensor of shape #{inspect(shape)}"
+  end
+
+  defp reduce_with(op, tensor, acc, fun, wire, type, shape) do
+    if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
+      out = %T{data: nil, type: type, shape: shape, names: names(shape)}
+      {tensor, acc} = {as_type(tensor, type), as_type(acc, type)}
+      Nx.Defn.ControlFlow.reduce(op, tensor, acc, fun, wire, out)
+    else
+      one_graph([tensor, acc], &reduce_with(op, &1, &2, fun, wire, type, shape))
+    end
+  end
+
   ## Dot products
 
   @doc """

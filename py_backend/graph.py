@@ -193,6 +193,34 @@ def _choice(*names: str) -> Callable[[Any], str]:
 
 Kind = Callable[[Any], Any]
 
+
+@dataclass(frozen=True)
+class SubgraphKind:
+    """An option holding sub-graphs (PROTOCOL.md 4.3): parsed from the raw term with
+    :func:`parse_graph`, one graph (``many=False``) or a non-empty list of them."""
+
+    many: bool = False
+
+    def __call__(self, v: Any) -> Any:  # a Kind; _parse_node calls parse() instead
+        raise ValueError("a graph term")
+
+    def parse(self, raw: Any, limit: int) -> Any:
+        if not self.many:
+            return parse_graph(raw, limit)
+        if not (isinstance(raw, list) and raw):
+            raise GraphError("must be a non-empty list of graphs")
+        return tuple(parse_graph(g, limit) for g in raw)
+
+
+_SUBGRAPH = SubgraphKind()
+_SUBGRAPHS = SubgraphKind(many=True)
+
+
+def _pos_int_or_nil(v: Any) -> int | None:
+    if v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+        return v
+    raise ValueError("a positive integer or nil")
+
 _REDUCE = {"axes": _int_list_or_nil, "keep_axes": _bool}
 _CONV = {
     "strides": _int_list,
@@ -339,6 +367,16 @@ OP_SPECS: dict[str, OpSpec] = {
         (1, None), {"wrt": _int_list, "cotangents": _int_list, "grads": _int_list, "tuple": _bool}
     ),
     "metadata": _spec(1, {"keys": _list}),
+    # ops carrying sub-graphs (PROTOCOL.md 4.3)
+    "cond": _spec((1, None), {"branches": _SUBGRAPHS}),
+    "while": _spec(
+        (1, None), {"condition": _SUBGRAPH, "body": _SUBGRAPH, "max_iterations": _pos_int_or_nil}
+    ),
+    "range_loop": _spec(
+        (1, None), {"body": _SUBGRAPH, "first": _int, "step": _int, "count": _non_neg_int}
+    ),
+    "reduce": _spec((2, None), {"reducer": _SUBGRAPH, **_REDUCE}),
+    "window_reduce": _spec((2, None), {"reducer": _SUBGRAPH, **_WINDOW}),
 }
 
 
@@ -498,6 +536,13 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
     for key, kind in spec.opts.items():
         if _Atom(key) not in given:
             raise GraphError(f"{where}: missing option {key}")
+        if isinstance(kind, SubgraphKind):
+            raw = next(v for k, v in raw_opts.items() if channel.atom_name(k) == key)
+            try:
+                opts[key] = kind.parse(raw, limit)
+            except GraphError as exc:
+                raise GraphError(f"{where}: option {key}: {exc}") from exc
+            continue
         try:
             opts[key] = kind(given[_Atom(key)])
         except ValueError as exc:
@@ -872,6 +917,90 @@ def _check_fourier(node: Node, nodes: list[Node], where: str) -> None:
                          f"last axis replaced by length {n}, got {out.shape}")
 
 
+# ops carrying sub-graphs (PROTOCOL.md 4.3)
+
+
+def _check_signature(where: str, what: str, graph: Graph, expected: list[TensorOut],
+                     outputs: list[TensorOut]) -> None:
+    """A sub-graph's parameters (index -> out) must be among ``expected`` and its outputs
+    must be exactly ``outputs``."""
+    for index, out in graph.parameters.items():
+        if index >= len(expected):
+            raise GraphError(f"{where}: {what} has parameter {index}, but only {len(expected)} "
+                             f"values are passed to it")
+        if out != expected[index]:
+            raise GraphError(f"{where}: {what} declares parameter {index} as {out}, the value "
+                             f"passed is {expected[index]}")
+    got = [graph.nodes[o].tensor for o in graph.outputs]
+    if got != outputs:
+        raise GraphError(f"{where}: {what} must return {[str(o) for o in outputs]}, "
+                         f"its outputs are {[str(o) for o in got]}")
+
+
+def _tuple_outs(node: Node, where: str) -> list[TensorOut]:
+    out = node.out
+    if not (isinstance(out, TupleOut) and all(isinstance(e, TensorOut) for e in out.elements)):
+        raise GraphError(f"{where}: out must be a list of tensor outs")
+    return [e for e in out.elements if isinstance(e, TensorOut)]
+
+
+def _inputs(node: Node, nodes: list[Node], start: int = 0) -> list[TensorOut]:
+    return [nodes[i].tensor for i in node.inputs[start:]]
+
+
+def _check_cond(node: Node, nodes: list[Node], where: str) -> None:
+    outs = _tuple_outs(node, where)
+    branches = node.opts["branches"]
+    preds = len(branches) - 1
+    if preds < 1 or len(node.inputs) < preds:
+        raise GraphError(f"{where}: needs at least 2 branches and one predicate input per "
+                         f"branch but the last ({len(branches)} branches, "
+                         f"{len(node.inputs)} inputs)")
+    for ref in node.inputs[:preds]:
+        if nodes[ref].tensor.shape != ():
+            raise GraphError(f"{where}: predicate (node {ref}) must be a scalar")
+    captures = _inputs(node, nodes, preds)
+    for i, branch in enumerate(branches):
+        _check_signature(where, f"branch {i}", branch, captures, outs)
+
+
+def _check_loop(node: Node, nodes: list[Node], where: str) -> None:
+    state = _tuple_outs(node, where)
+    n = len(state)
+    if len(node.inputs) < n or _inputs(node, nodes)[:n] != state:
+        raise GraphError(f"{where}: the first {n} inputs (the initial state) must have the "
+                         f"outs of the result, {[str(s) for s in state]}")
+    captures = _inputs(node, nodes, n)
+    if node.op == "while":
+        condition = node.opts["condition"]
+        scalar = [condition.nodes[o].tensor for o in condition.outputs]
+        if len(scalar) != 1 or scalar[0].shape != ():
+            raise GraphError(f"{where}: condition must have one scalar output")
+        _check_signature(where, "condition", node.opts["condition"], state + captures, scalar)
+        _check_signature(where, "body", node.opts["body"], state + captures, state)
+    else:
+        if node.opts["step"] == 0:
+            raise GraphError(f"{where}: step must not be 0")
+        index = [TensorOut(NxType("s", 64), ())]
+        _check_signature(where, "body", node.opts["body"], state + index + captures, state)
+
+
+def _check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    out = node.tensor
+    scalar = TensorOut(out.type, ())
+    x, acc = (nodes[i].tensor for i in node.inputs[:2])
+    if x.type != out.type or acc != scalar:
+        raise GraphError(f"{where}: the tensor and the accumulator (a scalar) must have the out "
+                         f"type {out.type}, got {x} and {acc}")
+    if node.op == "reduce":
+        _check_reduction(node, nodes, where)
+    else:
+        _check_window(node, nodes, where)
+    expected = [scalar, scalar, *_inputs(node, nodes, 2)]
+    _check_signature(where, "reducer", node.opts["reducer"], expected, [scalar])
+
+
 CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "parameter": _check_parameter,
     "tensor": _check_tensor,
@@ -913,6 +1042,11 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "qr": _check_linalg_tuple,
     "lu": _check_linalg_tuple,
     "svd": _check_linalg_tuple,
+    "cond": _check_cond,
+    "while": _check_loop,
+    "range_loop": _check_loop,
+    "reduce": _check_reduce_with,
+    "window_reduce": _check_reduce_with,
     "fft": _check_fourier,
     "ifft": _check_fourier,
 }

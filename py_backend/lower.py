@@ -869,7 +869,12 @@ def lower_grad(c: Call) -> Value:
         child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow)
         return jnp.reshape(low.value(y, child), ())
 
-    grads = jax.grad(f, argnums=tuple(range(len(unique))), allow_int=True)(*x_vals)
+    try:
+        grads = jax.grad(f, argnums=tuple(range(len(unique))), allow_int=True)(*x_vals)
+    except ValueError as exc:
+        if "Reverse-mode differentiation does not work for lax.while_loop" in str(exc):
+            raise GraphError(f"node {c.node.id} (grad): {UNBOUNDED_WHILE}") from exc
+        raise
     by_id = dict(zip(unique, grads, strict=True))
     results = []
     for x in xs:
@@ -944,6 +949,134 @@ def _fourier(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
+# --- ops carrying sub-graphs (PROTOCOL.md 4.3) ------------------------------------------------
+# Every sub-graph is closed (its parameters are the values passed to it), so it lowers as a
+# function of its own with a fresh Lowering. Loops whose trip count is known before they run
+# become lax.scan, which JAX can reverse-differentiate; see docs/COMPATIBILITY.md (Control flow).
+
+UNBOUNDED_WHILE = (
+    "the gradient flows through a while loop whose number of iterations is not known before it "
+    "runs, and JAX cannot reverse-differentiate lax.while_loop. Give the loop max_iterations: n "
+    "(a bounded lax.scan) or loop over a range (while state, i <- 0..n-1)"
+)
+
+
+def subgraph_function(graph: Graph) -> Callable[..., list[jax.Array]]:
+    """A closed sub-graph as a function of its parameters, returning its outputs."""
+    return Lowering(graph).function()
+
+
+def lower_cond(c: Call) -> Value:
+    """``cond`` [p1..pk, captures]: the first branch whose predicate is nonzero, else the last
+    (``lax.switch``: only that branch runs, for values and gradients)."""
+    branches = c.node.opts["branches"]
+    preds, captures = c.args[: len(branches) - 1], c.args[len(branches) - 1 :]
+    index = jnp.asarray(len(preds), np.int32)
+    for i in reversed(range(len(preds))):
+        index = jnp.where(jnp.reshape(preds[i], ()) != 0, np.int32(i), index)
+
+    def branch(graph: Graph) -> Callable[..., tuple[jax.Array, ...]]:
+        fn = subgraph_function(graph)
+        return lambda *caps: tuple(fn(*caps))
+
+    return lax.switch(index, [branch(g) for g in branches], *captures)
+
+
+def _loop_parts(c: Call) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    n = len(out.elements)
+    return tuple(jnp.asarray(a) for a in c.args[:n]), tuple(c.args[n:])
+
+
+def lower_while(c: Call) -> Value:
+    """``while`` [state, captures]: ``lax.while_loop``; with ``max_iterations`` a
+    ``lax.scan`` of that length whose steps leave the state alone once the condition is false
+    (``lax.cond``), reverse-differentiable."""
+    state, captures = _loop_parts(c)
+    condition = subgraph_function(c.node.opts["condition"])
+    body = subgraph_function(c.node.opts["body"])
+
+    def pred(s: tuple[jax.Array, ...]) -> jax.Array:
+        return jnp.reshape(condition(*s, *captures)[0], ()) != 0
+
+    def step(s: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        return tuple(body(*s, *captures))
+
+    bound = c.node.opts["max_iterations"]
+    if bound is None:
+        return lax.while_loop(pred, step, state)
+
+    def scan_step(carry: Any, _: Any) -> tuple[Any, None]:
+        s, active = carry
+        active = jnp.logical_and(active, pred(s))
+        return (lax.cond(active, step, lambda s: s, s), active), None
+
+    (final, _), _ = lax.scan(scan_step, (state, jnp.asarray(True)), None, length=bound)
+    return final
+
+
+def lower_range_loop(c: Call) -> Value:
+    """``range_loop`` [state, captures]: ``lax.scan`` over first, first + step, ... (count)."""
+    state, captures = _loop_parts(c)
+    body = subgraph_function(c.node.opts["body"])
+    o = c.node.opts
+    indices = o["first"] + o["step"] * jnp.arange(o["count"], dtype=np.int64)
+
+    def scan_step(s: tuple[jax.Array, ...], i: jax.Array) -> tuple[Any, None]:
+        return tuple(body(*s, i, *captures)), None
+
+    final, _ = lax.scan(scan_step, state, indices)
+    return final
+
+
+def _fold(c: Call, parts: jax.Array, acc: jax.Array, captures: Sequence[Value]) -> jax.Array:
+    """Fold ``parts`` (shape (steps, *out)) into ``acc`` along the first axis with the reducer
+    sub-graph, element-wise over the rest (``lax.scan`` over ``jax.vmap``: differentiable)."""
+    reducer = subgraph_function(c.node.opts["reducer"])
+    shape = c.out.shape
+    flat = jnp.reshape(parts, (parts.shape[0], math.prod(shape)))
+
+    def scalar(x: jax.Array, a: jax.Array) -> jax.Array:
+        return jnp.reshape(reducer(x, a, *captures)[0], ())
+
+    combine = jax.vmap(scalar)
+
+    def step(carry: jax.Array, x: jax.Array) -> tuple[jax.Array, None]:
+        return combine(x, carry), None
+
+    init = jnp.broadcast_to(jnp.asarray(acc, c.dtype), (math.prod(shape),))
+    folded, _ = lax.scan(step, init, flat)
+    return jnp.reshape(folded, shape)
+
+
+def lower_reduce(c: Call) -> Value:
+    """``reduce`` [x, acc, captures]: the reduced elements of each output position, in
+    row-major order, folded into ``acc`` with the reducer."""
+    x, acc, *captures = (jnp.asarray(a) for a in c.args)
+    axes = c.node.opts["axes"]
+    axes = tuple(range(x.ndim)) if axes is None else tuple(sorted(axes))
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    moved = jnp.transpose(x, (*axes, *rest))
+    parts = jnp.reshape(moved, (math.prod(x.shape[a] for a in axes), *(x.shape[a] for a in rest)))
+    return _fold(c, parts, acc, captures)
+
+
+def lower_window_reduce(c: Call) -> Value:
+    """``window_reduce`` [x, acc, captures]: pad with ``acc``, take one strided slice per
+    window position (row-major) and fold them into ``acc`` with the reducer."""
+    x, acc, *captures = (jnp.asarray(a) for a in c.args)
+    dims, strides, padding, dilations = _window_config(c)
+    shape = c.out.shape
+    padded = lax.pad(x, jnp.reshape(acc, ()), tuple((lo, hi, 0) for lo, hi in padding))
+    parts = []
+    for offsets in itertools.product(*(range(d) for d in dims)):
+        start = tuple(o * d for o, d in zip(offsets, dilations, strict=True))
+        limit = tuple(s + (n - 1) * k + 1 for s, n, k in zip(start, shape, strides, strict=True))
+        parts.append(lax.slice(padded, start, limit, strides))
+    return _fold(c, jnp.stack(parts), acc, captures)
+
+
 # --- the op table ----------------------------------------------------------------------------
 
 OPS: Mapping[str, Callable[[Call], Value]] = {
@@ -993,6 +1126,11 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "qr": lower_qr,
     "lu": lower_lu,
     "svd": lower_svd,
+    "cond": lower_cond,
+    "while": lower_while,
+    "range_loop": lower_range_loop,
+    "reduce": lower_reduce,
+    "window_reduce": lower_window_reduce,
     "fft": _fourier(jnp.fft.fft),
     "ifft": _fourier(jnp.fft.ifft),
 }

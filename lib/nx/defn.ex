@@ -29,7 +29,7 @@ defmodule Nx.Defn do
   alias Nx.Defn.Compiler
 
   @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
-                [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2]
+                [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2]
 
   @doc """
   Defines a public numerical function; see the module documentation.
@@ -40,6 +40,26 @@ defmodule Nx.Defn do
   Defines a private numerical function; see the module documentation.
   """
   defmacro defnp(call, do: body), do: define(:defp, call, body)
+
+  @doc """
+  Defines a public function that `defn` code calls at trace time with plain Elixir
+  semantics: its body uses `Kernel` (not `Nx.Defn.Kernel`), so it can inspect shapes,
+  types and options, and build expressions with `Nx` functions.
+
+  ## Examples
+
+      deftransform double_axis(opts \\ []), do: Keyword.get(opts, :axis, 0) * 2
+  """
+  defmacro deftransform(call, do: body) do
+    quote do: def(unquote(call), do: unquote(body))
+  end
+
+  @doc """
+  A private `deftransform/2`.
+  """
+  defmacro deftransformp(call, do: body) do
+    quote do: defp(unquote(call), do: unquote(body))
+  end
 
   defp define(kind, call, body) do
     {name, args, guards} = decompose(call)

@@ -77,7 +77,8 @@ defmodule NxJax.Graph do
   @spec nodes(term) :: {[wire_node], [non_neg_integer]}
   def nodes(outputs) do
     leaves = outputs |> List.wrap() |> Composite.flatten_list() |> Enum.map(&Expr.to_expr/1)
-    {output_ids, state} = Enum.map_reduce(leaves, %{ids: %{}, nodes: []}, &visit/2)
+    state = %{ids: %{}, nodes: [], params: %{}}
+    {output_ids, state} = Enum.map_reduce(leaves, state, &visit/2)
     {Enum.reverse(state.nodes), output_ids}
   end
 
@@ -90,6 +91,14 @@ defmodule NxJax.Graph do
   defp template(leaf) do
     %Nx.Tensor{type: type, shape: shape} = Expr.to_expr(leaf)
     Expr.template(type, shape)
+  end
+
+  # inside a sub-graph (PROTOCOL 4.3): its own parameters and the captured values
+  defp visit(%Nx.Tensor{data: %Expr{id: ref}} = tensor, %{ids: ids, params: params} = state)
+       when is_map_key(params, ref) and not is_map_key(ids, ref) do
+    id = map_size(ids)
+    node = {id, :parameter, [], %{index: Map.fetch!(params, ref)}, out(tensor)}
+    {id, %{state | ids: Map.put(ids, ref, id), nodes: [node | state.nodes]}}
   end
 
   defp visit(%Nx.Tensor{data: %Expr{id: ref} = expr} = tensor, state) do
@@ -132,7 +141,24 @@ defmodule NxJax.Graph do
     end
   end
 
+  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state)
+       when op in [:cond, :while, :range_loop, :reduce, :window_reduce] do
+    {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
+  end
+
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state), do: {op, opts, state}
+
+  # {:subgraph, outputs, params} (Nx.Defn.ControlFlow) -> a graph term of its own, whose
+  # parameter i is params[i]
+  defp subgraph({:subgraph, outputs, params}) do
+    params = params |> Enum.with_index() |> Map.new(fn {param, i} -> {param.data.id, i} end)
+    state = %{ids: %{}, nodes: [], params: params}
+    {output_ids, state} = Enum.map_reduce(outputs, state, &visit/2)
+    {:nx_jax_graph, @version, Enum.reverse(state.nodes), output_ids}
+  end
+
+  defp subgraph(list) when is_list(list), do: Enum.map(list, &subgraph/1)
+  defp subgraph(other), do: other
 
   defp out(%Nx.Tensor{type: {:tuple, _}, data: %Expr{op: :grad, args: [_y | xs]}}) do
     Enum.map(xs, &out/1)

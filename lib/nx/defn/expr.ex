@@ -93,9 +93,44 @@ defmodule Nx.Defn.Expr do
   def expr(op, args, opts, %Nx.Tensor{} = out) when is_atom(op) and is_map(opts) do
     %Nx.Tensor{
       out
-      | data: %__MODULE__{id: make_ref(), op: op, args: args, opts: opts},
+      | data: %__MODULE__{id: new_id(), op: op, args: args, opts: opts},
         names: names(out.shape)
     }
+  end
+
+  @scope_key {__MODULE__, :scope}
+
+  # A fresh node id, recorded in the innermost open scope (see with_scope/1).
+  defp new_id do
+    id = make_ref()
+
+    case Process.get(@scope_key) do
+      nil -> :ok
+      scope -> Process.put(@scope_key, [id | scope])
+    end
+
+    id
+  end
+
+  @doc """
+  Runs `fun` and returns `{result, ids}`: `ids` is the set of the ids of every node
+  created while `fun` ran (nested scopes included). `Nx.Defn.ControlFlow` uses it to tell
+  the nodes of a branch or loop body from the values it closes over.
+  """
+  @spec with_scope((() -> result)) :: {result, MapSet.t()} when result: term
+  def with_scope(fun) when is_function(fun, 0) do
+    previous = Process.put(@scope_key, [])
+
+    try do
+      result = fun.()
+      {result, MapSet.new(Process.get(@scope_key))}
+    after
+      created = Process.get(@scope_key)
+
+      if previous,
+        do: Process.put(@scope_key, created ++ previous),
+        else: Process.delete(@scope_key)
+    end
   end
 
   @doc """

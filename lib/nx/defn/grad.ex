@@ -36,6 +36,7 @@ defmodule Nx.Defn.Grad do
 
     value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
     y = value |> transform.() |> scalar!()
+    Nx.Defn.ControlFlow.check_differentiable!(y, xs)
     grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template(&1.type, &1.shape)))
     {value, Composite.fill(x, Tuple.to_list(grads))}
   end

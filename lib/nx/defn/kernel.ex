@@ -36,10 +36,12 @@ defmodule Nx.Defn.Kernel do
       >: 2,
       >=: 2,
       elem: 2,
-      if: 2
+      if: 2,
+      then: 2,
+      tap: 2
     ]
 
-  alias Nx.Defn.{Expr, Grad}
+  alias Nx.Defn.{ControlFlow, Expr, Grad}
 
   @doc "Adds `left` and `right`; see `Nx.add/2`."
   def left + right when is_number(left) and is_number(right), do: Kernel.+(left, right)
@@ -98,14 +100,17 @@ defmodule Nx.Defn.Kernel do
   @doc """
   `if` that also works on tensor conditions.
 
-  When the condition is a tensor (or a number) at trace time, both branches are traced
-  and the result is `Nx.select(condition, do_branch, else_branch)`, element by element
-  over tuples and maps, so the branches must return containers of the same structure.
-  A nonzero condition picks `do`. Any other condition (`true`, `nil`, an option) is
-  `Kernel.if/2`: only the chosen branch is traced.
+  When the condition is a scalar tensor (or a number) at trace time, both branches are
+  traced into a conditional node (`lax.cond` on the worker): only the taken branch runs,
+  for values and for gradients, so `if x > 0, do: Nx.sqrt(x), else: 0.0` has gradient 0
+  at `x = 0`. The branches must return the same container (tuples and maps of tensors);
+  each leaf gets the merged type and broadcast shape of the two branches. A nonzero
+  condition picks `do`.
 
-  Both branches are computed, so a branch that overflows still poisons a gradient with
-  NaN where its derivative is infinite (as with `jnp.where` in JAX): guard its input.
+  A non-scalar tensor condition selects element by element (`Nx.select/3` over both
+  branches, an extension of Nx): both branches are computed, so a branch with an infinite
+  derivative still poisons the gradient with NaN there. Any other condition (`true`, `nil`,
+  an option) is `Kernel.if/2`: only the chosen branch is traced.
 
   ## Examples
 
@@ -126,11 +131,14 @@ defmodule Nx.Defn.Kernel do
   end
 
   @doc false
+  def __if__(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
+    do: ControlFlow.if_(condition, on_true, on_false)
+
   def __if__(%Nx.Tensor{} = condition, on_true, on_false),
     do: select(condition, on_true, on_false)
 
   def __if__(condition, on_true, on_false) when is_number(condition),
-    do: select(condition, on_true, on_false)
+    do: ControlFlow.if_(condition, on_true, on_false)
 
   def __if__(condition, on_true, on_false),
     do: Kernel.if(condition, do: on_true.(), else: on_false.())
@@ -148,6 +156,167 @@ defmodule Nx.Defn.Kernel do
 
     selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
     Nx.Defn.Composite.fill(on_true, selected)
+  end
+
+  @doc """
+  Loops inside `defn`; see `Nx.Defn.ControlFlow.while/4` and `while_range/4`.
+
+      while {x, i = 0}, i < 10 do
+        {x * 2, i + 1}
+      end
+
+      while {acc = 0.0, x}, i <- 1..5 do
+        {acc + x * i, x}
+      end
+
+  `initial` is the state: a tensor, number, or tuple/map of them; `name = value` inside it
+  binds `name` in the condition and the body to the state leaf that starts as `value`. The
+  body returns the next state (same container, types and shapes); the loop returns the
+  final state. With a condition, the loop runs while it is nonzero (a `lax.while_loop`;
+  pass `max_iterations: n` to make it differentiable, see `Nx.Defn.ControlFlow.while/4`).
+  With `i <- first..last//step` (integers known at trace time) it runs once per element
+  (a `lax.scan`, differentiable).
+  """
+  defmacro while(initial, condition_or_generator, opts \\ [], clauses) do
+    body =
+      case clauses do
+        [do: body] -> body
+        _ -> raise ArgumentError, "while inside defn expects a do block"
+      end
+
+    pattern =
+      Macro.prewalk(initial, fn
+        {:=, _, [pattern, _value]} -> pattern
+        other -> other
+      end)
+
+    init =
+      Macro.prewalk(initial, fn
+        {:=, _, [_pattern, value]} -> value
+        other -> other
+      end)
+
+    touch = touch_vars(pattern)
+
+    case condition_or_generator do
+      {:<-, _, [index, range]} ->
+        quote do
+          Nx.Defn.ControlFlow.while_range(
+            unquote(init),
+            unquote(range),
+            fn unquote(pattern), unquote(index) ->
+              unquote(touch)
+              unquote(body)
+            end,
+            unquote(opts)
+          )
+        end
+
+      condition ->
+        quote do
+          Nx.Defn.ControlFlow.while(
+            unquote(init),
+            fn unquote(pattern) ->
+              unquote(touch)
+              unquote(condition)
+            end,
+            fn unquote(pattern) ->
+              unquote(touch)
+              unquote(body)
+            end,
+            unquote(opts)
+          )
+        end
+    end
+  end
+
+  # `_ = {a, b}` for the pattern's variables: a condition need not use them all
+  defp touch_vars(pattern) do
+    {_, vars} =
+      Macro.prewalk(pattern, [], fn
+        {name, _meta, context} = var, acc when is_atom(name) and is_atom(context) ->
+          if String.starts_with?(Atom.to_string(name), "_"),
+            do: {var, acc},
+            else: {var, [var | acc]}
+
+        other, acc ->
+          {other, acc}
+      end)
+
+    quote do: _ = {unquote_splicing(Enum.reverse(vars))}
+  end
+
+  @doc """
+  Calls `fun` on `value` at trace time and returns `value` (for side effects in a
+  pipeline, such as printing an expression).
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.tap(3, &send(self(), {:seen, &1}))
+      3
+  """
+  def tap(value, fun) when is_function(fun, 1) do
+    fun.(value)
+    value
+  end
+
+  @doc """
+  Calls `fun` on `value` at trace time and returns the result.
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.then(3, &(&1 * 2))
+      6
+  """
+  def then(value, fun) when is_function(fun, 1), do: fun.(value)
+
+  @doc """
+  Validates the keyword list `keyword` against `values` (atoms, or `{key, default}`
+  tuples) and returns it with the defaults filled in, in the order of `values`; raises for
+  a key that `values` does not list. Runs at trace time, on options of a `defn`.
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.keyword!([axis: 1], [:axis, keep_axis: false])
+      [axis: 1, keep_axis: false]
+
+      iex> Nx.Defn.Kernel.keyword!([axes: 1], [:axis])
+      ** (ArgumentError) unknown key :axes in [axes: 1], expected one of [:axis]
+  """
+  def keyword!(keyword, values) when is_list(keyword) and is_list(values) do
+    unless Keyword.keyword?(keyword) do
+      raise ArgumentError,
+            "expected a keyword list as the first argument of keyword!/2, got: #{inspect(keyword)}"
+    end
+
+    keys =
+      Enum.map(values, fn
+        {key, _default} -> key
+        key when is_atom(key) -> key
+      end)
+
+    case Enum.find(keyword, fn {key, _} -> key not in keys end) do
+      {key, _} ->
+        raise ArgumentError,
+              "unknown key #{inspect(key)} in #{inspect(keyword)}, expected one of #{inspect(keys)}"
+
+      nil ->
+        Enum.flat_map(values, fn
+          {key, default} ->
+            [{key, Keyword.get(keyword, key, default)}]
+
+          key ->
+            case Keyword.fetch(keyword, key) do
+              {:ok, value} -> [{key, value}]
+              :error -> []
+            end
+        end)
+    end
+  end
+
+  def keyword!(keyword, _values) do
+    raise ArgumentError,
+          "expected a keyword list as the first argument of keyword!/2, got: #{inspect(keyword)}"
   end
 
   @doc """

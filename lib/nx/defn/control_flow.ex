@@ -1,0 +1,369 @@
+defmodule Nx.Defn.ControlFlow do
+  @moduledoc """
+  Builds the nodes that carry sub-graphs: `:cond` (`if/2` and `cond/1` on a scalar
+  tensor condition), `:while` and `:range_loop` (`Nx.Defn.Kernel.while/4`), `:reduce` and
+  `:window_reduce` (`Nx.reduce/4`, `Nx.window_reduce/5`). See `docs/PROTOCOL.md` (4.3).
+
+  A branch, loop condition, loop body or reducer is an Elixir function: it is called once,
+  at trace time, on fresh parameter expressions (one per state leaf, loop index or
+  reduced scalar) inside `Nx.Defn.Expr.with_scope/1`. The nodes created during that call
+  form the sub-graph; any other expression it reaches (a value of the enclosing trace the
+  function closes over) becomes a *capture*: an explicit input of the node and an extra
+  parameter of the sub-graph, so every sub-graph is closed. Constants, literal tensors and
+  iotas of the enclosing trace are copied into the sub-graph instead.
+
+  In the node's `opts` a sub-graph is `{:subgraph, outputs, params}`: `params` lists the
+  expressions that stand for the sub-graph's parameters `0..k-1` (its own parameters, then
+  the captures); `NxJax.Graph` encodes it as a graph term of its own.
+  """
+
+  alias Nx.Defn.{Composite, Expr}
+
+  ## if / cond
+
+  @doc """
+  `if` on a scalar condition: only the taken branch runs (a `:cond` node; JAX `lax.cond`),
+  so the other one cannot poison values or gradients.
+
+  Both branches must return the same container; each leaf gets the merged type and the
+  broadcast shape of the two branches' leaves.
+  """
+  @spec if_(Nx.Tensor.t() | number, (() -> term), (() -> term)) :: term
+  def if_(condition, on_true, on_false) do
+    pred = Expr.to_expr(condition)
+
+    if pred.shape != {} do
+      raise ArgumentError,
+            "a cond/if condition must be a scalar tensor, got shape #{inspect(pred.shape)}"
+    end
+
+    {true_result, true_scope} = trace(on_true)
+    {false_result, false_scope} = trace(on_false)
+
+    if skeleton(true_result) != skeleton(false_result) do
+      raise ArgumentError,
+            "both branches of an if/cond on a tensor condition must return the same container " <>
+              "(tensors or numbers in the same tuples and maps; the else branch is required), " <>
+              "got: #{inspect(true_result)} and #{inspect(false_result)}"
+    end
+
+    true_leaves = Composite.flatten_list([true_result])
+    false_leaves = Composite.flatten_list([false_result])
+
+    if true_leaves == [] do
+      true_result
+    else
+      templates = Enum.zip_with(true_leaves, false_leaves, &merge_template/2)
+
+      {[true_leaves, false_leaves], fit_scope} =
+        Expr.with_scope(fn ->
+          Enum.map([true_leaves, false_leaves], fn leaves ->
+            Enum.zip_with(leaves, templates, &fit(&1, &2))
+          end)
+        end)
+
+      scope = true_scope |> MapSet.union(false_scope) |> MapSet.union(fit_scope)
+      captures = captures(true_leaves ++ false_leaves, scope)
+
+      branches = [
+        {:subgraph, true_leaves, captures},
+        {:subgraph, false_leaves, captures}
+      ]
+
+      outs = Expr.tuple(:cond, [pred | captures], %{branches: branches}, templates)
+      Composite.fill(true_result, Tuple.to_list(outs))
+    end
+  end
+
+  defp merge_template(left, right) do
+    {left, right} = {Expr.to_expr(left), Expr.to_expr(right)}
+    shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
+    Expr.template(Nx.Type.merge(left.type, right.type), shape)
+  end
+
+  defp fit(leaf, %Nx.Tensor{type: type, shape: shape}) do
+    leaf = leaf |> Expr.to_expr() |> Nx.as_type(type)
+    if leaf.shape == shape, do: leaf, else: Nx.broadcast(leaf, shape)
+  end
+
+  defp skeleton(container), do: Composite.traverse(container, fn _ -> :leaf end)
+
+  ## while
+
+  @doc """
+  `while initial, condition do body end`: `condition.(state)` (a scalar) is evaluated
+  before every iteration; `body.(state)` returns the next state, the same container with
+  the same types and shapes. Returns the final state.
+
+  Options: `:max_iterations` (a positive integer) bounds the loop: it then lowers to a
+  `lax.scan` of that length that stops updating the state once the condition is false,
+  which JAX can reverse-differentiate; without it the loop is a `lax.while_loop`, whose
+  gradient JAX cannot compute (`grad/2` through it raises). `:unroll` is accepted and ignored.
+  """
+  @spec while(term, (term -> term), (term -> term), keyword) :: term
+  def while(initial, condition, body, opts \\ []) do
+    opts = Keyword.validate!(opts, [:max_iterations, unroll: false])
+    max = opts[:max_iterations]
+
+    unless max == nil or (is_integer(max) and max > 0) do
+      raise ArgumentError,
+            "while/4 expects :max_iterations to be a positive integer, got: #{inspect(max)}"
+    end
+
+    init = state_leaves!(initial)
+
+    {{params, pred, next}, scope} =
+      trace(fn ->
+        params = parameters(init)
+        state = Composite.fill(initial, params)
+        pred = condition.(state) |> predicate!()
+        {params, pred, body_leaves!(body.(state), initial, init)}
+      end)
+
+    captures = captures([pred | next], scope)
+    sub = params ++ captures
+
+    opts = %{
+      condition: {:subgraph, [pred], sub},
+      body: {:subgraph, next, sub},
+      max_iterations: max
+    }
+
+    outs = Expr.tuple(:while, init ++ captures, opts, templates(init))
+    Composite.fill(initial, Tuple.to_list(outs))
+  end
+
+  @doc """
+  `while initial, i <- first..last//step do body end`: runs `body.(state, i)` once per
+  element of the range (integers known at trace time; `i` is an `s64` scalar). Lowers to
+  `lax.scan`, so gradients flow through it.
+  """
+  @spec while_range(term, Range.t(), (term, Nx.Tensor.t() -> term), keyword) :: term
+  def while_range(initial, range, body, opts \\ []) do
+    Keyword.validate!(opts, unroll: false)
+
+    {first, step} =
+      case range do
+        %Range{first: first, step: step} when is_integer(first) and is_integer(step) ->
+          {first, step}
+
+        other ->
+          raise ArgumentError,
+                "while/3 with a generator expects a range of integers known at trace time " <>
+                  "(first..last//step), got: #{inspect(other)}. Use the condition form " <>
+                  "(while state, i < n do ... end) for bounds computed inside defn"
+      end
+
+    init = state_leaves!(initial)
+    count = Range.size(range)
+
+    if count == 0 do
+      Composite.fill(initial, init)
+    else
+      {{params, index, next}, scope} =
+        trace(fn ->
+          params = parameters(init)
+          index = Expr.parameter(length(params), {:s, 64}, {})
+          state = Composite.fill(initial, params)
+          {params, index, body_leaves!(body.(state, index), initial, init)}
+        end)
+
+      captures = captures(next, scope)
+      opts = %{body: {:subgraph, next, params ++ [index | captures]}, first: first, step: step}
+      opts = Map.put(opts, :count, count)
+      outs = Expr.tuple(:range_loop, init ++ captures, opts, templates(init))
+      Composite.fill(initial, Tuple.to_list(outs))
+    end
+  end
+
+  defp state_leaves!(initial) do
+    case Composite.flatten_list([initial]) do
+      [] ->
+        raise ArgumentError,
+              "the initial state of while must hold at least one tensor or number, got: " <>
+                inspect(initial)
+
+      leaves ->
+        Enum.map(leaves, &Expr.to_expr/1)
+    end
+  end
+
+  defp parameters(leaves) do
+    leaves
+    |> Enum.with_index()
+    |> Enum.map(fn {leaf, index} -> Expr.parameter(index, leaf.type, leaf.shape) end)
+  end
+
+  defp templates(leaves), do: Enum.map(leaves, &Expr.template(&1.type, &1.shape))
+
+  defp predicate!(pred) do
+    case pred do
+      %Nx.Tensor{shape: {}, type: {kind, _}} when kind != :tuple ->
+        Expr.to_expr(pred)
+
+      number when is_number(number) ->
+        Expr.to_expr(number)
+
+      other ->
+        raise ArgumentError,
+              "the condition of while must be a scalar tensor, got: #{inspect(other)}"
+    end
+  end
+
+  defp body_leaves!(result, initial, init) do
+    if skeleton(result) != skeleton(initial) do
+      raise ArgumentError,
+            "the body of while must return the same container as the initial state " <>
+              "(#{inspect(skeleton(initial))}), got: #{inspect(result)}"
+    end
+
+    result
+    |> then(&Composite.flatten_list([&1]))
+    |> Enum.zip(init)
+    |> Enum.with_index()
+    |> Enum.map(fn {{leaf, %Nx.Tensor{type: type, shape: shape}}, index} ->
+      leaf = Expr.to_expr(leaf)
+
+      cond do
+        leaf.shape != shape ->
+          raise ArgumentError,
+                "the body of while must keep the shape of state leaf #{index}: expected " <>
+                  "#{inspect(shape)}, got #{inspect(leaf.shape)}"
+
+        leaf.type == type ->
+          leaf
+
+        is_number(Enum.at(Composite.flatten_list([initial]), index)) ->
+          raise ArgumentError,
+                type_message(index, type, leaf.type, " (the number in the initial state)")
+
+        true ->
+          raise ArgumentError, type_message(index, type, leaf.type, "")
+      end
+    end)
+  end
+
+  defp type_message(index, type, got, where) do
+    "the body of while must keep the type of state leaf #{index}#{where}: expected " <>
+      "#{Nx.Type.to_string(type)}, got #{Nx.Type.to_string(got)}. Give the initial value " <>
+      "the type the body computes (for example Nx.tensor(0.0, type: #{inspect(got)})) or " <>
+      "convert the result with Nx.as_type/2"
+  end
+
+  ## reduce and window_reduce
+
+  @doc false
+  # Called by Nx.reduce/4 and Nx.window_reduce/5 with `tensor` and `acc` already cast to the
+  # output type: traces `fun` on two scalars of that type and builds the node.
+  def reduce(op, tensor, acc, fun, opts, %Nx.Tensor{type: type} = out) do
+    {{params, result}, scope} =
+      trace(fn ->
+        params = [Expr.parameter(0, type, {}), Expr.parameter(1, type, {})]
+
+        result =
+          case apply(fun, params) do
+            %Nx.Tensor{shape: {}} = result ->
+              Nx.as_type(Expr.to_expr(result), type)
+
+            number when is_number(number) ->
+              Expr.constant(number, type, {})
+
+            other ->
+              raise ArgumentError,
+                    "the function given to Nx.#{op} must return a scalar tensor, got: " <>
+                      inspect(other)
+          end
+
+        {params, result}
+      end)
+
+    captures = captures([result], scope)
+    opts = Map.put(opts, :reducer, {:subgraph, [result], params ++ captures})
+    Expr.expr(op, [Expr.to_expr(tensor), Expr.to_expr(acc) | captures], opts, out)
+  end
+
+  ## gradients
+
+  @doc false
+  # Raised at trace time by grad/2 when the value to differentiate depends on a while loop
+  # without :max_iterations that depends on a differentiated value (JAX cannot
+  # reverse-differentiate lax.while_loop). Loops nested in sub-graphs are caught by the worker.
+  def check_differentiable!(y, xs) do
+    wrt = MapSet.new(xs, & &1.data.id)
+    walk_grad(y, wrt, %{})
+    :ok
+  end
+
+  defp walk_grad(%Nx.Tensor{data: %Expr{id: id} = expr}, wrt, memo) do
+    case memo do
+      %{^id => depends} ->
+        {depends, memo}
+
+      %{} ->
+        {depends, memo} =
+          cond do
+            MapSet.member?(wrt, id) ->
+              {true, memo}
+
+            expr.op == :metadata and Map.get(expr.opts.metadata, :stop_grad) ->
+              {false, memo}
+
+            true ->
+              Enum.reduce(refs(expr), {false, memo}, fn ref, {any, memo} ->
+                {depends, memo} = walk_grad(ref, wrt, memo)
+                {any or depends, memo}
+              end)
+          end
+
+        if depends and expr.op == :while and expr.opts.max_iterations == nil do
+          raise ArgumentError,
+                "cannot differentiate through a while loop whose number of iterations is not " <>
+                  "known before it runs (JAX cannot reverse-differentiate lax.while_loop). " <>
+                  "Bound it with while state, condition, max_iterations: n do ... end, or " <>
+                  "loop over a range (while state, i <- 0..n-1 do ... end)"
+        end
+
+        {depends, Map.put(memo, id, depends)}
+    end
+  end
+
+  defp walk_grad(_other, _wrt, memo), do: {false, memo}
+
+  ## sub-graphs
+
+  defp trace(fun), do: Expr.with_scope(fn -> Expr.with_tracing(fun) end)
+
+  @doc """
+  The expressions `outputs` reach that were not created in `scope` (a set of node ids from
+  `Nx.Defn.Expr.with_scope/1`), in the order they are first reached: the values a sub-graph
+  closes over. Constants, literal tensors and iotas are not captured (they are copied).
+  """
+  @spec captures([Nx.Tensor.t()], MapSet.t()) :: [Nx.Tensor.t()]
+  def captures(outputs, scope) do
+    {captures, _seen} =
+      Enum.reduce(outputs, {[], MapSet.new()}, &collect(Expr.to_expr(&1), &2, scope))
+
+    Enum.reverse(captures)
+  end
+
+  defp collect(%Nx.Tensor{data: %Expr{id: id} = expr} = tensor, {captures, seen}, scope) do
+    cond do
+      MapSet.member?(seen, id) ->
+        {captures, seen}
+
+      MapSet.member?(scope, id) ->
+        Enum.reduce(refs(expr), {captures, MapSet.put(seen, id)}, &collect(&1, &2, scope))
+
+      expr.op in [:constant, :tensor, :iota] ->
+        {captures, MapSet.put(seen, id)}
+
+      true ->
+        {[tensor | captures], MapSet.put(seen, id)}
+    end
+  end
+
+  defp refs(%Expr{op: :metadata, args: args, opts: %{metadata: %{custom_grad: {i, c, g}}}}),
+    do: args ++ i ++ c ++ g
+
+  defp refs(%Expr{args: args}), do: args
+end

@@ -1,0 +1,379 @@
+defmodule NxJax.DefnControlFlowTest do
+  # if/cond/while, reduce/window_reduce with defn functions, deftransform, tap/then/keyword!,
+  # end to end on the worker; gradients against central differences in f64.
+  use ExUnit.Case, async: true
+
+  import Nx.Defn
+
+  @f64 {:f, 64}
+
+  defp f64(value), do: Nx.tensor(value, type: @f64)
+
+  ## if / cond
+
+  defn sqrt_or_zero(x), do: if(x > 0, do: Nx.sqrt(x), else: 0.0)
+  defn grad_sqrt_or_zero(x), do: grad(x, &sqrt_or_zero/1)
+  defn select_sqrt_or_zero(x), do: Nx.select(x > 0, Nx.sqrt(x), 0.0)
+  defn grad_select_sqrt_or_zero(x), do: grad(x, &select_sqrt_or_zero/1)
+
+  defn piecewise(x) do
+    cond do
+      x < -1 -> -x * x
+      x < 1 -> Nx.sin(x)
+      true -> Nx.exp(x) * 2
+    end
+  end
+
+  defn grad_piecewise(x), do: grad(x, &piecewise/1)
+
+  defn branch_container(x, y) do
+    if Nx.sum(x) > 0 do
+      {x * y, %{a: y, b: 1}}
+    else
+      {x - y, %{a: Nx.negate(y), b: x}}
+    end
+  end
+
+  defn scaled_if(x, scale), do: if(x > 0, do: x * scale, else: Nx.log(scale) + x)
+  defn grad_scaled_if(x, scale), do: grad({x, scale}, fn {x, s} -> scaled_if(x, s) end)
+
+  describe "if and cond on a scalar condition" do
+    test "only the taken branch runs: the gradient of sqrt-or-zero at 0 is 0, not NaN" do
+      assert sqrt_or_zero(4.0) == Nx.tensor(2.0)
+      assert sqrt_or_zero(-4.0) == Nx.tensor(0.0)
+      assert grad_sqrt_or_zero(0.0) == Nx.tensor(0.0)
+      assert grad_sqrt_or_zero(4.0) == Nx.tensor(0.25)
+      # the select form differentiates both branches: 0 * inf
+      assert Nx.to_number(grad_select_sqrt_or_zero(0.0)) == :nan
+    end
+
+    test "the graph holds a :cond node with one sub-graph per branch and no select" do
+      x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
+      result = Nx.Defn.Expr.with_tracing(fn -> sqrt_or_zero(x) end)
+      {graph, _, _} = NxJax.Graph.encode(result)
+      {:nx_jax_graph, 1, nodes, _} = graph
+      ops = Enum.map(nodes, &elem(&1, 1))
+      assert :cond in ops
+      refute :select in ops
+      {_, :cond, _, %{branches: [taken, other]}, _} = List.keyfind(nodes, :cond, 1)
+      assert {:nx_jax_graph, 1, [_ | _], [_]} = taken
+      assert {:nx_jax_graph, 1, [_ | _], [_]} = other
+    end
+
+    test "cond picks the first true clause; gradients match finite differences" do
+      assert piecewise(-2.0) == Nx.tensor(-4.0)
+      assert_in_delta Nx.to_number(piecewise(0.5)), :math.sin(0.5), 1.0e-6
+      assert_in_delta Nx.to_number(piecewise(2.0)), 2 * :math.exp(2.0), 1.0e-4
+
+      for x <- [-2.0, -0.3, 0.5, 1.7] do
+        :ok = Nx.Defn.check_grads!(&piecewise/1, &grad_piecewise/1, f64(x))
+      end
+    end
+
+    test "branches return containers; leaves get the merged type and broadcast shape" do
+      x = Nx.tensor([1.0, 2.0])
+      {value, %{a: a, b: b}} = branch_container(x, 3.0)
+      assert value == Nx.tensor([3.0, 6.0])
+      assert a == Nx.tensor(3.0)
+      assert b == Nx.tensor([1.0, 1.0])
+
+      {value, %{a: a, b: b}} = branch_container(Nx.tensor([-1.0, -2.0]), 3.0)
+      assert value == Nx.tensor([-4.0, -5.0])
+      assert a == Nx.tensor(-3.0)
+      assert b == Nx.tensor([-1.0, -2.0])
+    end
+
+    test "values the branches close over get gradients through the cond" do
+      {gx, gs} = grad_scaled_if(f64(2.0), f64(3.0))
+      assert gx == f64(3.0) and gs == f64(2.0)
+      {gx, gs} = grad_scaled_if(f64(-2.0), f64(4.0))
+      assert gx == f64(1.0) and gs == f64(0.25)
+
+      for x <- [-1.5, 0.7] do
+        :ok =
+          Nx.Defn.check_grads!(
+            &scaled_if(&1, 1.7),
+            &elem(grad_scaled_if(&1, f64(1.7)), 0),
+            f64(x)
+          )
+
+        :ok =
+          Nx.Defn.check_grads!(
+            &scaled_if(f64(x), &1),
+            &elem(grad_scaled_if(f64(x), &1), 1),
+            f64(1.7)
+          )
+      end
+    end
+
+    test "branches returning different containers raise at trace time" do
+      assert_raise ArgumentError, ~r/same container/, fn ->
+        Nx.Defn.jit(fn x ->
+          Nx.Defn.Kernel.__if__(Nx.greater(x, 0), fn -> {x, x} end, fn -> x end)
+        end).(1.0)
+      end
+    end
+  end
+
+  ## while
+
+  defn power(x) do
+    {y, _i} =
+      while {y = x, i = 1}, i < 4 do
+        {y * x, i + 1}
+      end
+
+    y
+  end
+
+  defn bounded_power(x) do
+    {y, _i} =
+      while {y = x, i = 1}, i < 4, max_iterations: 10 do
+        {y * x, i + 1}
+      end
+
+    y
+  end
+
+  defn grad_bounded_power(x), do: grad(x, &bounded_power/1)
+  defn grad_power(x), do: grad(x, &power/1)
+
+  # Newton's iteration for sqrt(a), stopping on a tolerance: a dynamic trip count
+  defn newton_sqrt(a) do
+    {y, _a, _n} =
+      while {y = a, a, n = 0}, Nx.abs(y * y - a) > 1.0e-10 * a, max_iterations: 50 do
+        {(y + a / y) / 2, a, n + 1}
+      end
+
+    y
+  end
+
+  defn grad_newton_sqrt(a), do: grad(a, &newton_sqrt/1)
+
+  defn range_poly(x, coefficients) do
+    {acc, _x, _c} =
+      while {acc = Nx.tensor(0.0, type: :f64), x, coefficients}, i <- 0..2 do
+        {acc + Nx.take(coefficients, i) * x ** i, x, coefficients}
+      end
+
+    acc
+  end
+
+  defn grad_range_poly(x, c), do: grad(x, &range_poly(&1, c))
+
+  defn closes_over(x, scale) do
+    while y = x, i <- 1..3 do
+      y * scale + i
+    end
+  end
+
+  defn grad_closes_over(x, scale), do: grad(scale, &closes_over(x, &1))
+
+  defn nested(x) do
+    while y = x, _i <- 1..2 do
+      if y > 5 do
+        y / 2
+      else
+        while z = y, _j <- 1..3 do
+          z * 1.5
+        end
+      end
+    end
+  end
+
+  defn grad_nested(x), do: grad(x, &nested/1)
+
+  defn stopped_early(x) do
+    while y = x, y < 1000, max_iterations: 3 do
+      y * 2
+    end
+  end
+
+  defn changes_type(x) do
+    while acc = 0.0, _i <- 1..2 do
+      acc + x
+    end
+  end
+
+  defn changes_shape(x) do
+    while acc = x, _i <- 1..2 do
+      Nx.stack([acc, acc])
+    end
+  end
+
+  describe "while" do
+    test "with a condition runs until it is false" do
+      assert power(2.0) == Nx.tensor(16.0)
+      assert bounded_power(2.0) == Nx.tensor(16.0)
+      assert_in_delta Nx.to_number(newton_sqrt(f64(2.0))), :math.sqrt(2.0), 1.0e-9
+    end
+
+    test "with max_iterations it is differentiable (a bounded scan)" do
+      assert grad_bounded_power(f64(2.0)) == f64(32.0)
+      :ok = Nx.Defn.check_grads!(&bounded_power/1, &grad_bounded_power/1, f64(1.3))
+      # d sqrt(a) / da = 1 / (2 sqrt(a)), through a loop that stops on a tolerance
+      assert_in_delta Nx.to_number(grad_newton_sqrt(f64(2.0))), 0.5 / :math.sqrt(2.0), 1.0e-9
+      :ok = Nx.Defn.check_grads!(&newton_sqrt/1, &grad_newton_sqrt/1, f64(3.0))
+    end
+
+    test "max_iterations stops a loop whose condition still holds" do
+      assert stopped_early(1.0) == Nx.tensor(8.0)
+    end
+
+    test "a gradient through an unbounded while raises at trace time, naming the fix" do
+      assert_raise ArgumentError, ~r/max_iterations: n/, fn -> grad_power(2.0) end
+    end
+
+    test "over a range, with gradients" do
+      c = f64([1.0, -2.0, 0.5])
+      assert range_poly(f64(2.0), c) == f64(1.0 - 4.0 + 2.0)
+      assert grad_range_poly(f64(2.0), c) == f64(-2.0 + 2.0)
+      :ok = Nx.Defn.check_grads!(&range_poly(&1, c), &grad_range_poly(&1, c), f64(0.7))
+    end
+
+    test "the body closes over values of the enclosing trace" do
+      # y1 = 2x + 1, y2 = 4x + 2 + 2, y3 = 8x + 8 + 3 with scale 2
+      assert closes_over(f64(1.0), f64(2.0)) == f64(19.0)
+
+      :ok =
+        Nx.Defn.check_grads!(
+          &closes_over(f64(1.0), &1),
+          &grad_closes_over(f64(1.0), &1),
+          f64(1.5)
+        )
+    end
+
+    test "loops and conds nest" do
+      # 1 -> 3.375 -> 11.390625; 6 -> 3 -> 10.125
+      assert nested(f64(1.0)) == f64(11.390625)
+      assert nested(f64(6.0)) == f64(10.125)
+      :ok = Nx.Defn.check_grads!(&nested/1, &grad_nested/1, f64(1.0))
+      :ok = Nx.Defn.check_grads!(&nested/1, &grad_nested/1, f64(6.0))
+    end
+
+    test "the body must keep the state's types and shapes" do
+      assert_raise ArgumentError, ~r/keep the type of state leaf 0/, fn ->
+        changes_type(f64(1.0))
+      end
+
+      assert_raise ArgumentError, ~r/keep the shape of state leaf 0/, fn ->
+        changes_shape(1.0)
+      end
+    end
+  end
+
+  ## reduce / window_reduce
+
+  defn sum_squares(t), do: Nx.reduce(t, 0.0, [axes: [1]], fn x, acc -> x * x + acc end)
+  defn total_sum_squares(t), do: Nx.sum(sum_squares(t))
+  defn grad_sum_squares(t), do: grad(t, &total_sum_squares/1)
+
+  defn window_softmax_sum(t) do
+    t
+    |> Nx.window_reduce(0.0, {2, 2}, [strides: [1, 2], padding: [{0, 1}, {1, 0}]], fn x, acc ->
+      acc + Nx.exp(x)
+    end)
+    |> Nx.sum()
+  end
+
+  defn grad_window_softmax_sum(t), do: grad(t, &window_softmax_sum/1)
+
+  defn window_max_dilated(t) do
+    t
+    |> Nx.window_reduce(Nx.tensor(:neg_infinity), {2}, [window_dilations: 2], &Nx.max/2)
+  end
+
+  describe "reduce and window_reduce with a defn function" do
+    test "reduce over axes, keep_axes and types" do
+      t = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
+      assert sum_squares(t) == Nx.tensor([5.0, 25.0])
+
+      assert Nx.reduce(
+               Nx.tensor([[1, 2, 3], [4, 5, 6]]),
+               1,
+               [axes: [0], keep_axes: true],
+               &Nx.multiply/2
+             ) ==
+               Nx.tensor([[4, 10, 18]])
+
+      assert Nx.reduce(Nx.tensor([1, 2, 3]), 0.5, &Nx.add/2) == Nx.tensor(6.5)
+      assert Nx.reduce(Nx.tensor([1, 2, 3]), 0, [type: {:f, 64}], &Nx.add/2) == f64(6.0)
+    end
+
+    test "reduce gradients match finite differences" do
+      t = f64([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+      assert grad_sum_squares(t) == Nx.multiply(t, 2)
+
+      prod = fn t -> Nx.reduce(t, 1.0, &Nx.multiply/2) end
+      grad_prod = fn t -> Nx.Defn.grad(t, prod) end
+      :ok = Nx.Defn.check_grads!(prod, grad_prod, t)
+    end
+
+    test "window_reduce: strides, padding (holding acc) and dilations" do
+      t = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+      sums =
+        Nx.window_reduce(t, 0.0, {2, 2}, [strides: [1, 2], padding: [{0, 1}, {1, 0}]], &Nx.add/2)
+
+      # padded: [[0,1,2,3],[0,4,5,6],[0,0,0,0]], windows at columns 0 and 2
+      assert sums == Nx.tensor([[5.0, 16.0], [4.0, 11.0]])
+
+      assert window_max_dilated(Nx.tensor([1.0, 5.0, 2.0, 0.0, 7.0])) ==
+               Nx.tensor([2.0, 5.0, 7.0])
+    end
+
+    test "window_reduce gradients match finite differences" do
+      t = f64([[0.5, -1.0, 0.3], [0.2, 0.4, -0.6]])
+      :ok = Nx.Defn.check_grads!(&window_softmax_sum/1, &grad_window_softmax_sum/1, t)
+    end
+  end
+
+  ## deftransform, tap, then, keyword!
+
+  deftransform axis_count(tensor, opts \\ []) do
+    opts = Keyword.validate!(opts, axes: nil)
+    length(opts[:axes] || Tuple.to_list(tensor.shape))
+  end
+
+  deftransformp(doubled_shape(tensor), do: Tuple.to_list(tensor.shape) |> Enum.map(&(&1 * 2)))
+
+  defn transforms(t) do
+    t
+    |> tap(&send(self(), {:tapped, &1.shape}))
+    |> then(&(&1 * axis_count(&1)))
+    |> Nx.sum(axes: [0])
+    |> Nx.multiply(length(doubled_shape(t)))
+  end
+
+  defn with_opts(t, opts \\ []) do
+    opts = keyword!(opts, [:power, scale: 1])
+    t ** opts[:power] * opts[:scale]
+  end
+
+  describe "deftransform, tap, then, keyword!" do
+    test "deftransform functions run at trace time with Kernel semantics" do
+      assert axis_count(Nx.iota({2, 3})) == 2
+      assert axis_count(Nx.iota({2, 3}), axes: [1]) == 1
+      # [[0, 1, 2], [3, 4, 5]] * 2 axes, summed over axis 0, * 2 dims
+      assert transforms(Nx.iota({2, 3})) == Nx.tensor([12, 20, 28])
+      assert_received {:tapped, {2, 3}}
+    end
+
+    test "keyword! fills defaults and raises for unknown keys" do
+      assert with_opts(Nx.tensor(3), power: 2) == Nx.tensor(9)
+      assert with_opts(Nx.tensor(3), power: 2, scale: 2) == Nx.tensor(18)
+
+      assert_raise ArgumentError,
+                   "unknown key :pow in [pow: 2], expected one of [:power, :scale]",
+                   fn ->
+                     with_opts(Nx.tensor(3), pow: 2)
+                   end
+
+      assert Nx.Defn.Kernel.keyword!([], [:a, b: 2]) == [b: 2]
+
+      assert_raise ArgumentError, ~r/expected a keyword list/, fn ->
+        Nx.Defn.Kernel.keyword!(:oops, [:a])
+      end
+    end
+  end
+end
