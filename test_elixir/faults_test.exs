@@ -1,0 +1,177 @@
+defmodule NxJax.FaultsTest do
+  # async: false: replaces the application's pool with a two-worker one whose workers it kills
+  use ExUnit.Case, async: false
+  import ExUnit.CaptureLog
+
+  @moduletag timeout: 300_000
+
+  defmodule Fns do
+    import Nx.Defn
+    defn affine(x, k), do: x * 2 + k
+  end
+
+  setup_all do
+    :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
+    {:ok, pool} = NxJax.Pool.start_link(size: 2)
+    Process.unlink(pool)
+
+    on_exit(fn ->
+      Supervisor.stop(pool)
+      {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
+    end)
+
+    :ok
+  end
+
+  defp graph(nodes, outputs), do: :erlang.term_to_binary({:nx_jax_graph, 1, nodes, outputs})
+
+  defp kill(worker),
+    do: System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(worker))])
+
+  defp await_pool(tries \\ 400) do
+    if length(NxJax.Pool.workers()) == NxJax.Pool.size() or tries == 0,
+      do: :ok,
+      else: Process.sleep(25) && await_pool(tries - 1)
+  end
+
+  test "crash loop: workers killed again and again while 12 callers run; every call returns " <>
+         "its correct result or a WorkerError, none hangs, and the pool serves on" do
+    await_pool()
+    parent = self()
+
+    killer =
+      spawn_link(fn ->
+        for _ <- 1..8 do
+          Process.sleep(250)
+
+          case NxJax.Pool.workers() do
+            [] -> :ok
+            # the chosen worker may be exiting already: then there is nothing to kill
+            workers -> try(do: kill(Enum.random(workers)), catch: (:exit, _ -> :ok))
+          end
+        end
+
+        send(parent, :killer_done)
+      end)
+
+    outcomes =
+      1..12
+      |> Enum.map(fn caller ->
+        Task.async(fn ->
+          for call <- 1..40 do
+            x = Nx.tensor([caller * 1.0, call * 1.0])
+
+            try do
+              result = Fns.affine(x, call)
+              {:ok, result == Nx.tensor([caller * 2.0 + call, call * 3.0])}
+            rescue
+              error in NxJax.WorkerError -> {:error, error.class}
+            end
+          end
+        end)
+      end)
+      |> Enum.flat_map(&Task.await(&1, 240_000))
+
+    assert_receive :killer_done, 60_000
+    refute Process.alive?(killer)
+
+    assert length(outcomes) == 12 * 40
+    # nothing is lost: every call has an outcome, and no result is wrong
+    refute {:ok, false} in outcomes
+    assert Enum.all?(outcomes, &(&1 in [{:ok, true}, {:error, "WorkerExited"}]))
+    assert {:ok, true} in outcomes
+
+    await_pool()
+    for i <- 1..20, do: assert(Fns.affine(Nx.tensor(i * 1.0), 1) == Nx.tensor(i * 2.0 + 1))
+  end
+
+  describe "per-call :timeout" do
+    setup do
+      name = :"timeout_worker_#{System.unique_integer([:positive])}"
+      {:ok, sup} = Supervisor.start_link([{NxJax.Worker, name: name}], strategy: :one_for_one)
+      on_exit(fn -> if Process.alive?(sup), do: Supervisor.stop(sup) end)
+      assert NxJax.Worker.call(:ping, [], server: name) == :pong
+      %{name: name}
+    end
+
+    test "a call past its timeout gets a Timeout error; the stuck worker is replaced and the " <>
+           "call queued behind it is retried on the new worker",
+         %{name: name} do
+      # twelve chained dots of 1500x1500 f64 matrices: seconds of work, far past 200 ms
+      dims = {{:f, 64}, {1500, 1500}}
+      dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
+      chain = for i <- 1..12, do: {i, :dot, [i - 1, i - 1], dot, dims}
+      slow = graph([{0, :constant, [], %{value: 1.0e-3}, dims} | chain], [12])
+
+      quick =
+        graph(
+          [
+            {0, :parameter, [], %{index: 0}, {{:s, 64}, {}}},
+            {1, :add, [0, 0], %{}, {{:s, 64}, {}}}
+          ],
+          [1]
+        )
+
+      stuck_os_pid = NxJax.Worker.os_pid(name)
+
+      slow_caller =
+        Task.async(fn -> catch_error(NxJax.Worker.run(slow, [], server: name, timeout: 200)) end)
+
+      Process.sleep(20)
+
+      queued =
+        Task.async(fn ->
+          NxJax.Worker.run(quick, [{{:s, 64}, {}, <<21::64-signed-native>>}], server: name)
+        end)
+
+      assert %NxJax.WorkerError{class: "Timeout", message: message} =
+               Task.await(slow_caller, 30_000)
+
+      assert message =~ "within 200 ms"
+      assert message =~ "replaced"
+
+      assert [{{:s, 64}, {}, <<42::64-signed-native>>}] = Task.await(queued, 60_000)
+      assert NxJax.Worker.os_pid(name) != stuck_os_pid
+      refute File.exists?("/proc/#{stuck_os_pid}/cmdline") and not zombie?(stuck_os_pid)
+      assert NxJax.Worker.call(:ping, [], server: name) == :pong
+    end
+  end
+
+  defp zombie?(os_pid) do
+    case File.read("/proc/#{os_pid}/stat") do
+      {:ok, stat} -> String.contains?(stat, ") Z ")
+      _ -> true
+    end
+  end
+
+  test "print, sys.stderr, os.write(1) and a native write(1) reach the Logger and leave the " <>
+         "channel intact" do
+    log =
+      capture_log(fn ->
+        worker = start_supervised!({NxJax.Worker, env: [{"NX_JAX_TEST", "1"}], stdio_to: self()})
+
+        for how <- [:print, :stderr, :fd, :libc] do
+          assert NxJax.Worker.call(:debug_print, [how, "hello via #{how}"], server: worker) == :ok
+        end
+
+        for {stream, how} <- [stdout: :print, stderr: :stderr, stdout: :fd, stdout: :libc] do
+          line = "hello via #{how}"
+          stream = Atom.to_string(stream)
+          assert_receive {:nx_jax_stdio, ^stream, ^line}, 10_000
+        end
+
+        # frames are intact after the output
+        assert NxJax.Worker.call(:ping, [], server: worker) == :pong
+        Logger.flush()
+      end)
+
+    for how <- [:print, :fd, :libc], do: assert(log =~ ~r/\[info\].*stdout: hello via #{how}/)
+    assert log =~ ~r/\[warning\].*stderr: hello via stderr/
+  end
+
+  test "debug_print is refused by a worker not started with NX_JAX_TEST=1" do
+    assert_raise NxJax.WorkerError, ~r/UnknownFunction/, fn ->
+      NxJax.Worker.call(:debug_print, [:print, "x"])
+    end
+  end
+end
