@@ -45,21 +45,24 @@ defmodule NxJax.PerfCacheTest do
 
   test "a new signature or new options trace again; the old ones stay cached", ctx do
     Fns.affine(ctx.x, ctx.w, ctx.b)
+    # converted before counting: whether the eager as_type is traced depends on earlier tests
+    x64 = Nx.as_type(ctx.x, :f64)
     before = NxJax.Pool.stats()
-    Fns.affine(Nx.as_type(ctx.x, :f64), ctx.w, ctx.b)
+    Fns.affine(x64, ctx.w, ctx.b)
     assert Fns.scale(Nx.tensor([1.0, 2.0]), factor: 3) == Nx.tensor([3.0, 6.0])
     assert Fns.scale(Nx.tensor([1.0, 2.0]), factor: 4) == Nx.tensor([4.0, 8.0])
     Fns.affine(ctx.x, ctx.w, ctx.b)
     d = delta(before, @keys)
-    # as_type (eager), affine on f64, scale with factor 3, scale with factor 4; then a hit
-    assert {d.traces, d.trace_cache_hits, d.graph_sends, d.compiles} == {4, 1, 4, 4}
+    # affine on f64, scale with factor 3, scale with factor 4; then a hit
+    assert {d.traces, d.trace_cache_hits, d.graph_sends, d.compiles} == {3, 1, 3, 3}
   end
 
   test "eager ops are traced once per op and signature" do
-    Nx.exp(Nx.tensor([1.0, 2.0]))
+    # a shape no other test uses, so nothing else can have warmed these caches
+    Nx.exp(Nx.tensor([[[[1.0, 2.0]]]]))
     before = NxJax.Pool.stats()
-    assert Nx.to_flat_list(Nx.add(Nx.exp(Nx.tensor([0.0, 0.0])), 1)) == [2.0, 2.0]
-    assert Nx.to_flat_list(Nx.add(Nx.exp(Nx.tensor([0.0, 0.0])), 2)) == [3.0, 3.0]
+    assert Nx.to_flat_list(Nx.add(Nx.exp(Nx.tensor([[[[0.0, 0.0]]]])), 1)) == [2.0, 2.0]
+    assert Nx.to_flat_list(Nx.add(Nx.exp(Nx.tensor([[[[0.0, 0.0]]]])), 2)) == [3.0, 3.0]
     d = delta(before, @keys)
     # exp: cached from the first call; add: traced and sent once, then a key call
     assert {d.traces, d.trace_cache_hits, d.graph_sends, d.key_calls} == {1, 3, 1, 3}
