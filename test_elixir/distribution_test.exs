@@ -1,0 +1,141 @@
+defmodule NxJax.DistributionTest do
+  # A second BEAM node started with :peer on loopback runs nx_jax with one worker; this node
+  # places calls on it through the :pg group (remote: true), then the peer goes down while
+  # calls are in flight. async: false: it makes this node distributed.
+  use ExUnit.Case, async: false
+
+  @moduletag timeout: 300_000
+
+  defmodule Fns do
+    import Nx.Defn
+    defn twice_plus(x, k), do: x * 2 + k
+  end
+
+  setup_all do
+    {_, 0} = System.cmd("epmd", ["-daemon"])
+
+    started_here =
+      if Node.alive?() do
+        false
+      else
+        name = :"nx_jax_test_#{System.unique_integer([:positive])}@127.0.0.1"
+        {:ok, _} = Node.start(name, :longnames)
+        true
+      end
+
+    {:ok, peer, node} =
+      :peer.start_link(%{
+        name: :"nx_jax_peer_#{System.unique_integer([:positive])}",
+        host: ~c"127.0.0.1",
+        longnames: true,
+        args: [~c"-setcookie", Atom.to_charlist(Node.get_cookie())]
+      })
+
+    Process.unlink(peer)
+    :ok = :erpc.call(node, :code, :add_paths, [:code.get_path()])
+    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:nx_jax], 60_000)
+
+    on_exit(fn ->
+      if Process.alive?(peer), do: :peer.stop(peer)
+      if started_here, do: Node.stop()
+    end)
+
+    %{peer: peer, node: node, remote: await_remote_worker(node, 600)}
+  end
+
+  defp await_remote_worker(node, tries) do
+    case Enum.filter(NxJax.Distribution.remote_members(), &(node(&1) == node)) do
+      [worker | _] -> worker
+      [] when tries > 0 -> Process.sleep(50) && await_remote_worker(node, tries - 1)
+    end
+  end
+
+  defp expected(i, k), do: Nx.tensor([i * 2.0 + k, -i * 2.0 + k])
+
+  defp call(i, k, opts) do
+    Nx.Defn.jit(&Fns.twice_plus/2, opts).(Nx.tensor([i * 1.0, -i * 1.0]), k)
+  end
+
+  test "a worker on a peer node joins the :pg group and serves calls; when the peer goes " <>
+         "down, callers get a WorkerError or are retried on the remaining workers",
+       %{peer: peer, node: node, remote: remote} do
+    assert node(remote) == node
+    assert remote in NxJax.Distribution.members()
+    # the local pool's workers are members too
+    assert Enum.all?(NxJax.Pool.workers(), &(&1 in NxJax.Distribution.members()))
+
+    before = NxJax.Worker.stats(server: remote).runs
+
+    1..16
+    |> Enum.map(fn i ->
+      Task.async(fn -> for k <- 1..10, do: assert(call(i, k, remote: true) == expected(i, k)) end)
+    end)
+    |> Enum.each(&Task.await(&1, 120_000))
+
+    assert NxJax.Worker.stats(server: remote).runs > before
+
+    # and a call placed on it explicitly
+    assert call(7, 1, server: remote) == expected(7, 1)
+
+    # the peer goes down while calls are in flight: each gets its result (retried on a
+    # remaining worker) or a WorkerError, and later calls are served locally
+    remote_python = NxJax.Worker.os_pid(remote)
+
+    tasks =
+      for i <- 1..16 do
+        Task.async(fn ->
+          for k <- 1..100 do
+            try do
+              {:ok, call(i, k, remote: true) == expected(i, k)}
+            rescue
+              error in NxJax.WorkerError -> {:error, error.class}
+            end
+          end
+        end)
+      end
+
+    # stop the peer once it has served some of these calls
+    await_runs(remote, NxJax.Worker.stats(server: remote).runs + 20, 400)
+    :ok = :peer.stop(peer)
+
+    outcomes = Enum.flat_map(tasks, &Task.await(&1, 120_000))
+    assert length(outcomes) == 16 * 100
+    assert Enum.all?(outcomes, &(&1 in [{:ok, true}, {:error, "WorkerExited"}]))
+
+    refute node in Node.list()
+    assert await_gone(remote, 200)
+
+    for i <- 1..10, do: assert(call(i, 3, remote: true) == expected(i, 3))
+
+    # the peer's Python worker saw EOF and exited: no orphan on this host
+    assert python_gone?(remote_python, 200)
+  end
+
+  defp await_runs(worker, runs, tries) do
+    if NxJax.Worker.stats(server: worker).runs >= runs or tries == 0,
+      do: :ok,
+      else: Process.sleep(5) && await_runs(worker, runs, tries - 1)
+  end
+
+  defp await_gone(worker, tries) do
+    cond do
+      worker not in NxJax.Distribution.members() -> true
+      tries == 0 -> false
+      true -> Process.sleep(50) && await_gone(worker, tries - 1)
+    end
+  end
+
+  defp python_gone?(os_pid, tries) do
+    gone =
+      case File.read("/proc/#{os_pid}/stat") do
+        {:ok, stat} -> String.contains?(stat, ") Z ")
+        {:error, _} -> true
+      end
+
+    cond do
+      gone -> true
+      tries == 0 -> false
+      true -> Process.sleep(50) && python_gone?(os_pid, tries - 1)
+    end
+  end
+end
