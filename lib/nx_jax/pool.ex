@@ -19,6 +19,9 @@ defmodule NxJax.Pool do
   restarted worker or another one (`retry: false` turns this off). A call pinned to one worker
   (resident arguments, or an explicit `:server` pid) is not retried: its error says why.
 
+  `config :nx_jax, worker_env: [env0, env1, ...]` gives worker `i` the extra environment
+  variables `env_i` (`[{"NAME", "value"}]`), e.g. one accelerator each (docs/DEPLOYMENT.md).
+
   Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
 
       NxJax.Pool.size()
@@ -43,9 +46,13 @@ defmodule NxJax.Pool do
     :persistent_term.put({__MODULE__, :size}, size)
     :persistent_term.put({__MODULE__, :in_flight}, :atomics.new(size, signed: true))
 
+    worker_env = Application.get_env(:nx_jax, :worker_env, [])
+
     children =
       for index <- 0..(size - 1) do
-        Supervisor.child_spec({NxJax.Worker, name: name(index), group: true},
+        env = Enum.at(worker_env, index, [])
+
+        Supervisor.child_spec({NxJax.Worker, name: name(index), group: true, env: env},
           id: {NxJax.Worker, index}
         )
       end
