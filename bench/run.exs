@@ -295,6 +295,39 @@ pool2 = throughput.(2)
 Bench.restart_pool(1)
 r = Map.put(r, :pool, %{one: pool1, two: pool2})
 
+# --- 6. load ---------------------------------------------------------------------------------
+# test_elixir/load_test.exs's load: 50 processes x 200 random eager ops (add, multiply, max,
+# negate, sum, ...) on random shapes, through a 2-worker pool; the latency of each call.
+IO.puts("6. load")
+Bench.restart_pool(2)
+
+load_call = fn ->
+  op = Enum.random([:add, :subtract, :multiply, :max, :min, :negate, :abs, :sum])
+  shape = Enum.random([{}, {3}, {2, 3}, {4, 2}])
+  type = Enum.random([{:s, 32}, {:f, 64}])
+  size = shape |> Tuple.to_list() |> Enum.product()
+  arity = if op in [:negate, :abs, :sum], do: 1, else: 2
+
+  args =
+    for _ <- 1..arity,
+        do:
+          Nx.tensor(for(_ <- 1..size, do: Enum.random(-999..999)), type: type)
+          |> Nx.reshape(shape)
+
+  Bench.time_us(fn -> apply(Nx, op, args) end)
+end
+
+# warm up every (op, shape, type) on both workers, then measure
+for _ <- 1..2000, do: load_call.()
+
+load_us =
+  1..50
+  |> Enum.map(fn _ -> Task.async(fn -> for _ <- 1..200, do: load_call.() end) end)
+  |> Enum.flat_map(&Task.await(&1, 600_000))
+
+Bench.restart_pool(1)
+r = Map.put(r, :load, Bench.percentiles(load_us))
+
 # --- report ----------------------------------------------------------------------------------
 cpu =
   case File.read("/proc/cpuinfo") do
@@ -410,6 +443,15 @@ plus x (64 KiB) in.
 Target >= 1.6. With #{System.schedulers_online()} cores, the BEAM, the callers and every Python
 worker share them: a second worker can only use time the first one leaves idle while it waits
 for the port.
+
+## 6. Load (50 processes x 200 random eager ops and shapes, 2-worker pool)
+
+The load of `test_elixir/load_test.exs` (which checks every result): each call's latency,
+including the time it waits behind the other 49 callers' calls.
+
+| calls | p50 (us) | p99 (us) |
+| --- | --- | --- |
+| #{length(load_us)} | #{f.(r.load.p50, 0)} | #{f.(r.load.p99, 0)} |
 """
 
 _ = sh_mem
