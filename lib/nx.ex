@@ -228,6 +228,12 @@ defmodule Nx do
       raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
     end
 
+    if tensor.vectorized_axes != [] do
+      raise ArgumentError,
+            "cannot convert a vectorized tensor (#{inspect(tensor.vectorized_axes)}) to a " <>
+              "number; use Nx.to_flat_list/1, or Nx.devectorize/2 and then read its entries"
+    end
+
     [number] = to_flat_list(tensor)
     number
   end
@@ -260,7 +266,8 @@ defmodule Nx do
     tensor = to_tensor(tensor)
     flat = to_flat_list(tensor)
 
-    case Tuple.to_list(tensor.shape) do
+    # a vectorized tensor reads as its devectorized data
+    case Tuple.to_list(full_shape(tensor)) do
       [] -> hd(flat)
       dims -> nest(flat, dims)
     end
@@ -446,6 +453,300 @@ defmodule Nx do
   def axis_size(tensor, axis) do
     shape = shape(tensor)
     elem(shape, Nx.Shape.normalize_axis(shape, axis))
+  end
+
+  ## Vectorization
+
+  @doc """
+  Turns leading axes of `tensor` into vectorized axes: every operation then works on each
+  entry independently ("for each" semantics), and `shape/1` no longer counts them.
+
+  `name_or_axes` is a name (the first axis), a list of names (one leading axis each) or a
+  keyword list `name: size` (the sizes must match the leading axes). Axes already vectorized
+  stay in front of the new ones.
+
+  Vectorized axes of different inputs of an operation are matched by name: inputs
+  vectorized over `:x` and over `:y` give a result vectorized over both, `[x: ..., y: ...]`
+  (names in the order they first appear); the same name must have the same size in every
+  input. Axis options (`axes:`, `axis:`) and shapes refer to the non-vectorized shape.
+
+  ## Examples
+
+      iex> v = Nx.vectorize(Nx.tensor([[1, 2, 3], [4, 5, 6]]), :x)
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64[3]
+        [
+          [1, 2, 3],
+          [4, 5, 6]
+        ]
+      >
+      iex> Nx.sum(v)
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64
+        [6, 15]
+      >
+
+  """
+  def vectorize(tensor, name_or_axes, opts \\ [])
+
+  def vectorize(tensor, name, opts) when is_atom(name) and name != nil,
+    do: vectorize(tensor, [name], opts)
+
+  def vectorize(tensor, axes, opts) when is_list(axes) and is_list(opts) do
+    %T{} = tensor = to_tensor(tensor)
+    Keyword.validate!(opts, [])
+    dims = Tuple.to_list(tensor.shape)
+
+    if axes == [] or length(axes) > length(dims) do
+      raise ArgumentError,
+            "cannot vectorize #{length(axes)} axes of a tensor of shape " <>
+              "#{inspect(tensor.shape)}: give between 1 and #{length(dims)} names " <>
+              "(one per leading axis)"
+    end
+
+    {leading, inner} = Enum.split(dims, length(axes))
+
+    new =
+      Enum.zip_with(axes, leading, fn
+        {name, size}, dim when is_atom(name) and size == dim ->
+          {name, dim}
+
+        {name, size}, dim when is_atom(name) ->
+          raise ArgumentError,
+                "cannot vectorize axis #{inspect(name)} with size #{inspect(size)}: the " <>
+                  "tensor's axis has size #{dim} (shape #{inspect(tensor.shape)})"
+
+        name, dim when is_atom(name) and name != nil ->
+          {name, dim}
+
+        other, _dim ->
+          raise ArgumentError,
+                "expected a vectorized axis name (an atom) or name: size, got: #{inspect(other)}"
+      end)
+
+    vectorized_axes = tensor.vectorized_axes ++ new
+    unique_axis_names!(vectorized_axes)
+
+    %T{
+      tensor
+      | shape: List.to_tuple(inner),
+        vectorized_axes: vectorized_axes,
+        names: names_of(inner)
+    }
+  end
+
+  @doc """
+  Turns the vectorized axes of `tensor` back into leading axes (outermost first).
+
+  ## Options
+
+    * `:keep_names` - name the new leading axes after the vectorized axes (`true`, the
+      default) or leave them unnamed (`false`)
+
+  ## Examples
+
+      iex> v = Nx.vectorize(Nx.tensor([[1, 2], [3, 4]]), :x)
+      iex> Nx.devectorize(v, keep_names: false) == Nx.tensor([[1, 2], [3, 4]])
+      true
+      iex> Nx.devectorize(v).names
+      [:x, nil]
+
+  """
+  def devectorize(tensor, opts \\ []) do
+    %T{} = tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, keep_names: true)
+    {names, sizes} = Enum.unzip(tensor.vectorized_axes)
+    leading = if opts[:keep_names], do: names, else: Enum.map(names, fn _ -> nil end)
+
+    %T{
+      tensor
+      | shape: List.to_tuple(sizes ++ Tuple.to_list(tensor.shape)),
+        names: leading ++ tensor.names,
+        vectorized_axes: []
+    }
+  end
+
+  @doc """
+  Changes the vectorized axes and the shape of `tensor` at once, keeping its elements in
+  row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape`
+  (required) the new non-vectorized shape. The number of elements must stay the same.
+
+  ## Examples
+
+      iex> t = Nx.vectorize(Nx.iota({2, 3}), :x)
+      iex> r = Nx.revectorize(t, [a: 3, b: 2], target_shape: {})
+      iex> {r.vectorized_axes, r.shape}
+      {[a: 3, b: 2], {}}
+
+  """
+  def revectorize(tensor, vectorized_axes, opts \\ []) when is_list(vectorized_axes) do
+    %T{} = tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:target_shape, :target_names])
+
+    target =
+      case opts[:target_shape] do
+        nil -> raise ArgumentError, "revectorize/3 needs the :target_shape option"
+        shape -> Nx.Shape.validate!(shape)
+      end
+
+    unless vectorized_axes != [] and Keyword.keyword?(vectorized_axes) and
+             Enum.all?(vectorized_axes, fn {_, size} -> is_integer(size) and size > 0 end) do
+      raise ArgumentError,
+            "revectorize/3 expects a non-empty keyword list of name: size, got: " <>
+              inspect(vectorized_axes)
+    end
+
+    unique_axis_names!(vectorized_axes)
+    full = List.to_tuple(Keyword.values(vectorized_axes) ++ Tuple.to_list(target))
+    old = full_shape(tensor)
+
+    if Nx.Shape.size(full) != Nx.Shape.size(old) do
+      raise ArgumentError,
+            "cannot revectorize a tensor of #{Nx.Shape.size(old)} elements (vectorized " <>
+              "#{inspect(tensor.vectorized_axes)}, shape #{inspect(tensor.shape)}) to " <>
+              "#{inspect(vectorized_axes)} with shape #{inspect(target)} " <>
+              "(#{Nx.Shape.size(full)} elements): the number of elements must stay the same"
+    end
+
+    flat = devectorize(tensor, keep_names: false)
+    flat = if full == old, do: flat, else: reshape(flat, full)
+    vectorize(flat, vectorized_axes)
+  end
+
+  @doc false
+  # The shape of the data of a tensor: its vectorized sizes, then its shape.
+  def full_shape(%T{vectorized_axes: [], shape: shape}), do: shape
+
+  def full_shape(%T{vectorized_axes: axes, shape: shape}),
+    do: List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))
+
+  defp names_of(dims), do: List.duplicate(nil, length(dims))
+
+  defp unique_axis_names!(vectorized_axes) do
+    names = Keyword.keys(vectorized_axes)
+
+    if length(Enum.uniq(names)) != length(names) do
+      raise ArgumentError,
+            "vectorized axis names must be unique, got: #{inspect(vectorized_axes)}"
+    end
+  end
+
+  ## Sigils
+
+  @doc """
+  A vector (`~V`) from numbers separated by spaces, with an optional type suffix (`u8`,
+  `s32`, `f64`, `c64`, ...; Nx's default types otherwise). Use with
+  `import Nx, only: :sigils`.
+
+  ## Examples
+
+      iex> import Nx, only: :sigils
+      iex> ~V[1 2 3]f32
+      #Nx.Tensor<
+        f32[3]
+        [1.0, 2.0, 3.0]
+      >
+
+  """
+  defmacro sigil_V({:<<>>, _meta, [string]}, modifiers) when is_binary(string) do
+    {rows, type} = sigil_parse!(string, modifiers, "~V")
+
+    numbers =
+      case rows do
+        [row] ->
+          row
+
+        _ ->
+          raise ArgumentError,
+                "~V expects one row of numbers (use ~M for a matrix), got: #{string}"
+      end
+
+    quote do: Nx.tensor(unquote(Macro.escape(numbers)), type: unquote(type))
+  end
+
+  @doc """
+  A matrix (`~M`) from rows of numbers separated by spaces, rows separated by newlines or
+  `;`, with an optional type suffix as for `sigil_V/2`.
+
+  ## Examples
+
+      iex> import Nx, only: :sigils
+      iex> ~M[1 2; 3 4]u8
+      #Nx.Tensor<
+        u8[2][2]
+        [
+          [1, 2],
+          [3, 4]
+        ]
+      >
+
+  """
+  defmacro sigil_M({:<<>>, _meta, [string]}, modifiers) when is_binary(string) do
+    {rows, type} = sigil_parse!(string, modifiers, "~M")
+
+    if rows |> Enum.map(&length/1) |> Enum.uniq() |> length() != 1 do
+      raise ArgumentError, "~M expects rows of the same length, got: #{inspect(string)}"
+    end
+
+    quote do: Nx.tensor(unquote(Macro.escape(rows)), type: unquote(type))
+  end
+
+  @sigil_types Enum.map(Nx.Type.all(), fn {kind, bits} -> "#{kind}#{bits}" end)
+
+  # -> {rows of numbers, type or nil}
+  defp sigil_parse!(string, modifiers, sigil) do
+    suffix = List.to_string(modifiers)
+
+    type =
+      cond do
+        suffix == "" ->
+          nil
+
+        suffix in @sigil_types ->
+          String.to_atom(suffix)
+
+        true ->
+          raise ArgumentError,
+                "unknown type #{inspect(suffix)} for #{sigil}, expected one of #{Enum.join(@sigil_types, ", ")}"
+      end
+
+    rows =
+      string
+      |> String.split(["\n", ";"], trim: true)
+      |> Enum.map(&String.split/1)
+      |> Enum.reject(&(&1 == []))
+      |> Enum.map(fn row -> Enum.map(row, &sigil_number!(&1, sigil)) end)
+
+    if rows == [], do: raise(ArgumentError, "#{sigil} expects at least one number")
+    {rows, type}
+  end
+
+  defp sigil_number!(word, sigil) do
+    case {Integer.parse(word), Float.parse(word)} do
+      {{int, ""}, _} -> int
+      {_, {float, ""}} -> float
+      _ -> sigil_special!(word, sigil)
+    end
+  end
+
+  defp sigil_special!("Inf", _), do: :infinity
+  defp sigil_special!("-Inf", _), do: :neg_infinity
+  defp sigil_special!("NaN", _), do: :nan
+
+  defp sigil_special!(word, sigil) do
+    case Regex.run(~r/^([+-]?[0-9.]+(?:e[+-]?[0-9]+)?)([+-][0-9.]+(?:e[+-]?[0-9]+)?)i$/, word) do
+      [_, re, im] -> Complex.new(sigil_real!(re, word, sigil), sigil_real!(im, word, sigil))
+      nil -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
+    end
+  end
+
+  defp sigil_real!(part, word, sigil) do
+    case Float.parse(part) do
+      {value, ""} -> value
+      _ -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
+    end
   end
 
   ## The single path to the worker / tracer

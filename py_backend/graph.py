@@ -19,7 +19,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from py_backend import channel
 from py_backend.nxtypes import SUPPORTED, NxType, to_dtype
@@ -550,13 +550,108 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
                 f"{where}: option {key} must be {exc}, got {_unwrap_atoms(given[_Atom(key)])!r}"
             ) from exc
     out = _parse_out(raw_out, where, limit)
+    if _Atom("vectorized") in given or _Atom("vectorized_inputs") in given:
+        opts.update(_vectorized_opts(given, op, n, where))
     node = Node(position, op, tuple(inputs), opts, out)
     _check_refs(where, position, node.opt_refs(), "option")
     for ref in inputs if op != "elem" else ():
         if not isinstance(nodes[ref].out, TensorOut):
             raise GraphError(f"{where}: input {ref} ({nodes[ref].op}) is tuple-valued")
-    CHECKS.get(op, _check_tensor_out)(node, nodes, where)
+    if "vectorized" in opts:
+        inner, views = vectorized_views(node, nodes, where)
+        CHECKS.get(op, _check_tensor_out)(inner, cast("list[Node]", views), where)
+    else:
+        CHECKS.get(op, _check_tensor_out)(node, nodes, where)
     return node
+
+
+# --- vectorized nodes (PROTOCOL.md 4.4) ---------------------------------------------------------
+# ``vectorized: k`` with ``vectorized_inputs: [bool]``: the op applies to each entry of the k
+# leading axes of the output and of the inputs flagged true (jax.vmap, k times); the other
+# inputs are shared by every entry. Ops that evaluate parts of the graph themselves cannot be.
+
+VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
+NOT_VECTORIZABLE = frozenset(
+    "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata cond "
+    "while range_loop reduce window_reduce".split()
+)
+
+
+def _vectorized_opts(given: Mapping[Any, Any], op: str, arity: int, where: str) -> dict[str, Any]:
+    if op in NOT_VECTORIZABLE:
+        raise GraphError(f"{where}: this op cannot be vectorized (options vectorized, "
+                         f"vectorized_inputs)")
+    k = given.get(_Atom("vectorized"))
+    flags = given.get(_Atom("vectorized_inputs"))
+    if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
+        raise GraphError(f"{where}: option vectorized must be a positive integer, got {k!r}")
+    if not (isinstance(flags, tuple) and len(flags) == arity
+            and all(isinstance(f, bool) for f in flags) and any(flags)):
+        raise GraphError(
+            f"{where}: option vectorized_inputs must be a list of {arity} booleans, at least "
+            f"one true, got {_unwrap_atoms(flags)!r}"
+        )
+    return {"vectorized": k, "vectorized_inputs": flags}
+
+
+def _strip(out: Out, k: int) -> Out:
+    if isinstance(out, TupleOut):
+        return TupleOut(tuple(_strip(o, k) for o in out.elements))
+    return TensorOut(out.type, out.shape[k:])
+
+
+def _batch(out: Out, k: int) -> tuple[int, ...] | None:
+    """The k leading dimensions of out (of every element of a tuple), None if they differ."""
+    if isinstance(out, TupleOut):
+        batches = {_batch(o, k) for o in out.elements}
+        return batches.pop() if len(batches) == 1 else None
+    return out.shape[:k] if len(out.shape) >= k else None
+
+
+class _Views:
+    """``nodes`` with some entries replaced (what an entry of a vectorized node sees)."""
+
+    def __init__(self, nodes: Any, replaced: Mapping[int, Node]) -> None:
+        self.nodes, self.replaced = nodes, replaced
+
+    def __getitem__(self, ref: int) -> Node:
+        return self.replaced.get(ref) or self.nodes[ref]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def inner_node(node: Node) -> Node:
+    """A vectorized node as one entry sees it: out without the vectorized axes, and opts
+    without the vectorization options."""
+    k = node.opts["vectorized"]
+    opts = {key: v for key, v in node.opts.items() if key not in VECTORIZED_OPTS}
+    return Node(node.id, node.op, node.inputs, opts, _strip(node.out, k))
+
+
+def vectorized_views(node: Node, nodes: Any, where: str) -> tuple[Node, _Views]:
+    """The inner node and the node list its per-op check must see: the node's inputs are
+    renumbered past the end of ``nodes`` (an id may be given once vectorized and once not) and
+    seen with their vectorized axes stripped. Checks that every vectorized input and the output
+    share the same k leading dimensions."""
+    k, flags = node.opts["vectorized"], node.opts["vectorized_inputs"]
+    batch = _batch(node.out, k)
+    if batch is None:
+        raise GraphError(f"{where}: vectorized: {k}, but the out has fewer than {k} axes "
+                         f"(or tuple elements with different leading axes)")
+    replaced: dict[int, Node] = {}
+    for i, (ref, flag) in enumerate(zip(node.inputs, flags, strict=True)):
+        source = nodes[ref]
+        if flag and _batch(source.out, k) != batch:
+            raise GraphError(
+                f"{where}: vectorized input {ref} has shape {source.tensor.shape}, whose "
+                f"{k} leading axes must be the output's {list(batch)}"
+            )
+        out = _strip(source.out, k) if flag else source.out
+        replaced[len(nodes) + i] = Node(source.id, source.op, source.inputs, source.opts, out)
+    inner = inner_node(node)
+    synthetic = tuple(range(len(nodes), len(nodes) + len(node.inputs)))
+    return Node(inner.id, inner.op, synthetic, inner.opts, inner.out), _Views(nodes, replaced)
 
 
 def _check_refs(where: str, own: int, refs: Any, what: str) -> None:

@@ -39,6 +39,7 @@ from py_backend.graph import (  # noqa: E402
     Node,
     TensorOut,
     TupleOut,
+    inner_node,
 )
 from py_backend.nxtypes import merge, to_dtype, wire_dtype  # noqa: E402
 
@@ -191,7 +192,10 @@ class Lowering:
             node = self.nodes[n]
             args = [env[i] for i in node.inputs]
             try:
-                value = OPS[node.op](Call(node, args, env, self))
+                if "vectorized" in node.opts:
+                    value = lower_vectorized(Call(node, args, env, self))
+                else:
+                    value = OPS[node.op](Call(node, args, env, self))
             except Exception as exc:
                 if not isinstance(exc, GraphError | ShapeError | ArgumentError):
                     exc.add_note(f"while lowering node {n} ({node.op})")
@@ -1075,6 +1079,28 @@ def lower_window_reduce(c: Call) -> Value:
         limit = tuple(s + (n - 1) * k + 1 for s, n, k in zip(start, shape, strides, strict=True))
         parts.append(lax.slice(padded, start, limit, strides))
     return _fold(c, jnp.stack(parts), acc, captures)
+
+
+# --- vectorized nodes (PROTOCOL.md 4.4) -------------------------------------------------------
+
+
+def lower_vectorized(c: Call) -> Value:
+    """A node with ``vectorized: k``: its op's lowering, as one entry sees it (out and inputs
+    without the k leading axes), under k nested ``jax.vmap`` over axis 0; inputs not flagged
+    in ``vectorized_inputs`` are shared by every entry (``in_axes`` None)."""
+    node = c.node
+    k: int = node.opts["vectorized"]
+    in_axes = tuple(0 if flag else None for flag in node.opts["vectorized_inputs"])
+    inner = inner_node(node)
+    lowering = OPS[node.op]
+
+    def entry(*args: Value) -> Value:
+        return lowering(Call(inner, list(args), c.env, c.lowering))
+
+    fn: Callable[..., Value] = entry
+    for _ in range(k):
+        fn = jax.vmap(fn, in_axes=in_axes)
+    return fn(*c.args)
 
 
 # --- the op table ----------------------------------------------------------------------------

@@ -88,10 +88,7 @@ defmodule NxJax.Graph do
   @spec rebuild(term, [Nx.Tensor.t()]) :: term
   def rebuild(container, tensors), do: Composite.fill(container, tensors)
 
-  defp template(leaf) do
-    %Nx.Tensor{type: type, shape: shape} = Expr.to_expr(leaf)
-    Expr.template(type, shape)
-  end
+  defp template(leaf), do: leaf |> Expr.to_expr() |> Expr.template_of()
 
   # inside a sub-graph (PROTOCOL 4.3): its own parameters and the captured values
   defp visit(%Nx.Tensor{data: %Expr{id: ref}} = tensor, %{ids: ids, params: params} = state)
@@ -173,5 +170,6 @@ defmodule NxJax.Graph do
     Enum.map(outs, &out/1)
   end
 
-  defp out(%Nx.Tensor{type: type, shape: shape}), do: {type, shape}
+  # a vectorized tensor travels devectorized: its vectorized sizes lead its shape
+  defp out(%Nx.Tensor{type: type} = tensor), do: {type, Nx.full_shape(tensor)}
 end

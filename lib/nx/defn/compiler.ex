@@ -68,7 +68,10 @@ defmodule Nx.Defn.Compiler do
 
   defp cached(id, fun, args, opts) do
     {params, concrete} = parameters(args)
-    key = {__MODULE__, id, Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape})}
+
+    key =
+      {__MODULE__, id,
+       Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape, &1.vectorized_axes})}
 
     compiled =
       case :persistent_term.get(key, nil) do
@@ -95,7 +98,8 @@ defmodule Nx.Defn.Compiler do
     {params, {_count, concrete}} =
       Composite.map_reduce(List.to_tuple(args), {0, []}, fn leaf, {index, acc} ->
         tensor = to_concrete(leaf)
-        {Expr.parameter(index, tensor.type, tensor.shape), {index + 1, [tensor | acc]}}
+        param = Expr.parameter(index, tensor.type, tensor.shape, tensor.vectorized_axes)
+        {param, {index + 1, [tensor | acc]}}
       end)
 
     {Tuple.to_list(params), Enum.reverse(concrete)}
@@ -129,7 +133,10 @@ defmodule Nx.Defn.Compiler do
     NxJax.Pool.with_worker(
       opts[:server] || home,
       fn server ->
-        wire = Enum.map(args, &NxJax.Backend.to_wire(&1, server))
+        # vectorized arguments travel devectorized (their full shape)
+        wire =
+          Enum.map(args, &NxJax.Backend.to_wire(Nx.devectorize(&1, keep_names: false), server))
+
         results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
         templates = Composite.flatten_list([container])
         from_wire = &from_wire(&1, &2, server)
@@ -158,6 +165,14 @@ defmodule Nx.Defn.Compiler do
   def to_concrete(tensor_or_number), do: Nx.to_tensor(tensor_or_number)
 
   # The worker must answer with the declared type and shape (PROTOCOL 4).
+  defp from_wire(%Nx.Tensor{vectorized_axes: [_ | _]} = template, result, server) do
+    # a vectorized result comes back devectorized: check its full shape
+    template
+    |> Nx.devectorize(keep_names: false)
+    |> from_wire(result, server)
+    |> Nx.vectorize(template.vectorized_axes)
+  end
+
   defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}, _) do
     %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
   end

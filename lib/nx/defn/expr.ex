@@ -142,9 +142,11 @@ defmodule Nx.Defn.Expr do
       iex> {a.data.op, a.data.opts}
       {:parameter, %{index: 1}}
   """
-  @spec parameter(non_neg_integer, Nx.Tensor.type(), tuple) :: Nx.Tensor.t()
-  def parameter(index, type, shape) when is_integer(index) and index >= 0 do
-    expr(:parameter, [], %{index: index}, template(type, shape))
+  @spec parameter(non_neg_integer, Nx.Tensor.type(), tuple, keyword) :: Nx.Tensor.t()
+  def parameter(index, type, shape, vectorized_axes \\ [])
+      when is_integer(index) and index >= 0 do
+    out = %Nx.Tensor{template(type, shape) | vectorized_axes: vectorized_axes}
+    expr(:parameter, [], %{index: index}, out)
   end
 
   @doc """
@@ -180,6 +182,14 @@ defmodule Nx.Defn.Expr do
   @spec to_expr(Nx.Tensor.t() | number) :: Nx.Tensor.t()
   def to_expr(%Nx.Tensor{data: %__MODULE__{}} = tensor), do: tensor
 
+  def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{}, vectorized_axes: [_ | _]} = tensor) do
+    # the literal holds the devectorized data
+    tensor
+    |> Nx.devectorize(keep_names: false)
+    |> to_expr()
+    |> Nx.vectorize(tensor.vectorized_axes)
+  end
+
   def to_expr(%Nx.Tensor{data: %Nx.BinaryBackend{state: binary}, type: type, shape: {}}) do
     [value] = Nx.BinaryBackend.to_list(binary, type)
     constant(value, type, {})
@@ -211,6 +221,11 @@ defmodule Nx.Defn.Expr do
   def template(type, shape),
     do: %Nx.Tensor{data: nil, type: type, shape: shape, names: names(shape)}
 
+  @doc false
+  # the template of a tensor: type, shape and vectorized axes, no data
+  def template_of(%Nx.Tensor{type: type, shape: shape, vectorized_axes: axes}),
+    do: %Nx.Tensor{template(type, shape) | vectorized_axes: axes}
+
   defp names(shape), do: List.duplicate(nil, tuple_size(shape))
 
   ## The entry point used by every Nx operation
@@ -227,7 +242,7 @@ defmodule Nx.Defn.Expr do
   @spec apply_op(atom, [Nx.Tensor.t() | number], map, Nx.Tensor.t()) :: Nx.Tensor.t()
   def apply_op(op, inputs, opts, %Nx.Tensor{} = out) when is_atom(op) and is_list(inputs) do
     if tracing?() or Enum.any?(inputs, &expr?/1) do
-      expr(op, Enum.map(inputs, &to_expr/1), opts, out)
+      vectorized_expr(op, Enum.map(inputs, &to_expr/1), opts, out)
     else
       # traced once per op, options, output and argument signature
       eager = fn inputs -> apply_op(op, Tuple.to_list(inputs), opts, out) end
@@ -236,6 +251,105 @@ defmodule Nx.Defn.Expr do
     end
   end
 
+  ## Vectorization
+
+  # Builds the node of `op` for inputs that may be vectorized (see Nx.vectorize/2). The
+  # output is vectorized over the union of the inputs' vectorized axes (by name, in order of
+  # appearance); every vectorized input is brought to exactly those axes, in that order
+  # (transpose and broadcast nodes on its devectorized data), and the node gets the wire
+  # options `vectorized: k` (the number of leading vectorized axes of the output and of
+  # every vectorized input) and `vectorized_inputs` (which inputs have them): the worker
+  # applies the op under k nested jax.vmap (PROTOCOL 4.4).
+  defp vectorized_expr(op, inputs, opts, out) do
+    case vectorized_union(inputs) do
+      [] ->
+        expr(op, inputs, opts, out)
+
+      axes ->
+        {inputs, flags} = inputs |> Enum.map(&align_input(&1, axes)) |> Enum.unzip()
+        opts = Map.merge(opts, %{vectorized: length(axes), vectorized_inputs: flags})
+        expr(op, inputs, opts, %Nx.Tensor{out | vectorized_axes: axes})
+    end
+  end
+
+  @doc false
+  # The vectorized axes of the result of an op over `tensors`: their union by name, in order
+  # of appearance; a name with two sizes raises.
+  def vectorized_union(tensors) do
+    Enum.reduce(tensors, [], fn tensor, acc ->
+      Enum.reduce(vectorized_axes(tensor), acc, fn {name, size}, acc ->
+        case Keyword.fetch(acc, name) do
+          :error ->
+            acc ++ [{name, size}]
+
+          {:ok, ^size} ->
+            acc
+
+          {:ok, other} ->
+            raise ArgumentError,
+                  "cannot broadcast vectorized axis #{inspect(name)}: it has size #{other} in " <>
+                    "one input and #{size} in another. Vectorized axes with the same name " <>
+                    "must have the same size; rename one with Nx.revectorize/3 or " <>
+                    "devectorize it with Nx.devectorize/2"
+        end
+      end)
+    end)
+  end
+
+  defp vectorized_axes(%Nx.Tensor{vectorized_axes: axes}), do: axes
+  defp vectorized_axes(_number), do: []
+
+  @doc false
+  # `tensor` (an expression) vectorized over exactly `axes`, a superset of its own vectorized
+  # axes: transposed and broadcast as needed.
+  def align_vectorized(%Nx.Tensor{vectorized_axes: axes} = tensor, axes), do: tensor
+
+  def align_vectorized(%Nx.Tensor{vectorized_axes: []} = tensor, axes) do
+    full = List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(tensor.shape))
+    rank = tuple_size(tensor.shape)
+    bax = Enum.to_list(length(axes)..(length(axes) + rank - 1)//1)
+    tensor = expr(:broadcast, [tensor], %{axes: bax}, template(tensor.type, full))
+    Nx.vectorize(tensor, axes)
+  end
+
+  def align_vectorized(tensor, axes), do: elem(align_input(tensor, axes), 0)
+
+  # {input with exactly `axes` as vectorized axes (or none), whether it has them}
+  defp align_input(%Nx.Tensor{vectorized_axes: []} = input, _axes), do: {input, false}
+  defp align_input(%Nx.Tensor{vectorized_axes: axes} = input, axes), do: {input, true}
+
+  defp align_input(%Nx.Tensor{vectorized_axes: own, shape: shape} = input, axes) do
+    inner = Tuple.to_list(shape)
+    k = length(own)
+    inner_axes = Enum.to_list(k..(k + length(inner) - 1)//1)
+    # own axes in the order of `axes`
+    order = Enum.sort_by(Enum.with_index(own), fn {{name, _}, _} -> position(axes, name) end)
+    perm = Enum.map(order, &elem(&1, 1))
+    data = Nx.devectorize(input, keep_names: false)
+
+    data =
+      if perm == Enum.to_list(0..(k - 1)) do
+        data
+      else
+        sizes = Enum.map(order, fn {{_, size}, _} -> size end)
+
+        expr(
+          :transpose,
+          [data],
+          %{axes: perm ++ inner_axes},
+          template(input.type, List.to_tuple(sizes ++ inner))
+        )
+      end
+
+    full = List.to_tuple(Keyword.values(axes) ++ inner)
+    kept = Enum.map(order, fn {{name, _}, _} -> position(axes, name) end)
+    bax = kept ++ Enum.map(inner_axes, &(&1 - k + length(axes)))
+    data = expr(:broadcast, [data], %{axes: bax}, template(input.type, full))
+    {Nx.vectorize(data, axes), true}
+  end
+
+  defp position(axes, name), do: Enum.find_index(axes, fn {n, _} -> n == name end)
+
   ## Tuples
 
   @doc """
@@ -243,10 +357,33 @@ defmodule Nx.Defn.Expr do
   `outs` and returns the tuple of its `:elem` expressions.
   """
   @spec tuple(atom, [Nx.Tensor.t()], map, [Nx.Tensor.t()]) :: tuple
+  def tuple(op, args, opts, outs) when op in [:grad, :metadata] do
+    tuple_node(op, args, opts, outs)
+  end
+
   def tuple(op, args, opts, outs) do
+    case vectorized_union(args) do
+      [] ->
+        tuple_node(op, args, opts, outs)
+
+      _axes when op in [:cond, :while, :range_loop] ->
+        raise ArgumentError,
+              "#{op} is not supported with vectorized tensors yet (a vectorized tensor reaches " <>
+                "it as a predicate, state or captured value). Devectorize first with " <>
+                "Nx.devectorize/2, or use Nx.select/3 instead of if/cond"
+
+      axes ->
+        {args, flags} = args |> Enum.map(&align_input(&1, axes)) |> Enum.unzip()
+        opts = Map.merge(opts, %{vectorized: length(axes), vectorized_inputs: flags})
+        outs = Enum.map(outs, &%Nx.Tensor{&1 | vectorized_axes: axes})
+        tuple_node(op, args, opts, outs)
+    end
+  end
+
+  defp tuple_node(op, args, opts, outs) do
     node = expr(op, args, opts, template({:tuple, length(outs)}, {}))
     # the element templates travel with the node: NxJax.Graph declares them as its `out`
-    node = put_in(node.data.outs, Enum.map(outs, &template(&1.type, &1.shape)))
+    node = put_in(node.data.outs, Enum.map(outs, &template_of/1))
 
     outs
     |> Enum.with_index()
@@ -282,7 +419,7 @@ defmodule Nx.Defn.Expr do
           :metadata,
           args,
           %{metadata: metadata},
-          Enum.map(args, &template(&1.type, &1.shape))
+          Enum.map(args, &template_of/1)
         )
 
       _ ->

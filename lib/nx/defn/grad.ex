@@ -37,7 +37,12 @@ defmodule Nx.Defn.Grad do
     value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
     y = value |> transform.() |> scalar!()
     Nx.Defn.ControlFlow.check_differentiable!(y, xs)
-    grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template(&1.type, &1.shape)))
+    # As in Nx 0.7, a vectorized y is differentiated as the sum of its entries, and each
+    # gradient has the vectorized axes of its x: since every op treats entries independently,
+    # that is the per-entry gradient for an x vectorized like y, and the sum over the entries
+    # for an x without some of y's vectorized axes.
+    y = if y.vectorized_axes == [], do: y, else: y |> Nx.devectorize() |> Nx.sum()
+    grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template_of/1))
     {value, Composite.fill(x, Tuple.to_list(grads))}
   end
 
@@ -87,10 +92,10 @@ defmodule Nx.Defn.Grad do
     g =
       case expr do
         tuple when is_tuple(tuple) ->
-          Composite.traverse(tuple, &Expr.cotangent(&1.type, &1.shape))
+          Composite.traverse(tuple, &cotangent/1)
 
         tensor ->
-          Expr.cotangent(tensor.type, tensor.shape)
+          cotangent(tensor)
       end
 
     grads = fun.(g)
@@ -139,9 +144,20 @@ defmodule Nx.Defn.Grad do
           "custom_grad/3 expects a tensor or a tuple of tensors, got: #{inspect(other)}"
   end
 
+  # a cotangent leaf shaped (and vectorized) like `tensor`
+  defp cotangent(%Nx.Tensor{vectorized_axes: []} = tensor),
+    do: Expr.cotangent(tensor.type, tensor.shape)
+
+  defp cotangent(tensor) do
+    tensor.type
+    |> Expr.cotangent(Nx.full_shape(tensor))
+    |> Nx.vectorize(tensor.vectorized_axes)
+  end
+
   # Broadcast a returned gradient to its input's shape and cast it to its input's type.
   defp fit_grad!(grad, input, _index) when is_number(grad) do
-    Expr.constant(grad, input.type, input.shape)
+    grad = Expr.constant(grad, input.type, Nx.full_shape(input))
+    if input.vectorized_axes == [], do: grad, else: Nx.vectorize(grad, input.vectorized_axes)
   end
 
   defp fit_grad!(%Nx.Tensor{type: {kind, _}} = grad, input, index) when kind != :tuple do
@@ -160,12 +176,43 @@ defmodule Nx.Defn.Grad do
                   __STACKTRACE__
       end
 
-    Nx.as_type(grad, input.type)
+    grad |> Nx.as_type(input.type) |> fit_vectorized(input)
   end
 
   defp fit_grad!(other, input, index) do
     raise ArgumentError,
           "the gradient #{index} returned by the custom_grad/3 function must be a tensor or a " <>
             "number with the shape of its input (#{inspect(input.shape)}), got: #{inspect(other)}"
+  end
+
+  # The gradient of an input gets the input's vectorized axes: entries along vectorized axes
+  # the input does not have are summed (Nx 0.7), missing ones are broadcast.
+  defp fit_vectorized(%Nx.Tensor{vectorized_axes: same} = grad, %Nx.Tensor{vectorized_axes: same}),
+    do: grad
+
+  defp fit_vectorized(grad, input) do
+    {keep, extra} =
+      grad.vectorized_axes
+      |> Enum.with_index()
+      |> Enum.split_with(fn {{name, _}, _} -> Keyword.has_key?(input.vectorized_axes, name) end)
+
+    grad =
+      case extra do
+        [] ->
+          grad
+
+        _ ->
+          summed =
+            grad
+            |> Nx.devectorize(keep_names: false)
+            |> Nx.sum(axes: Enum.map(extra, &elem(&1, 1)))
+
+          case keep do
+            [] -> summed
+            _ -> Nx.vectorize(summed, Enum.map(keep, &elem(&1, 0)))
+          end
+      end
+
+    Expr.align_vectorized(Expr.to_expr(grad), input.vectorized_axes)
   end
 end

@@ -19,13 +19,38 @@ defimpl Inspect, for: Nx.Tensor do
   alias Nx.BinaryBackend
 
   def inspect(%Nx.Tensor{data: data, type: type, shape: shape} = tensor, opts) do
-    header = Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
+    dims =
+      Enum.zip_with(
+        Tuple.to_list(shape),
+        tensor.names ++ List.duplicate(nil, tuple_size(shape)),
+        fn
+          dim, nil -> "[#{dim}]"
+          dim, name -> "[#{name}: #{dim}]"
+        end
+      )
+
+    header = Nx.Type.to_string(type) <> Enum.join(dims)
+
+    # vectorized tensors print their vectorized axes first, then every entry (Nx 0.7)
+    header =
+      case tensor.vectorized_axes do
+        [] ->
+          header
+
+        axes ->
+          "vectorized" <> Enum.map_join(axes, fn {n, s} -> "[#{n}: #{s}]" end) <> "\n" <> header
+      end
 
     body =
       case data do
-        %BinaryBackend{state: binary} -> format_data(binary, type, shape, opts.limit)
-        nil -> "Nx.TemplateBackend"
-        %module{} -> module.inspect(tensor, opts)
+        %BinaryBackend{state: binary} ->
+          format_data(binary, type, Nx.full_shape(tensor), opts.limit)
+
+        nil ->
+          "Nx.TemplateBackend"
+
+        %module{} ->
+          module.inspect(tensor, opts)
       end
 
     "#Nx.Tensor<\n" <> indent("#{header}\n#{body}") <> "\n>"

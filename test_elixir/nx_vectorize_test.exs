@@ -1,0 +1,396 @@
+# Issue #3: Nx.vectorize/devectorize/revectorize through ops, defn and grad (lowered with
+# jax.vmap on the worker), and the ~V/~M sigils; run on the real worker.
+defmodule Nx.VectorizeTest do
+  use ExUnit.Case, async: true
+
+  import Nx, only: :sigils
+  import Nx.Defn
+
+  doctest Nx, only: [vectorize: 3, devectorize: 2, revectorize: 3, sigil_V: 2, sigil_M: 2]
+
+  defp f64(list), do: Nx.tensor(list, type: :f64)
+
+  defn cube_sum(x), do: Nx.sum(x * x * x)
+  defn grad_cube_sum(x), do: grad(x, &cube_sum/1)
+  defn affine(x, w, b), do: Nx.dot(w, x) + b
+  defn loss(w, x), do: Nx.sum(Nx.sin(Nx.dot(x, w))) + Nx.sum(w * Nx.exp(-w))
+  defn abs_if(x), do: if(Nx.sum(x) > 0, do: x, else: -x)
+
+  describe "vectorize, devectorize, revectorize" do
+    test "vectorize moves leading axes into vectorized_axes and keeps the data" do
+      t = Nx.iota({2, 3, 4})
+      v = Nx.vectorize(t, :x)
+      assert v.vectorized_axes == [x: 2]
+      assert Nx.shape(v) == {3, 4}
+      assert Nx.rank(v) == 2
+      assert Nx.size(v) == 12
+      assert Nx.to_binary(v) == Nx.to_binary(t)
+
+      assert Nx.vectorize(t, [:x, :y]).vectorized_axes == [x: 2, y: 3]
+      assert Nx.vectorize(t, x: 2, y: 3).shape == {4}
+      # vectorizing again appends inner vectorized axes
+      assert Nx.vectorize(v, :y).vectorized_axes == [x: 2, y: 3]
+    end
+
+    test "devectorize round trips, with or without names" do
+      t = Nx.iota({2, 3})
+      v = Nx.vectorize(t, :rows)
+      assert Nx.devectorize(v, keep_names: false) == t
+      named = Nx.devectorize(v)
+      assert named.names == [:rows, nil]
+      assert named.shape == {2, 3}
+      assert Nx.vectorize(Nx.devectorize(v), :rows) == v
+      # a tensor without vectorized axes is unchanged
+      assert Nx.devectorize(t) == t
+    end
+
+    test "revectorize reshapes the vectorized axes and the shape together" do
+      v = Nx.vectorize(Nx.iota({2, 3, 2}), :x)
+      r = Nx.revectorize(v, [a: 3, b: 2], target_shape: {2})
+      assert r.vectorized_axes == [a: 3, b: 2]
+      assert r.shape == {2}
+      assert Nx.to_flat_list(r) == Enum.to_list(0..11)
+      assert Nx.revectorize(r, [x: 2], target_shape: {3, 2}) == v
+    end
+
+    test "revectorize inside defn reshapes the data" do
+      fun = fn t -> Nx.revectorize(Nx.vectorize(t, :x), [y: 4], target_shape: {}) |> Nx.add(1) end
+      r = Nx.Defn.jit_apply(fun, [Nx.iota({2, 2})])
+      assert r.vectorized_axes == [y: 4]
+      assert Nx.to_flat_list(r) == [1, 2, 3, 4]
+    end
+
+    test "errors say what to do" do
+      t = Nx.iota({2, 3})
+
+      assert_raise ArgumentError, ~r/cannot vectorize 3 axes of a tensor of shape \{2, 3\}/, fn ->
+        Nx.vectorize(t, [:a, :b, :c])
+      end
+
+      assert_raise ArgumentError, ~r/axis :x with size 3: the tensor's axis has size 2/, fn ->
+        Nx.vectorize(t, x: 3)
+      end
+
+      assert_raise ArgumentError, ~r/names must be unique/, fn ->
+        t |> Nx.vectorize(:x) |> Nx.vectorize(:x)
+      end
+
+      assert_raise ArgumentError, ~r/the number of elements must stay the same/, fn ->
+        Nx.revectorize(Nx.vectorize(t, :x), [y: 4], target_shape: {})
+      end
+
+      assert_raise ArgumentError, ~r/needs the :target_shape option/, fn ->
+        Nx.revectorize(t, y: 6)
+      end
+
+      assert_raise ArgumentError, ~r/cannot convert a vectorized tensor/, fn ->
+        t |> Nx.vectorize([:x, :y]) |> Nx.to_number()
+      end
+    end
+  end
+
+  describe "element-wise ops" do
+    test "apply per entry" do
+      v = Nx.vectorize(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]), :x)
+      assert Nx.multiply(v, 10) == Nx.vectorize(Nx.tensor([[10.0, 20.0], [30.0, 40.0]]), :x)
+
+      assert Nx.exp(v) |> Nx.devectorize(keep_names: false) ==
+               Nx.exp(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    end
+
+    test "a non-vectorized operand is shared by every entry and broadcasts as usual" do
+      v = Nx.vectorize(Nx.tensor([[1, 2, 3], [4, 5, 6]]), :x)
+      r = Nx.add(v, Nx.tensor([[100], [200]]))
+      assert r.vectorized_axes == [x: 2]
+      assert r.shape == {2, 3}
+
+      assert Nx.devectorize(r, keep_names: false) ==
+               Nx.tensor([
+                 [[101, 102, 103], [201, 202, 203]],
+                 [[104, 105, 106], [204, 205, 206]]
+               ])
+    end
+
+    test "vectorized axes broadcast by name: x with y gives x, y" do
+      x = Nx.vectorize(Nx.tensor([1, 2]), :x)
+      y = Nx.vectorize(Nx.tensor([10, 20, 30]), :y)
+      r = Nx.add(x, y)
+      assert r.vectorized_axes == [x: 2, y: 3]
+      assert r.shape == {}
+      assert Nx.devectorize(r, keep_names: false) == Nx.tensor([[11, 21, 31], [12, 22, 32]])
+
+      # order of appearance decides the order of the result's axes
+      s = Nx.subtract(y, x)
+      assert s.vectorized_axes == [y: 3, x: 2]
+      assert Nx.devectorize(s, keep_names: false) == Nx.tensor([[9, 8], [19, 18], [29, 28]])
+    end
+
+    test "inputs with the same axes in another order are transposed to the first's order" do
+      t = Nx.iota({2, 3})
+      xy = Nx.vectorize(t, [:x, :y])
+      yx = Nx.vectorize(Nx.transpose(t), [:y, :x])
+      r = Nx.subtract(xy, yx)
+      assert r.vectorized_axes == [x: 2, y: 3]
+      assert Nx.to_flat_list(r) == List.duplicate(0, 6)
+    end
+
+    test "an input missing one of the axes is broadcast along it" do
+      xy = Nx.vectorize(Nx.iota({2, 3}), [:x, :y])
+      y = Nx.vectorize(Nx.tensor([100, 200, 300]), :y)
+      r = Nx.add(y, xy)
+      assert r.vectorized_axes == [y: 3, x: 2]
+
+      assert Nx.devectorize(r, keep_names: false) ==
+               Nx.tensor([[100, 103], [201, 204], [302, 305]])
+    end
+
+    test "the same name with different sizes raises" do
+      a = Nx.vectorize(Nx.iota({2}), :x)
+      b = Nx.vectorize(Nx.iota({3}), :x)
+
+      assert_raise ArgumentError, ~r/vectorized axis :x: it has size 2 in one input and 3/, fn ->
+        Nx.add(a, b)
+      end
+    end
+
+    test "select and clip with mixed vectorized inputs" do
+      pred = Nx.vectorize(Nx.tensor([[1, 0], [0, 1]], type: :u8), :x)
+      r = Nx.select(pred, Nx.tensor([1, 2]), Nx.vectorize(Nx.tensor([10, 20, 30]), :y))
+      assert r.vectorized_axes == [x: 2, y: 3]
+
+      assert Nx.devectorize(r, keep_names: false) ==
+               Nx.tensor([[[1, 10], [1, 20], [1, 30]], [[10, 2], [20, 2], [30, 2]]])
+    end
+  end
+
+  describe "reductions, dot, shape ops" do
+    test "reductions and axes options refer to the inner shape" do
+      v = Nx.vectorize(Nx.iota({2, 2, 3}), :x)
+      assert Nx.sum(v) == Nx.vectorize(Nx.tensor([15, 51]), :x)
+      assert Nx.sum(v, axes: [0]) == Nx.vectorize(Nx.tensor([[3, 5, 7], [15, 17, 19]]), :x)
+
+      assert Nx.reduce_max(v, axes: [1], keep_axes: true) ==
+               Nx.vectorize(Nx.tensor([[[2], [5]], [[8], [11]]]), :x)
+
+      assert Nx.argmax(v, axis: -1) == Nx.vectorize(Nx.tensor([[2, 2], [2, 2]]), :x)
+
+      assert Nx.mean(Nx.vectorize(Nx.tensor([[1.0, 3.0], [5.0, 9.0]]), :x)) ==
+               Nx.vectorize(Nx.tensor([2.0, 7.0]), :x)
+    end
+
+    test "dot per entry, with a shared or a vectorized right side" do
+      m = Nx.vectorize(Nx.tensor([[[1, 2], [3, 4]], [[0, 1], [1, 0]]]), :b)
+      assert Nx.dot(m, Nx.tensor([1, 10])) == Nx.vectorize(Nx.tensor([[21, 43], [10, 1]]), :b)
+
+      vs = Nx.vectorize(Nx.tensor([[1, 0], [0, 1]]), :b)
+      assert Nx.dot(m, vs) == Nx.vectorize(Nx.tensor([[1, 3], [1, 0]]), :b)
+
+      # both vectorized over different names: every pair
+      us = Nx.vectorize(Nx.tensor([[1, 0], [0, 1], [1, 1]]), :u)
+      r = Nx.dot(m, us)
+      assert r.vectorized_axes == [b: 2, u: 3]
+
+      assert Nx.devectorize(r, keep_names: false) ==
+               Nx.tensor([[[1, 3], [2, 4], [3, 7]], [[0, 1], [1, 0], [1, 1]]])
+    end
+
+    test "shape ops work on the inner shape" do
+      v = Nx.vectorize(Nx.iota({2, 2, 3}), :x)
+      assert Nx.transpose(v).shape == {3, 2}
+
+      assert Nx.devectorize(Nx.transpose(v), keep_names: false) ==
+               Nx.transpose(Nx.iota({2, 2, 3}), axes: [0, 2, 1])
+
+      assert Nx.reshape(v, {6}) == Nx.vectorize(Nx.iota({2, 6}), :x)
+
+      assert Nx.slice(v, [0, 1], [2, 2]) ==
+               Nx.vectorize(Nx.tensor([[[1, 2], [4, 5]], [[7, 8], [10, 11]]]), :x)
+
+      assert Nx.concatenate([v, v], axis: 1).shape == {2, 6}
+
+      assert Nx.broadcast(Nx.vectorize(Nx.tensor([1, 2]), :x), {2}) ==
+               Nx.vectorize(Nx.tensor([[1, 1], [2, 2]]), :x)
+
+      assert Nx.sort(Nx.vectorize(Nx.tensor([[3, 1, 2], [0, 9, 5]]), :x)) ==
+               Nx.vectorize(Nx.tensor([[1, 2, 3], [0, 5, 9]]), :x)
+    end
+
+    test "linear algebra per entry (tuple-valued nodes too)" do
+      a = Nx.vectorize(f64([[[4.0, 2.0], [2.0, 3.0]], [[1.0, 0.0], [0.0, 9.0]]]), :b)
+      assert Nx.LinAlg.determinant(a) == Nx.vectorize(f64([8.0, 9.0]), :b)
+      {q, r} = Nx.LinAlg.qr(a)
+      assert q.vectorized_axes == [b: 2] and r.vectorized_axes == [b: 2]
+      assert Nx.all_close(Nx.dot(q, r), a) |> Nx.devectorize() |> Nx.to_flat_list() == [1, 1]
+    end
+
+    test "control flow with a vectorized value raises a clear error" do
+      assert_raise ArgumentError, ~r/cond is not supported with vectorized tensors yet/, fn ->
+        abs_if(Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x))
+      end
+    end
+  end
+
+  describe "defn" do
+    test "vectorized arguments and results" do
+      x = Nx.vectorize(f64([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), :batch)
+      w = f64([[1.0, 0.0], [1.0, 1.0]])
+      r = affine(x, w, 0.5)
+      assert r.vectorized_axes == [batch: 3]
+      assert r == Nx.vectorize(f64([[1.5, 3.5], [3.5, 7.5], [5.5, 11.5]]), :batch)
+    end
+
+    test "a defn is traced once per vectorized signature" do
+      x = Nx.vectorize(f64([[1.0, 2.0]]), :batch)
+      assert cube_sum(x) == Nx.vectorize(f64([9.0]), :batch)
+      # same shapes, different vectorization: a different signature and result
+      assert cube_sum(Nx.devectorize(x, keep_names: false)) == f64(9.0)
+    end
+
+    test "all_close per entry" do
+      a = Nx.vectorize(Nx.tensor([[1.0, 2.0], [1.0, 2.5]]), :x)
+
+      assert Nx.all_close(a, Nx.tensor([1.0, 2.0])) ==
+               Nx.vectorize(Nx.tensor([1, 0], type: :u8), :x)
+    end
+  end
+
+  describe "grad" do
+    test "grad with respect to a vectorized tensor is per entry and keeps its axes" do
+      x = Nx.vectorize(f64([[1.0, 2.0], [3.0, -1.0]]), :x)
+      g = grad_cube_sum(x)
+      assert g.vectorized_axes == [x: 2]
+      assert g == Nx.vectorize(f64([[3.0, 12.0], [27.0, 3.0]]), :x)
+    end
+
+    test "per-entry gradients match central differences in f64" do
+      ws = f64([[0.3, -0.7, 1.1], [1.5, 0.2, -0.4]])
+      xs = f64([[1.0, 2.0, 0.5], [-1.0, 0.3, 2.0]])
+      v = Nx.vectorize(ws, :entry)
+      g = Nx.Defn.grad(v, &loss(&1, xs))
+      assert g.vectorized_axes == [entry: 2]
+      rows = g |> Nx.devectorize(keep_names: false) |> Nx.to_list()
+
+      for {row, i} <- Enum.with_index(rows) do
+        w = f64(Enum.at(Nx.to_list(ws), i))
+        fun = &loss(&1, xs)
+        # the gradient of entry i is the gradient of the non-vectorized function at w_i
+        assert :ok = Nx.Defn.check_grads!(fun, fn _ -> f64(row) end, w)
+
+        assert Nx.all_close(f64(row), Nx.Defn.grad(w, fun), rtol: 1.0e-12) ==
+                 Nx.tensor(1, type: :u8)
+      end
+    end
+
+    test "value_and_grad of a vectorized computation" do
+      x = Nx.vectorize(f64([1.0, 2.0, 3.0]), :x)
+      {value, g} = Nx.Defn.value_and_grad(x, fn x -> Nx.multiply(x, Nx.sin(x)) end)
+      assert value.vectorized_axes == [x: 3]
+      expected = Enum.map([1.0, 2.0, 3.0], &(:math.sin(&1) + &1 * :math.cos(&1)))
+
+      assert Nx.all_close(Nx.devectorize(g, keep_names: false), f64(expected), rtol: 1.0e-12) ==
+               Nx.tensor(1, type: :u8)
+    end
+
+    test "grad with respect to a non-vectorized tensor sums over the entries (Nx 0.7)" do
+      v = Nx.vectorize(f64([[1.0, 2.0], [3.0, 4.0]]), :x)
+      g = Nx.Defn.grad(f64([0.5, 0.5]), fn w -> Nx.sum(Nx.multiply(w, v)) end)
+      assert g.vectorized_axes == []
+      assert g == f64([4.0, 6.0])
+    end
+
+    test "custom_grad on a vectorized value gives each input the input's axes" do
+      fun = fn x, w ->
+        y = Nx.multiply(x, w)
+
+        Nx.Defn.Kernel.custom_grad(y, [x, w], fn g ->
+          [Nx.multiply(g, 2.0), Nx.multiply(g, 3.0)]
+        end)
+      end
+
+      x = Nx.vectorize(f64([1.0, 2.0, 3.0]), :x)
+      w = f64(5.0)
+      {gx, gw} = Nx.Defn.grad({x, w}, fn {x, w} -> fun.(x, w) end)
+      assert gx == Nx.vectorize(f64([2.0, 2.0, 2.0]), :x)
+      # three entries of g summed into the non-vectorized w
+      assert gw == f64(9.0)
+    end
+  end
+
+  describe "inspect" do
+    test "prints the vectorized axes before the type and shape" do
+      v = Nx.vectorize(Nx.tensor([[1, 2], [3, 4], [5, 6]]), [:x, :y])
+
+      assert inspect(v) == """
+             #Nx.Tensor<
+               vectorized[x: 3][y: 2]
+               s64
+               [
+                 [1, 2],
+                 [3, 4],
+                 [5, 6]
+               ]
+             >\
+             """
+    end
+
+    test "devectorized names print with their axes" do
+      v = Nx.devectorize(Nx.vectorize(Nx.tensor([[1, 2]]), :x))
+      assert inspect(v) =~ "s64[x: 1][2]"
+    end
+
+    test "expressions print their vectorized axes" do
+      fun = fn x ->
+        assert inspect(x) =~ "vectorized[x: 2]\n  f32[3]"
+        x
+      end
+
+      Nx.Defn.jit_apply(fun, [Nx.vectorize(Nx.iota({2, 3}, type: :f32), :x)])
+    end
+  end
+
+  describe "sigils" do
+    test "~V builds vectors with types" do
+      assert ~V[1 2 3] == Nx.tensor([1, 2, 3])
+      assert ~V[1 2 3]f32 == Nx.tensor([1.0, 2.0, 3.0])
+      assert ~V[1.5 -2]f64 == Nx.tensor([1.5, -2.0], type: :f64)
+      assert ~V[0.5 1]bf16 |> Nx.type() == {:bf, 16}
+      assert ~V[1 255]u8 == Nx.tensor([1, 255], type: :u8)
+
+      assert ~V[1+2i 3-1.5i]c64 |> Nx.to_flat_list() == [
+               Complex.new(1.0, 2.0),
+               Complex.new(3.0, -1.5)
+             ]
+
+      assert ~V[Inf -Inf NaN] |> Nx.to_flat_list() == [:infinity, :neg_infinity, :nan]
+    end
+
+    test "~M builds matrices, rows by newlines or semicolons" do
+      assert ~M[1 2; 3 4] == Nx.tensor([[1, 2], [3, 4]])
+
+      assert ~M"""
+             1 2 3
+             4 5 6
+             """s32 == Nx.tensor([[1, 2, 3], [4, 5, 6]], type: :s32)
+
+      assert ~M[1 2.5]f64 == Nx.tensor([[1.0, 2.5]], type: :f64)
+    end
+
+    test "errors at compile time" do
+      assert_raise ArgumentError, ~r/unknown type "f8" for ~V/, fn ->
+        Code.eval_string("import Nx, only: :sigils; ~V[1 2]f8")
+      end
+
+      assert_raise ArgumentError, ~r/~V: "x" is not a number/, fn ->
+        Code.eval_string("import Nx, only: :sigils; ~V[1 x]")
+      end
+
+      assert_raise ArgumentError, ~r/~V expects one row/, fn ->
+        Code.eval_string("import Nx, only: :sigils; ~V[1; 2]")
+      end
+
+      assert_raise ArgumentError, ~r/~M expects rows of the same length/, fn ->
+        Code.eval_string("import Nx, only: :sigils; ~M[1 2; 3]")
+      end
+    end
+  end
+end
