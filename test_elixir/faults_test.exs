@@ -89,7 +89,8 @@ defmodule NxJax.FaultsTest do
     setup do
       name = :"timeout_worker_#{System.unique_integer([:positive])}"
       {:ok, sup} = Supervisor.start_link([{NxJax.Worker, name: name}], strategy: :one_for_one)
-      on_exit(fn -> if Process.alive?(sup), do: Supervisor.stop(sup) end)
+      Process.unlink(sup)
+      on_exit(fn -> Supervisor.stop(sup) end)
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
       %{name: name}
     end
