@@ -30,9 +30,11 @@ DTYPES: dict[str, np.dtype] = {
     "u64": np.dtype("<u8"), "s8": np.dtype("<i1"), "s16": np.dtype("<i2"),
     "s32": np.dtype("<i4"), "s64": np.dtype("<i8"), "f16": np.dtype("<f2"),
     "f32": np.dtype("<f4"), "f64": np.dtype("<f8"), "bf16": np.dtype(ml_dtypes.bfloat16),
+    "c64": np.dtype("<c8"), "c128": np.dtype("<c16"),
 }
 
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+COMPLEX_TYPES = ("c64", "c128")
 
 # Default tolerance per result type: |got - expected| <= atol + rtol * |expected|.
 # Integer results must match exactly. Half-precision results are computed in that precision
@@ -42,6 +44,9 @@ TOL: dict[str, tuple[float, float]] = {
     "f32": (3e-6, 1e-7),
     "f16": (2e-3, 1e-4),
     "bf16": (1.6e-2, 1e-3),
+    # complex results: |got - expected| per part, against atol + rtol * |expected| (modulus)
+    "c64": (3e-6, 1e-6),
+    "c128": (1e-12, 1e-14),
 }
 
 
@@ -55,6 +60,17 @@ def is_float(name: str) -> bool:
     return name in FLOAT_TYPES
 
 
+def is_complex(name: str) -> bool:
+    return name in COMPLEX_TYPES
+
+
+def _exact_dtype(name: str) -> np.dtype:
+    """The NumPy type references compute in: float64, complex128 or int64."""
+    if is_complex(name):
+        return np.dtype(np.complex128)
+    return np.dtype(np.float64 if is_float(name) else np.int64)
+
+
 @dataclass(frozen=True)
 class Tensor:
     """A tensor argument: ``Nx`` receives it as a concrete tensor of ``type`` and ``shape``."""
@@ -62,9 +78,21 @@ class Tensor:
     type: str
     shape: tuple[int, ...]
     array: np.ndarray  # already stored in ``type`` (inputs are rounded to it)
+    # vectorized axes (name, size): the leading axes of ``array``; ``shape`` is the rest
+    vectorized: tuple[tuple[str, int], ...] = ()
 
     def signature(self) -> str:
-        return self.type + "".join(f"[{d}]" for d in self.shape)
+        inner = self.type + "".join(f"[{d}]" for d in self.shape)
+        if not self.vectorized:
+            return inner
+        return "vectorized[" + ", ".join(f"{n}: {k}" for n, k in self.vectorized) + "] " + inner
+
+
+def vectorized(t: Tensor, *names: str) -> Tensor:
+    """``t`` with its leading axes vectorized under ``names`` (as ``Nx.vectorize/2`` gives)."""
+    sizes = t.array.shape[:len(names)]
+    return Tensor(t.type, t.array.shape[len(names):], t.array,
+                  tuple(zip(names, sizes, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -85,19 +113,27 @@ class Wire:
 
     op: str
     opts: dict[str, Any]
+    # the node's inputs as positions in the flattened tensor/number arguments, when Nx
+    # passes them in another order (put_slice: tensor, slice, then the start indices)
+    order: tuple[int, ...] | None = None
+
+    def inputs(self, *order: int) -> Wire:
+        """The same node with its inputs taken in ``order``."""
+        return Wire(self.op, self.opts, tuple(order))
 
 
 def tensor(type: str, values: Any, shape: Sequence[int] | None = None) -> Tensor:
     """A tensor argument from (nested) values, or flat values reshaped to ``shape``.
-    Values may be ``math.nan`` / ``math.inf``; they are stored in ``type``, exactly as
-    ``Nx.tensor(values, type: type)`` would store them for representable values."""
+    Values may be ``math.nan`` / ``math.inf``, and Python ``complex`` numbers for ``c64`` /
+    ``c128``; they are stored in ``type``, exactly as ``Nx.tensor(values, type: type)``
+    would store them for representable values."""
     if type not in DTYPES:
         raise ValueError(f"unknown Nx type {type!r}, expected one of {sorted(DTYPES)}")
-    array = np.asarray(values, dtype=np.float64 if is_float(type) else np.int64)
+    array = np.asarray(values, dtype=_exact_dtype(type))
     if shape is not None:
         array = array.reshape(tuple(shape))
     stored = array.astype(DTYPES[type])
-    if not is_float(type) and not np.array_equal(stored.astype(np.int64), array):
+    if array.dtype == np.int64 and not np.array_equal(stored.astype(np.int64), array):
         raise ValueError(f"values {values!r} do not fit {type}")
     return Tensor(type, tuple(array.shape), stored)
 
@@ -119,23 +155,84 @@ def iota(type: str, shape: Sequence[int], start: int = 0) -> Tensor:
     return tensor(type, np.arange(start, start + size), shape)
 
 
+@dataclass(frozen=True)
+class Reducer:
+    """A function argument (``Nx.reduce/4``, ``Nx.window_reduce/5``) given by the name of a
+    two-argument ``Nx`` function: ``reducer("add")`` is ``&Nx.add/2`` in Elixir and, on the
+    wire, a sub-graph of two scalar parameters and one ``:add`` node (PROTOCOL.md 4.3)."""
+
+    name: str
+
+    def signature(self) -> str:
+        return f"&Nx.{self.name}/2"
+
+
+def reducer(name: str) -> Reducer:
+    return Reducer(name)
+
+
+# Canonical forms of decompositions that are unique only up to signs. Both runners apply the
+# same transformation to what the worker returns before comparing; the reference values are
+# given in the same form.
+CANONICAL = {
+    # {q, r}: for i < min(m, n), column i of q and row i of r multiplied by sign(r[i][i])
+    # (so r has a non-negative diagonal; unique for a full-rank a, with q {m, min(m, n)} or
+    # square)
+    "qr": "diag(r) >= 0",
+    # {u, s, vt}: for i < min(m, n), column i of u and row i of vt multiplied by the sign of
+    # the entry of largest magnitude of u's column i (the first such entry); unique for
+    # distinct non-zero singular values, with u and vt square or reduced
+    "svd": "largest |u[:, i]| positive",
+}
+
+
+@dataclass
+class Result:
+    """One expected output: type, shape and flat row-major values."""
+
+    out: str
+    shape: tuple[int, ...]
+    values: list[Any]  # floats may be nan/inf; complex values are Python complex
+    rtol: float
+    atol: float
+    vectorized: tuple[tuple[str, int], ...] = ()  # the leading axes of the values
+
+
 @dataclass
 class Case:
     fun: str
     args: list[Any]
     opts: dict[str, Any] | None
-    out: str
-    expected_shape: tuple[int, ...]
-    expected_values: list[Any]  # flat, row-major; floats may be nan/inf
-    rtol: float
-    atol: float
+    results: list[Result]
     node: Wire | None
     grad: bool
     source: str
+    module: str = "Nx"
+    is_tuple: bool = False  # the call returns a tuple of ``results``
+    canonical: str | None = None  # a key of CANONICAL
     name: str = field(default="")
 
+    @property
+    def out(self) -> str:
+        """The (first) result type."""
+        return self.results[0].out
+
+    @property
+    def expected_shape(self) -> tuple[int, ...]:
+        return self.results[0].shape
+
+    @property
+    def expected_values(self) -> list[Any]:
+        return self.results[0].values
+
+    @property
+    def op(self) -> str:
+        """The name used in the coverage table: ``fun``, or ``LinAlg.fun``."""
+        return self.fun if self.module == "Nx" else f"{self.module.removeprefix('Nx.')}.{self.fun}"
+
     def tensor_inputs(self) -> list[Tensor | Number]:
-        """Tensor and number arguments in order (lists flattened): the node's inputs."""
+        """Tensor and number arguments in order (lists flattened; reordered by ``node.order``):
+        the node's inputs."""
         found: list[Tensor | Number] = []
 
         def walk(arg: Any) -> None:
@@ -147,14 +244,17 @@ class Case:
 
         for arg in self.args:
             walk(arg)
+        if self.node is not None and self.node.order is not None:
+            return [found[i] for i in self.node.order]
         return found
 
 
 def _ref_arg(arg: Any) -> Any:
     """What a reference function receives for an argument: tensors as float64 (floating
-    types) or int64 arrays, numbers as NumPy scalars, lists element-wise, others as is."""
+    types), complex128 (complex types) or int64 arrays, numbers as NumPy scalars, lists
+    element-wise, others as is."""
     if isinstance(arg, Tensor):
-        return arg.array.astype(np.float64 if is_float(arg.type) else np.int64)
+        return arg.array.astype(_exact_dtype(arg.type))
     if isinstance(arg, Number):
         return np.float64(arg.value) if isinstance(arg.value, float) else np.int64(arg.value)
     if isinstance(arg, list):
@@ -164,7 +264,7 @@ def _ref_arg(arg: Any) -> Any:
 
 def _describe(arg: Any) -> str:
     """An argument as it reads in Elixir (tensors by type and shape)."""
-    if isinstance(arg, Tensor | Number):
+    if isinstance(arg, Tensor | Number | Reducer):
         return arg.signature()
     if isinstance(arg, list):
         return "[" + ", ".join(_describe(a) for a in arg) + "]"
@@ -179,12 +279,29 @@ def _describe(arg: Any) -> str:
     return repr(arg)
 
 
+def _round(fun: str, result: Any, out: str) -> list[Any]:
+    """The exact result rounded to ``out`` as the worker's result would be, flat."""
+    with np.errstate(all="ignore"):
+        if is_complex(out):
+            rounded = np.asarray(result, dtype=np.complex128).astype(DTYPES[out]) \
+                .astype(np.complex128)
+        elif is_float(out):
+            if np.iscomplexobj(result):
+                raise ValueError(f"{fun}: reference gave complex values for {out}")
+            rounded = result.astype(np.float64).astype(DTYPES[out]).astype(np.float64)
+        else:
+            if result.dtype.kind in "fc":
+                raise ValueError(f"{fun}: reference gave floats for integer type {out}")
+            rounded = result.astype(np.int64).astype(DTYPES[out])
+    return [v.item() for v in rounded.reshape(-1)]
+
+
 def case(
     fun: str,
     args: Sequence[Any],
     opts: dict[str, Any] | None = None,
     *,
-    out: str,
+    out: str | tuple[str, ...],
     ref: Callable[..., Any] | None = None,
     expected: Any = None,
     node: Wire | None,
@@ -192,38 +309,57 @@ def case(
     tol: tuple[float, float] | None = None,
     name: str | None = None,
     source: str | None = None,
+    module: str = "Nx",
+    canonical: str | None = None,
+    vectorized_out: Sequence[tuple[str, int]] = (),
 ) -> Case:
-    """One call ``Nx.<fun>(*args, opts)`` (``opts=None``: no keyword list is passed).
+    """One call ``<module>.<fun>(*args, opts)`` (``opts=None``: no keyword list is passed).
 
-    Give exactly one of ``ref`` (called with the arguments as float64/int64 NumPy values, it
-    returns the exact result; it is rounded to ``out`` like the worker's result) or
+    Give exactly one of ``ref`` (called with the arguments as float64/complex128/int64 NumPy
+    values, it returns the exact result; it is rounded to ``out`` like the worker's result) or
     ``expected`` (values, e.g. from Nx's documentation; nested lists give the shape).
+    A tuple ``out`` declares a tuple-valued call (``Nx.LinAlg.qr``): ``ref`` returns, and
+    ``expected`` holds, one value per element. ``canonical`` names the form of
+    ``CANONICAL`` both runners bring the results to before comparing.
     ``node`` is the expected wire node or ``None`` when Nx composes the call from several
-    nodes. ``grad=True`` asks the Elixir side for a finite-difference check in f64 of the
-    first tensor argument (the output must be floating and differentiable there).
+    nodes. ``vectorized_out`` names the result's vectorized axes (the leading axes of what
+    ``ref``/``expected`` give). ``grad=True`` asks the Elixir side for a finite-difference
+    check in f64 of the first floating tensor argument (the sum of every floating output;
+    real and imaginary parts of complex outputs).
     """
     if (ref is None) == (expected is None):
         raise ValueError(f"{fun}: give exactly one of ref= or expected=")
-    if out not in DTYPES:
-        raise ValueError(f"{fun}: unknown out type {out!r}")
+    outs = list(out) if isinstance(out, tuple) else [out]
+    for o in outs:
+        if o not in DTYPES:
+            raise ValueError(f"{fun}: unknown out type {o!r}")
+    if canonical is not None and canonical not in CANONICAL:
+        raise ValueError(f"{fun}: unknown canonical form {canonical!r}")
     if ref is not None:
         with np.errstate(all="ignore"):
-            result = np.asarray(ref(*[_ref_arg(a) for a in args]))
+            raw = ref(*[_ref_arg(a) for a in args])
         source = source or "numpy float64"
     else:
-        result = np.asarray(expected, dtype=np.float64 if is_float(out) else np.int64)
+        raw = expected
         source = source or "nx docs"
-    with np.errstate(all="ignore"):
-        if is_float(out):
-            rounded = result.astype(np.float64).astype(DTYPES[out]).astype(np.float64)
-        else:
-            if result.dtype.kind == "f":
-                raise ValueError(f"{fun}: reference gave floats for integer type {out}")
-            rounded = result.astype(np.int64).astype(DTYPES[out])
-    values = [v.item() for v in rounded.reshape(-1)]
-    rtol, atol = tol if tol is not None else TOL.get(out, (0.0, 0.0))
-    c = Case(fun, list(args), opts, out, tuple(result.shape), values, rtol, atol, node, grad,
-             source)
+    if vectorized_out and isinstance(out, tuple):
+        raise ValueError(f"{fun}: vectorized_out is for a single result")
+    parts = list(raw) if isinstance(out, tuple) else [raw]
+    if len(parts) != len(outs):
+        raise ValueError(f"{fun}: {len(outs)} outputs declared, the reference gave {len(parts)}")
+    results = []
+    for o, part in zip(outs, parts, strict=True):
+        if ref is None:
+            part = np.asarray(part, dtype=_exact_dtype(o))
+        part = np.asarray(part)
+        rtol, atol = (tol if tol is not None else TOL[o]) if o in TOL else (0.0, 0.0)
+        lead = len(vectorized_out)
+        if tuple(part.shape[:lead]) != tuple(k for _, k in vectorized_out):
+            raise ValueError(f"{fun}: vectorized axes {vectorized_out} do not lead {part.shape}")
+        results.append(Result(o, tuple(part.shape[lead:]), _round(fun, part, o), rtol, atol,
+                              tuple(vectorized_out)))
+    c = Case(fun, list(args), opts, results, node, grad, source, module=module,
+             is_tuple=isinstance(out, tuple), canonical=canonical)
     c.name = name or _default_name(c)
     return c
 
@@ -233,4 +369,6 @@ def _default_name(c: Case) -> str:
     opts = ""
     if c.opts:
         opts = ", " + ", ".join(f"{k}: {_describe(v)}" for k, v in c.opts.items())
-    return f"{c.fun}({args}{opts}) -> {c.out}"
+    outs = "{" + ", ".join(r.out for r in c.results) + "}" if c.is_tuple else c.out
+    prefix = "" if c.module == "Nx" else c.module.removeprefix("Nx.") + "."
+    return f"{prefix}{c.fun}({args}{opts}) -> {outs}"

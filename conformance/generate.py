@@ -5,14 +5,22 @@
 
 The file is one Erlang term, a list of maps (one per case)::
 
-    %{name: binary, family: binary, fun: atom, args: [arg], opts: nil | keyword,
-      out: type, shape: tuple, values: [number | :nan | :infinity | :neg_infinity],
-      rtol: float, atol: float, grad: boolean, source: binary,
+    %{name: binary, family: binary, module: atom, fun: atom, args: [arg],
+      opts: nil | keyword, tuple: boolean, canonical: nil | atom,
+      results: [%{out: type, shape: tuple, values: [value], rtol: float, atol: float,
+                  vectorized: [{atom, size}]}],
+      grad: boolean, source: binary,
       node: nil | %{op: atom, opts: map, inputs: [{type, shape, data}]}}
 
-where ``arg`` is ``{:tensor, type, shape, data}`` (data: little-endian bytes, as on the wire),
+where ``arg`` is ``{:tensor, type, shape, data}`` (data: little-endian bytes, as on the wire;
+complex types as real then imaginary part) or ``{:tensor, type, shape, data, vectorized_axes}``
+(a vectorized tensor: ``[{name, size}]``, the leading axes of ``data``; ``shape`` the
+others), ``{:reducer, name}`` (the function ``&Nx.name/2``),
 a number, or any other term (tuples, lists, atoms, nil, booleans) passed to Nx as it is.
-Encoding is deterministic: the same cases give the same bytes.
+``value`` is a number, ``:nan``, ``:infinity``, ``:neg_infinity`` or a ``%Complex{re, im}``
+struct (a map with ``:__struct__``) whose parts are such numbers or atoms. ``results`` has one
+entry, or one per element when ``tuple`` is true (``Nx.LinAlg.qr/2``...). Encoding is
+deterministic: the same cases give the same bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from conformance import cases as cases_pkg
-from conformance.case import DTYPES, Case, Number, Tensor, Wire, type_kind
+from conformance.case import DTYPES, Case, Number, Reducer, Result, Tensor, Wire, type_kind
 from py_backend.channel import atom, binary, encode, text
 
 ROOT = Path(__file__).resolve().parent
@@ -60,7 +68,11 @@ def type_term(name: str) -> Any:
 
 
 def value_term(value: Any) -> Any:
-    """A result value: numbers as they are, non-finite floats as Nx's atoms."""
+    """A result value: numbers as they are, non-finite floats as Nx's atoms, complex numbers
+    as ``%Complex{re, im}`` structs."""
+    if isinstance(value, complex):
+        return {atom("__struct__"): atom("Elixir.Complex"), atom("re"): value_term(value.real),
+                atom("im"): value_term(value.imag)}
     if isinstance(value, float):
         if math.isnan(value):
             return atom("nan")
@@ -71,10 +83,15 @@ def value_term(value: Any) -> Any:
 
 def elixir(value: Any) -> Any:
     """A Python value as the Elixir term: str -> atom, dict -> map with atom keys."""
+    if isinstance(value, Tensor) and value.vectorized:
+        axes = [(atom(name), size) for name, size in value.vectorized]
+        return (atom("tensor"), type_term(value.type), value.shape, data(value.array), axes)
     if isinstance(value, Tensor):
         return (atom("tensor"), type_term(value.type), value.shape, data(value.array))
     if isinstance(value, Number):
         return value.value
+    if isinstance(value, Reducer):
+        return (atom("reducer"), atom(value.name))
     if isinstance(value, str):
         return atom(value)
     if isinstance(value, tuple):
@@ -109,19 +126,29 @@ def node_term(node: Wire | None, c: Case) -> Any:
     }
 
 
+def result_term(r: Result) -> Any:
+    return {
+        atom("out"): type_term(r.out),
+        atom("shape"): r.shape,
+        atom("values"): [value_term(v) for v in r.values],
+        atom("rtol"): float(r.rtol),
+        atom("atol"): float(r.atol),
+        atom("vectorized"): [(atom(name), size) for name, size in r.vectorized],
+    }
+
+
 def case_term(family: str, c: Case) -> Any:
     opts = None if c.opts is None else [(atom(k), elixir(v)) for k, v in c.opts.items()]
     return {
         atom("name"): text(c.name),
         atom("family"): text(family),
+        atom("module"): atom("Elixir." + c.module),
         atom("fun"): atom(c.fun),
         atom("args"): [elixir(a) for a in c.args],
         atom("opts"): opts,
-        atom("out"): type_term(c.out),
-        atom("shape"): c.expected_shape,
-        atom("values"): [value_term(v) for v in c.expected_values],
-        atom("rtol"): float(c.rtol),
-        atom("atol"): float(c.atol),
+        atom("tuple"): c.is_tuple,
+        atom("canonical"): None if c.canonical is None else atom(c.canonical),
+        atom("results"): [result_term(r) for r in c.results],
         atom("grad"): c.grad,
         atom("source"): text(c.source),
         atom("node"): node_term(c.node, c),
@@ -140,7 +167,7 @@ def main(argv: list[str]) -> int:
     if "--no-docs" not in argv:
         from conformance.coverage import main as write_coverage
 
-        write_coverage([])
+        return write_coverage([])
     return 0
 
 

@@ -1,10 +1,13 @@
 """The shared conformance table (conformance/cases.etf) against the real lowering.
 
-Every case with a wire node becomes a one-node graph (one parameter per input, then the node)
-that is decoded, validated, lowered and jitted exactly as the worker does it
-(py_backend.cache.Cache); the result must have the declared type and shape and match the
-independent reference values within the case's tolerance. The Elixir side of the same table
-is test_elixir/conformance_test.exs.
+Every case with a wire node becomes a one-node graph (one parameter per input, then the node;
+for a tuple-valued node one ``:elem`` node per element) that is decoded, validated, lowered
+and jitted exactly as the worker does it (py_backend.cache.Cache); each result must have the
+declared type and shape and match the independent reference values within the case's
+tolerance, after bringing decompositions to the case's canonical form (conformance/case.py
+CANONICAL). A reducer argument (``Nx.reduce/4``) becomes the sub-graph PROTOCOL.md 4.3
+describes: two scalar parameters and one node. The Elixir side of the same table is
+test_elixir/conformance_test.exs.
 """
 
 from __future__ import annotations
@@ -15,17 +18,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance import generate
+from conformance import coverage, generate
 from py_backend.cache import Cache
 from py_backend.channel import atom, atom_name, binary_bytes, decode, encode, int_list
 from py_backend.nxtypes import NxType, to_dtype, wire_dtype
 
 ETF = Path(generate.ETF_PATH)
-CASES: list[dict[str, Any]] = [
-    {str(atom_name(k)): v for k, v in c.items()} for c in decode(ETF.read_bytes())
-]
+
+
+def _keys(term: dict[Any, Any]) -> dict[str, Any]:
+    return {str(atom_name(k)): v for k, v in term.items()}
+
+
+CASES: list[dict[str, Any]] = [_keys(c) for c in decode(ETF.read_bytes())]
 NODE_CASES = [c for c in CASES if c["node"] is not None]
 CACHE = Cache(max_entries=4096)
+SPECIAL = {"nan": np.nan, "infinity": np.inf, "neg_infinity": -np.inf}
 
 
 def nx_type(term: Any) -> NxType:
@@ -45,30 +53,60 @@ def text(term: Any) -> str:
     return data.decode("utf-8")
 
 
-def expected_array(case: dict[str, Any]) -> np.ndarray:
-    special = {"nan": np.nan, "infinity": np.inf, "neg_infinity": -np.inf}
-    values = [special[atom_name(v) or ""] if atom_name(v) else v for v in case["values"]]
-    out = nx_type(case["out"])
-    dtype: Any = np.float64 if out.is_float else np.int64
+def results(case: dict[str, Any]) -> list[dict[str, Any]]:
+    return [_keys(r) for r in case["results"]]
+
+
+def _number(v: Any) -> Any:
+    """A value of the table: a number, a non-finite atom or a %Complex{re, im} map."""
+    if isinstance(v, dict):
+        parts = _keys(v)
+        return complex(_number(parts["re"]), _number(parts["im"]))
+    name = atom_name(v)
+    return SPECIAL[name] if name else v
+
+
+def expected_array(result: dict[str, Any]) -> np.ndarray:
+    values = [_number(v) for v in result["values"]]
+    out = nx_type(result["out"])
+    dtype: Any = np.complex128 if out.is_complex else np.float64 if out.is_float else np.int64
     if out == NxType("u", 64):
         dtype = np.uint64
-    return np.array(values, dtype=dtype).reshape(shape_of(case["shape"]))
+    return np.array(values, dtype=dtype).reshape(shape_of(result["shape"]))
+
+
+def reducer_graph(name: str, type_term: Any) -> Any:
+    """``&Nx.<name>/2`` as a sub-graph: parameters 0 (element) and 1 (accumulator), both
+    scalars of the output type, and one node (PROTOCOL.md 4.3)."""
+    scalar = (type_term, ())
+    nodes = [(i, atom("parameter"), [], {atom("index"): i}, scalar) for i in (0, 1)]
+    nodes.append((2, atom(name), [0, 1], {}, scalar))
+    return (atom("nx_jax_graph"), 1, nodes, [2])
 
 
 def graph_of(case: dict[str, Any]) -> bytes:
-    """parameters for the node's inputs, then the node itself (PROTOCOL.md section 4)."""
-    node = {atom_name(k): v for k, v in case["node"].items()}
+    """Parameters for the node's inputs, then the node itself (PROTOCOL.md section 4), then
+    one ``:elem`` node per element of a tuple-valued node."""
+    node = _keys(case["node"])
     nodes: list[Any] = []
     for index, (type_term, shape, _data) in enumerate(node["inputs"]):
         nodes.append((index, atom("parameter"), [], {atom("index"): index}, (type_term, shape)))
     n = len(nodes)
-    out = (case["out"], case["shape"])
-    nodes.append((n, node["op"], list(range(n)), node["opts"], out))
-    return encode((atom("nx_jax_graph"), 1, nodes, [n]))
+    outs = [(r["out"], r["shape"]) for r in results(case)]
+    opts = dict(node["opts"])
+    for arg in case["args"]:
+        if isinstance(arg, tuple) and len(arg) == 2 and atom_name(arg[0]) == "reducer":
+            opts[atom("reducer")] = reducer_graph(str(atom_name(arg[1])), outs[0][0])
+    if not case["tuple"]:
+        nodes.append((n, node["op"], list(range(n)), opts, outs[0]))
+        return encode((atom("nx_jax_graph"), 1, nodes, [n]))
+    nodes.append((n, node["op"], list(range(n)), opts, outs))
+    elems = [(n + 1 + i, atom("elem"), [n], {atom("index"): i}, o) for i, o in enumerate(outs)]
+    return encode((atom("nx_jax_graph"), 1, nodes + elems, [e[0] for e in elems]))
 
 
 def arguments(case: dict[str, Any]) -> list[np.ndarray]:
-    node = {atom_name(k): v for k, v in case["node"].items()}
+    node = _keys(case["node"])
     args = []
     for type_term, shape, data in node["inputs"]:
         raw = binary_bytes(data)
@@ -78,28 +116,81 @@ def arguments(case: dict[str, Any]) -> list[np.ndarray]:
     return args
 
 
-def run_case(case: dict[str, Any]) -> np.ndarray:
+def run_case(case: dict[str, Any]) -> list[np.ndarray]:
     args = arguments(case)
     key, program = CACHE.program(graph_of(case))
-    (result,) = CACHE.executable(key, program, args)(*args)
-    return np.asarray(result)
+    return [np.asarray(r) for r in CACHE.executable(key, program, args)(*args)]
 
 
-def assert_close(got: np.ndarray, case: dict[str, Any]) -> None:
-    expected = expected_array(case)
-    out = nx_type(case["out"])
+def _signs(d: np.ndarray) -> np.ndarray:
+    return np.where(d < 0, -1.0, 1.0).astype(d.dtype)
+
+
+def canonical(form: str | None, got: list[np.ndarray]) -> list[np.ndarray]:
+    """conformance/case.py CANONICAL, over the leading batch axes too."""
+    if form == "qr":
+        q, r = got
+        k = min(r.shape[-2], r.shape[-1])
+        d = _signs(np.diagonal(r, axis1=-2, axis2=-1)[..., :k])
+        q, r = q.copy(), r.copy()
+        q[..., :, :k] *= d[..., None, :]
+        r[..., :k, :] *= d[..., :, None]
+        return [q, r]
+    if form == "svd":
+        u, s, vt = got
+        k = s.shape[-1]
+        cols = u[..., :, :k]
+        first = np.argmax(np.abs(cols), axis=-2)[..., None, :]
+        d = _signs(np.take_along_axis(cols, first, axis=-2)[..., 0, :])
+        u, vt = u.copy(), vt.copy()
+        u[..., :, :k] *= d[..., None, :]
+        vt[..., :k, :] *= d[..., :, None]
+        return [u, s, vt]
+    assert form is None, form
+    return got
+
+
+def assert_close(got: np.ndarray, result: dict[str, Any]) -> None:
+    expected = expected_array(result)
+    out = nx_type(result["out"])
     assert got.dtype == to_dtype(out), f"type {got.dtype}, expected {out}"
     assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
-    if not out.is_float:
+    if not (out.is_float or out.is_complex):
         np.testing.assert_array_equal(got.astype(expected.dtype), expected)
         return
-    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=case["rtol"],
-                               atol=case["atol"], equal_nan=True)
+    if out.is_complex:
+        # each part within atol + rtol * |expected| (the modulus), as the Elixir side
+        bound = result["atol"] + result["rtol"] * np.abs(expected)
+        for part in (np.real, np.imag):
+            g, e = part(got).astype(np.float64), part(expected)
+            same = (g == e) | (np.isnan(g) & np.isnan(e))
+            assert np.all(same | (np.abs(g - e) <= bound)), f"{part.__name__}: {g} vs {e}"
+        return
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=result["rtol"],
+                               atol=result["atol"], equal_nan=True)
 
 
 @pytest.mark.parametrize("case", NODE_CASES, ids=[text(c["name"]) for c in NODE_CASES])
 def test_case_through_the_lowering(case: dict[str, Any]) -> None:
-    assert_close(run_case(case), case)
+    got = canonical(atom_name(case["canonical"]), run_case(case))
+    expected = results(case)
+    assert len(got) == len(expected)
+    for g, r in zip(got, expected, strict=True):
+        assert_close(g, r)
+
+
+def test_canonical_forms_fix_the_signs() -> None:
+    a = np.array([[2.0, -1.0], [1.0, 3.0], [0.5, 0.0]])
+    q, r = np.linalg.qr(a)
+    flip = np.diag([-1.0, 1.0])
+    for got in ([q, r], [q @ flip, flip @ r]):
+        cq, cr = canonical("qr", got)
+        np.testing.assert_allclose(cq @ cr, a, atol=1e-12)
+        assert np.all(np.diagonal(cr) >= 0)
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    one, other = canonical("svd", [u, s, vt]), canonical("svd", [-u, s, -vt])
+    for x, y in zip(one, other, strict=True):
+        np.testing.assert_allclose(x, y)
 
 
 def test_cases_etf_is_up_to_date() -> None:
@@ -113,24 +204,34 @@ def test_every_case_names_a_reference_and_a_tolerance() -> None:
     assert len(names) == len(set(names))
     for c in CASES:
         assert text(c["source"]), c["name"]
-        out = nx_type(c["out"])
-        if out.is_float:
-            assert 0 < c["rtol"] < 0.05, text(c["name"])
-        else:
-            assert c["rtol"] == 0 and c["atol"] == 0, text(c["name"])
+        for r in results(c):
+            out = nx_type(r["out"])
+            if out.is_float or out.is_complex:
+                assert 0 < r["rtol"] < 0.05, text(c["name"])
+            else:
+                assert r["rtol"] == 0 and r["atol"] == 0, text(c["name"])
 
 
-def test_the_table_covers_every_op_in_two_types_and_a_broadcast() -> None:
+def test_every_op_the_coverage_table_marks_implemented_keeps_its_cases() -> None:
+    """Two argument types per op and a broadcast case for broadcasting ops (the generator
+    refuses to write the table otherwise; this catches a family edited without
+    regenerating)."""
+    ops = coverage.implemented_in_doc()
+    assert "add" in ops and "LinAlg.qr" in ops
+    assert coverage.problems(ops) == []
+
+
+def test_the_table_covers_every_wire_op_in_two_types_and_a_broadcast() -> None:
     """Each wire op appears with at least two input types; broadcasting ops also with inputs
     of different shapes."""
     types: dict[str, set[Any]] = {}
     broadcast: set[str] = set()
     for c in NODE_CASES:
-        node = {atom_name(k): v for k, v in c["node"].items()}
+        node = _keys(c["node"])
         op = atom_name(node["op"]) or ""
         shapes = {tuple(int_list(list(s)) or []) for _, s, _ in node["inputs"]}
         types.setdefault(op, set()).update(nx_type(t) for t, _, _ in node["inputs"])
-        types[op].add(nx_type(c["out"]))
+        types[op].update(nx_type(r["out"]) for r in results(c))
         if len(shapes) > 1:
             broadcast.add(op)
     thin = sorted(op for op, ts in types.items() if len(ts) < 2)

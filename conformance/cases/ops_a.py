@@ -3,8 +3,8 @@
 Floating unary ops give f32 for integer inputs and keep floating types; sign/floor/ceil/round
 keep the type (identity on integers); bitwise ops are integer-only and keep the merged type;
 predicates and logical ops give u8; argmax/argmin give s64 by default; scans and windows keep
-the input type. as_type from floats to integers saturates (NaN -> 0). Complex types are covered
-by test_elixir/nx_elementwise_test.exs (this table's helpers have no complex tensors).
+the input type. as_type from floats to integers saturates (NaN -> 0). Complex types: see
+fft_complex.py.
 """
 
 import itertools

@@ -1,0 +1,195 @@
+"""Nx.LinAlg: triangular_solve, solve, invert, cholesky, determinant (one tensor each) and the
+tuple-valued decompositions qr, lu, svd (one tuple-valued node, read with :elem).
+
+Integer inputs give f32; leading axes are a batch. References are NumPy float64: solves via
+np.linalg.solve, the LU factorization by our own Doolittle elimination with partial pivoting
+(the pivot is the first entry of largest magnitude, as LAPACK's getrf), so p, l and u are
+compared directly (the matrices here have no ties among pivot candidates). QR and SVD are
+unique only up to signs: both runners bring q, r (diag(r) >= 0) and u, vt (the largest entry
+of each column of u positive) to the canonical form of conformance/case.py CANONICAL, the
+references are given in that form; complete/full matrices only where the extra columns are
+determined (square or wide inputs).
+"""
+
+from typing import Any, Literal
+
+import numpy as np
+
+from conformance.case import Case, case, tensor, wire
+
+TOL32 = (2e-5, 2e-6)  # f32 linear algebra: a few ulps times the condition number
+
+
+def _batched(fn: Any) -> Any:
+    """Apply a function of matrices over leading batch axes (tuples of results too)."""
+
+    def ref(a: Any, *rest: Any) -> Any:
+        if a.ndim == 2:
+            return fn(a, *rest)
+        outs = [ref(a[i], *[r[i] for r in rest]) for i in range(a.shape[0])]
+        if isinstance(outs[0], tuple):
+            return tuple(np.stack(parts) for parts in zip(*outs, strict=True))
+        return np.stack(outs)
+
+    return ref
+
+
+def _triangular(lower: bool, left_side: bool, transpose: bool) -> Any:
+    def ref(a: Any, b: Any) -> Any:
+        t = np.tril(a) if lower else np.triu(a)
+        t = t.T if transpose else t
+        if left_side:
+            return np.linalg.solve(t, b)
+        return np.linalg.solve(t.T, b.T).T  # x t = b
+
+    return _batched(ref)
+
+
+def _lu(a: Any) -> tuple[Any, Any, Any]:
+    """p, l, u with p . l . u = a: Doolittle elimination with partial pivoting."""
+    n = a.shape[0]
+    u = a.astype(np.float64).copy()
+    l_ = np.eye(n)
+    perm = list(range(n))
+    for k in range(n - 1):
+        pivot = k + int(np.argmax(np.abs(u[k:, k])))
+        if pivot != k:
+            u[[k, pivot], :] = u[[pivot, k], :]
+            l_[[k, pivot], :k] = l_[[pivot, k], :k]
+            perm[k], perm[pivot] = perm[pivot], perm[k]
+        for i in range(k + 1, n):
+            l_[i, k] = u[i, k] / u[k, k]
+            u[i, :] -= l_[i, k] * u[k, :]
+            u[i, k] = 0.0
+    rows = np.eye(n, dtype=np.int64)[perm]  # rows . a = l . u
+    return rows.T, l_, u
+
+
+def _signs(d: Any) -> Any:
+    return np.where(d < 0, -1.0, 1.0)
+
+
+def _qr(mode: Literal["reduced", "complete"]) -> Any:
+    def ref(a: Any) -> Any:
+        q, r = np.linalg.qr(a, mode=mode)
+        k = min(a.shape)
+        d = _signs(np.diagonal(r)[:k])
+        q[:, :k] *= d
+        r[:k, :] *= d[:, None]
+        return q, r
+
+    return _batched(ref)
+
+
+def _svd(full: bool) -> Any:
+    def ref(a: Any) -> Any:
+        u, s, vt = np.linalg.svd(a, full_matrices=full)
+        k = s.shape[0]
+        d = _signs(u[np.argmax(np.abs(u[:, :k]), axis=0), np.arange(k)])
+        u[:, :k] *= d
+        vt[:k, :] *= d[:, None]
+        return u, s, vt
+
+    return _batched(ref)
+
+
+L3 = [[2.0, 0.0, 0.0], [1.0, -3.0, 0.0], [0.5, 2.0, 4.0]]
+U3 = [[2.0, 1.0, -1.0], [0.0, 3.0, 0.5], [0.0, 0.0, 1.5]]
+A3 = [[4.0, 1.0, -2.0], [1.0, 3.0, 0.5], [2.0, -1.0, 5.0]]  # well conditioned, not symmetric
+SPD = [[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]]
+B3 = [1.0, -2.0, 0.5]
+B32 = [[1.0, 0.0], [-2.0, 1.5], [0.5, 3.0]]
+
+TRI = {"lower": True, "left_side": True, "transform_a": "none"}
+
+
+def _tri(**opts: Any) -> Any:
+    return wire("triangular_solve", **{**TRI, **opts})
+
+
+CASES: list[Case] = [
+    # triangular_solve
+    case("triangular_solve", [tensor("f32", L3), tensor("f32", B3)], out="f32",
+         ref=_triangular(True, True, False), node=_tri(), module="Nx.LinAlg", tol=TOL32,
+         grad=True),
+    case("triangular_solve", [tensor("f64", U3), tensor("f64", B32)],
+         {"lower": False, "transform_a": "transpose"}, out="f64",
+         ref=_triangular(False, True, True), node=_tri(lower=False, transform_a="transpose"),
+         module="Nx.LinAlg", grad=True),
+    case("triangular_solve", [tensor("f64", L3), tensor("f64", [[1.0, 2.0, 3.0]])],
+         {"left_side": False}, out="f64", ref=_triangular(True, False, False),
+         node=_tri(left_side=False), module="Nx.LinAlg"),
+    case("triangular_solve", [tensor("s64", [[3, 0], [2, 1]]), tensor("s64", [6, 5])],
+         out="f32", expected=[2.0, 1.0], node=_tri(), module="Nx.LinAlg",
+         source="Nx.LinAlg.triangular_solve docs (as integers)"),
+    case("triangular_solve", [tensor("f32", [L3, np.tril(A3).tolist()], (2, 3, 3)),
+                              tensor("f32", [B3, B32[0] + [1.0]])], {"lower": True},
+         out="f32", ref=_triangular(True, True, False), node=_tri(), module="Nx.LinAlg",
+         tol=TOL32),
+    # solve
+    case("solve", [tensor("f32", A3), tensor("f32", B3)], out="f32",
+         ref=_batched(np.linalg.solve), node=wire("solve"), module="Nx.LinAlg", tol=TOL32,
+         grad=True),
+    case("solve", [tensor("f64", A3), tensor("f64", B32)], out="f64",
+         ref=_batched(np.linalg.solve), node=wire("solve"), module="Nx.LinAlg", grad=True),
+    case("solve", [tensor("s64", [[1, 3], [2, 1]]), tensor("s64", [5, 5])], out="f32",
+         expected=[2.0, 1.0], node=wire("solve"), module="Nx.LinAlg",
+         source="Nx.LinAlg.solve docs (as integers)"),
+    case("solve", [tensor("f64", [A3, SPD], (2, 3, 3)), tensor("f32", [B3, B3])], out="f64",
+         ref=_batched(np.linalg.solve), node=wire("solve"), module="Nx.LinAlg"),
+    # invert (Nx composes it: solve against the identity)
+    case("invert", [tensor("f32", A3)], out="f32", ref=np.linalg.inv, node=None,
+         module="Nx.LinAlg", tol=TOL32, grad=True),
+    case("invert", [tensor("f64", [SPD, A3], (2, 3, 3))], out="f64",
+         ref=_batched(np.linalg.inv), node=None, module="Nx.LinAlg", grad=True),
+    case("invert", [tensor("s64", [[2, 0], [0, 4]])], out="f32",
+         expected=[[0.5, 0.0], [0.0, 0.25]], node=None, module="Nx.LinAlg",
+         source="Nx.LinAlg.invert docs (as integers)"),
+    # cholesky (symmetric positive-definite inputs)
+    case("cholesky", [tensor("f32", SPD)], out="f32", ref=np.linalg.cholesky,
+         node=wire("cholesky"), module="Nx.LinAlg", tol=TOL32),
+    case("cholesky", [tensor("f64", SPD)], out="f64", ref=np.linalg.cholesky,
+         node=wire("cholesky"), module="Nx.LinAlg", grad=True),
+    case("cholesky", [tensor("s64", [[[4, 2], [2, 5]], [[9, 3], [3, 2]]])], out="f32",
+         ref=_batched(np.linalg.cholesky), node=wire("cholesky"), module="Nx.LinAlg",
+         tol=TOL32),
+    # determinant
+    case("determinant", [tensor("f32", A3)], out="f32", ref=np.linalg.det,
+         node=wire("determinant"), module="Nx.LinAlg", tol=TOL32),
+    case("determinant", [tensor("f64", [A3, SPD, L3], (3, 3, 3))], out="f64",
+         ref=np.linalg.det, node=wire("determinant"), module="Nx.LinAlg", tol=(1e-12, 1e-12),
+         grad=True),
+    case("determinant", [tensor("s64", [[[2, 0], [0, 3]], [[1, 2], [2, 4]]])], out="f32",
+         expected=[6.0, 0.0], node=wire("determinant"), module="Nx.LinAlg", tol=TOL32,
+         source="Nx.LinAlg.determinant docs"),
+    # qr: canonical form diag(r) >= 0
+    case("qr", [tensor("f32", [[3.0, 0.0], [4.0, 5.0], [0.0, 1.0]])], out=("f32", "f32"),
+         ref=_qr("reduced"), node=wire("qr", mode="reduced"), module="Nx.LinAlg",
+         canonical="qr", tol=TOL32),
+    case("qr", [tensor("f64", [[2.0, -1.0, 0.5], [1.0, 3.0, 2.0]])], {"mode": "complete"},
+         out=("f64", "f64"), ref=_qr("complete"), node=wire("qr", mode="complete"),
+         module="Nx.LinAlg", canonical="qr", grad=True),
+    case("qr", [tensor("f64", [A3, SPD], (2, 3, 3))], out=("f64", "f64"), ref=_qr("reduced"),
+         node=wire("qr", mode="reduced"), module="Nx.LinAlg", canonical="qr", grad=True),
+    case("qr", [tensor("s64", [[1, 2], [3, 4]])], out=("f32", "f32"), ref=_qr("reduced"),
+         node=wire("qr", mode="reduced"), module="Nx.LinAlg", canonical="qr", tol=TOL32),
+    # lu: p . l . u = a, compared directly
+    case("lu", [tensor("f32", A3)], out=("s64", "f32", "f32"), ref=_lu, node=wire("lu"),
+         module="Nx.LinAlg", tol=TOL32),
+    case("lu", [tensor("f64", [[1.0, 2.0, 0.5], [3.0, 4.0, -1.0], [-2.0, 1.0, 6.0]])],
+         out=("s64", "f64", "f64"), ref=_lu, node=wire("lu"), module="Nx.LinAlg", grad=True),
+    case("lu", [tensor("s64", [[1, 2], [3, 4]])], out=("s64", "f32", "f32"),
+         expected=([[0, 1], [1, 0]], [[1.0, 0.0], [1 / 3, 1.0]], [[3.0, 4.0], [0.0, 2 / 3]]),
+         node=wire("lu"), module="Nx.LinAlg", tol=TOL32, source="Nx.LinAlg.lu docs (p)"),
+    # svd: canonical form, largest entry of each column of u positive
+    case("svd", [tensor("f32", [[3.0, 1.0], [-1.0, 2.0]])], out=("f32", "f32", "f32"),
+         ref=_svd(True), node=wire("svd", full_matrices=True), module="Nx.LinAlg",
+         canonical="svd", tol=TOL32),
+    case("svd", [tensor("f64", [[2.0, 0.5], [1.0, -3.0], [0.25, 1.0]])],
+         {"full_matrices?": False}, out=("f64", "f64", "f64"), ref=_svd(False),
+         node=wire("svd", full_matrices=False), module="Nx.LinAlg", canonical="svd",
+         grad=True),
+    case("svd", [tensor("s64", [[[3, 0], [0, -4]], [[1, 2], [0, 1]]])],
+         out=("f32", "f32", "f32"), ref=_svd(True), node=wire("svd", full_matrices=True),
+         module="Nx.LinAlg", canonical="svd", tol=TOL32),
+]
