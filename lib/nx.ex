@@ -1783,6 +1783,12 @@ defmodule Nx do
   end
 
   defp reduce_with(op, tensor, acc, fun, wire, type, shape) do
+    if tensor.vectorized_axes != [] or acc.vectorized_axes != [] do
+      raise ArgumentError,
+            "Nx.#{op} with a function is not supported with vectorized tensors yet; use a " <>
+              "named reduction (Nx.sum/2, Nx.reduce_max/2, ...) or Nx.devectorize/2 first"
+    end
+
     if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
       out = %T{data: nil, type: type, shape: shape, names: names(shape)}
       {tensor, acc} = {as_type(tensor, type), as_type(acc, type)}

@@ -223,6 +223,20 @@ defmodule Nx.VectorizeTest do
       assert Nx.all_close(Nx.dot(q, r), a) |> Nx.devectorize() |> Nx.to_flat_list() == [1, 1]
     end
 
+    test "reduce with a function raises a clear error for vectorized tensors" do
+      v = Nx.vectorize(Nx.iota({2, 3}), :x)
+
+      assert_raise ArgumentError,
+                   ~r/reduce with a function is not supported with vectorized/,
+                   fn ->
+                     Nx.reduce(v, 0, &Nx.add/2)
+                   end
+
+      assert_raise ArgumentError, ~r/window_reduce with a function is not supported/, fn ->
+        Nx.window_reduce(v, 0, {2}, &Nx.add/2)
+      end
+    end
+
     test "control flow with a vectorized value raises a clear error" do
       assert_raise ArgumentError, ~r/cond is not supported with vectorized tensors yet/, fn ->
         abs_if(Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x))
