@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 
-from py_backend.graph import Graph, decode_graph
+from py_backend.graph import Graph, TensorOut, decode_graph
 from py_backend.lower import lower
 
-Signature = tuple[tuple[str, tuple[int, ...]], ...]
+Signature = tuple[tuple[Any, tuple[int, ...]], ...]
 
 
 @dataclass
@@ -27,6 +27,10 @@ class Program:
     graph: Graph
     function: Callable[..., list[jax.Array]]
     jitted: Any = None
+    outs: list[TensorOut] = field(default_factory=list)  # the graph's outputs, in order
+
+    def __post_init__(self) -> None:
+        self.outs = [self.graph.nodes[o].tensor for o in self.graph.outputs]
 
 
 @dataclass
@@ -40,7 +44,8 @@ class Stats:
 
 
 def signature(args: list[Any]) -> Signature:
-    return tuple((str(a.dtype), tuple(a.shape)) for a in args)
+    # dtype objects hash and compare by value (str(dtype) costs microseconds per call)
+    return tuple((a.dtype, a.shape) for a in args)
 
 
 class Cache:

@@ -71,11 +71,22 @@ def encode_type(t: NxType) -> Any:
     return (atom(t.kind), t.bits)
 
 
+# (type atom's name, bits, shape) -> (dtype, byte size) of wire tensors seen before: a repeated
+# call skips decoding and checking its arguments' type and shape again
+_LAYOUTS: dict[tuple[Any, Any, tuple[int, ...]], tuple[np.dtype, int]] = {}
+
+
 def decode_tensor(term: Any) -> np.ndarray:
     """``{type, shape, data}`` -> a read-only NumPy view of ``data`` (no copy)."""
     if not (isinstance(term, tuple) and len(term) == 3):
         raise ArgumentError(f"a tensor must be {{type, shape, data}}, got {type(term).__name__}")
     raw_type, shape, raw_data = term
+    if (type(raw_type) is tuple and len(raw_type) == 2 and type(raw_type[0]) is channel.Atom
+            and type(raw_type[1]) is int and type(shape) is tuple):
+        known = _LAYOUTS.get((raw_type[0].value, raw_type[1], shape))
+        data = channel.binary_view(raw_data)
+        if known is not None and data is not None and len(data) == known[1]:
+            return np.frombuffer(data, dtype=known[0]).reshape(shape)
     nx_type = decode_type(raw_type)
     if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
         raise ArgumentError(f"a tensor shape must be a tuple of non-negative integers: {shape!r}")
@@ -89,6 +100,8 @@ def decode_tensor(term: Any) -> np.ndarray:
             f"tensor data has {len(data)} bytes, {nx_type}{list(shape)} needs "
             f"{size * dtype.itemsize}"
         )
+    if len(_LAYOUTS) < 4096 and type(raw_type[0]) is channel.Atom and type(raw_type[1]) is int:
+        _LAYOUTS[(raw_type[0].value, raw_type[1], shape)] = (dtype, size * dtype.itemsize)
     return np.frombuffer(data, dtype=dtype).reshape(shape)  # a view into the request frame
 
 
@@ -218,8 +231,7 @@ class Worker:
         results = executable(*tensors)
         del tensors
         self.cache.stats.runs += 1
-        outs = [program.graph.nodes[o].tensor for o in program.graph.outputs]
-        return list(zip(outs, results, strict=True))
+        return list(zip(program.outs, results, strict=True))
 
     def _argument(self, term: Any) -> Any:
         if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
