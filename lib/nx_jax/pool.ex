@@ -22,6 +22,11 @@ defmodule NxJax.Pool do
   `config :nx_jax, worker_env: [env0, env1, ...]` gives worker `i` the extra environment
   variables `env_i` (`[{"NAME", "value"}]`), e.g. one accelerator each (docs/DEPLOYMENT.md).
 
+  With more than one worker, each runs XLA's CPU client on one thread
+  (`XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`, appended to
+  any `XLA_FLAGS` of the node): the pool's parallelism is its workers. `config :nx_jax,
+  worker_threads: :all` keeps XLA's default; an `XLA_FLAGS` in `worker_env` replaces both.
+
   Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
 
       NxJax.Pool.size()
@@ -50,7 +55,7 @@ defmodule NxJax.Pool do
 
     children =
       for index <- 0..(size - 1) do
-        env = Enum.at(worker_env, index, [])
+        env = thread_env(size, Enum.at(worker_env, index, []))
 
         Supervisor.child_spec({NxJax.Worker, name: name(index), group: true, env: env},
           id: {NxJax.Worker, index}
@@ -59,6 +64,24 @@ defmodule NxJax.Pool do
 
     max_restarts = Application.get_env(:nx_jax, :max_restarts, 20)
     Supervisor.init(children, strategy: :one_for_one, max_restarts: max_restarts, max_seconds: 5)
+  end
+
+  # With more than one worker, each one's XLA CPU client runs single-threaded (Eigen's and the
+  # intra-op thread pools), so workers on a small machine do not fight over every core for
+  # each small op; `config :nx_jax, worker_threads: :all` keeps XLA's default, and an explicit
+  # XLA_FLAGS in `worker_env` wins.
+  @single_thread_flags "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+  @doc false
+  def thread_env(size, env) do
+    single? = size > 1 and Application.get_env(:nx_jax, :worker_threads, :one) == :one
+
+    if single? and not List.keymember?(env, "XLA_FLAGS", 0) do
+      flags = String.trim("#{System.get_env("XLA_FLAGS", "")} #{@single_thread_flags}")
+      [{"XLA_FLAGS", flags} | env]
+    else
+      env
+    end
   end
 
   @doc "The registered name of the worker at `index`."
