@@ -84,6 +84,7 @@ class Graph:
     nodes: tuple[Node, ...]
     outputs: tuple[int, ...]
     parameters: Mapping[int, TensorOut] = field(default_factory=dict)
+    hooks: bool = False  # a :hook node here or in a sub-graph (the worker waits for them)
 
 
 # --- opts kinds ------------------------------------------------------------------------------
@@ -367,6 +368,7 @@ OP_SPECS: dict[str, OpSpec] = {
         (1, None), {"wrt": _int_list, "cotangents": _int_list, "grads": _int_list, "tuple": _bool}
     ),
     "metadata": _spec(1, {"keys": _list}),
+    "hook": _spec((1, None), {"index": _non_neg_int}),
     # ops carrying sub-graphs (PROTOCOL.md 4.3)
     "cond": _spec((1, None), {"branches": _SUBGRAPHS}),
     "while": _spec(
@@ -474,7 +476,19 @@ def parse_graph(term: Any, max_elements: int | None = None) -> Graph:
                     f"node {node.id} (parameter): index {index} declared as {node.tensor} "
                     f"and as {seen}"
                 )
-    return Graph(PROTOCOL_VERSION, tuple(nodes), tuple(outputs), parameters)
+    hooks = any(
+        node.op == "hook"
+        or any(isinstance(v, Graph) and v.hooks for v in _subgraphs(node))
+        for node in nodes
+    )
+    return Graph(PROTOCOL_VERSION, tuple(nodes), tuple(outputs), parameters, hooks)
+
+
+def _subgraphs(node: Node) -> list[Any]:
+    found: list[Any] = []
+    for value in node.opts.values():
+        found.extend(value if isinstance(value, tuple) else (value,))
+    return found
 
 
 def _parse_out(term: Any, where: str, limit: int) -> Out:
@@ -572,7 +586,7 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
 
 VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
 NOT_VECTORIZABLE = frozenset(
-    "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata cond "
+    "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook cond "
     "while range_loop reduce window_reduce".split()
 )
 
@@ -840,6 +854,13 @@ def _check_grad(node: Node, nodes: list[Node], where: str) -> None:
     for x, element in zip(xs, out.elements, strict=True):
         if not (isinstance(element, TensorOut) and element.shape == nodes[x].tensor.shape):
             raise GraphError(f"{where}: the gradient for node {x} must have its shape")
+
+
+def _check_hook(node: Node, nodes: list[Node], where: str) -> None:
+    want = [nodes[i].tensor for i in node.inputs]
+    if _tuple_outs(node, where) != want:
+        raise GraphError(f"{where}: out must be the list of its inputs' outs "
+                         f"{[str(o) for o in want]}")
 
 
 def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
@@ -1118,6 +1139,7 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "elem": _check_elem,
     "grad": _check_grad,
     "custom_grad": _check_custom_grad,
+    "hook": _check_hook,
     "pad": _check_pad,
     "reverse": _check_reverse,
     "dynamic_slice": _check_dynamic_slice,

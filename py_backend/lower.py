@@ -65,6 +65,7 @@ class Env:
     local: dict[int, Value] = field(default_factory=dict)
     parent: Env | None = None
     shadow: frozenset[int] = frozenset()
+    replay: bool = False  # re-evaluates nodes for grad/custom_grad (hooks there stay quiet)
 
     def find(self, node_id: int) -> tuple[bool, Value]:
         env: Env | None = self
@@ -110,9 +111,12 @@ class Call:
 class Lowering:
     """Evaluates a validated :class:`Graph` with JAX operations (traceable by ``jax.jit``)."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, sink: HookSink | None = None, muted: bool = False) -> None:
         self.graph = graph
         self.nodes = graph.nodes
+        self.sink = sink
+        self.muted = muted  # every hook here (and in sub-graphs) is quiet
+        self._top: frozenset[int] | None = None
         self._needs: dict[int, tuple[int, ...]] = {}
         self._closed: dict[int, tuple[frozenset[int], tuple[int, ...]]] = {}
         self.args: Sequence[jax.Array] = ()
@@ -174,6 +178,25 @@ class Lowering:
             cached = (frozenset(inside), tuple(closed))
             self._closed[node.id] = cached
         return cached
+
+    def top(self) -> frozenset[int]:
+        """Nodes the top-level environment evaluates: reachable from the outputs through
+        ``inputs`` (a ``grad``'s y and a ``custom_grad``'s expressions included)."""
+        if self._top is None:
+            reached: set[int] = set()
+            stack = list(self.graph.outputs)
+            while stack:
+                n = stack.pop()
+                if n not in reached:
+                    reached.add(n)
+                    stack.extend(self.nodes[n].inputs)
+            self._top = frozenset(reached)
+        return self._top
+
+    def quiet(self, node_id: int, env: Env) -> bool:
+        """Whether hooks evaluated for ``node_id`` in ``env`` must not fire: the node is being
+        re-evaluated (inside ``grad``/``custom_grad``) and fires in the top-level environment."""
+        return self.muted or (env.replay and node_id in self.top())
 
     # Evaluation --------------------------------------------------------------------------
 
@@ -870,7 +893,7 @@ def lower_grad(c: Call) -> Value:
     x_vals = [env[x] for x in unique]
 
     def f(*vals: jax.Array) -> jax.Array:
-        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow)
+        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow, replay=True)
         return jnp.reshape(low.value(y, child), ())
 
     try:
@@ -908,7 +931,7 @@ def lower_custom_grad(c: Call) -> Value:
     def seeded(wv: Sequence[Value], cv: Sequence[Value]) -> Env:
         local = dict(zip(closed, cv, strict=True))
         local.update(zip(wrt, wv, strict=True))
-        return Env(local)
+        return Env(local, replay=True)
 
     def primal(wv: tuple[Value, ...], cv: tuple[Value, ...]) -> Value:
         fenv = seeded(wv, cv)
@@ -940,6 +963,43 @@ def lower_custom_grad(c: Call) -> Value:
     return fn(wrt_vals, closed_vals)
 
 
+# --- hooks (issue #3) --------------------------------------------------------------------------
+# A hook is the identity on its inputs (values and gradients) that also hands their values to
+# the sink while the computation runs: jax.debug.callback(ordered=True) fires under jit, in
+# every iteration of scan/while loops, in the taken cond branch and once per entry under vmap,
+# in program order; under AD it sees primal values only. The sink is chosen when the graph is
+# lowered (the worker's default one tags the values with the request being served).
+
+HookSink = Callable[[int, list[tuple[TensorOut, np.ndarray]]], None]
+_default_sink: list[HookSink | None] = [None]
+
+
+def set_hook_sink(sink: HookSink | None) -> None:
+    """The sink of graphs lowered without one (``lower(graph)``): the worker's."""
+    _default_sink[0] = sink
+
+
+def _dispatch(index: int, values: list[tuple[TensorOut, np.ndarray]]) -> None:
+    sink = _default_sink[0]
+    if sink is not None:
+        sink(index, values)
+
+
+def lower_hook(c: Call) -> Value:
+    """``hook`` [x1..xn], ``%{index: i}``: the tuple of the inputs; ``sink(i, values)`` runs
+    with their values unless the node is quiet here (``Lowering.quiet``)."""
+    low, values = c.lowering, tuple(c.args)
+    if low.sink is not None and not low.quiet(c.node.id, c.env):
+        sink, index = low.sink, c.node.opts["index"]
+        outs = [low.nodes[i].tensor for i in c.node.inputs]
+
+        def deliver(*arrays: Any) -> None:
+            sink(index, [(o, np.asarray(a)) for o, a in zip(outs, arrays, strict=True)])
+
+        jax.debug.callback(deliver, *values, ordered=True)
+    return values
+
+
 # --- Fourier transforms (issue #3) -----------------------------------------------------------
 
 
@@ -965,9 +1025,11 @@ UNBOUNDED_WHILE = (
 )
 
 
-def subgraph_function(graph: Graph) -> Callable[..., list[jax.Array]]:
-    """A closed sub-graph as a function of its parameters, returning its outputs."""
-    return Lowering(graph).function()
+def subgraph_function(graph: Graph, c: Call) -> Callable[..., list[jax.Array]]:
+    """A closed sub-graph of the node of ``c`` as a function of its parameters, returning its
+    outputs; its hooks report to the same sink, and are quiet where the node is."""
+    low = c.lowering
+    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env)).function()
 
 
 def lower_cond(c: Call) -> Value:
@@ -980,7 +1042,7 @@ def lower_cond(c: Call) -> Value:
         index = jnp.where(jnp.reshape(preds[i], ()) != 0, np.int32(i), index)
 
     def branch(graph: Graph) -> Callable[..., tuple[jax.Array, ...]]:
-        fn = subgraph_function(graph)
+        fn = subgraph_function(graph, c)
         return lambda *caps: tuple(fn(*caps))
 
     return lax.switch(index, [branch(g) for g in branches], *captures)
@@ -998,8 +1060,8 @@ def lower_while(c: Call) -> Value:
     ``lax.scan`` of that length whose steps leave the state alone once the condition is false
     (``lax.cond``), reverse-differentiable."""
     state, captures = _loop_parts(c)
-    condition = subgraph_function(c.node.opts["condition"])
-    body = subgraph_function(c.node.opts["body"])
+    condition = subgraph_function(c.node.opts["condition"], c)
+    body = subgraph_function(c.node.opts["body"], c)
 
     def pred(s: tuple[jax.Array, ...]) -> jax.Array:
         return jnp.reshape(condition(*s, *captures)[0], ()) != 0
@@ -1023,7 +1085,7 @@ def lower_while(c: Call) -> Value:
 def lower_range_loop(c: Call) -> Value:
     """``range_loop`` [state, captures]: ``lax.scan`` over first, first + step, ... (count)."""
     state, captures = _loop_parts(c)
-    body = subgraph_function(c.node.opts["body"])
+    body = subgraph_function(c.node.opts["body"], c)
     o = c.node.opts
     indices = o["first"] + o["step"] * jnp.arange(o["count"], dtype=np.int64)
 
@@ -1037,7 +1099,7 @@ def lower_range_loop(c: Call) -> Value:
 def _fold(c: Call, parts: jax.Array, acc: jax.Array, captures: Sequence[Value]) -> jax.Array:
     """Fold ``parts`` (shape (steps, *out)) into ``acc`` along the first axis with the reducer
     sub-graph, element-wise over the rest (``lax.scan`` over ``jax.vmap``: differentiable)."""
-    reducer = subgraph_function(c.node.opts["reducer"])
+    reducer = subgraph_function(c.node.opts["reducer"], c)
     shape = c.out.shape
     flat = jnp.reshape(parts, (parts.shape[0], math.prod(shape)))
 
@@ -1133,6 +1195,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "stop_grad": lower_stop_grad,
     "custom_grad": lower_custom_grad,
     "metadata": lower_metadata,
+    "hook": lower_hook,
     "pad": lower_pad,
     "reverse": lower_reverse,
     "dynamic_slice": lower_dynamic_slice,
@@ -1162,6 +1225,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
 }
 
 
-def lower(graph: Graph) -> Callable[..., list[jax.Array]]:
-    """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``)."""
-    return Lowering(graph).function()
+def lower(graph: Graph, sink: HookSink | None = None) -> Callable[..., list[jax.Array]]:
+    """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``); its
+    hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires)."""
+    return Lowering(graph, sink or _dispatch).function()

@@ -31,7 +31,7 @@ from py_backend import PROTOCOL_VERSION, channel, stdio
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
-from py_backend.lower import ArgumentError
+from py_backend.lower import ArgumentError, set_hook_sink
 from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
 
 MODULE = "nx_jax"
@@ -131,6 +131,11 @@ class Worker:
         self.cache = Cache()
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
+        # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
+        # with the id of the request being served
+        self.emit: Callable[[list[Chunk]], None] | None = None
+        self.request_id = -1
+        set_hook_sink(self.hook)
         self.functions: dict[str, Callable[[list[Any]], Any]] = {
             "ping": self.ping,
             "info": self.info,
@@ -230,6 +235,9 @@ class Worker:
         executable = self.cache.executable(key, program, tensors)
         results = executable(*tensors)
         del tensors
+        if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
+            jax.block_until_ready(results)
+            jax.effects_barrier()
         self.cache.stats.runs += 1
         return list(zip(program.outs, results, strict=True))
 
@@ -329,6 +337,13 @@ class Worker:
             raise BadRequest("debug_print: how must be :print, :stderr, :fd or :libc")
         return atom("ok")
 
+    def hook(self, index: int, values: list[tuple[TensorOut, np.ndarray]]) -> None:
+        """The hook sink: sends ``{:hook, request_id, index, [tensor]}`` while the request runs
+        (on the thread JAX calls back on; the writer is locked)."""
+        if self.emit is not None:
+            tensors = [encode_tensor(out, value) for out, value in values]
+            self.emit(channel.encode_chunks((atom("hook"), self.request_id, index, tensors)))
+
     # Dispatch ----------------------------------------------------------------------------
 
     def handle(self, frame: Chunk) -> list[Chunk]:
@@ -341,6 +356,7 @@ class Worker:
                 raise BadRequest(str(exc)) from exc
             del frame  # the decoded term's binaries are views: they alone keep the frame alive
             request_id = request_id_of(term)
+            self.request_id = request_id
             function, args = parse_request(term, self.served)
             del term
             result = self.functions[function](args)
@@ -444,6 +460,7 @@ def serve(
     frames = reader if isinstance(reader, FrameReader) else FrameReader(reader)
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker = worker or Worker()
+    worker.emit = replies.write_frame
     while True:
         try:
             frame = frames.read_frame()

@@ -71,6 +71,8 @@ TESTED_BELOW = {
     "grad", "stop_grad", "custom_grad", "metadata", "cotangent",
     # in test_lower_control_flow.py:
     "cond", "while", "range_loop", "reduce", "window_reduce",
+    # in test_lower_hooks.py:
+    "hook",
 }
 
 

@@ -138,6 +138,10 @@ defmodule NxJax.Graph do
     end
   end
 
+  # the hook's function and name stay in Elixir (Nx.Defn.Compiler keeps them by index)
+  defp wire_op(%Nx.Tensor{data: %Expr{op: :hook, opts: %{index: index}}}, state),
+    do: {:hook, %{index: index}, state}
+
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state)
        when op in [:cond, :while, :range_loop, :reduce, :window_reduce] do
     {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}

@@ -30,6 +30,14 @@ defmodule NxJax.Worker do
     libraries) arrive as `{:log, stream, line}` frames (`py_backend/stdio.py`) and are logged
     with `Logger`: stdout at `:info`, stderr at `:warning`, with the worker's OS pid.
 
+  ## Hooks
+
+  A caller waits for its reply in its own receive loop (not `GenServer.call`): while the worker
+  computes, `{:hook, id, index, tensors}` frames (`Nx.Defn.Kernel.hook/2`, PROTOCOL 2.2) are
+  forwarded to the caller of request `id`, which runs the `:on_hook` function of its call
+  (`on_hook.(index, tensors)`) in its own process. If that function raises, the caller raises
+  the same error once the reply has arrived (the hooks after it are skipped).
+
   ## Bytes move once
 
   Requests are encoded by the caller as iodata (`encode_iodata/1`): tensor binaries of 64 KiB or
@@ -77,7 +85,8 @@ defmodule NxJax.Worker do
 
   Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s; past
   it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
-  by the worker's exit is sent once more to its restarted worker).
+  by the worker's exit is sent once more to its restarted worker), `:on_hook` (a function
+  `(index, wire_tensors)` for the hook values of the call, see "Hooks").
   """
   def call(function, args, opts \\ []) when is_atom(function) and is_list(args) do
     opts = if function in [:fetch, :free], do: [{:retryable, false} | opts], else: opts
@@ -169,9 +178,12 @@ defmodule NxJax.Worker do
     timeout = Keyword.get(opts, :timeout, @default_timeout)
     before = if is_atom(server), do: GenServer.whereis(server)
 
-    case call_server(server, message, timeout) do
+    case call_server(server, message, timeout, Keyword.get(opts, :on_hook)) do
       {:ok, result} ->
         result
+
+      {:hook_failed, kind, reason, stacktrace} ->
+        :erlang.raise(kind, reason, stacktrace)
 
       {:error, {"WorkerExited", text, traceback}} = error ->
         if retry?(opts, server) do
@@ -186,24 +198,71 @@ defmodule NxJax.Worker do
     end
   end
 
-  # The worker enforces the deadline itself (and replaces itself past it); the extra time here
-  # only covers a GenServer that cannot answer at all.
-  defp call_server(server, message, timeout) do
-    call_timeout = if timeout == :infinity, do: :infinity, else: timeout + @deadline_grace
-    GenServer.call(server, {:deadline, timeout, message}, call_timeout)
-  catch
-    :exit, {:timeout, _} ->
-      {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
+  # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
+  # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
+  # computes) in this process. The reply address is a monitor alias, so a reply that comes
+  # after we gave up is dropped. The worker enforces the deadline itself (and replaces itself
+  # past it); the extra time here only covers a GenServer that cannot answer at all.
+  defp call_server(server, message, timeout, on_hook) do
+    case GenServer.whereis(server) do
+      nil ->
+        {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
 
-    :exit, {:noproc, _} ->
-      {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
+      dest ->
+        tag = :erlang.monitor(:process, dest, alias: :demonitor)
+        send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
 
-    :exit, {{:nodedown, node}, _} ->
-      {:error, {"WorkerExited", "the node of the worker (#{node}) went down", ""}}
+        limit =
+          if timeout == :infinity,
+            do: :infinity,
+            else: System.monotonic_time(:millisecond) + timeout + @deadline_grace
 
-    :exit, {reason, _} ->
-      {:error, {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}}
+        await_reply(tag, %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}, nil)
+    end
   end
+
+  defp await_reply(tag, wait, failed) do
+    receive do
+      {^tag, reply} ->
+        Process.demonitor(tag, [:flush])
+        if failed, do: failed, else: reply
+
+      {:nx_jax_hook, ^tag, index, tensors} ->
+        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors))
+
+      {:DOWN, ^tag, _, _, reason} ->
+        failed || {:error, down_error(reason, wait.dest)}
+    after
+      remaining(wait.limit) ->
+        Process.demonitor(tag, [:flush])
+        failed || {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+    end
+  end
+
+  # A hook that raises fails the call once its reply arrives (the worker finishes the run);
+  # the hooks after it are not called.
+  defp run_hook(nil, _index, _tensors), do: nil
+
+  defp run_hook(on_hook, index, tensors) do
+    on_hook.(index, tensors)
+    nil
+  catch
+    kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
+  end
+
+  defp remaining(:infinity), do: :infinity
+  defp remaining(limit), do: max(limit - System.monotonic_time(:millisecond), 0)
+
+  defp down_error(:noproc, dest),
+    do: {"WorkerExited", "no worker is running (#{inspect(dest)})", ""}
+
+  defp down_error(:noconnection, dest) do
+    node = if is_pid(dest), do: node(dest), else: elem(dest, 1)
+    {"WorkerExited", "the node of the worker (#{node}) went down", ""}
+  end
+
+  defp down_error(reason, _dest),
+    do: {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}
 
   defp retry?(opts, server) do
     is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
@@ -448,6 +507,13 @@ defmodule NxJax.Worker do
         log_line(state, stream, line)
         {:noreply, state}
 
+      {:hook, id, index, tensors} ->
+        # a hook fired while request `id` runs: its caller runs the Elixir function
+        with %{^id => {{to, tag}, _}} <- state.pending,
+             do: send(to, {:nx_jax_hook, tag, index, tensors})
+
+        {:noreply, state}
+
       other ->
         Logger.error("nx_jax worker sent an unexpected message: #{inspect(other, limit: 20)}")
         {:noreply, state}
@@ -508,6 +574,11 @@ defmodule NxJax.Worker do
           {:noreply, send_request(state, :free, body, {nil, :ignore})}
         end
     end
+  end
+
+  # a request from call_server/4 (GenServer.call's protocol, with a reply alias)
+  def handle_info({:nx_jax_request, from, timeout, message}, state) do
+    handle_call({:deadline, timeout, message}, from, state)
   end
 
   def handle_info(_other, state), do: {:noreply, state}

@@ -105,9 +105,13 @@ defmodule Nx.Defn.Compiler do
     {Tuple.to_list(params), Enum.reverse(concrete)}
   end
 
-  defp compile(fun, params), do: encode(Expr.with_tracing(fn -> apply(fun, params) end))
+  # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index
+  defp compile(fun, params) do
+    {result, hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+    encode(result, hooks)
+  end
 
-  defp encode(result) do
+  defp encode(result, hooks) do
     case Composite.flatten_list([result]) do
       [] ->
         {:no_tensors, result}
@@ -115,7 +119,7 @@ defmodule Nx.Defn.Compiler do
       _leaves ->
         {graph, parameters, container} = NxJax.Graph.encode(result)
         graph_bin = :erlang.term_to_binary(graph)
-        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container}
+        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container, hooks}
     end
   end
 
@@ -124,7 +128,7 @@ defmodule Nx.Defn.Compiler do
   # Placement (NxJax.Pool): where a resident argument lives, else the least busy worker.
   # Results stay resident when an argument was, or when the process's default backend is
   # NxJax.Backend.
-  defp execute({:graph, graph_bin, key, parameters, container}, args, opts) do
+  defp execute({:graph, graph_bin, key, parameters, container, hooks}, args, opts) do
     args = List.to_tuple(args)
     args = Enum.map(parameters, &elem(args, &1))
     home = Enum.find_value(args, &NxJax.Backend.worker/1)
@@ -137,13 +141,28 @@ defmodule Nx.Defn.Compiler do
         wire =
           Enum.map(args, &NxJax.Backend.to_wire(Nx.devectorize(&1, keep_names: false), server))
 
-        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
+        call_opts = [server: server, on_hook: on_hook(hooks, opts[:hooks] || %{}, server)]
+        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
         templates = Composite.flatten_list([container])
         from_wire = &from_wire(&1, &2, server)
         NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
       end,
       opts
     )
+  end
+
+  # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`
+  # option overrides it by name) on the concrete values, in the hooked container.
+  defp on_hook(hooks, _overrides, _server) when hooks == %{}, do: nil
+
+  defp on_hook(hooks, overrides, server) do
+    fn index, wire ->
+      with {:ok, {name, fun, template}} <- Map.fetch(hooks, index),
+           fun when is_function(fun, 1) <- (name && Map.get(overrides, name)) || fun do
+        templates = Composite.flatten_list([template])
+        fun.(Composite.fill(template, Enum.zip_with(templates, wire, &from_wire(&1, &2, server))))
+      end
+    end
   end
 
   @doc """

@@ -357,7 +357,7 @@ defmodule Nx.Defn.Expr do
   `outs` and returns the tuple of its `:elem` expressions.
   """
   @spec tuple(atom, [Nx.Tensor.t()], map, [Nx.Tensor.t()]) :: tuple
-  def tuple(op, args, opts, outs) when op in [:grad, :metadata] do
+  def tuple(op, args, opts, outs) when op in [:grad, :metadata, :hook] do
     tuple_node(op, args, opts, outs)
   end
 
@@ -430,12 +430,69 @@ defmodule Nx.Defn.Expr do
     end
   end
 
+  ## Hooks
+
+  @hooks_key {__MODULE__, :hooks}
+
+  @doc """
+  Hooks `expr` (a tensor or a container of tensors): returns the same values, and while the
+  traced function runs on the worker, `fun` (or the function the jit's `hooks:` option gives
+  for `name`) is called in the calling process with their concrete values, in the same
+  container. One `:hook` node carries every tensor of `expr` (PROTOCOL 4.5); the hook is the
+  identity for gradients.
+
+  At trace time the function is recorded under the node's index (see `with_hooks/1`); outside a trace
+  `fun` is called at once on `expr`.
+  """
+  @spec hook(term, atom | nil, (term -> term) | nil) :: term
+  def hook(expr, name, fun) when is_atom(name) and (is_function(fun, 1) or is_nil(fun)) do
+    leaves = Nx.Defn.Composite.flatten_list([expr])
+
+    cond do
+      leaves == [] ->
+        raise ArgumentError,
+              "hook/3 expects a tensor or a container of tensors, got: #{Kernel.inspect(expr)}"
+
+      tracing?() or Enum.any?(leaves, &expr?/1) ->
+        args = Enum.map(leaves, &to_expr/1)
+        hooks = Process.get(@hooks_key, %{})
+        index = map_size(hooks)
+        template = Nx.Defn.Composite.traverse(expr, &template_of(to_expr(&1)))
+        Process.put(@hooks_key, Map.put(hooks, index, {name, fun, template}))
+        elems = tuple(:hook, args, %{index: index, name: name}, Enum.map(args, &template_of/1))
+        Nx.Defn.Composite.fill(expr, Tuple.to_list(elems))
+
+      true ->
+        if fun, do: fun.(expr)
+        expr
+    end
+  end
+
+  @doc """
+  Runs `fun` with a fresh hook table and returns `{result, hooks}`: every hook created while
+  `fun` ran, `%{index => {name, fun, template}}` (`template` is the hooked container with
+  template tensors).
+  """
+  @spec with_hooks((() -> result)) :: {result, map} when result: term
+  def with_hooks(fun) when is_function(fun, 0) do
+    previous = Process.put(@hooks_key, %{})
+
+    try do
+      result = fun.()
+      {result, Process.get(@hooks_key)}
+    after
+      if previous, do: Process.put(@hooks_key, previous), else: Process.delete(@hooks_key)
+    end
+  end
+
   ## Inspection
 
   @doc """
   Renders an expression tensor as an Nx-like listing: the parameters, then one line per
   node in topological order, each with its type and shape. Scalar constants appear
-  inline as their value.
+  inline as their value. The sub-graphs of control flow (`cond` branches, loop bodies,
+  reducers) are listed indented under their node, with their own names and a `return` line;
+  a vectorized node shows its vectorized sizes before its type (`vectorized[2] f32[3]`).
 
   ## Examples
 
@@ -447,8 +504,58 @@ defmodule Nx.Defn.Expr do
   @spec inspect(Nx.Tensor.t(), Inspect.Opts.t()) :: String.t()
   def inspect(%Nx.Tensor{} = tensor, %Inspect.Opts{} = _opts) do
     {nodes, outputs} = NxJax.Graph.nodes(tensor)
+    Enum.join(["Nx.Defn.Expr" | listing(nodes, outputs, "")], "\n")
+  end
 
-    # Scalar constants used as inputs are printed inline, as their value.
+  defp listing(nodes, outputs, indent) do
+    {names, listed} = listed_names(nodes, outputs)
+
+    lines =
+      Enum.map(listed, fn {id, op, inputs, opts, out} ->
+        {subgraphs, opts} = Enum.split_with(opts, &subgraph_opt?/1)
+        {vectorized, opts} = Map.pop(Map.new(opts), :vectorized, 0)
+        opts = Map.delete(opts, :vectorized_inputs)
+        left = describe(names[id], op, Enum.map(inputs, &names[&1]), opts, names)
+        {left, out_string(out, vectorized), subgraph_lines(subgraphs, indent)}
+      end)
+
+    width = lines |> Enum.map(fn {left, _, _} -> String.length(left) end) |> Enum.max(fn -> 0 end)
+
+    Enum.flat_map(lines, fn {left, right, nested} ->
+      [indent <> String.pad_trailing(left, width + 2) <> right | nested]
+    end)
+  end
+
+  defp subgraph_opt?({_key, {:nx_jax_graph, _, _, _}}), do: true
+  defp subgraph_opt?({_key, [{:nx_jax_graph, _, _, _} | _]}), do: true
+  defp subgraph_opt?(_), do: false
+
+  # each sub-graph under its node: a header, its own listing, the names it returns
+  defp subgraph_lines(subgraphs, indent) do
+    subgraphs
+    |> Enum.sort()
+    |> Enum.flat_map(fn
+      {key, graphs} when is_list(graphs) ->
+        graphs
+        |> Enum.with_index()
+        |> Enum.flat_map(fn {graph, i} -> subgraph_block("#{key}[#{i}]", graph, indent) end)
+
+      {key, graph} ->
+        subgraph_block(Atom.to_string(key), graph, indent)
+    end)
+  end
+
+  defp subgraph_block(title, {:nx_jax_graph, _, nodes, outputs}, indent) do
+    inner = indent <> "    "
+    lines = listing(nodes, outputs, inner)
+    {listed_names, _} = listed_names(nodes, outputs)
+    returned = Enum.map_join(outputs, ", ", &listed_names[&1])
+    ["#{indent}  #{title}:" | lines] ++ ["#{inner}return #{returned}"]
+  end
+
+  # the names of a graph's nodes and the nodes listed; scalar constants used as inputs are
+  # printed inline, as their value
+  defp listed_names(nodes, outputs) do
     {inline, listed} =
       Enum.split_with(nodes, fn {id, op, _, _, out} ->
         op == :constant and match?({_, {}}, out) and id not in outputs
@@ -459,20 +566,8 @@ defmodule Nx.Defn.Expr do
         {id, Inspect.Nx.Tensor.format_number(value, type)}
       end)
 
-    names =
-      listed
-      |> Enum.with_index()
-      |> Enum.into(names, fn {node, index} -> {elem(node, 0), var_name(index)} end)
-
-    lines =
-      Enum.map(listed, fn {id, op, inputs, opts, out} ->
-        {describe(names[id], op, Enum.map(inputs, &names[&1]), opts, names), out_string(out)}
-      end)
-
-    width = lines |> Enum.map(fn {left, _} -> String.length(left) end) |> Enum.max(fn -> 0 end)
-
-    body = Enum.map(lines, fn {left, right} -> String.pad_trailing(left, width + 2) <> right end)
-    Enum.join(["Nx.Defn.Expr" | body], "\n")
+    {listed |> Enum.with_index() |> Enum.into(names, fn {n, i} -> {elem(n, 0), var_name(i)} end),
+     listed}
   end
 
   defp describe(name, :parameter, [], %{index: index}, _names), do: "parameter #{name}:#{index}"
@@ -497,6 +592,18 @@ defmodule Nx.Defn.Expr do
     do: "<#{byte_size(binary)} bytes>"
 
   defp describe_opt(_key, value, _names), do: Kernel.inspect(value)
+
+  defp out_string(out, 0), do: out_string(out)
+
+  defp out_string(outs, k) when is_list(outs),
+    do: "{" <> Enum.map_join(outs, ", ", &out_string(&1, k)) <> "}"
+
+  defp out_string({type, shape}, k) do
+    {sizes, inner} = shape |> Tuple.to_list() |> Enum.split(k)
+
+    "vectorized" <>
+      Enum.map_join(sizes, &"[#{&1}]") <> " " <> out_string({type, List.to_tuple(inner)})
+  end
 
   defp out_string(outs) when is_list(outs),
     do: "{" <> Enum.map_join(outs, ", ", &out_string/1) <> "}"

@@ -389,6 +389,49 @@ defmodule Nx.Defn.Kernel do
   def print_expr(expr, opts \\ []), do: IO.inspect(expr, opts)
 
   @doc """
+  Hooks `expr`: returns it unchanged, and when its value is computed on the worker calls a
+  function with it in the process that called the `defn` (or jitted function).
+
+  `hook(expr, fun)` calls `fun`; `hook(expr, name)` calls the function the jit's `hooks:`
+  option gives for `name` (`Nx.Defn.jit(f, hooks: %{name => fun})`) and does nothing without
+  one; `hook(expr, name, fun)` calls `fun` unless `hooks:` overrides `name`. `expr` may be a
+  tensor or a tuple/map of tensors (the function gets the same container of concrete tensors).
+  The function's result is ignored.
+
+  A hook fires each time its value is computed: once per call, once per iteration inside a
+  `while` loop, only in the taken branch of an `if`/`cond`. For gradients it is the identity:
+  a hook inside a `grad`'ed function fires once, with the forward value; a hook on
+  `grad(...)` gets the gradient; a hook inside a `custom_grad/3` gradient function gets its
+  backward value. If the function raises, the worker finishes the computation and the call
+  raises that error once the result arrives (later hooks of that call are skipped).
+
+  ## Examples
+
+      defn f(x), do: x |> Nx.exp() |> hook(&IO.inspect/1) |> Nx.sum()
+
+      Nx.Defn.jit(fn x -> hook(x * 2, :doubled) end, hooks: %{doubled: &send(pid, &1)})
+  """
+  def hook(expr, name_or_fun)
+  def hook(expr, fun) when is_function(fun, 1), do: Expr.hook(expr, nil, fun)
+  def hook(expr, name) when is_atom(name), do: Expr.hook(expr, name, nil)
+
+  @doc "Hooks `expr` under `name` with the default function `fun`; see `hook/2`."
+  def hook(expr, name, fun) when is_atom(name) and is_function(fun, 1),
+    do: Expr.hook(expr, name, fun)
+
+  @doc """
+  Prints the value of `expr` when it is computed (with `IO.inspect/2` and `opts`, so
+  `label: "x"` prints `x: ` before it) and returns `expr`; a `hook/2`.
+
+  ## Examples
+
+      defn f(x), do: x |> Nx.exp() |> print_value(label: "exp") |> Nx.sum()
+  """
+  def print_value(expr, opts \\ []) when is_list(opts) do
+    Expr.hook(expr, nil, &IO.inspect(&1, opts))
+  end
+
+  @doc """
   Calls `fun` on `value` at trace time and returns the result: a way to run plain
   Elixir over the trace (on shapes, types, options or expressions).
 
