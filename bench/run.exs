@@ -83,6 +83,14 @@ defmodule Bench do
     end)
   end
 
+  # CPU time (user + system, seconds) of an OS process so far, from /proc/<pid>/stat
+  def cpu_s(os_pid) do
+    stat = File.read!("/proc/#{os_pid}/stat")
+    [_, after_comm] = String.split(stat, ") ", parts: 2)
+    fields = String.split(after_comm, " ")
+    (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) / 100
+  end
+
   def restart_pool(size) do
     :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
     Application.put_env(:nx_jax, :pool_size, size)
@@ -118,6 +126,39 @@ elixir_side =
 
 _ = params
 
+# the worker's side of the same call, in-process (bench/handle_profile.py)
+[{small_graph, small_key}] =
+  for {{Nx.Defn.Compiler, _, _} = k, {:graph, gb, key, _, _, _}} <- :persistent_term.get(),
+      inspect(k) =~ "small",
+      do: {gb, key}
+
+wire_x = {{:f, 32}, {}, Nx.to_binary(x)}
+tmp = System.tmp_dir!()
+req_graph = Path.join(tmp, "nx_jax_bench_graph.etf")
+req_key = Path.join(tmp, "nx_jax_bench_key.etf")
+
+File.write!(
+  req_graph,
+  :erlang.term_to_binary({:C, 1, :nx_jax, :call, [small_key, small_graph, [wire_x], false]})
+)
+
+File.write!(
+  req_key,
+  :erlang.term_to_binary({:C, 2, :nx_jax, :call, [small_key, nil, [wire_x], false]})
+)
+
+handle_profile =
+  Bench.sh(Bench.python(), [
+    Path.join(Path.expand("..", __DIR__), "bench/handle_profile.py"),
+    req_graph,
+    req_key,
+    "2000"
+  ])
+  |> String.split("\n")
+  |> List.last()
+  |> then(&Regex.scan(~r/"(\w+)": ([\d.e+-]+)/, &1))
+  |> Map.new(fn [_, k, v] -> {k, String.to_float(v)} end)
+
 r =
   Map.put(r, :small, %{
     ours: ours,
@@ -125,7 +166,8 @@ r =
     echo: echo,
     jax: inproc["scalar"],
     base: %{p50: baseline_p50, p99: baseline_p99},
-    elixir_side: elixir_side
+    elixir_side: elixir_side,
+    handle: handle_profile
   })
 
 # --- 2. transfer -----------------------------------------------------------------------------
@@ -244,9 +286,10 @@ resident =
     Bench.samples(n_mlp, fn ->
       old = Process.get(:resident)
       new = Bench.step(old, rxs, rys)
-      {a, b} = old
-      Nx.backend_deallocate(a)
-      Nx.backend_deallocate(b)
+      # free both old weights in one request (two Nx.backend_deallocate/1 calls would add a
+      # second round trip per step)
+      {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
+      2 = NxJax.Worker.free([ha, hb], server: w)
       Process.put(:resident, new)
     end)
   )
@@ -256,10 +299,24 @@ r = Map.put(r, :mlp, %{shipped: shipped, resident: resident, jax: inproc_mlp})
 
 # --- 4. repeated calls -----------------------------------------------------------------------
 IO.puts("4. counters")
+# the first call of EACH function (the defn and the eager Nx.exp) traces, sends and compiles;
+# the window starts after both
+Bench.small(x)
+Nx.exp(x)
 before = NxJax.Pool.stats()
 for _ <- 1..100, do: Bench.small(x)
 for _ <- 1..100, do: Nx.exp(x)
 after_stats = NxJax.Pool.stats()
+
+repeat_work =
+  for k <- [:traces, :graph_sends, :compiles, :graph_resends],
+      after_stats[k] - before[k] != 0,
+      do: {k, after_stats[k] - before[k]}
+
+if repeat_work != [] do
+  raise "bench section 4: repeated calls did work again after their first call: " <>
+          inspect(repeat_work)
+end
 
 r =
   Map.put(
@@ -279,6 +336,9 @@ throughput = fn size ->
   Bench.small(x)
   for w <- NxJax.Pool.workers(), do: Nx.Defn.jit(&Bench.small/1, server: w).(x)
   calls = 400
+  os_pids = for w <- NxJax.Pool.workers(), do: NxJax.Worker.os_pid(w)
+  beam = System.pid()
+  cpu0 = Enum.map([beam | os_pids], &Bench.cpu_s/1)
 
   us =
     Bench.time_us(fn ->
@@ -287,7 +347,11 @@ throughput = fn size ->
       |> Enum.each(&Task.await(&1, 600_000))
     end)
 
-  8 * calls / (us / 1.0e6)
+  # cores busy during the run: CPU seconds / wall seconds, BEAM then each worker
+  [beam_cores | worker_cores] =
+    Enum.zip_with([beam | os_pids], cpu0, fn p, c0 -> (Bench.cpu_s(p) - c0) / (us / 1.0e6) end)
+
+  %{rate: 8 * calls / (us / 1.0e6), beam: beam_cores, workers: worker_cores}
 end
 
 pool1 = throughput.(1)
@@ -362,6 +426,14 @@ transfer_rows =
   end)
 
 t128 = List.last(r.transfer)
+
+pool_row = fn n, p ->
+  total = p.beam + Enum.sum(p.workers)
+
+  "| #{n} | #{f.(p.rate, 0)} | #{f.(p.beam, 2)} | " <>
+    "#{Enum.map_join(p.workers, " / ", &f.(&1, 2))} | #{f.(total, 2)} |"
+end
+
 c = r.counters
 
 report = """
@@ -390,11 +462,17 @@ GenServer + ETF + dispatch round trip with no JAX, takes #{f.(s.ping.p50, 1)} us
 (#{ratio.(s.ping.p50, s.echo.p50)}x the raw echo); the Elixir-side argument conversion
 (`Compiler.parameters/1`) #{f.(s.elixir_side.p50, 1)} us; the rest of the call
 (#{f.(s.ours.p50 - s.ping.p50, 1)} us) is the trace-cache lookup, decoding the tensor in
-Python, the jitted call and encoding the result. A cProfile of the worker's `handle` on
-this request (in-process, no port) gives about 60 us per call: ~45% decoding the frame
-with erlang-py (pure Python), ~35% encoding the reply, ~30% argument checks and the jitted
-call: the pure-Python ETF codec, not JAX and not the pipe, bounds this figure. The
-next step would be a fixed binary layout (or a C codec) for small calls.
+Python, the jitted call and encoding the result. The worker's side of this call measured
+in-process (`bench/handle_profile.py`, no port): `Worker.handle` #{f.(s.handle["handle"], 1)} us, of which
+decoding the request #{f.(s.handle["decode_fast"], 1)} us (our fast path; erlang-py takes
+#{f.(s.handle["decode_erlang_py"], 1)} us on the same frame), encoding the reply
+#{f.(s.handle["encode"], 1)} us and the jitted call with its result read back
+#{f.(s.handle["jit"], 1)} us; the rest is dispatch, argument and signature checks in Python.
+What bounds the figure: the baseline has no process hop and no term codec at all; each
+of our calls crosses the caller -> worker GenServer -> port -> Python and back (the ping),
+and runs about #{f.(s.handle["handle"] - s.handle["jit"], 0)} us of Python per call around
+the jitted function. Closing the rest would take a C codec and a caller that writes to the
+port itself (the GenServer only routing replies).
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -423,10 +501,12 @@ peak RSS #{f.((mem.peak - mem.idle) / 1_048_576, 0)} MiB above the idle RSS, tha
 | nx_jax, weights shipped every step | #{f.(m.shipped.p50, 1)} | #{f.(m.shipped.p99, 1)} | **#{ratio.(m.shipped.p50, m.jax.p50)}** |
 
 Targets: resident <= 1.5x, shipped <= 4x. The resident step sends two handles plus x and y
-handles and gets two handles back; the shipped one moves 2 x 257 KiB of weights each way
-plus x (64 KiB) in.
+handles and gets two handles back (the results stay JAX arrays on the worker, never copied to
+the host), then frees the two old weights in one `free` request (a second round trip per
+step; in-process JAX frees them by garbage collection); the shipped one moves 2 x 257 KiB of
+weights each way plus x (64 KiB) in.
 
-## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after a first call)
+## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after the first call of each)
 
 | traces | trace cache hits | graph sends | key-only calls | compiles | compile-cache hits | runs |
 | --- | --- | --- | --- | --- | --- | --- |
@@ -434,15 +514,17 @@ plus x (64 KiB) in.
 
 ## 5. Pool (8 concurrent callers of the small defn, 400 calls each)
 
-| workers | calls/s |
-| --- | --- |
-| 1 | #{f.(r.pool.one, 0)} |
-| 2 | #{f.(r.pool.two, 0)} |
-| **ratio** | **#{ratio.(r.pool.two, r.pool.one)}** |
+| workers | calls/s | cores busy: BEAM | cores busy: each worker | cores busy: total |
+| --- | --- | --- | --- | --- |
+#{pool_row.(1, r.pool.one)}
+#{pool_row.(2, r.pool.two)}
+| **ratio** | **#{ratio.(r.pool.two.rate, r.pool.one.rate)}** | | | |
 
-Target >= 1.6. With #{System.schedulers_online()} cores, the BEAM, the callers and every Python
-worker share them: a second worker can only use time the first one leaves idle while it waits
-for the port.
+Target >= 1.6. "Cores busy" is CPU time (user + system, `/proc/<pid>/stat`) over wall time
+during the run. With 2 workers each one runs XLA on one thread (`NxJax.Pool`). With
+#{System.schedulers_online()} cores, the BEAM (8 callers, the worker GenServers, port I/O) and
+every Python worker share them: when the total is near #{System.schedulers_online()}, the machine
+is saturated and a second worker can only take CPU from the BEAM and the first worker.
 
 ## 6. Load (50 processes x 200 random eager ops and shapes, 2-worker pool)
 

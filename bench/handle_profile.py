@@ -1,0 +1,64 @@
+"""Where the worker's time goes on one small ``call`` request, in-process (no port), for
+bench/run.exs; prints one JSON object of microseconds (median of 5 rounds of n calls each).
+
+argv: the request frame written by bench/run.exs (a ``call`` that carries the graph, then the
+same call by key only), and n.
+
+- ``handle``: ``Worker.handle`` on the key-only request (decode, dispatch, run, encode);
+- ``decode_fast`` / ``decode_erlang_py``: the request decoded by our fast path / by erlang-py;
+- ``encode``: the reply term encoded; ``jit``: the jitted call alone, result read back.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import erlang
+import numpy as np
+
+from py_backend import channel
+from py_backend.worker import Worker
+
+
+def per_call(fn: Callable[[], Any], n: int) -> float:
+    for _ in range(200):
+        fn()
+    rounds = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        rounds.append((time.perf_counter_ns() - t0) / 1000 / n)
+    return statistics.median(rounds)
+
+
+def main() -> None:
+    with open(sys.argv[1], "rb") as f:
+        with_graph = f.read()
+    with open(sys.argv[2], "rb") as f:
+        by_key = f.read()
+    n = int(sys.argv[3])
+    worker = Worker()
+    worker.handle(bytearray(with_graph))
+    reply = channel.decode(b"".join(bytes(c) for c in worker.handle(bytearray(by_key))))
+    term = channel.decode(by_key)
+    program = worker.cache.program_by_key(channel.binary_bytes(term[4][0]) or b"")
+    assert program is not None
+    arg = np.frombuffer(term[4][2][0][2].value, "<f4").reshape(()).copy()
+    out = {
+        "handle": per_call(lambda: worker.handle(bytearray(by_key)), n),
+        "decode_fast": per_call(lambda: channel.decode_fast(by_key), n),
+        "decode_erlang_py": per_call(lambda: erlang.binary_to_term(by_key), n),
+        "encode": per_call(lambda: channel.encode_chunks(reply), n),
+        "jit": per_call(lambda: np.asarray(program.jitted(arg)[0]), n),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
