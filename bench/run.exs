@@ -286,10 +286,10 @@ resident =
     Bench.samples(n_mlp, fn ->
       old = Process.get(:resident)
       new = Bench.step(old, rxs, rys)
-      # free both old weights in one request (two Nx.backend_deallocate/1 calls would add a
-      # second round trip per step)
-      {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
-      2 = NxJax.Worker.free([ha, hb], server: w)
+      # free the old weights: Nx.backend_deallocate/1 does not wait for the worker's reply
+      {old1, old2} = old
+      :ok = Nx.backend_deallocate(old1)
+      :ok = Nx.backend_deallocate(old2)
       Process.put(:resident, new)
     end)
   )

@@ -111,6 +111,46 @@ defmodule NxJax.ResidentHandlesTest do
     assert wait_until(fn -> resident_count() == before end)
   end
 
+  test "release answers from the client's records and frees without waiting for the worker" do
+    before = resident_count()
+    r = Nx.backend_transfer(Nx.tensor([1.0, 2.0]), NxJax.Backend)
+    other = Nx.backend_transfer(Nx.tensor([3.0]), NxJax.Backend)
+    %NxJax.Backend{worker: w, handle: h} = r.data
+    assert w == other.data.worker
+    assert resident_count() == before + 2
+    # unknown handles are not counted; a handle released twice counts once
+    assert NxJax.Worker.release([h, h, 987_654_321], server: w) == 1
+    assert NxJax.Worker.release([h], server: w) == 0
+    # the free reached the worker before this later request
+    error = assert_raise NxJax.WorkerError, fn -> Nx.to_binary(r) end
+    assert error.class == "UnknownHandle"
+    assert resident_count() == before + 1
+    assert Nx.backend_transfer(other) == Nx.tensor([3.0])
+    assert resident_count() == before
+  end
+
+  test "a handle released by another process is not freed twice when its owner exits" do
+    before = resident_count()
+    parent = self()
+
+    {pid, monitor} =
+      spawn_monitor(fn ->
+        a = Nx.backend_transfer(Nx.tensor([1, 2]), NxJax.Backend)
+        b = Nx.backend_transfer(Nx.tensor([3, 4]), NxJax.Backend)
+        send(parent, {:tensors, a, b})
+        receive do: (:exit -> :ok)
+      end)
+
+    assert_receive {:tensors, a, b}, 30_000
+    assert Nx.backend_deallocate(a) == :ok
+    assert Nx.backend_deallocate(a) == :already_deallocated
+    assert resident_count() == before + 1
+    send(pid, :exit)
+    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, 30_000
+    assert wait_until(fn -> resident_count() == before end)
+    assert Nx.backend_deallocate(b) == :already_deallocated
+  end
+
   defp wait_until(fun, tries \\ 200) do
     cond do
       fun.() -> true

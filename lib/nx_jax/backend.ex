@@ -70,7 +70,8 @@ defmodule NxJax.Backend do
 
   @doc "Frees a resident tensor: `:ok`, or `:already_deallocated` when it was not resident."
   def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
-    if Process.alive?(worker) and NxJax.Worker.free([handle], server: worker) == 1,
+    # the worker's client answers from its own records and does not wait for the free
+    if Process.alive?(worker) and NxJax.Worker.release([handle], server: worker) == 1,
       do: :ok,
       else: :already_deallocated
   end

@@ -143,6 +143,17 @@ defmodule NxJax.Worker do
   end
 
   @doc """
+  Frees resident `handles` without waiting for the worker: returns at once how many of them
+  this worker's client tracks as live (owned by some process), forgets them, and sends the
+  `free` request, whose reply is dropped. Requests sent after it (by any process, through this
+  worker) reach the worker after it, so a later call on a released handle fails with
+  `UnknownHandle`. Used by `Nx.backend_deallocate/1`.
+  """
+  def release(handles, opts \\ []) when is_list(handles) do
+    request([{:retryable, false} | opts], {:release, handles})
+  end
+
+  @doc """
   Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,
   `graph_loads`, `unknown_graphs`, `resident`) and this client's (`graph_sends`: calls that
   carried the graph, `key_calls`: calls that carried only its key, `graph_resends`: graphs sent
@@ -464,13 +475,26 @@ defmodule NxJax.Worker do
   end
 
   def handle_call({:free, handles}, from, state) do
-    owners =
-      Map.new(state.owners, fn {pid, {monitor, owned}} ->
-        {pid, {monitor, Enum.reduce(handles, owned, &MapSet.delete(&2, &1))}}
+    {_live, state} = disown(state, handles)
+    {:noreply, send_request(state, :free, encode_body([handles]), {from, :plain})}
+  end
+
+  # answered here at once: the free's reply from the worker is dropped
+  def handle_call({:release, handles}, from, state) do
+    {live, state} = disown(state, handles)
+    GenServer.reply(from, {:ok, live})
+    {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
+  end
+
+  # forgets `handles` in every owner's set; returns how many were owned
+  defp disown(state, handles) do
+    {owners, live} =
+      Enum.map_reduce(state.owners, 0, fn {pid, {monitor, owned}}, live ->
+        kept = Enum.reduce(handles, owned, &MapSet.delete(&2, &1))
+        {{pid, {monitor, kept}}, live + MapSet.size(owned) - MapSet.size(kept)}
       end)
 
-    state = %{state | owners: owners}
-    {:noreply, send_request(state, :free, encode_body([handles]), {from, :plain})}
+    {live, %{state | owners: Map.new(owners)}}
   end
 
   defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}} = entry) do
@@ -576,7 +600,12 @@ defmodule NxJax.Worker do
     end
   end
 
-  # a request from call_server/4 (GenServer.call's protocol, with a reply alias)
+  # a request from call_server/4 (GenServer.call's protocol, with a reply alias); a release is
+  # answered at once, so it takes no deadline
+  def handle_info({:nx_jax_request, from, _timeout, {:release, _} = message}, state) do
+    handle_call(message, from, state)
+  end
+
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
     handle_call({:deadline, timeout, message}, from, state)
   end
