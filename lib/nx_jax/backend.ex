@@ -70,7 +70,7 @@ defmodule NxJax.Backend do
 
   @doc "Frees a resident tensor: `:ok`, or `:already_deallocated` when it was not resident."
   def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
-    # the worker's client answers from its own records and does not wait for the free
+    # nothing waits for the worker: the client's table of live handles answers
     if Process.alive?(worker) and NxJax.Worker.release([handle], server: worker) == 1,
       do: :ok,
       else: :already_deallocated

@@ -144,13 +144,50 @@ defmodule NxJax.Worker do
 
   @doc """
   Frees resident `handles` without waiting for the worker: returns at once how many of them
-  this worker's client tracks as live (owned by some process), forgets them, and sends the
-  `free` request, whose reply is dropped. Requests sent after it (by any process, through this
-  worker) reach the worker after it, so a later call on a released handle fails with
-  `UnknownHandle`. Used by `Nx.backend_deallocate/1`.
+  were live (owned by some process; each handle counts once, however many processes release
+  it), and the worker's client sends the `free` request and drops its reply. A later request
+  of the same process reaches the worker after the free, so a call on a released handle fails
+  with `UnknownHandle`. Used by `Nx.backend_deallocate/1`.
+
+  On a worker of this node the calling process takes the handles out of the worker's table of
+  live handles (an ETS table) and sends the free without waiting for any reply; on another
+  node, the worker's GenServer answers.
   """
   def release(handles, opts \\ []) when is_list(handles) do
-    request([{:retryable, false} | opts], {:release, handles})
+    server = Keyword.get(opts, :server, __MODULE__)
+
+    case GenServer.whereis(server) do
+      pid when is_pid(pid) and node(pid) == node() ->
+        count =
+          try do
+            live = live_table(pid)
+            Enum.count(handles, &(:ets.take(live, &1) != []))
+          rescue
+            # the worker (and its table) is gone, and its tensors with it
+            ArgumentError -> 0
+          catch
+            :exit, _ -> 0
+          end
+
+        send(pid, {:nx_jax_released, handles})
+        count
+
+      _ ->
+        request([{:retryable, false} | opts], {:release, handles})
+    end
+  end
+
+  # the table of live handles of a local worker, asked once per calling process and worker
+  defp live_table(pid) do
+    case Process.get({__MODULE__, :live, pid}) do
+      nil ->
+        live = GenServer.call(pid, :live_table)
+        Process.put({__MODULE__, :live, pid}, live)
+        live
+
+      live ->
+        live
+    end
   end
 
   @doc """
@@ -437,6 +474,7 @@ defmodule NxJax.Worker do
        pending: %{},
        python: python,
        known: MapSet.new(),
+       live: :ets.new(__MODULE__, [:set, :public, write_concurrency: true]),
        owners: %{},
        deadlines: %{},
        os_pid: os_pid,
@@ -460,6 +498,7 @@ defmodule NxJax.Worker do
   end
 
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
+  def handle_call(:live_table, _from, state), do: {:reply, state.live, state}
   def handle_call(:client_stats, _from, state), do: {:reply, state.counts, state}
 
   def handle_call({:call, function, body}, from, state) do
@@ -479,22 +518,24 @@ defmodule NxJax.Worker do
     {:noreply, send_request(state, :free, encode_body([handles]), {from, :plain})}
   end
 
-  # answered here at once: the free's reply from the worker is dropped
+  # answered here at once (a caller on another node): the free's reply is dropped
   def handle_call({:release, handles}, from, state) do
     {live, state} = disown(state, handles)
     GenServer.reply(from, {:ok, live})
     {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
   end
 
-  # forgets `handles` in every owner's set; returns how many were owned
+  # forgets `handles` (in every owner's set and in the table of live handles); returns how
+  # many of them were still live
   defp disown(state, handles) do
-    {owners, live} =
-      Enum.map_reduce(state.owners, 0, fn {pid, {monitor, owned}}, live ->
-        kept = Enum.reduce(handles, owned, &MapSet.delete(&2, &1))
-        {{pid, {monitor, kept}}, live + MapSet.size(owned) - MapSet.size(kept)}
+    live = Enum.count(handles, &(:ets.take(state.live, &1) != []))
+
+    owners =
+      Map.new(state.owners, fn {pid, {monitor, owned}} ->
+        {pid, {monitor, Enum.reduce(handles, owned, &MapSet.delete(&2, &1))}}
       end)
 
-    {live, %{state | owners: Map.new(owners)}}
+    {live, %{state | owners: owners}}
   end
 
   defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}} = entry) do
@@ -590,6 +631,7 @@ defmodule NxJax.Worker do
 
       {{_monitor, handles}, owners} ->
         state = %{state | owners: owners}
+        Enum.each(handles, &:ets.delete(state.live, &1))
 
         if MapSet.size(handles) == 0 do
           {:noreply, state}
@@ -598,6 +640,12 @@ defmodule NxJax.Worker do
           {:noreply, send_request(state, :free, body, {nil, :ignore})}
         end
     end
+  end
+
+  # release/2 on this node took `handles` out of the live table: free them, dropping the reply
+  def handle_info({:nx_jax_released, handles}, state) do
+    {_live, state} = disown(state, handles)
+    {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
   end
 
   # a request from call_server/4 (GenServer.call's protocol, with a reply alias); a release is
@@ -709,6 +757,7 @@ defmodule NxJax.Worker do
       end
 
     owned = Enum.reduce(handles, owned, &MapSet.put(&2, &1))
+    :ets.insert(state.live, Enum.map(handles, &{&1}))
     %{state | owners: Map.put(state.owners, owner, {monitor, owned})}
   end
 
