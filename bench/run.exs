@@ -294,8 +294,27 @@ resident =
     end)
   )
 
+# the same, waiting for the free's reply (as before release/2): one more round trip per step
+resident_wait =
+  Bench.percentiles(
+    Bench.samples(n_mlp, fn ->
+      old = Process.get(:resident)
+      new = Bench.step(old, rxs, rys)
+      {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
+      2 = NxJax.Worker.free([ha, hb], server: w)
+      Process.put(:resident, new)
+    end)
+  )
+
 inproc_mlp = Bench.inprocess(4 * n_mlp)["mlp"]
-r = Map.put(r, :mlp, %{shipped: shipped, resident: resident, jax: inproc_mlp})
+
+r =
+  Map.put(r, :mlp, %{
+    shipped: shipped,
+    resident: resident,
+    resident_wait: resident_wait,
+    jax: inproc_mlp
+  })
 
 # --- 4. repeated calls -----------------------------------------------------------------------
 IO.puts("4. counters")
@@ -471,8 +490,12 @@ decoding the request #{f.(s.handle["decode_fast"], 1)} us (our fast path; erlang
 What bounds the figure: the baseline has no process hop and no term codec at all; each
 of our calls crosses the caller -> worker GenServer -> port -> Python and back (the ping),
 and runs about #{f.(s.handle["handle"] - s.handle["jit"], 0)} us of Python per call around
-the jitted function. Closing the rest would take a C codec and a caller that writes to the
-port itself (the GenServer only routing replies).
+the jitted function. A caller that writes its request to the port itself (the GenServer
+only registering it and routing the reply) was tried and not kept: in an interleaved A/B
+(40 rounds, a worker with and one without it, same run) its ping p50 was 67-69 us against
+40 us through the GenServer, since the caller still has to tell the GenServer about the
+request and a port written by a process other than its owner answered no sooner. What is left
+to close is the Python side (a C codec, less dispatch per call).
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -498,13 +521,20 @@ peak RSS #{f.((mem.peak - mem.idle) / 1_048_576, 0)} MiB above the idle RSS, tha
 | --- | --- | --- | --- |
 | in-process JAX (`bench/inprocess.py`) | #{f.(m.jax.p50, 1)} | #{f.(m.jax.p99, 1)} | 1.00 |
 | nx_jax, weights resident | #{f.(m.resident.p50, 1)} | #{f.(m.resident.p99, 1)} | **#{ratio.(m.resident.p50, m.jax.p50)}** |
+| — the same, waiting for each free's reply (`NxJax.Worker.free/2`) | #{f.(m.resident_wait.p50, 1)} | #{f.(m.resident_wait.p99, 1)} | #{ratio.(m.resident_wait.p50, m.jax.p50)} |
 | nx_jax, weights shipped every step | #{f.(m.shipped.p50, 1)} | #{f.(m.shipped.p99, 1)} | **#{ratio.(m.shipped.p50, m.jax.p50)}** |
 
 Targets: resident <= 1.5x, shipped <= 4x. The resident step sends two handles plus x and y
 handles and gets two handles back (the results stay JAX arrays on the worker, never copied to
-the host), then frees the two old weights in one `free` request (a second round trip per
-step; in-process JAX frees them by garbage collection); the shipped one moves 2 x 257 KiB of
-weights each way plus x (64 KiB) in.
+the host), then frees the two old weights with `Nx.backend_deallocate/1`, which waits for
+nothing (`NxJax.Worker.release/2`: the caller takes the handles out of the worker's table of
+live handles and the worker GenServer sends the `free` and drops its reply; the worker runs it
+just before the next step). The row below it waits for the free's reply instead, the second
+round trip per step of the previous bench. What bounds the figure: one port round trip per
+step (the ping, section 1) and the worker's dispatch around the jitted step, on a machine whose
+2 cores the BEAM, the Python loop and XLA's threads share; in-process JAX has no round trip and
+frees by garbage collection. The shipped one moves 2 x 257 KiB of weights each way plus x
+(64 KiB) in.
 
 ## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after the first call of each)
 
