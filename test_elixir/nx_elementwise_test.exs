@@ -5,48 +5,6 @@ defmodule Nx.ElementwiseTest do
 
   doctest Complex
 
-  doctest Nx,
-    only: [
-      cosh: 1,
-      sinh: 1,
-      acos: 1,
-      asin: 1,
-      atan: 1,
-      acosh: 1,
-      asinh: 1,
-      atanh: 1,
-      cbrt: 1,
-      erf: 1,
-      erfc: 1,
-      erf_inv: 1,
-      sign: 1,
-      floor: 1,
-      ceil: 1,
-      round: 1,
-      bitwise_not: 1,
-      population_count: 1,
-      count_leading_zeros: 1,
-      is_nan: 1,
-      is_infinity: 1,
-      logical_not: 1,
-      real: 1,
-      imag: 1,
-      conjugate: 1,
-      bitcast: 2,
-      remainder: 2,
-      quotient: 2,
-      atan2: 2,
-      bitwise_and: 2,
-      bitwise_or: 2,
-      bitwise_xor: 2,
-      left_shift: 2,
-      right_shift: 2,
-      logical_and: 2,
-      logical_or: 2,
-      logical_xor: 2,
-      clip: 3
-    ]
-
   @xs [0.1, 0.35, 0.6, 0.85]
 
   defp f64(values), do: Nx.tensor(values, type: :f64)

@@ -4,8 +4,6 @@
 defmodule Nx.FftTest do
   use ExUnit.Case, async: true
 
-  doctest Nx, only: [fft: 2, ifft: 2]
-
   defmodule Spectrum do
     import Nx.Defn
 

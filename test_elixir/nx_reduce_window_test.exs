@@ -3,27 +3,6 @@
 defmodule Nx.ReduceWindowTest do
   use ExUnit.Case, async: true
 
-  doctest Nx,
-    only: [
-      all: 2,
-      any: 2,
-      argmax: 2,
-      argmin: 2,
-      variance: 2,
-      standard_deviation: 2,
-      logsumexp: 2,
-      cumulative_sum: 2,
-      cumulative_product: 2,
-      cumulative_max: 2,
-      cumulative_min: 2,
-      window_sum: 3,
-      window_product: 3,
-      window_max: 3,
-      window_min: 3,
-      window_scatter_max: 5,
-      window_scatter_min: 5
-    ]
-
   defp f64(values), do: Nx.tensor(values, type: :f64)
 
   defp assert_close(%Nx.Tensor{} = t, expected, tol \\ 1.0e-12) do

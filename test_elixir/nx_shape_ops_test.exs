@@ -3,26 +3,6 @@
 defmodule Nx.ShapeOpsTest do
   use ExUnit.Case, async: true
 
-  doctest Nx,
-    only: [
-      pad: 3,
-      reverse: 2,
-      put_slice: 3,
-      stack: 2,
-      gather: 3,
-      indexed_add: 4,
-      indexed_put: 4,
-      take: 3,
-      take_along_axis: 3,
-      sort: 2,
-      argsort: 2,
-      eye: 2,
-      make_diagonal: 2,
-      outer: 2,
-      conv: 3,
-      all_close: 3
-    ]
-
   defp f64(list), do: Nx.tensor(list, type: :f64)
 
   defp check(x, loss), do: assert(:ok = Nx.Defn.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))

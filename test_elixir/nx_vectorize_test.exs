@@ -6,8 +6,6 @@ defmodule Nx.VectorizeTest do
   import Nx, only: :sigils
   import Nx.Defn
 
-  doctest Nx, only: [vectorize: 3, devectorize: 2, revectorize: 3, sigil_V: 2, sigil_M: 2]
-
   defp f64(list), do: Nx.tensor(list, type: :f64)
 
   defn cube_sum(x), do: Nx.sum(x * x * x)
