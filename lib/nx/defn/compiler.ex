@@ -66,16 +66,16 @@ defmodule Nx.Defn.Compiler do
     end
   end
 
+  # One walk over the arguments gives the signature and the concrete tensors; the parameter
+  # expressions are built only when the signature is not cached yet.
   defp cached(id, fun, args, opts) do
-    {params, concrete} = parameters(args)
-
-    key =
-      {__MODULE__, id,
-       Composite.traverse(List.to_tuple(params), &{&1.type, &1.shape, &1.vectorized_axes})}
+    {signature, concrete} = signature(args)
+    key = {__MODULE__, id, signature}
 
     compiled =
       case :persistent_term.get(key, nil) do
         nil ->
+          {params, _concrete} = parameters(args)
           compiled = compile(fun, params)
           :counters.add(counters_ref(), 1, 1)
           :persistent_term.put(key, compiled)
@@ -87,6 +87,18 @@ defmodule Nx.Defn.Compiler do
       end
 
     execute(compiled, concrete, opts)
+  end
+
+  # the argument container with each leaf replaced by {type, shape, vectorized_axes}, and
+  # the concrete tensors in order
+  defp signature(args) do
+    {signature, concrete} =
+      Composite.map_reduce(List.to_tuple(args), [], fn leaf, acc ->
+        %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor = to_concrete(leaf)
+        {{type, shape, axes}, [tensor | acc]}
+      end)
+
+    {signature, Enum.reverse(concrete)}
   end
 
   @doc """
@@ -119,7 +131,10 @@ defmodule Nx.Defn.Compiler do
       _leaves ->
         {graph, parameters, container} = NxJax.Graph.encode(result)
         graph_bin = :erlang.term_to_binary(graph)
-        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container, hooks}
+        templates = Composite.flatten_list([container])
+
+        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container, templates,
+         hooks}
     end
   end
 
@@ -128,7 +143,7 @@ defmodule Nx.Defn.Compiler do
   # Placement (NxJax.Pool): where a resident argument lives, else the least busy worker.
   # Results stay resident when an argument was, or when the process's default backend is
   # NxJax.Backend.
-  defp execute({:graph, graph_bin, key, parameters, container, hooks}, args, opts) do
+  defp execute({:graph, graph_bin, key, parameters, container, templates, hooks}, args, opts) do
     args = List.to_tuple(args)
     args = Enum.map(parameters, &elem(args, &1))
     home = Enum.find_value(args, &NxJax.Backend.worker/1)
@@ -143,7 +158,6 @@ defmodule Nx.Defn.Compiler do
 
         call_opts = [server: server, on_hook: on_hook(hooks, opts[:hooks] || %{}, server)]
         results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
-        templates = Composite.flatten_list([container])
         from_wire = &from_wire(&1, &2, server)
         NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
       end,
