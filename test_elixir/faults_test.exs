@@ -11,16 +11,7 @@ defmodule NxJax.FaultsTest do
   end
 
   setup_all do
-    :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
-    {:ok, pool} = NxJax.Pool.start_link(size: 2)
-    Process.unlink(pool)
-
-    on_exit(fn ->
-      Supervisor.stop(pool)
-      {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
-    end)
-
-    :ok
+    NxJax.TestPool.replace_application_pool(2)
   end
 
   defp graph(nodes, outputs), do: :erlang.term_to_binary({:nx_jax_graph, 1, nodes, outputs})

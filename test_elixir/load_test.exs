@@ -15,16 +15,7 @@ defmodule NxJax.LoadTest do
   @unary [:negate, :abs, :sum]
 
   setup_all do
-    :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
-    {:ok, pool} = NxJax.Pool.start_link(size: 2)
-    Process.unlink(pool)
-
-    on_exit(fn ->
-      Supervisor.stop(pool)
-      {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
-    end)
-
-    :ok
+    NxJax.TestPool.replace_application_pool(2)
   end
 
   # a random call: {op, type, shape, inputs as flat lists}; the first element of the first
