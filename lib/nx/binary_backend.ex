@@ -137,7 +137,8 @@ defmodule Nx.BinaryBackend do
   end
 
   defp decode_float(bits, size) do
-    exp_mask = exp_mask(size)
+    # all exponent bits set: the bit pattern of +Inf
+    exp_mask = inf_bits(size)
     sign = Bitwise.band(bits, sign_bit(size)) != 0
 
     cond do
@@ -156,9 +157,6 @@ defmodule Nx.BinaryBackend do
     end
   end
 
-  defp exp_mask(16), do: 0x7C00
-  defp exp_mask(32), do: 0x7F800000
-  defp exp_mask(64), do: 0x7FF0000000000000
   defp mantissa_bits(16), do: 10
   defp mantissa_bits(32), do: 23
   defp mantissa_bits(64), do: 52
