@@ -3,27 +3,13 @@
 defmodule Nx.ElementwiseTest do
   use ExUnit.Case, async: true
 
+  import NxJax.TestAssertions
+
   doctest Complex
 
   @xs [0.1, 0.35, 0.6, 0.85]
 
   defp f64(values), do: Nx.tensor(values, type: :f64)
-
-  defp assert_close(%Nx.Tensor{} = t, expected, tol \\ 1.0e-12) do
-    actual = Nx.to_flat_list(t)
-    assert length(actual) == length(expected)
-
-    for {a, e} <- Enum.zip(actual, expected) do
-      assert abs(a - e) <= tol * max(1.0, abs(e)),
-             "expected #{inspect(expected)}, got #{inspect(actual)}"
-    end
-  end
-
-  # the gradient of sum(fun.(x)) against central differences, in f64
-  defp check_grad(fun, x) do
-    scalar = fn x -> Nx.sum(fun.(x)) end
-    assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
-  end
 
   # the node an op call builds while tracing: {op, input types, opts, out type, out shape}
   defp traced(fun) do

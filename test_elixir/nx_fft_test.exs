@@ -4,6 +4,8 @@
 defmodule Nx.FftTest do
   use ExUnit.Case, async: true
 
+  import NxJax.TestAssertions
+
   defmodule Spectrum do
     import Nx.Defn
 
@@ -27,16 +29,6 @@ defmodule Nx.FftTest do
           abs(im - want_im) <= tol * max(1.0, abs(want_im))
 
       assert close?, "expected #{inspect(expected)}, got #{inspect(actual)}"
-    end
-  end
-
-  defp assert_close(%Nx.Tensor{} = t, expected, tol \\ 1.0e-12) do
-    actual = Nx.to_flat_list(t)
-    assert length(actual) == length(expected)
-
-    for {a, e} <- Enum.zip(actual, expected) do
-      assert abs(a - e) <= tol * max(1.0, abs(e)),
-             "expected #{inspect(expected)}, got #{inspect(actual)}"
     end
   end
 

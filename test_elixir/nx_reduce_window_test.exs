@@ -3,23 +3,9 @@
 defmodule Nx.ReduceWindowTest do
   use ExUnit.Case, async: true
 
+  import NxJax.TestAssertions
+
   defp f64(values), do: Nx.tensor(values, type: :f64)
-
-  defp assert_close(%Nx.Tensor{} = t, expected, tol \\ 1.0e-12) do
-    actual = Nx.to_flat_list(t)
-    expected = List.flatten(expected)
-    assert length(actual) == length(expected)
-
-    for {a, e} <- Enum.zip(actual, expected) do
-      assert abs(a - e) <= tol * max(1.0, abs(e)),
-             "expected #{inspect(expected)}, got #{inspect(actual)}"
-    end
-  end
-
-  defp check_grad(fun, x) do
-    scalar = fn x -> Nx.sum(fun.(x)) end
-    assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
-  end
 
   defp traced(fun) do
     %Nx.Tensor{data: %Nx.Defn.Expr{op: op, opts: opts}} = t = Nx.Defn.Expr.with_tracing(fun)

@@ -18,4 +18,27 @@ defmodule NxJax.TestPool do
   end
 end
 
+defmodule NxJax.TestAssertions do
+  @moduledoc false
+  import ExUnit.Assertions
+
+  # every element of `t` within `tol` (relative, absolute below 1.0) of the (nested) list
+  def assert_close(%Nx.Tensor{} = t, expected, tol \\ 1.0e-12) do
+    actual = Nx.to_flat_list(t)
+    expected = List.flatten(expected)
+    assert length(actual) == length(expected)
+
+    for {a, e} <- Enum.zip(actual, expected) do
+      assert abs(a - e) <= tol * max(1.0, abs(e)),
+             "expected #{inspect(expected)}, got #{inspect(actual)}"
+    end
+  end
+
+  # the gradient of sum(fun.(x)) against central differences
+  def check_grad(fun, x) do
+    scalar = fn x -> Nx.sum(fun.(x)) end
+    assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
+  end
+end
+
 ExUnit.start()
