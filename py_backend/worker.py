@@ -455,9 +455,11 @@ def serve(
     reader: FrameReader | int = READ_FD,
     writer: FrameWriter | int = WRITE_FD,
     worker: Worker | None = None,
+    spin_us: int = 0,
 ) -> int:
-    """Serve until EOF on the request stream; return the exit status (0)."""
-    frames = reader if isinstance(reader, FrameReader) else FrameReader(reader)
+    """Serve until EOF on the request stream; return the exit status (0). ``spin_us``: see
+    :class:`~py_backend.channel.FrameReader`."""
+    frames = reader if isinstance(reader, FrameReader) else FrameReader(reader, spin_us=spin_us)
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker = worker or Worker()
     worker.emit = replies.write_frame
@@ -496,7 +498,17 @@ def main(argv: Sequence[str] = ()) -> int:
         action="store_true",
         help="send lines written to fds 1 and 2 to the client as {:log, stream, line} frames",
     )
+    parser.add_argument(
+        "--spin-us",
+        type=int,
+        default=int(os.environ.get("NX_JAX_SPIN_US") or 0),
+        help="after the last request, poll for the next one for this many microseconds before "
+        "sleeping (lower latency for back-to-back calls, some idle CPU); default "
+        "$NX_JAX_SPIN_US or 0",
+    )
     opts = parser.parse_args(list(argv))
+    if opts.spin_us < 0:
+        parser.error("--spin-us must be >= 0")
     for fd in (opts.read_fd, opts.write_fd):
         try:
             os.fstat(fd)
@@ -510,4 +522,4 @@ def main(argv: Sequence[str] = ()) -> int:
     writer = FrameWriter(opts.write_fd)
     if opts.forward_stdio:
         stdio.forward(writer)
-    return serve(opts.read_fd, writer)
+    return serve(opts.read_fd, writer, spin_us=opts.spin_us)

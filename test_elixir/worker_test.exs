@@ -19,6 +19,34 @@ defmodule NxJax.WorkerTest do
     assert is_binary(info[:jax_version])
   end
 
+  describe "spinning between requests (:spin_us)" do
+    defp cpu_ticks(os_pid) do
+      [_, rest] = String.split(File.read!("/proc/#{os_pid}/stat"), ") ", parts: 2)
+      fields = String.split(rest, " ")
+      String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))
+    end
+
+    test "the option reaches the worker, which serves and then sleeps when idle" do
+      for spin <- [0, 2_000] do
+        name = :"spin_worker_#{spin}"
+        start_supervised!({NxJax.Worker, name: name, spin_us: spin}, id: name)
+        for _ <- 1..50, do: assert(NxJax.Worker.call(:ping, [], server: name) == :pong)
+        pid = NxJax.Worker.os_pid(name)
+        argv = "/proc/#{pid}/cmdline" |> File.read!() |> String.split(<<0>>)
+
+        assert ["--spin-us", Integer.to_string(spin)] ==
+                 Enum.take(Enum.drop_while(argv, &(&1 != "--spin-us")), 2)
+
+        # idle for a second after the last request: a spin that never stopped would burn
+        # about 100 ticks (one core) here
+        before = cpu_ticks(pid)
+        Process.sleep(1_000)
+        assert cpu_ticks(pid) - before <= 10
+        assert NxJax.Worker.call(:ping, [], server: name) == :pong
+      end
+    end
+  end
+
   test "runs a graph on wire tensors", %{worker: w} do
     g =
       graph(

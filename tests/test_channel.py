@@ -178,3 +178,100 @@ def test_writer_writes_all_bytes_of_all_chunks_despite_partial_writes() -> None:
     reader = FrameReader(ChunkedSource([bytes(sink.data)]))
     assert reader.read_frame() == b"hello world!"
     assert reader.read_frame() == b""
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.writes = 0
+        self.data = bytearray()
+
+    def write(self, data: Any) -> int:
+        self.writes += 1
+        self.data += bytes(data)
+        return len(data)
+
+
+def test_a_small_frame_of_many_chunks_is_one_write() -> None:
+    # the reader of a pipe wakes once per write: a reply must not go out chunk by chunk
+    sink = CountingSink()
+    FrameWriter(sink).write_frame([b"\x83h", memoryview(b"\x02ab"), bytearray(b"cd")])
+    assert sink.writes == 1 and bytes(sink.data) == frame(b"\x83h\x02abcd")
+
+
+def test_small_frames_are_read_in_one_system_call_each() -> None:
+    payloads = [b"a" * 10, b"b" * 3000, b""]
+    source = ChunkedSource([frame(p) for p in payloads])
+    reader = FrameReader(source)
+    assert [reader.read_frame() for _ in payloads] == payloads
+    assert reader.read_frame() is None
+    assert source.reads == len(payloads) + 1  # header and payload together; the last is EOF
+
+
+def test_frames_straddling_the_read_buffer_are_reassembled() -> None:
+    # sizes around the buffer (64 KiB): a frame's header or payload split over two reads,
+    # the rest of the buffer holding the start of the next frame
+    rng = random.Random(3)
+    payloads = [os.urandom(n) for n in
+                (65532, 65536, 65537, 1, 65535, 131072, 7, 65530, 200_000, 3, 0, 65536)]
+    stream = b"".join(frame(p) for p in payloads)
+    pieces, i = [], 0
+    while i < len(stream):
+        n = rng.choice([1, 3, 4096, 65536, 70000, 150_000])
+        pieces.append(stream[i:i + n])
+        i += n
+    reader = FrameReader(ChunkedSource(pieces))
+    for p in payloads:
+        assert reader.read_frame() == p
+    assert reader.read_frame() is None
+
+
+def test_large_frames_cross_a_real_pipe_with_writev_in_order() -> None:
+    payloads = [os.urandom(300_000), b"x", os.urandom(70_000)]
+    r, w = os.pipe()
+    writer = FrameWriter(w)
+
+    def send() -> None:
+        for p in payloads:
+            writer.write_frame([p[:5], memoryview(p)[5:], b""])
+        os.close(w)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    try:
+        reader = FrameReader(r)
+        assert [reader.read_frame() for _ in payloads] == payloads
+        assert reader.read_frame() is None
+    finally:
+        thread.join()
+        os.close(r)
+
+
+@pytest.mark.parametrize("spin_us", [0, 50, 5000])
+def test_a_spinning_reader_gets_frames_sent_late_and_eof(spin_us: int) -> None:
+    # frames arrive after the spin ran out (the reader must then block, not busy-fail), within
+    # it, and split mid-frame; EOF ends it cleanly
+    r, w = os.pipe()
+    sent = [b"first", os.urandom(100_000), b"last"]
+
+    def send() -> None:
+        time.sleep(0.05)
+        os.write(w, frame(sent[0]))
+        data = frame(sent[1])
+        os.write(w, data[:10])
+        time.sleep(0.02)
+        view = memoryview(data)[10:]
+        while len(view):
+            view = view[os.write(w, view):]
+        os.write(w, frame(sent[2]))
+        time.sleep(0.02)
+        os.close(w)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    try:
+        reader = FrameReader(r, spin_us=spin_us)
+        assert [reader.read_frame() for _ in sent] == sent
+        assert reader.read_frame() is None
+    finally:
+        thread.join()
+        os.close(r)

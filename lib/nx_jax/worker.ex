@@ -67,12 +67,17 @@ defmodule NxJax.Worker do
   @default_timeout 60_000
   @deadline_grace 5_000
   @big_binary 65_536
+  # measured in bench/run.exs section 1: waking a sleeping worker costs tens of microseconds on a
+  # virtual machine; the next call of a loop arrives well within this
+  @default_spin_us 100
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
   Python process, `[{"NAME", "value"}]`), `:group` (true: join the `:pg` group of workers,
   `NxJax.Distribution`, so clients on other nodes can use it), `:stdio_to` (a pid that also
-  receives `{:nx_jax_stdio, stream, line}` for each forwarded output line).
+  receives `{:nx_jax_stdio, stream, line}` for each forwarded output line), `:spin_us` (after
+  answering, the worker polls for the next request this many microseconds before it sleeps;
+  default `config :nx_jax, spin_us: #{@default_spin_us}`; 0 never spins; docs/DEPLOYMENT.md).
   """
   def start_link(opts \\ []) do
     {gen_opts, opts} = Keyword.split(opts, [:name])
@@ -451,6 +456,12 @@ defmodule NxJax.Worker do
   def init(opts) do
     Process.flag(:trap_exit, true)
     python = python_executable(opts)
+
+    spin_us =
+      Keyword.get_lazy(opts, :spin_us, fn ->
+        Application.get_env(:nx_jax, :spin_us, @default_spin_us)
+      end)
+
     env = for {k, v} <- Keyword.get(opts, :env, []), do: {to_charlist(k), to_charlist(v)}
 
     port =
@@ -459,7 +470,7 @@ defmodule NxJax.Worker do
         :binary,
         :nouse_stdio,
         :exit_status,
-        {:args, ["-m", "py_backend", "--forward-stdio"]},
+        {:args, ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(spin_us)]},
         {:cd, @project_root},
         {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
       ])
