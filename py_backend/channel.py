@@ -144,6 +144,7 @@ class FrameReader:
         if self._fd is not None:
             deadline = time.perf_counter_ns() + self._spin_ns
             while time.perf_counter_ns() < deadline:
+                os.sched_yield()  # let whatever else is runnable on this CPU go first
                 n = self._raw.readinto(view)
                 if n is not None:
                     return n
@@ -374,6 +375,15 @@ def decode_fast(data: bytes) -> Any:
     if end != len(data):
         raise _NotFast
     return term
+
+
+def scan_term(data: bytes, i: int) -> tuple[int, Any]:
+    """The term that starts at ``data[i]`` (no version byte) and the index just after it, for
+    the tags :func:`decode_fast` reads; raises :class:`CodecError` for anything else."""
+    try:
+        return _fast(data, i)
+    except (_NotFast, IndexError, struct.error, UnicodeDecodeError, RecursionError) as exc:
+        raise CodecError(f"cannot scan the term at byte {i}") from exc
 
 
 def _fast(data: bytes, i: int) -> tuple[int, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from py_backend import PROTOCOL_VERSION, channel, stdio
+from py_backend import PROTOCOL_VERSION, channel, fastcall, stdio
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
@@ -129,6 +129,11 @@ class Worker:
             test_functions = os.environ.get("NX_JAX_TEST") == "1"
         self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
+        # the small-call fast path (py_backend/fastcall.py): layouts of key-only calls served
+        # before; ``_learnable`` says the request being served may be recorded as one
+        self.layouts = fastcall.Layouts()
+        self._learnable = False
+        self._headers: dict[tuple[NxType, tuple[int, ...]], bytes] = {}
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
@@ -217,7 +222,11 @@ class Worker:
             if graph_key(graph_bin) != key:
                 raise BadRequest("call: the key is not graph_key(graph binary): md5 + size")
             key, program = self.cache.program(graph_bin, key)
+        learnable = raw_graph is None and not program.graph.hooks and not any(
+            isinstance(t, tuple) and len(t) == 2 for t in raw_tensors  # {:ref, handle}
+        )
         results = self._execute(key, program, raw_tensors)
+        self._learnable = learnable
         if keep:
             return [(atom("ref"), self._keep(r, o)) for o, r in results]
         return [encode_tensor(o, r) for o, r in results]
@@ -232,9 +241,12 @@ class Worker:
         finally:
             raw_tensors.clear()
         check_arguments(program.graph.parameters, tensors)
+        return self._run(key, program, tensors)
+
+    def _run(self, key: bytes, program: Any, tensors: list[Any]) -> list[tuple[TensorOut, Any]]:
         executable = self.cache.executable(key, program, tensors)
         results = executable(*tensors)
-        del tensors
+        tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
             jax.effects_barrier()
@@ -244,9 +256,43 @@ class Worker:
     def _argument(self, term: Any) -> Any:
         if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
             return self._resident(term[1])[0]
-        view = decode_tensor(term)
-        # small tensors: a NumPy copy (cheaper than a device_put); large ones go to the device
-        return view.copy() if view.nbytes < SMALL_TENSOR else jax.device_put(view)
+        return _on_device(decode_tensor(term))
+
+    def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk]:
+        """A request that follows a learned layout (``fastcall.Layouts.match``): the same steps
+        as ``call`` by key, minus decoding, parsing and checking what the layout fixes."""
+        self.request_id = match.request_id
+        try:
+            layout = match.layout
+            try:
+                tensors = [_on_device(v) for v in self.layouts.arguments(frame, match)]
+            finally:
+                del frame  # the tensors are copies or on the device: the frame can go
+            program = self.cache.program_by_key(layout.key)
+            if program is None:
+                raise UnknownGraph(
+                    f"this worker holds no graph with key {layout.key.hex()[:16]}...; send the "
+                    f"graph"
+                )
+            results = self._run(layout.key, program, tensors)
+            if layout.keep:
+                refs = [(atom("ref"), self._keep(r, o)) for o, r in results]
+                return channel.encode_chunks((atom("r"), match.request_id, refs))
+            headers, data = [], []
+            for out, array in results:
+                host = np.asarray(array, dtype=wire_dtype(out.type), order="C")
+                if tuple(host.shape) != out.shape:
+                    raise ValueError(f"result shape {host.shape} is not the declared {out.shape}")
+                header = self._headers.get((out.type, out.shape))
+                if header is None:
+                    header = fastcall.tensor_header(encode_type(out.type), out.shape, host.nbytes)
+                    if len(self._headers) < 4096:
+                        self._headers[(out.type, out.shape)] = header
+                headers.append(header)
+                data.append(host.reshape(-1).view(np.uint8).data)
+            return fastcall.encode_tensor_reply(match.id_bytes, headers, data)
+        except Exception as exc:
+            return self.error_reply(match.request_id, exc)
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
@@ -296,6 +342,7 @@ class Worker:
         """Drop every cached graph and executable (as a restart would); returns ``:ok``."""
         _arity("forget_graphs", args, 0)
         self.cache.clear()
+        self.layouts.clear()
         return atom("ok")
 
     def memory(self, args: list[Any]) -> Any:
@@ -348,6 +395,12 @@ class Worker:
 
     def handle(self, frame: Chunk) -> list[Chunk]:
         """One request frame -> the encoded reply (always exactly one)."""
+        match = self.layouts.match(frame)
+        if match is not None:
+            return self._fast_call(frame, match)
+        # a small frame is kept until the reply, to be learned if it is a repeatable call
+        learn = bytes(frame) if len(frame) <= fastcall.LEARN_BELOW else None
+        self._learnable = False
         request_id: int = -1
         try:
             try:
@@ -360,7 +413,10 @@ class Worker:
             function, args = parse_request(term, self.served)
             del term
             result = self.functions[function](args)
-            return channel.encode_chunks((atom("r"), request_id, result))
+            reply = channel.encode_chunks((atom("r"), request_id, result))
+            if self._learnable and learn is not None:
+                self.layouts.learn(learn)
+            return reply
         except Exception as exc:
             return self.error_reply(request_id, exc)
 
@@ -375,6 +431,12 @@ class Worker:
             (atom("e"), request_id,
              (atom("python"), text(type(exc).__name__), text(message), text(trace)))
         )
+
+
+def _on_device(view: np.ndarray) -> Any:
+    """An argument read from a request frame, as the jitted function takes it: a NumPy copy
+    when small (cheaper than a device_put), on the device when large; no view of the frame."""
+    return view.copy() if view.nbytes < SMALL_TENSOR else jax.device_put(view)
 
 
 def graph_key(graph_bin: bytes | memoryview) -> bytes:

@@ -1,0 +1,228 @@
+"""Learned byte layouts of repeated ``call`` requests (the small-call fast path, issue #4).
+
+A training loop or a service sends the same key-only ``call`` request over and over: the same
+graph key, the same argument types and shapes, the same ``keep`` flag; only the request id and
+the tensors' bytes change. After the worker has served such a request the generic way (decode,
+parse, check), :meth:`Layouts.learn` records its frame as constant bytes with holes: the request
+id and each tensor's data. A later frame that equals the recorded one byte for byte outside the
+holes (:meth:`Layouts.match`) is, by construction, the same request with other numbers in it: it
+skips the term decoder, the request parser and the argument checks, and its tensors are read
+straight out of the frame. Anything else (another shape, a graph-carrying call, a resident
+handle as argument, a frame that differs in one byte) does not match and takes the generic path,
+which stays the reference.
+
+This module knows the request form and wire tensors (PROTOCOL.md sections 2 and 7); it knows
+nothing of JAX or ports. The reply side, :func:`encode_tensor_reply`, writes exactly the bytes
+the generic encoder writes for ``{:r, id, [tensor]}`` (tests/test_fastcall.py checks both).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from py_backend import channel
+from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
+
+_U32 = struct.Struct(">I")
+_REQUEST = b"\x83h\x05"  # version, 5-tuple: {:"C", id, :nx_jax, function, args}
+_CALL_ARGS = b"l\x00\x00\x00\x04"  # call's argument list: [key, graph | nil, tensors, keep]
+_KEY = b"m\x00\x00\x00\x18"  # the 24-byte graph key (PROTOCOL.md section 7)
+_TENSOR = b"h\x03"  # {type, shape, data}
+MAX_LAYOUTS = 1024
+LEARN_BELOW = 1 << 16  # frames larger than this are not learned (the codec is not their cost)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One learned request form. Offsets count from the end of the request id."""
+
+    key: bytes  # the graph key
+    keep: bool
+    size: int  # frame length after the request id
+    consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, after the head
+    tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
+
+
+@dataclass(frozen=True)
+class Match:
+    request_id: int
+    id_bytes: bytes  # the request id as encoded in the frame (the reply reuses it)
+    layout: Layout
+
+
+def _request_id(frame: Any, i: int) -> tuple[int, int] | None:
+    """The request id at ``frame[i]`` and where it ends, for the two integer tags Elixir uses
+    for ids below 2**31."""
+    tag = frame[i]
+    if tag == 97:  # SMALL_INTEGER_EXT
+        return frame[i + 1], i + 2
+    if tag == 98:  # INTEGER_EXT
+        value = int.from_bytes(frame[i + 1:i + 5], "big", signed=True)
+        return (value, i + 5) if value >= 0 else None
+    return None
+
+
+class Layouts:
+    """The learned layouts of one worker, bounded (``MAX_LAYOUTS``; full -> start over)."""
+
+    def __init__(self) -> None:
+        self._prefix: bytes | None = None  # version, tuple header and :"C", as the client sends
+        self._head_len = 0  # function atom ... nil: the same length for every call by key
+        self._by_head: dict[bytes, list[Layout]] = {}
+        self._count = 0
+
+    def clear(self) -> None:
+        self._by_head.clear()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def match(self, frame: channel.Chunk) -> Match | None:
+        """The learned layout ``frame`` follows, or ``None`` (then decode it the generic way)."""
+        prefix = self._prefix
+        if prefix is None or frame[:len(prefix)] != prefix or len(frame) <= len(prefix):
+            return None
+        found = _request_id(frame, len(prefix))
+        if found is None:
+            return None
+        request_id, start = found
+        candidates = self._by_head.get(bytes(frame[start:start + self._head_len]))
+        if candidates is None:
+            return None
+        size = len(frame) - start
+        for layout in candidates:
+            if layout.size == size and all(
+                frame[start + at:start + at + len(piece)] == piece for at, piece in layout.consts
+            ):
+                return Match(request_id, bytes(frame[len(prefix):start]), layout)
+        return None
+
+    def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
+        """Read-only views of the tensors' data in ``frame`` (no copy)."""
+        start = len(frame) - match.layout.size
+        return [
+            np.frombuffer(frame, dtype=dtype, count=count, offset=start + at).reshape(shape)
+            for at, dtype, shape, count in match.layout.tensors
+        ]
+
+    def learn(self, frame: bytes) -> Layout | None:
+        """Record ``frame``, a key-only ``call`` of wire tensors that was just served without
+        error; returns the layout, or ``None`` when the frame is not of that form."""
+        try:
+            return self._learn(frame)
+        except (IndexError, struct.error, ValueError, TypeError, channel.CodecError):
+            return None
+
+    def _learn(self, d: bytes) -> Layout | None:
+        if d[:3] != _REQUEST:
+            return None
+        i, tag = channel.scan_term(d, 3)
+        if channel.atom_name(tag) != "C":
+            return None
+        prefix = d[:i]
+        found = _request_id(d, i)
+        if found is None:
+            return None
+        start = found[1]
+        j, module = channel.scan_term(d, start)
+        j, function = channel.scan_term(d, j)
+        if channel.atom_name(module) != "nx_jax" or channel.atom_name(function) != "call":
+            return None
+        if d[j:j + 5] != _CALL_ARGS or d[j + 5:j + 10] != _KEY:
+            return None
+        key = d[j + 10:j + 34]
+        j, graph = channel.scan_term(d, j + 34)
+        if graph is not None:  # the graph travels with it: a one-off frame
+            return None
+        head_end = j
+        tensors: list[tuple[int, np.dtype, tuple[int, ...], int]] = []
+        holes: list[tuple[int, int]] = []
+        if d[j] == 108:  # LIST_EXT
+            (n,) = _U32.unpack_from(d, j + 1)
+            j += 5
+            for _ in range(n):
+                if d[j:j + 2] != _TENSOR:
+                    return None  # e.g. {:ref, handle}: resident arguments take the generic path
+                j, raw_type = channel.scan_term(d, j + 2)
+                j, shape = channel.scan_term(d, j)
+                nx_type = _type(raw_type)
+                if nx_type is None or not _is_shape(shape) or d[j] != 109:  # BINARY_EXT
+                    return None
+                (nbytes,) = _U32.unpack_from(d, j + 1)
+                dtype = wire_dtype(nx_type)
+                count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                if nbytes != count * dtype.itemsize:
+                    return None
+                tensors.append((j + 5 - start, dtype, shape, count))
+                holes.append((j + 5, j + 5 + nbytes))
+                j += 5 + nbytes
+        if d[j] != 106:  # NIL_EXT: the end of the tensor list
+            return None
+        j, keep = channel.scan_term(d, j + 1)
+        if not isinstance(keep, bool) or d[j:] != b"j":
+            return None
+        consts, at = [], head_end
+        for hole_start, hole_end in [*holes, (len(d), len(d))]:
+            if hole_start > at:
+                consts.append((at - start, d[at:hole_start]))
+            at = hole_end
+        layout = Layout(key, keep, len(d) - start, tuple(consts), tuple(tensors))
+        if self._prefix != prefix or self._head_len != head_end - start:
+            # another client encoding (or the first layout): start over with this one's form
+            self._prefix, self._head_len = prefix, head_end - start
+            self.clear()
+        if self._count >= MAX_LAYOUTS:
+            self.clear()
+        same_head = self._by_head.setdefault(d[start:head_end], [])
+        if layout not in same_head:
+            same_head.append(layout)
+            self._count += 1
+        return layout
+
+
+def _type(term: Any) -> NxType | None:
+    if isinstance(term, tuple) and len(term) == 2 and isinstance(term[1], int):
+        kind = channel.atom_name(term[0])
+        if kind is not None and NxType(kind, term[1]) in SUPPORTED:
+            return NxType(kind, term[1])
+    return None
+
+
+def _is_shape(term: Any) -> bool:
+    return isinstance(term, tuple) and all(
+        type(d) is int and d >= 0 for d in term  # noqa: E721 (bool is not a dimension)
+    )
+
+
+_REPLY = b"\x83h\x03" + channel.encode(channel.atom("r"))[1:]  # {:r, id, result}
+
+
+def encode_tensor_reply(
+    id_bytes: bytes, headers: list[bytes], data: list[memoryview]
+) -> list[channel.Chunk]:
+    """The chunks of ``{:r, id, [{type, shape, data}, ...]}``: ``id_bytes`` is the id's
+    encoding, ``headers[k]`` the bytes of tensor ``k`` up to its data (``tensor_header``)."""
+    if not data:
+        return [_REPLY + id_bytes + b"j"]
+    chunks: list[channel.Chunk] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
+    for header, view in zip(headers, data, strict=True):
+        chunks.append(header)
+        chunks.append(view)
+    chunks.append(b"j")
+    return chunks
+
+
+def tensor_header(type_term: Any, shape: tuple[int, ...], nbytes: int) -> bytes:
+    """The bytes of ``{type, shape, <<data>>}`` before ``data`` (``nbytes`` of it)."""
+    encoded = channel.encode((type_term, shape, channel.binary(b"\0" * nbytes)))
+    return encoded[1:len(encoded) - nbytes]
+
+
+def id_bytes(request_id: int) -> bytes:
+    """``request_id`` encoded as the generic encoder does."""
+    return channel.encode(request_id)[1:]

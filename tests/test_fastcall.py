@@ -1,0 +1,289 @@
+"""The small-call fast path (py_backend/fastcall.py): learned request layouts must match only
+frames that are the learned request with another id and other tensor bytes, and the worker must
+answer a matched frame with exactly the bytes the generic path writes."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+from py_backend import channel, fastcall
+from py_backend.cache import Cache
+from py_backend.channel import atom, decode, encode_chunks
+from py_backend.worker import Worker
+
+from .helpers import GraphBuilder, from_wire, wire_tensor
+
+# --- frames as Elixir 1.14 / OTP 25 writes them (ATOM_EXT atoms, SMALL_INTEGER/INTEGER ids) ---
+
+
+def _atom(name: str) -> bytes:
+    raw = name.encode()
+    return b"d" + struct.pack(">H", len(raw)) + raw
+
+
+def _int(value: int) -> bytes:
+    if 0 <= value <= 255:
+        return bytes((97, value))
+    if -(2**31) <= value < 2**31:
+        return b"b" + struct.pack(">i", value)
+    raise ValueError(value)
+
+
+def _tensor(array: np.ndarray) -> bytes:
+    (kind, bits), shape, data = wire_tensor(array)
+    shape_bytes = (b"h" + bytes((len(shape),)) + b"".join(_int(d) for d in shape)
+                   if shape else b"h\x00")
+    raw = data.value
+    return (b"h\x03" + b"h\x02" + _atom(channel.atom_name(kind) or "") + _int(bits)
+            + shape_bytes + b"m" + struct.pack(">I", len(raw)) + raw)
+
+
+def elixir_call(request_id: int, key: bytes, graph: bytes | None, arrays: list[np.ndarray],
+                keep: bool = False) -> bytearray:
+    """A ``call`` request frame, byte for byte as NxJax.Worker sends it."""
+    graph_bytes = _atom("nil") if graph is None else b"m" + struct.pack(">I", len(graph)) + graph
+    tensors = (b"l" + struct.pack(">I", len(arrays)) + b"".join(_tensor(a) for a in arrays)
+               + b"j") if arrays else b"j"
+    body = (b"l\x00\x00\x00\x04" + b"m\x00\x00\x00\x18" + key + graph_bytes + tensors
+            + _atom("true" if keep else "false") + b"j")
+    return bytearray(b"\x83h\x05" + _atom("C") + _int(request_id) + _atom("nx_jax")
+                     + _atom("call") + body)
+
+
+def key_of(graph_bin: bytes) -> bytes:
+    return hashlib.md5(graph_bin).digest() + len(graph_bin).to_bytes(8, "big")
+
+
+def axpy_graph(type_name: str = "f32", shape: tuple[int, ...] = (3,)) -> bytes:
+    """(2 * x + y, x) for two parameters of ``type_name[shape]``: two outputs."""
+    g = GraphBuilder()
+    x = g.param(0, type_name, shape)
+    y = g.param(1, type_name, shape)
+    two = g.const(2, type_name, ())
+    twice = g.op("multiply", two, x, out=(type_name, shape))
+    out = g.op("add", twice, y)
+    return g.binary([out, x])
+
+
+def reply_bytes(chunks: list[Any]) -> bytes:
+    return b"".join(bytes(memoryview(c)) for c in chunks)
+
+
+def stats(worker: Worker) -> dict[str, int]:
+    s = worker.cache.stats
+    return {"compiles": s.compiles, "cache_hits": s.cache_hits, "runs": s.runs,
+            "errors": s.errors, "graph_loads": s.graph_loads}
+
+
+# --- the reply encoder ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("request_id", [0, 7, 255, 256, 70000, 2**31 - 1])
+def test_the_tensor_reply_is_byte_for_byte_the_generic_encoding(request_id: int) -> None:
+    rng = np.random.default_rng(request_id)
+    arrays = [rng.standard_normal((2, 3)).astype(np.float32), np.array(5, np.int64),
+              np.zeros((0, 4), np.uint8), rng.standard_normal(70000)]
+    terms = [wire_tensor(a) for a in arrays]
+    generic = channel.encode((atom("r"), request_id, terms))
+    headers = [fastcall.tensor_header(t[0], t[1], len(t[2].value)) for t in terms]
+    data = [memoryview(t[2].value) for t in terms]
+    fast = reply_bytes(fastcall.encode_tensor_reply(fastcall.id_bytes(request_id), headers, data))
+    assert fast == generic
+    assert reply_bytes(fastcall.encode_tensor_reply(fastcall.id_bytes(request_id), [], [])) == \
+        channel.encode((atom("r"), request_id, []))
+
+
+# --- learning and matching --------------------------------------------------------------------
+
+KEY = bytes(range(24))
+
+
+def learned(arrays: list[np.ndarray], keep: bool = False) -> tuple[fastcall.Layouts, bytearray]:
+    layouts = fastcall.Layouts()
+    frame = elixir_call(3, KEY, None, arrays, keep)
+    assert layouts.learn(bytes(frame)) is not None
+    return layouts, frame
+
+
+def test_a_learned_layout_matches_the_same_call_with_other_ids_and_numbers() -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.array(-1.5, np.float64)
+    layouts, _ = learned([x, y])
+    for request_id in (0, 200, 256, 123456):
+        x2, y2 = x * 3 + request_id, np.array(request_id / 7, np.float64)
+        frame = elixir_call(request_id, KEY, None, [x2, y2])
+        match = layouts.match(frame)
+        assert match is not None and match.request_id == request_id
+        assert match.layout.key == KEY and match.layout.keep is False
+        assert match.id_bytes == fastcall.id_bytes(request_id)
+        got = layouts.arguments(frame, match)
+        np.testing.assert_array_equal(got[0], x2)
+        np.testing.assert_array_equal(got[1], y2)
+        assert got[0].dtype == np.float32 and got[1].shape == ()
+
+
+def test_every_byte_outside_the_id_and_the_data_is_checked() -> None:
+    x = np.arange(3, dtype=np.int32)
+    layouts, frame = learned([x, np.float32(2.0).reshape(())])
+    assert layouts.match(frame) is not None
+    id_at = len(b"\x83h\x05" + _atom("C"))
+    data = layouts.match(frame)
+    assert data is not None
+    start = len(frame) - data.layout.size
+    holes = {start + at + k for at, dtype, _, count in data.layout.tensors
+             for k in range(count * dtype.itemsize)}
+    for i in range(len(frame)):
+        if i in holes or id_at < i < start:  # tensor bytes; the id's value bytes
+            continue
+        for flip in (1, 0x80):
+            changed = bytearray(frame)
+            changed[i] ^= flip
+            assert layouts.match(changed) is None, f"byte {i} changed and still matched"
+    assert layouts.match(frame[:-1]) is None
+    assert layouts.match(frame + b"j") is None
+
+
+def test_other_shapes_types_keep_flags_and_keys_do_not_match() -> None:
+    x = np.zeros(3, np.float32)
+    layouts, _ = learned([x])
+    assert layouts.match(elixir_call(1, KEY, None, [np.zeros(4, np.float32)])) is None
+    assert layouts.match(elixir_call(1, KEY, None, [np.zeros(3, np.int32)])) is None
+    assert layouts.match(elixir_call(1, KEY, None, [np.zeros((3, 1), np.float32)])) is None
+    assert layouts.match(elixir_call(1, KEY, None, [x], keep=True)) is None
+    assert layouts.match(elixir_call(1, KEY, None, [x, x])) is None
+    assert layouts.match(elixir_call(1, bytes(24), None, [x])) is None
+    # both keep flags, learned, are two layouts of one key
+    assert layouts.learn(bytes(elixir_call(1, KEY, None, [x], keep=True))) is not None
+    assert len(layouts) == 2
+    match = layouts.match(elixir_call(9, KEY, None, [x], keep=True))
+    assert match is not None and match.layout.keep is True
+
+
+def test_one_off_and_resident_calls_are_not_learned() -> None:
+    layouts = fastcall.Layouts()
+    x = np.zeros(3, np.float32)
+    assert layouts.learn(bytes(elixir_call(1, KEY, b"graph", [x]))) is None
+    ref = (b"l\x00\x00\x00\x01" + b"h\x02" + _atom("ref") + _int(5) + b"j")
+    with_ref = elixir_call(1, KEY, None, []).replace(b"jd\x00\x05falsej", ref + b"d\x00\x05falsej")
+    assert decode(with_ref)[4][2] == [(atom("ref"), 5)]
+    assert layouts.learn(bytes(with_ref)) is None
+    ping = bytearray(encode_chunks((atom("C"), 1, atom("nx_jax"), atom("ping"), []))[0])
+    assert layouts.learn(bytes(ping)) is None
+    assert len(layouts) == 0 and layouts.match(elixir_call(1, KEY, None, [x])) is None
+
+
+def test_a_no_argument_call_and_random_garbage() -> None:
+    layouts, frame = learned([])
+    assert layouts.match(elixir_call(77, KEY, None, [])) is not None
+    rng = random.Random(5)
+    for _ in range(2000):
+        junk = bytearray(frame)
+        for _ in range(rng.randrange(1, 4)):
+            junk[rng.randrange(len(junk))] = rng.randrange(256)
+        match = layouts.match(junk)
+        if match is not None:  # only the id may have changed
+            assert junk[:4] == frame[:4] and len(junk) == len(frame)
+            assert bytes(junk[len(junk) - match.layout.size:]) == \
+                bytes(frame[len(frame) - match.layout.size:])
+        # learning takes a well-formed key-only call of tensors and nothing else
+        if fastcall.Layouts().learn(bytes(junk)) is not None:
+            term = channel.decode(junk)
+            assert term[3] == atom("call") and term[4][1] is None and len(term[4][0].value) == 24
+
+
+# --- the worker: fast and generic paths give the same bytes ----------------------------------
+
+
+def primed_worker(graph: bytes, arrays: list[np.ndarray], keep: bool = False) -> Worker:
+    """A worker that has loaded ``graph`` and served one key-only call (learned)."""
+    worker = Worker()
+    key = key_of(graph)
+    worker.handle(elixir_call(0, key, graph, arrays, keep))
+    worker.handle(elixir_call(1, key, None, arrays, keep))
+    return worker
+
+
+@pytest.mark.parametrize("type_name,shape", [("f32", ()), ("f32", (3,)), ("s64", (2, 2)),
+                                             ("f64", (0,)), ("bf16", (4,)), ("c64", (2,)),
+                                             ("u8", (100, 300))])
+def test_fast_replies_equal_generic_replies(type_name: str, shape: tuple[int, ...]) -> None:
+    from py_backend.nxtypes import NxType, wire_dtype
+    kind, bits = {"f32": ("f", 32), "s64": ("s", 64), "f64": ("f", 64), "bf16": ("bf", 16),
+                  "c64": ("c", 64), "u8": ("u", 8)}[type_name]
+    dtype = wire_dtype(NxType(kind, bits))
+    graph = axpy_graph(type_name, shape)
+    key = key_of(graph)
+    rng = np.random.default_rng(1)
+
+    def sample() -> np.ndarray:
+        return (rng.standard_normal(shape) * 50).astype(dtype)
+
+    fast = primed_worker(graph, [sample(), sample()])
+    assert len(fast.layouts) == 1
+    for request_id in (2, 300, 99999):
+        x, y = sample(), sample()
+        frame = elixir_call(request_id, key, None, [x, y])
+        assert fast.layouts.match(frame) is not None
+        generic = Worker()  # learns nothing before this request: the generic path answers
+        generic.handle(elixir_call(0, key, graph, [x, y]))
+        expected = reply_bytes(generic.handle(bytearray(frame)))
+        got = reply_bytes(fast.handle(bytearray(frame)))
+        assert got == expected
+        reply = decode(got)
+        np.testing.assert_array_equal(from_wire(reply[2][1]), x)
+        if kind in ("f", "c") and bits >= 32:
+            np.testing.assert_allclose(from_wire(reply[2][0]), 2 * x + y, rtol=1e-6)
+
+
+def test_the_fast_path_counts_like_the_generic_one_and_keeps_results_resident() -> None:
+    graph = axpy_graph()
+    key = key_of(graph)
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    worker = primed_worker(graph, [x, y], keep=True)
+    before = stats(worker)
+    reply = decode(reply_bytes(worker.handle(elixir_call(5, key, None, [x, y], keep=True))))
+    after = stats(worker)
+    assert after == {**before, "cache_hits": before["cache_hits"] + 1, "runs": before["runs"] + 1}
+    (_, h1), (_, h2) = reply[2]
+    np.testing.assert_allclose(np.asarray(worker.resident[h1][0]), 2 * x + y)
+    np.testing.assert_array_equal(np.asarray(worker.resident[h2][0]), x)
+
+
+def test_a_forgotten_or_evicted_graph_is_unknown_on_the_fast_path_too() -> None:
+    graph = axpy_graph()
+    key = key_of(graph)
+    x = np.ones(3, np.float32)
+    worker = primed_worker(graph, [x, x])
+    worker.cache = Cache(max_entries=1)  # the program is gone as if evicted
+    worker.layouts.learn(bytes(elixir_call(1, key, None, [x, x])))
+    reply = decode(reply_bytes(worker.handle(elixir_call(6, key, None, [x, x]))))
+    assert reply[0] == atom("e") and reply[1] == 6
+    assert channel.binary_bytes(reply[2][1]) == b"UnknownGraph"
+    # re-sending the graph (as the client does) serves it again, by key afterwards
+    assert decode(reply_bytes(worker.handle(elixir_call(7, key, graph, [x, x]))))[0] == atom("r")
+    assert decode(reply_bytes(worker.handle(elixir_call(8, key, None, [x, x]))))[0] == atom("r")
+    forget = bytearray(channel.encode((atom("C"), 9, atom("nx_jax"), atom("forget_graphs"), [])))
+    worker.handle(forget)
+    assert len(worker.layouts) == 0
+
+
+def test_bad_request_ids_take_the_generic_path() -> None:
+    graph = axpy_graph()
+    x = np.ones(3, np.float32)
+    worker = primed_worker(graph, [x, x])
+    frame = elixir_call(1, key_of(graph), None, [x, x])
+    id_at = len(b"\x83h\x05" + _atom("C"))
+    negative = frame[:id_at] + b"b\xff\xff\xff\xff" + frame[id_at + 2:]  # id -1
+    assert worker.layouts.match(negative) is None
+    reply = decode(reply_bytes(worker.handle(negative)))
+    assert reply[0] == atom("e") and reply[1] == -1
+    assert channel.binary_bytes(reply[2][1]) == b"BadRequest"
+    # the worker goes on serving the learned call
+    assert worker.layouts.match(frame) is not None
+    assert decode(reply_bytes(worker.handle(frame)))[0] == atom("r")
