@@ -92,13 +92,17 @@ class Cache:
         """The jitted function for these arguments; a signature not seen before under ``key``
         counts as a compile (``jax.jit`` compiles it on this call, and serves later calls from
         its C++ fast path, which an AOT ``Compiled`` object does not use)."""
-        sig = signature(args)
-        if (key, sig) in self._compiled:
+        return self.executable_for(key, program, signature(args))
+
+    def executable_for(self, key: bytes, program: Program, sig: Signature) -> Any:
+        """``executable`` for arguments whose ``signature`` is ``sig``."""
+        entry = (key, sig)
+        if entry in self._compiled:
             self.stats.cache_hits += 1
-            self._compiled.move_to_end((key, sig))
+            self._compiled.move_to_end(entry)
         else:
             self.stats.compiles += 1
-            self._compiled[(key, sig)] = True
+            self._compiled[entry] = True
             _trim(self._compiled, self.max_entries)
         if program.jitted is None:
             program.jitted = jax.jit(program.function)

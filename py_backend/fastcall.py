@@ -45,6 +45,7 @@ class Layout:
     size: int  # frame length after the request id
     consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, after the head
     tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
+    signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ class Layouts:
             if hole_start > at:
                 consts.append((at - start, d[at:hole_start]))
             at = hole_end
-        layout = Layout(key, keep, len(d) - start, tuple(consts), tuple(tensors))
+        signature = tuple((dtype, shape) for _, dtype, shape, _ in tensors)
+        layout = Layout(key, keep, len(d) - start, tuple(consts), tuple(tensors), signature)
         if self._prefix != prefix or self._head_len != head_end - start:
             # another client encoding (or the first layout): start over with this one's form
             self._prefix, self._head_len = prefix, head_end - start

@@ -260,28 +260,29 @@ class Worker:
 
     def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk]:
         """A request that follows a learned layout (``fastcall.Layouts.match``): the same steps
-        as ``call`` by key, minus decoding, parsing and checking what the layout fixes."""
+        as ``call`` by key, minus decoding, parsing and checking what the layout fixes (the
+        types and shapes, hence the signature; hooks never take this path)."""
         self.request_id = match.request_id
+        layout = match.layout
         try:
-            layout = match.layout
-            try:
-                tensors = [_on_device(v) for v in self.layouts.arguments(frame, match)]
-            finally:
-                del frame  # the tensors are copies or on the device: the frame can go
+            tensors = [_on_device(v) for v in self.layouts.arguments(frame, match)]
             program = self.cache.program_by_key(layout.key)
             if program is None:
                 raise UnknownGraph(
                     f"this worker holds no graph with key {layout.key.hex()[:16]}...; send the "
                     f"graph"
                 )
-            results = self._run(layout.key, program, tensors)
+            results = self.cache.executable_for(layout.key, program, layout.signature)(*tensors)
+            del tensors
+            self.cache.stats.runs += 1
+            outs = program.outs
             if layout.keep:
-                refs = [(atom("ref"), self._keep(r, o)) for o, r in results]
+                refs = [(atom("ref"), self._keep(r, o)) for o, r in zip(outs, results, strict=True)]
                 return channel.encode_chunks((atom("r"), match.request_id, refs))
             headers, data = [], []
-            for out, array in results:
-                host = np.asarray(array, dtype=wire_dtype(out.type), order="C")
-                if tuple(host.shape) != out.shape:
+            for out, array in zip(outs, results, strict=True):
+                host = np.asarray(array, dtype=wire_dtype(out.type))
+                if host.shape != out.shape:
                     raise ValueError(f"result shape {host.shape} is not the declared {out.shape}")
                 header = self._headers.get((out.type, out.shape))
                 if header is None:
@@ -289,7 +290,8 @@ class Worker:
                     if len(self._headers) < 4096:
                         self._headers[(out.type, out.shape)] = header
                 headers.append(header)
-                data.append(host.reshape(-1).view(np.uint8).data)
+                data.append(host.tobytes() if host.nbytes < SMALL_TENSOR
+                            else np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
             return fastcall.encode_tensor_reply(match.id_bytes, headers, data)
         except Exception as exc:
             return self.error_reply(match.request_id, exc)
