@@ -205,7 +205,7 @@ _REPLY = b"\x83h\x03" + channel.encode(channel.atom("r"))[1:]  # {:r, id, result
 
 
 def encode_tensor_reply(
-    id_bytes: bytes, headers: list[bytes], data: list[memoryview]
+    id_bytes: bytes, headers: list[bytes], data: list[bytes | memoryview]
 ) -> list[channel.Chunk]:
     """The chunks of ``{:r, id, [{type, shape, data}, ...]}``: ``id_bytes`` is the id's
     encoding, ``headers[k]`` the bytes of tensor ``k`` up to its data (``tensor_header``)."""
