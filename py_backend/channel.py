@@ -261,6 +261,13 @@ class FrameWriter:
                 chunks[0] = chunks[0][n:]
 
     def write_frame(self, payload: Chunk | Sequence[Chunk]) -> None:
+        if type(payload) is list and len(payload) == 1 and type(payload[0]) is bytes:
+            payload = payload[0]  # a small reply in one piece (py_backend/fastcall.py)
+        if type(payload) is bytes and len(payload) <= _BUFFER:
+            framed = _HEADER.pack(len(payload)) + payload
+            with self._lock:
+                self._write_all(framed)
+            return
         chunks: Sequence[Chunk] = (
             [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
         )

@@ -208,14 +208,18 @@ def encode_tensor_reply(
     id_bytes: bytes, headers: list[bytes], data: list[bytes | memoryview]
 ) -> list[channel.Chunk]:
     """The chunks of ``{:r, id, [{type, shape, data}, ...]}``: ``id_bytes`` is the id's
-    encoding, ``headers[k]`` the bytes of tensor ``k`` up to its data (``tensor_header``)."""
+    encoding, ``headers[k]`` the bytes of tensor ``k`` up to its data (``tensor_header``). One
+    chunk when every piece is ``bytes`` (small results), else chunks that reference the large
+    data."""
     if not data:
         return [_REPLY + id_bytes + b"j"]
-    chunks: list[channel.Chunk] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
+    chunks: list[Any] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
     for header, view in zip(headers, data, strict=True):
         chunks.append(header)
         chunks.append(view)
     chunks.append(b"j")
+    if all(type(c) is bytes for c in chunks):
+        return [b"".join(chunks)]
     return chunks
 
 
