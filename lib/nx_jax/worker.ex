@@ -212,6 +212,13 @@ defmodule NxJax.Worker do
   @doc "The number of requests sent and not yet answered (used by `NxJax.Pool` placement)."
   def pending(server \\ __MODULE__), do: GenServer.call(server, :pending)
 
+  @doc "How long a worker started with `opts` polls for the next request (`:spin_us`)."
+  def spin_us(opts \\ []) do
+    Keyword.get_lazy(opts, :spin_us, fn ->
+      Application.get_env(:nx_jax, :spin_us, @default_spin_us)
+    end)
+  end
+
   @doc "The Python executable a worker started now would use."
   def python_executable(opts \\ []) do
     venv = Path.join(@project_root, ".venv/bin/python")
@@ -457,10 +464,7 @@ defmodule NxJax.Worker do
     Process.flag(:trap_exit, true)
     python = python_executable(opts)
 
-    spin_us =
-      Keyword.get_lazy(opts, :spin_us, fn ->
-        Application.get_env(:nx_jax, :spin_us, @default_spin_us)
-      end)
+    spin_us = spin_us(opts)
 
     env = for {k, v} <- Keyword.get(opts, :env, []), do: {to_charlist(k), to_charlist(v)}
 
