@@ -4,9 +4,13 @@ bench/run.exs; prints one JSON object of microseconds (median of 5 rounds of n c
 argv: the request frame written by bench/run.exs (a ``call`` that carries the graph, then the
 same call by key only), and n.
 
-- ``handle``: ``Worker.handle`` on the key-only request (decode, dispatch, run, encode);
-- ``decode_fast`` / ``decode_erlang_py``: the request decoded by our fast path / by erlang-py;
-- ``encode``: the reply term encoded; ``jit``: the jitted call alone, result read back.
+- ``handle``: ``Worker.handle`` on the key-only request once its layout is learned (the path
+  every repeated call takes: py_backend/fastcall.py); ``match``: recognising the layout;
+- ``handle_generic``: the same request through the generic path (layouts switched off): decode,
+  parse, check, run, encode;
+- ``decode_fast`` / ``decode_erlang_py``: the request decoded by our term decoder's fast path /
+  by erlang-py; ``encode``: the reply term encoded by the generic encoder;
+- ``jit``: the jitted call alone, result read back.
 """
 
 from __future__ import annotations
@@ -21,8 +25,18 @@ from typing import Any
 import erlang
 import numpy as np
 
-from py_backend import channel
+from py_backend import channel, fastcall
 from py_backend.worker import Worker
+
+
+class NoLayouts(fastcall.Layouts):
+    """Layouts switched off: every request takes the generic path."""
+
+    def match(self, frame: channel.Chunk) -> fastcall.Match | None:
+        return None
+
+    def learn(self, frame: bytes) -> fastcall.Layout | None:
+        return None
 
 
 def per_call(fn: Callable[[], Any], n: int) -> float:
@@ -50,8 +64,16 @@ def main() -> None:
     program = worker.cache.program_by_key(channel.binary_bytes(term[4][0]) or b"")
     assert program is not None
     arg = np.frombuffer(term[4][2][0][2].value, "<f4").reshape(()).copy()
+    worker.handle(bytearray(by_key))  # served once more: now learned
+    frame = bytearray(by_key)
+    assert worker.layouts.match(frame) is not None, "the key-only call was not learned"
+    generic = Worker()
+    generic.handle(bytearray(with_graph))
+    generic.layouts = NoLayouts()
     out = {
         "handle": per_call(lambda: worker.handle(bytearray(by_key)), n),
+        "match": per_call(lambda: worker.layouts.match(frame), n),
+        "handle_generic": per_call(lambda: generic.handle(bytearray(by_key)), n),
         "decode_fast": per_call(lambda: channel.decode_fast(by_key), n),
         "decode_erlang_py": per_call(lambda: erlang.binary_to_term(by_key), n),
         "encode": per_call(lambda: channel.encode_chunks(reply), n),

@@ -2,54 +2,93 @@
 
 A frame's first byte says what to do: ``e`` echo the frame, ``s`` swallow it and answer ``k``,
 ``g`` + 8-byte big-endian size: answer with that many bytes. The reader preallocates each frame
-and fills it with readinto, the writer writes a preallocated buffer: the physical limit of the
-pipe and the port, with nothing of ours in between.
+and fills it with readinto, the writer writes a preallocated buffer with its header in one
+``writev``: the physical limit of the pipe and the port, with nothing of ours in between.
+
+``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
+as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import select
 import struct
+import sys
+import time
 
 HEADER = struct.Struct(">I")
 
 
-def main() -> None:
-    rd = io.FileIO(3, "rb", closefd=False)
-    wr = io.FileIO(4, "wb", closefd=False)
-    outgoing = bytearray(0)
+def spin_ns_from_argv() -> int:
+    argv = sys.argv[1:]
+    return int(argv[argv.index("--spin-us") + 1]) * 1000 if "--spin-us" in argv else 0
 
-    def fill(view: memoryview) -> bool:
+
+class RawPort:
+    """{packet, 4} frames on fds 3/4: each frame preallocated and filled with readinto, each
+    reply written with one writev (header and payload together)."""
+
+    def __init__(self, spin_ns: int = 0) -> None:
+        self.rd = io.FileIO(3, "rb", closefd=False)
+        self.spin_ns = spin_ns
+        if spin_ns:
+            os.set_blocking(3, False)
+
+    def _read_some(self, view: memoryview) -> int | None:
+        n = self.rd.readinto(view)
+        if n is None:  # non-blocking and nothing there yet: spin, then sleep in select
+            deadline = time.perf_counter_ns() + self.spin_ns
+            while n is None and time.perf_counter_ns() < deadline:
+                os.sched_yield()
+                n = self.rd.readinto(view)
+            while n is None:
+                select.select([3], [], [])
+                n = self.rd.readinto(view)
+        return n
+
+    def _fill(self, view: memoryview) -> bool:
         got = 0
         while got < len(view):
-            n = rd.readinto(view[got:])
+            n = self._read_some(view[got:])
             if not n:
                 return False
             got += n
         return True
 
-    def write(*chunks: bytes | bytearray | memoryview) -> None:
-        for chunk in chunks:
-            view = memoryview(chunk)
-            while len(view):
-                view = view[wr.write(view) :]
+    def read_frame(self) -> bytearray | None:
+        header = bytearray(4)
+        if not self._fill(memoryview(header)):
+            return None
+        frame = bytearray(HEADER.unpack(header)[0])
+        return frame if self._fill(memoryview(frame)) else None
 
-    header = bytearray(4)
-    while fill(memoryview(header)):
-        (size,) = HEADER.unpack(header)
-        frame = bytearray(size)
-        if not fill(memoryview(frame)):
-            return
+    def write(self, payload: bytes | bytearray | memoryview) -> None:
+        chunks = [memoryview(HEADER.pack(len(payload))), memoryview(payload)]
+        while chunks:
+            n = os.writev(4, chunks)
+            while chunks and n >= len(chunks[0]):
+                n -= len(chunks[0])
+                chunks.pop(0)
+            if n:
+                chunks[0] = chunks[0][n:]
+
+
+def main() -> None:
+    port = RawPort(spin_ns_from_argv())
+    outgoing = bytearray(0)
+    while (frame := port.read_frame()) is not None:
         op = frame[0:1]
         if op == b"e":
-            write(header, frame)
+            port.write(frame)
         elif op == b"s":
-            write(HEADER.pack(1), b"k")
+            port.write(b"k")
         elif op == b"g":
             (n,) = struct.unpack(">Q", frame[1:9])
             if len(outgoing) != n:
                 outgoing = bytearray(n)
-            write(HEADER.pack(n), outgoing)
+            port.write(outgoing)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+# The helpers of the benchmarks (bench/run.exs, bench/pool_scaling.exs): the defns they call,
+# percentiles, timers, the raw port baseline, CPU accounting and pool restarts.
+defmodule Bench do
+  import Nx.Defn
+
+  @root Path.expand("..", __DIR__)
+
+  defn small(x), do: x * 2 + 1
+
+  defn loss({w1, w2}, x, y) do
+    pred = Nx.dot(Nx.tanh(Nx.dot(x, w1)), w2)
+    Nx.mean((pred - y) * (pred - y))
+  end
+
+  defn step({w1, w2}, x, y) do
+    {g1, g2} = grad({w1, w2}, &loss(&1, x, y))
+    {w1 - 0.01 * g1, w2 - 0.01 * g2}
+  end
+
+  def python, do: NxJax.Worker.python_executable()
+
+  def percentiles(samples_us) do
+    sorted = Enum.sort(samples_us)
+    n = length(sorted)
+    %{p50: Enum.at(sorted, div(n, 2)), p99: Enum.at(sorted, min(n - 1, trunc(n * 0.99)))}
+  end
+
+  def time_us(fun) do
+    t0 = System.monotonic_time(:nanosecond)
+    fun.()
+    (System.monotonic_time(:nanosecond) - t0) / 1000
+  end
+
+  def samples(n, fun) do
+    for _ <- 1..50, do: fun.()
+    for _ <- 1..n, do: time_us(fun)
+  end
+
+  def best(n, fun), do: Enum.min(for _ <- 1..n, do: time_us(fun))
+
+  def open_port(script, args \\ []) do
+    Port.open({:spawn_executable, python()}, [
+      {:packet, 4},
+      :binary,
+      :nouse_stdio,
+      {:args, [Path.join(@root, script) | args]},
+      {:cd, @root}
+    ])
+  end
+
+  def port_call(port, data, timeout \\ 600_000) do
+    true = Port.command(port, data)
+
+    receive do
+      {^port, {:data, reply}} -> reply
+    after
+      timeout -> :timeout
+    end
+  end
+
+  def close_port(port) do
+    Port.close(port)
+  rescue
+    ArgumentError -> :already_closed
+  end
+
+  def sh(cmd, args) do
+    {out, 0} = System.cmd(cmd, args, stderr_to_stdout: true)
+    String.trim(out)
+  end
+
+  def inprocess(n) do
+    out = sh(python(), [Path.join(@root, "bench/inprocess.py"), Integer.to_string(n)])
+    out |> String.split("\n") |> List.last() |> decode_json()
+  end
+
+  # the tiny JSON of bench/inprocess.py: {"a": {"p50": 1.0, "p99": 2.0}, ...}
+  defp decode_json(text) do
+    Regex.scan(~r/"(\w+)": \{"p50": ([\d.e+-]+), "p99": ([\d.e+-]+)\}/, text)
+    |> Map.new(fn [_, k, p50, p99] ->
+      {k, %{p50: String.to_float(p50), p99: String.to_float(p99)}}
+    end)
+  end
+
+  # CPU time (user + system, seconds) of an OS process so far, from /proc/<pid>/stat
+  def cpu_s(os_pid) do
+    stat = File.read!("/proc/#{os_pid}/stat")
+    [_, after_comm] = String.split(stat, ") ", parts: 2)
+    fields = String.split(after_comm, " ")
+    (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) / 100
+  end
+
+  def restart_pool(size) do
+    :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
+    Application.put_env(:nx_jax, :pool_size, size)
+    {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
+    for w <- NxJax.Pool.workers(), do: :pong = NxJax.Worker.call(:ping, [], server: w)
+  end
+
+  def cpu_model do
+    with {:ok, text} <- File.read("/proc/cpuinfo"),
+         [_, name] <- Regex.run(~r/model name\s*:\s*(.+)/, text) do
+      name
+    else
+      _ -> "unknown CPU"
+    end
+  end
+
+  @doc """
+  Calls per second of `callers` processes each making `calls` small calls (`small/1`) through a
+  pool of `size` workers, and the cores each OS process kept busy meanwhile (CPU time over
+  wall time, from /proc): `%{rate:, beam:, workers: [..]}`.
+  """
+  def pool_throughput(size, callers \\ 8, calls \\ 400) do
+    restart_pool(size)
+    x = Nx.tensor(1.5)
+    small(x)
+    for w <- NxJax.Pool.workers(), do: Nx.Defn.jit(&small/1, server: w).(x)
+    os_pids = for w <- NxJax.Pool.workers(), do: NxJax.Worker.os_pid(w)
+    beam = System.pid()
+    cpu0 = Enum.map([beam | os_pids], &cpu_s/1)
+
+    us =
+      time_us(fn ->
+        1..callers
+        |> Enum.map(fn _ -> Task.async(fn -> for _ <- 1..calls, do: small(x) end) end)
+        |> Enum.each(&Task.await(&1, 600_000))
+      end)
+
+    [beam_cores | worker_cores] =
+      Enum.zip_with([beam | os_pids], cpu0, fn p, c0 -> (cpu_s(p) - c0) / (us / 1.0e6) end)
+
+    %{rate: callers * calls / (us / 1.0e6), beam: beam_cores, workers: worker_cores}
+  end
+end
