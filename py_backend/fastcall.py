@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ MAX_LAYOUTS = 1024
 LEARN_BELOW = 1 << 16  # frames larger than this are not learned (the codec is not their cost)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Layout:
     """One learned request form. Offsets count from the end of the request id."""
 
@@ -48,8 +48,7 @@ class Layout:
     signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     request_id: int
     id_bytes: bytes  # the request id as encoded in the frame (the reply reuses it)
     layout: Layout
@@ -73,7 +72,7 @@ class Layouts:
     def __init__(self) -> None:
         self._prefix: bytes | None = None  # version, tuple header and :"C", as the client sends
         self._head_len = 0  # function atom ... nil: the same length for every call by key
-        self._by_head: dict[bytes, list[Layout]] = {}
+        self._by_head: dict[tuple[int, bytes], list[Layout]] = {}  # (size, head) -> layouts
         self._count = 0
 
     def clear(self) -> None:
@@ -86,21 +85,30 @@ class Layouts:
     def match(self, frame: channel.Chunk) -> Match | None:
         """The learned layout ``frame`` follows, or ``None`` (then decode it the generic way)."""
         prefix = self._prefix
-        if prefix is None or frame[:len(prefix)] != prefix or len(frame) <= len(prefix):
+        if prefix is None:
             return None
-        found = _request_id(frame, len(prefix))
-        if found is None:
+        at = len(prefix)
+        if len(frame) <= at + 5 or frame[:at] != prefix:
             return None
-        request_id, start = found
-        candidates = self._by_head.get(bytes(frame[start:start + self._head_len]))
-        if candidates is None:
+        tag = frame[at]
+        if tag == 97:  # SMALL_INTEGER_EXT
+            request_id, start = frame[at + 1], at + 2
+        elif tag == 98:  # INTEGER_EXT
+            request_id, start = int.from_bytes(frame[at + 1:at + 5], "big", signed=True), at + 5
+            if request_id < 0:
+                return None
+        else:
             return None
         size = len(frame) - start
+        candidates = self._by_head.get((size, bytes(frame[start:start + self._head_len])))
+        if candidates is None:
+            return None
         for layout in candidates:
-            if layout.size == size and all(
-                frame[start + at:start + at + len(piece)] == piece for at, piece in layout.consts
-            ):
-                return Match(request_id, bytes(frame[len(prefix):start]), layout)
+            for offset, piece in layout.consts:
+                if frame[start + offset:start + offset + len(piece)] != piece:
+                    break
+            else:
+                return Match(request_id, bytes(frame[at:start]), layout)
         return None
 
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
@@ -180,7 +188,7 @@ class Layouts:
             self.clear()
         if self._count >= MAX_LAYOUTS:
             self.clear()
-        same_head = self._by_head.setdefault(d[start:head_end], [])
+        same_head = self._by_head.setdefault((layout.size, d[start:head_end]), [])
         if layout not in same_head:
             same_head.append(layout)
             self._count += 1
@@ -214,13 +222,13 @@ def encode_tensor_reply(
     if not data:
         return [_REPLY + id_bytes + b"j"]
     chunks: list[Any] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
-    for header, view in zip(headers, data, strict=True):
+    large = False
+    for header, piece in zip(headers, data, strict=True):
         chunks.append(header)
-        chunks.append(view)
+        chunks.append(piece)
+        large = large or type(piece) is not bytes
     chunks.append(b"j")
-    if all(type(c) is bytes for c in chunks):
-        return [b"".join(chunks)]
-    return chunks
+    return chunks if large else [b"".join(chunks)]
 
 
 def tensor_header(type_term: Any, shape: tuple[int, ...], nbytes: int) -> bytes:

@@ -115,6 +115,8 @@ def encode_tensor(out: TensorOut, array: Any) -> Any:
 
 # --- the worker ------------------------------------------------------------------------------
 
+ReplyPart = tuple[np.dtype, tuple[int, ...], bytes]  # a result's wire dtype, shape, header bytes
+
 
 class Worker:
     """Request handling, independent of where frames come from.
@@ -133,7 +135,7 @@ class Worker:
         # before; ``_learnable`` says the request being served may be recorded as one
         self.layouts = fastcall.Layouts()
         self._learnable = False
-        self._headers: dict[tuple[NxType, tuple[int, ...]], bytes] = {}
+        self._reply_plans: dict[bytes, tuple[Any, list[ReplyPart]]] = {}
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
@@ -261,11 +263,12 @@ class Worker:
     def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk]:
         """A request that follows a learned layout (``fastcall.Layouts.match``): the same steps
         as ``call`` by key, minus decoding, parsing and checking what the layout fixes (the
-        types and shapes, hence the signature; hooks never take this path)."""
+        types and shapes, hence the signature; hooks never take this path). The arguments are
+        views into the frame (learned frames are small, and each frame is a buffer of its own)."""
         self.request_id = match.request_id
         layout = match.layout
         try:
-            tensors = [_on_device(v) for v in self.layouts.arguments(frame, match)]
+            tensors = self.layouts.arguments(frame, match)
             program = self.cache.program_by_key(layout.key)
             if program is None:
                 raise UnknownGraph(
@@ -275,26 +278,38 @@ class Worker:
             results = self.cache.executable_for(layout.key, program, layout.signature)(*tensors)
             del tensors
             self.cache.stats.runs += 1
-            outs = program.outs
             if layout.keep:
-                refs = [(atom("ref"), self._keep(r, o)) for o, r in zip(outs, results, strict=True)]
+                refs = [(atom("ref"), self._keep(r, o))
+                        for o, r in zip(program.outs, results, strict=True)]
                 return channel.encode_chunks((atom("r"), match.request_id, refs))
-            headers, data = [], []
-            for out, array in zip(outs, results, strict=True):
-                host = np.asarray(array, dtype=wire_dtype(out.type))
-                if host.shape != out.shape:
-                    raise ValueError(f"result shape {host.shape} is not the declared {out.shape}")
-                header = self._headers.get((out.type, out.shape))
-                if header is None:
-                    header = fastcall.tensor_header(encode_type(out.type), out.shape, host.nbytes)
-                    if len(self._headers) < 4096:
-                        self._headers[(out.type, out.shape)] = header
-                headers.append(header)
+            data: list[bytes | memoryview] = []
+            plan = self._reply_plan(layout.key, program)
+            for (dtype, shape, _), array in zip(plan, results, strict=True):
+                host = np.asarray(array, dtype=dtype)
+                if host.shape != shape:
+                    raise ValueError(f"result shape {host.shape} is not the declared {shape}")
                 data.append(host.tobytes() if host.nbytes < SMALL_TENSOR
                             else np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
-            return fastcall.encode_tensor_reply(match.id_bytes, headers, data)
+            return fastcall.encode_tensor_reply(match.id_bytes, [h for _, _, h in plan], data)
         except Exception as exc:
             return self.error_reply(match.request_id, exc)
+
+    def _reply_plan(self, key: bytes, program: Any) -> list[ReplyPart]:
+        """Per output of ``program``: its wire dtype, shape and the bytes of its wire tensor up to
+        the data (``fastcall.tensor_header``), kept per graph key."""
+        kept = self._reply_plans.get(key)
+        if kept is not None and kept[0] is program:
+            return kept[1]
+        plan = []
+        for out in program.outs:
+            dtype = wire_dtype(out.type)
+            nbytes = int(np.prod(out.shape, dtype=np.int64)) * dtype.itemsize
+            plan.append((dtype, out.shape,
+                         fastcall.tensor_header(encode_type(out.type), out.shape, nbytes)))
+        if len(self._reply_plans) >= fastcall.MAX_LAYOUTS:
+            self._reply_plans.clear()
+        self._reply_plans[key] = (program, plan)
+        return plan
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
@@ -345,6 +360,7 @@ class Worker:
         _arity("forget_graphs", args, 0)
         self.cache.clear()
         self.layouts.clear()
+        self._reply_plans.clear()
         return atom("ok")
 
     def memory(self, args: list[Any]) -> Any:
