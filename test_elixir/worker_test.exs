@@ -47,6 +47,24 @@ defmodule NxJax.WorkerTest do
     end
   end
 
+  test "request ids of every size are encoded as term_to_binary does", %{worker: w} do
+    # ids are written without term_to_binary on the hot path: small, 32-bit and big integers
+    for first <- [250, 2_147_483_640] do
+      :sys.replace_state(w, &%{&1 | next_id: first})
+
+      for _ <- 1..10 do
+        assert NxJax.Worker.call(:ping, [], server: w) == :pong
+
+        assert [{{:f, 32}, {}, _}] =
+                 NxJax.Worker.fetch(NxJax.Worker.put([{{:f, 32}, {}, <<0::32>>}], server: w),
+                   server: w
+                 )
+      end
+    end
+
+    assert :sys.get_state(w).next_id > 2_147_483_648
+  end
+
   test "runs a graph on wire tensors", %{worker: w} do
     g =
       graph(

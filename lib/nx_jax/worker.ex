@@ -365,6 +365,17 @@ defmodule NxJax.Worker do
     if big_binary?(term), do: encode_big(term), else: small_body(term)
   end
 
+  # {:"C", id, :nx_jax, function, args}: the version byte, the tuple header and :"C"; the module
+  <<131, c_atom::binary>> = :erlang.term_to_binary(:C)
+  <<131, module_atom::binary>> = :erlang.term_to_binary(:nx_jax)
+  @request_head <<131, 104, 5>> <> c_atom
+  @module_atom module_atom
+
+  # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
+  defp encode_id(id) when id < 256, do: <<97, id>>
+  defp encode_id(id) when id < 2_147_483_648, do: <<98, id::32>>
+  defp encode_id(id), do: small_body(id)
+
   defp small_body(term) do
     <<131, body::binary>> = :erlang.term_to_binary(term)
     body
@@ -568,8 +579,8 @@ defmodule NxJax.Worker do
 
   defp send_request(state, function, body, entry) do
     id = state.next_id
-    header = <<131, 104, 5>> <> small_body(:C) <> small_body(id) <> small_body(:nx_jax)
-    true = Port.command(state.port, [header, small_body(function) | body])
+    header = [@request_head, encode_id(id), @module_atom, small_body(function)]
+    true = Port.command(state.port, [header | body])
     %{state | next_id: id + 1, pending: Map.put(state.pending, id, entry)}
   end
 
