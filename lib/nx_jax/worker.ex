@@ -121,8 +121,18 @@ defmodule NxJax.Worker do
     opts =
       if Enum.any?(args, &match?({:ref, _}, &1)), do: [{:retryable, false} | opts], else: opts
 
-    request(opts, {:graph_call, key, graph_bin, encode_body(args), keep, self()})
+    request(opts, {:graph_call, key, graph_bin, encode_args(args), keep, self()})
   end
+
+  # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
+  # case of a repeated call) are encoded in one term_to_binary; large data is never copied.
+  defp encode_args(args) do
+    if Enum.all?(args, &small_arg?/1), do: small_body(args), else: encode_body(args)
+  end
+
+  defp small_arg?({_type, _shape, data}) when is_binary(data), do: byte_size(data) < @big_binary
+  defp small_arg?({:ref, _handle}), do: true
+  defp small_arg?(_other), do: false
 
   @doc """
   The key of an encoded graph: its MD5 digest followed by its byte size as a 64-bit

@@ -152,9 +152,7 @@ defmodule Nx.Defn.Compiler do
     NxJax.Pool.with_worker(
       opts[:server] || home,
       fn server ->
-        # vectorized arguments travel devectorized (their full shape)
-        wire =
-          Enum.map(args, &NxJax.Backend.to_wire(Nx.devectorize(&1, keep_names: false), server))
+        wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
 
         call_opts = [server: server, on_hook: on_hook(hooks, opts[:hooks] || %{}, server)]
         results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
@@ -164,6 +162,10 @@ defmodule Nx.Defn.Compiler do
       opts
     )
   end
+
+  # vectorized arguments travel devectorized (their full shape)
+  defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
+  defp full_shape(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`
   # option overrides it by name) on the concrete values, in the hooked container.
