@@ -380,6 +380,13 @@ defmodule NxJax.Worker do
   <<131, module_atom::binary>> = :erlang.term_to_binary(:nx_jax)
   @request_head <<131, 104, 5>> <> c_atom
   @module_atom module_atom
+  # the atoms of call's [key, graph | nil, args, keep]
+  <<131, nil_atom::binary>> = :erlang.term_to_binary(nil)
+  <<131, true_atom::binary>> = :erlang.term_to_binary(true)
+  <<131, false_atom::binary>> = :erlang.term_to_binary(false)
+  @nil_atom nil_atom
+  @true_atom true_atom
+  @false_atom false_atom
 
   # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
   defp encode_id(id) when id < 256, do: <<97, id>>
@@ -583,7 +590,9 @@ defmodule NxJax.Worker do
         {graph_bin, %{state | known: MapSet.put(state.known, key)}}
       end
 
-    body = [<<108, 4::32>>, encode_body(key), encode_body(graph), args, encode_body(keep), 106]
+    graph = if graph, do: encode_body(graph), else: @nil_atom
+    keep = if keep, do: @true_atom, else: @false_atom
+    body = [<<108, 4::32, 109, byte_size(key)::32>>, key, graph, args, keep, 106]
     send_request(state, :call, body, entry)
   end
 
