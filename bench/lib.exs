@@ -58,10 +58,23 @@ defmodule Bench do
     end
   end
 
+  # Closes the port and kills its OS process: a baseline process still busy with a frame (the
+  # ErlPort reader takes minutes over 128 MB) would otherwise eat a core during later sections.
   def close_port(port) do
-    Port.close(port)
-  rescue
-    ArgumentError -> :already_closed
+    os_pid =
+      case Port.info(port, :os_pid) do
+        {:os_pid, pid} -> pid
+        nil -> nil
+      end
+
+    try do
+      Port.close(port)
+    rescue
+      ArgumentError -> :already_closed
+    end
+
+    if os_pid, do: System.cmd("kill", ["-9", Integer.to_string(os_pid)], stderr_to_stdout: true)
+    :ok
   end
 
   def sh(cmd, args) do

@@ -415,13 +415,18 @@ Python, or JAX after a jitted call). Runs where the echo paid that wake-up gave 
 2026-11-29 after the echo moved to one `writev` per reply gave 13 us. The ratio to the floor is
 what is ours: #{ratio.(s.ours.p50, s.floor.p50)}x.
 
-Where ours exceeds the floor (timestamps in both Python loops, 2026-11-29, 3000 calls each,
-p50; before the last change below): from writing the reply to having read the next request
-(the BEAM side: the GenServer hop and its bookkeeping, the ETF of request and reply, the
-caller's signature walk and result rebuild, plus the pipes) 30.3 us against 19.0; handling the
-request 31.1 us against 12.3 (the layout match, the arguments, the program and signature
-lookups, and a JAX call that runs colder after more Python); writing the reply 16.3 us against
-10.0 (since then a small reply goes out as one `bytes`). The same request handled in-process in
+Where ours exceeds the floor (timestamps in both Python loops, 2026-11-29, 3 runs of 3000
+calls each, p50): from writing the reply to having read the next request (the BEAM side: the
+GenServer hop and its bookkeeping, the ETF of request and reply, the caller's signature walk
+and result rebuild, plus the pipes) 28-30 us against 18-19; handling the request 25.5-26 us
+against 12-12.6 (the layout match, the arguments, the program and signature lookups, and a JAX
+call that runs colder after more Python); writing the reply 12.5-12.8 us against 10-10.4. On
+the BEAM side (timestamps in the caller and the GenServer, 3000 calls, p50): the caller from
+the call to sending its request 4.4 us (since trimmed: no devectorize of plain arguments, one
+`term_to_binary` for small arguments), the GenServer from that message to `Port.command` 3.0 us
+(since trimmed: request bytes made at compile time), from the reply's arrival to answering
+the caller 2.6 us, each message between the two processes 1.8 us, the caller from the reply
+to returning 1.3 us. The same request handled in-process in
 a tight loop (`bench/handle_profile.py`, caches warm): `Worker.handle` #{f.(s.handle["handle"], 1)} us
 on the learned path (recognising the layout #{f.(s.handle["match"], 1)} us), #{f.(s.handle["handle_generic"], 1)} us on the generic
 one (decoding the request #{f.(s.handle["decode_fast"], 1)} us with our decoder, #{f.(s.handle["decode_erlang_py"], 1)} us with
@@ -435,8 +440,9 @@ request is read with one `read` (header and payload) and a reply written with on
 was the header and then each chunk, each waking the reader); a key-only `call` that repeats one
 served before is recognised byte for byte outside its id and tensor data
 (`py_backend/fastcall.py`: no term decoding, request parsing or argument checks; the reply is
-written from cached tensor headers, byte-identical to the generic encoder's). Together: the
-small call went from 153 us to 71-75 us p50 in the same conditions, the ping from 73 us to 41.
+written from cached tensor headers, byte-identical to the generic encoder's); on the Elixir
+side a little less work per call (above). Together: the
+small call went from 153 us to 66-75 us p50 in the same conditions, the ping from 73 us to 41.
 Tried and not kept: `jax_cpu_enable_async_dispatch = False`, single-threaded XLA
 (`XLA_FLAGS`), BEAM busy-wait flags (`+sbwt`, `+swt`, `+S 1`): no change beyond the noise; a
 GenServer between caller and port costs 1-2 us (an echo through one: 21 us against 20 direct),
@@ -448,11 +454,14 @@ calls): in the caller, the signature walk 0.4 us, the `:persistent_term` lookup 
 placement (`NxJax.Pool.with_worker/3`) 0.35-0.45 us, the wire form of the argument and its
 iodata 0.35-0.5 us, rebuilding the result 0.1 us, the counters 0.1 us: about 1.5-2 us in all.
 
-On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, 2026-11-29, 4 x 500 calls,
-interleaved, `:spin_us` 100 / 0 / 100 / 0): nx_jax 74 / 67 / 56 / 92 us, ping 43 / 46 / 31 / 47,
-raw echo 18 / 18 / 19 / 21, in-process JAX 14 / 10 / 15 / 9: ratios 2.3 / 2.4 / 1.6 / 3.1. There
-waking a process is cheap, the echo is fast whatever the placement, and the gap is the Python
-worker's own time.
+On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, 2026-11-29, this version,
+4 x 500 calls of each row interleaved, `:spin_us` 100 / 0 / 100 / 0): nx_jax 56 / 55 / 47 / 63 us,
+ping 35 / 33 / 31 / 38, raw echo 20 / 17 / 16 / 20, in-process JAX 13 / 9 / 13 / 9, floor
+27 / 40 / 21 / 35: ratios to the baseline 1.73 / 2.07 / 1.59 / 2.20, to the floor 2.06 / 1.36 /
+2.20 / 1.77. There waking a process is cheap, the echo is fast wherever it runs, the floor
+(with polling) is at or below the baseline, and what stands between us and 1.5 is our own
+time: the GenServer round trip with its bookkeeping, the term codec at both ends and the
+Python around the jitted call, 25-30 us.
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -517,10 +526,15 @@ CPU, so however the calls are spread the throughput can grow at most
 #{System.schedulers_online()} / #{f.(pool_total.(r.pool.one), 2)} = **#{f.(System.schedulers_online() / pool_total.(r.pool.one), 2)}x** on this machine. With 2 workers the total was
 #{f.(pool_total.(r.pool.two), 2)} of #{System.schedulers_online()}: #{pool_verdict}. Nothing in the pool serialises the calls
 (each worker has its own GenServer and port; placement reads an atomic counter per worker).
-Run on its own (`Bench.pool_throughput/3` in a fresh `mix run`, 2026-11-29, 4 runs) the same
-bench gave 24,600-32,600 calls/s with one worker (1.4-1.45 cores busy: bound 1.4x) and
-24,400-25,600 with two (1.9-2.0 cores busy): ratio 0.76-1.04, the machine saturated. On a
-machine with cores to spare the same bench scales; the run on 16 cores below gives 1.91x.
+Run on its own (`Bench.pool_throughput/3` in a fresh `mix run`, 2026-11-29, 6 runs, `:spin_us`
+100 and 0 alternating) the same bench gave 23,000-41,000 calls/s with one worker (in two
+clusters, 23-25k and 36-41k; 1.3-1.8 cores busy) and 24,900-28,000 with two (1.6-2.0 cores
+busy): ratios 0.62-1.2, with no difference between polling and not ("cores busy" counts a
+worker's polling too). On this machine a second worker does not pay. (Earlier runs of this
+bench left the ErlPort baseline process of section 2 reading its 128 MB frame for minutes,
+eating a core during sections 3-6; `Bench.close_port/1` now kills it.) On a machine with
+cores to spare the same bench scales: 1.81x with 2 workers on 16 cores (below;
+an earlier run of the previous commit gave 1.91x).
 
 #{pool_scaling_note}
 
