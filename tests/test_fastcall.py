@@ -287,3 +287,36 @@ def test_bad_request_ids_take_the_generic_path() -> None:
     # the worker goes on serving the learned call
     assert worker.layouts.match(frame) is not None
     assert decode(reply_bytes(worker.handle(frame)))[0] == atom("r")
+
+
+# --- through a real worker process --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spin_us", ["0", "300"])
+def test_a_real_worker_serves_learned_calls_back_to_back_and_after_pauses(spin_us: str) -> None:
+    # requests pipelined (several frames in one read), spaced out (the poll runs out and the
+    # worker sleeps), learned and not; every reply correct and in order; EOF ends it with 0
+    import time
+
+    from .helpers import WorkerProcess
+
+    graph = axpy_graph("f64", (2,))
+    key = key_of(graph)
+    w = WorkerProcess(env={"NX_JAX_SPIN_US": spin_us})
+    try:
+        rng = np.random.default_rng(4)
+        sent: list[tuple[int, np.ndarray, np.ndarray]] = []
+        for request_id in range(40):
+            x, y = rng.standard_normal(2), rng.standard_normal(2)
+            graph_or_none = graph if request_id == 0 else None
+            w.send_raw(bytes(elixir_call(request_id, key, graph_or_none, [x, y])))
+            sent.append((request_id, x, y))
+            if request_id % 10 == 9:
+                time.sleep(0.01)  # longer than any poll: the worker goes to sleep in between
+        for request_id, x, y in sent:
+            reply = w.receive()
+            assert reply[0] == atom("r") and reply[1] == request_id
+            np.testing.assert_allclose(from_wire(reply[2][0]), 2 * x + y, rtol=1e-12)
+            np.testing.assert_array_equal(from_wire(reply[2][1]), x)
+    finally:
+        assert w.close() == 0
