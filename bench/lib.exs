@@ -87,6 +87,13 @@ defmodule Bench do
     out |> String.split("\n") |> List.last() |> decode_json()
   end
 
+  @doc "The time of each of `n` in-process JAX MLP steps (bench/inprocess.py), in us."
+  def inprocess_mlp_samples(n) do
+    out = sh(python(), [Path.join(@root, "bench/inprocess.py"), Integer.to_string(4 * n)])
+    [_, list] = Regex.run(~r/"mlp_samples": \[([^\]]*)\]/, out)
+    list |> String.split(", ") |> Enum.map(&String.to_float/1)
+  end
+
   # the tiny JSON of bench/inprocess.py: {"a": {"p50": 1.0, "p99": 2.0}, ...}
   defp decode_json(text) do
     Regex.scan(~r/"(\w+)": \{"p50": ([\d.e+-]+), "p99": ([\d.e+-]+)\}/, text)

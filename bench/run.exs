@@ -197,22 +197,20 @@ w2 =
 n_mlp = 400
 state = :ets.new(:bench, [:set, :public])
 :ets.insert(state, {:shipped, {w1, w2}})
-
-shipped =
-  Bench.percentiles(
-    Bench.samples(n_mlp, fn ->
-      [{:shipped, p}] = :ets.lookup(state, :shipped)
-      :ets.insert(state, {:shipped, Bench.step(p, xs, ys)})
-    end)
-  )
-
 rxs = Nx.backend_transfer(xs, NxJax.Backend)
 rys = Nx.backend_transfer(ys, NxJax.Backend)
 Process.put(:resident, Nx.backend_transfer({w1, w2}, NxJax.Backend))
 
-resident =
-  Bench.percentiles(
-    Bench.samples(n_mlp, fn ->
+mlp_variants = [
+  jax: &Bench.inprocess_mlp_samples/1,
+  shipped: fn n ->
+    Bench.samples(n, fn ->
+      [{:shipped, p}] = :ets.lookup(state, :shipped)
+      :ets.insert(state, {:shipped, Bench.step(p, xs, ys)})
+    end)
+  end,
+  resident: fn n ->
+    Bench.samples(n, fn ->
       old = Process.get(:resident)
       new = Bench.step(old, rxs, rys)
       # free the old weights: Nx.backend_deallocate/1 does not wait for the worker's reply
@@ -221,29 +219,30 @@ resident =
       :ok = Nx.backend_deallocate(old2)
       Process.put(:resident, new)
     end)
-  )
-
-# the same, waiting for the free's reply (as before release/2): one more round trip per step
-resident_wait =
-  Bench.percentiles(
-    Bench.samples(n_mlp, fn ->
+  end,
+  # the same, waiting for the free's reply (as before release/2): one more round trip per step
+  resident_wait: fn n ->
+    Bench.samples(n, fn ->
       old = Process.get(:resident)
       new = Bench.step(old, rxs, rys)
       {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
       2 = NxJax.Worker.free([ha, hb], server: w)
       Process.put(:resident, new)
     end)
-  )
+  end
+]
 
-inproc_mlp = Bench.inprocess(4 * n_mlp)["mlp"]
+# four rounds, each running every variant in turn (in-process JAX included), as in section 1
+mlp =
+  Enum.reduce(1..4, %{}, fn _, acc ->
+    Enum.reduce(mlp_variants, acc, fn {name, fun}, acc ->
+      samples = fun.(div(n_mlp, 4))
+      Map.update(acc, name, samples, &(&1 ++ samples))
+    end)
+  end)
+  |> Map.new(fn {k, v} -> {k, Bench.percentiles(v)} end)
 
-r =
-  Map.put(r, :mlp, %{
-    shipped: shipped,
-    resident: resident,
-    resident_wait: resident_wait,
-    jax: inproc_mlp
-  })
+r = Map.put(r, :mlp, mlp)
 
 # --- 4. repeated calls -----------------------------------------------------------------------
 IO.puts("4. counters")
@@ -403,7 +402,8 @@ the figure: our worker polls its pipe for #{s.spin_us} us after a reply instead 
 the jitted call made in the Python process behind it and nothing else (no term codec, no
 request parsing, no GenServer): what any Python worker calling JAX pays at least.
 
-What bounds it. The floor alone is #{ratio.(s.floor.p50, s.base.p50)}x the baseline: in a
+What bounds it. The floor alone is #{ratio.(s.floor.p50, s.base.p50)}x the baseline in this run (1.4-2.4 in the runs of
+2026-11-29): in a
 process that alternates with pipe I/O the JAX call and the reply's `write` cost more than in
 a hot loop (instrumented, below), so on this machine a ratio of 1.5 is out of reach for any
 Python worker whenever the raw echo takes its fast path. That path depends on where the
@@ -454,14 +454,18 @@ calls): in the caller, the signature walk 0.4 us, the `:persistent_term` lookup 
 placement (`NxJax.Pool.with_worker/3`) 0.35-0.45 us, the wire form of the argument and its
 iodata 0.35-0.5 us, rebuilding the result 0.1 us, the counters 0.1 us: about 1.5-2 us in all.
 
-On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, 2026-11-29, this version,
-4 x 500 calls of each row interleaved, `:spin_us` 100 / 0 / 100 / 0): nx_jax 56 / 55 / 47 / 63 us,
-ping 35 / 33 / 31 / 38, raw echo 20 / 17 / 16 / 20, in-process JAX 13 / 9 / 13 / 9, floor
-27 / 40 / 21 / 35: ratios to the baseline 1.73 / 2.07 / 1.59 / 2.20, to the floor 2.06 / 1.36 /
-2.20 / 1.77. There waking a process is cheap, the echo is fast wherever it runs, the floor
-(with polling) is at or below the baseline, and what stands between us and 1.5 is our own
-time: the GenServer round trip with its bookkeeping, the term codec at both ends and the
-Python around the jitted call, 25-30 us.
+On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, 2026-11-29, before the last
+Elixir-side and reply-plan trims above, 4 x 500 calls of each row interleaved, `:spin_us`
+100 / 0 / 100 / 0): nx_jax 56 / 55 / 47 / 63 us, ping 35 / 33 / 31 / 38, raw echo
+20 / 17 / 16 / 20, in-process JAX 13 / 9 / 13 / 9, floor 27 / 40 / 21 / 35: ratios to the
+baseline 1.73 / 2.07 / 1.59 / 2.20, to the floor 2.06 / 1.36 / 2.20 / 1.77. There waking a
+process is cheap, the echo is fast wherever it runs, the floor (with polling) is at or below
+the baseline, and what stands between us and 1.5 is our own time: the GenServer round trip with
+its bookkeeping, the term codec at both ends and the Python around the jitted call, 25-30 us.
+The BEAM's schedulers count there (same machine, later, `:spin_us` 100): with the default 16,
+nx_jax 51-59 us, ping 33-39, an echo through a bare GenServer 18-19 against 13-14 direct (a
+hop costs ~5 us when the two processes sit on different sleeping schedulers); with `+S 4`,
+nx_jax 43 us, ping 28, floor 23; with `+S 2`, 47 / 35 / 28.
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -482,6 +486,9 @@ peak RSS #{f.((mem.peak - mem.idle) / 1_048_576, 0)} MiB above the idle RSS, tha
 **#{ratio.(mem.peak - mem.idle, mem.tensor)}x** the tensor (target < 3x).
 
 ## 3. MLP training step (x 64x256, w1 256x256, w2 256x1, tanh, MSE, SGD), #{n_mlp} steps
+
+Measured in 4 interleaved rounds of #{div(n_mlp, 4)} steps (each round runs every row in turn, the
+in-process JAX one included).
 
 | | p50 (us) | p99 (us) | p50 / in-process JAX |
 | --- | --- | --- | --- |
