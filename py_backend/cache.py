@@ -83,6 +83,18 @@ class Cache:
             self._programs.move_to_end(key)
         return program
 
+    def hit(self, key: bytes, sig: Signature) -> Program | None:
+        """``program_by_key`` and ``executable_for`` in one step, for a call known to have run
+        before with this signature (the fast call path): the program, its jitted function
+        ready, or ``None`` when the key is unknown (counted as with ``program_by_key``)."""
+        program = self._programs.get(key)
+        if program is None:
+            self.stats.unknown_graphs += 1
+            return None
+        self._programs.move_to_end(key)
+        self.executable_for(key, program, sig)
+        return program
+
     def clear(self) -> None:
         """Forget every program and executable (the counters stay)."""
         self._programs.clear()

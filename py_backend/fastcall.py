@@ -231,6 +231,11 @@ def encode_tensor_reply(
     return chunks if large else [b"".join(chunks)]
 
 
+def reply_head(id_bytes: bytes, count: int) -> bytes:
+    """The bytes of ``{:r, id, [...]}`` up to its first tensor (``count`` > 0 of them)."""
+    return _REPLY + id_bytes + b"l" + _U32.pack(count)
+
+
 def tensor_header(type_term: Any, shape: tuple[int, ...], nbytes: int) -> bytes:
     """The bytes of ``{type, shape, <<data>>}`` before ``data`` (``nbytes`` of it)."""
     encoded = channel.encode((type_term, shape, channel.binary(b"\0" * nbytes)))
