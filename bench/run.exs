@@ -462,10 +462,11 @@ baseline 1.73 / 2.07 / 1.59 / 2.20, to the floor 2.06 / 1.36 / 2.20 / 1.77. Ther
 process is cheap, the echo is fast wherever it runs, the floor (with polling) is at or below
 the baseline, and what stands between us and 1.5 is our own time: the GenServer round trip with
 its bookkeeping, the term codec at both ends and the Python around the jitted call, 25-30 us.
-The BEAM's schedulers count there (same machine, later, `:spin_us` 100): with the default 16,
-nx_jax 51-59 us, ping 33-39, an echo through a bare GenServer 18-19 against 13-14 direct (a
-hop costs ~5 us when the two processes sit on different sleeping schedulers); with `+S 4`,
-nx_jax 43 us, ping 28, floor 23; with `+S 2`, 47 / 35 / 28.
+The BEAM's schedulers and the machine's moment count there (`:spin_us` 100, this version):
+with the default 16 schedulers, nx_jax 46.5 / 50.8 us in two runs, ping 33 / 31, floor 26 / 31,
+an echo through a bare GenServer 18 / 16.5 against 13.8 / 13.3 direct; with `+S 4`, nx_jax
+62 / 48, ping 41 / 33, floor 26 / 27. In-process JAX measured 16 us in the same session (9-13
+in earlier ones), so the default runs are 1.56x and 1.73x the baseline.
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -540,8 +541,9 @@ busy): ratios 0.62-1.2, with no difference between polling and not ("cores busy"
 worker's polling too). On this machine a second worker does not pay. (Earlier runs of this
 bench left the ErlPort baseline process of section 2 reading its 128 MB frame for minutes,
 eating a core during sections 3-6; `Bench.close_port/1` now kills it.) On a machine with
-cores to spare the same bench scales: 1.81x with 2 workers on 16 cores (below;
-an earlier run of the previous commit gave 1.91x).
+cores to spare the same bench scales: 1.81x with 2 workers on 16 cores (below; two other
+runs there on 2026-11-29 gave 1.91x, and 3.19x against an unusually slow one-worker run of
+17,300 calls/s).
 
 #{pool_scaling_note}
 
