@@ -267,6 +267,7 @@ class FrameWriter:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
                 self._write_all(framed)
+                self._flush()
             return
         chunks: Sequence[Chunk] = (
             [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
@@ -285,6 +286,13 @@ class FrameWriter:
                 self._write_all(header)
                 for view in views:
                     self._write_all(view)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._fd is None:  # a buffered sink given by the caller; a bare fd has nothing to flush
+            flush = getattr(self._raw, "flush", None)
+            if flush is not None:
+                flush()
 
 
 # --- term codec -----------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import random
+import select
 import struct
 import threading
 import time
@@ -275,3 +277,27 @@ def test_a_spinning_reader_gets_frames_sent_late_and_eof(spin_us: int) -> None:
     finally:
         thread.join()
         os.close(r)
+
+
+@pytest.mark.parametrize("payload", [b"small", [b"x" * 70_000, b"y" * 10]])
+def test_a_buffered_sink_is_flushed_after_each_frame(payload: Any) -> None:
+    # a caller's buffered file object: the frame must be on the wire when write_frame returns
+    r, w = os.pipe()
+    sink = io.BufferedWriter(io.FileIO(w, "wb"), buffer_size=1 << 20)
+    try:
+        data = payload if isinstance(payload, bytes) else b"".join(payload)
+        thread = threading.Thread(target=FrameWriter(sink).write_frame, args=(payload,))
+        thread.start()
+        got = bytearray()
+        while len(got) < len(data) + 4:
+            ready, _, _ = select.select([r], [], [], 5.0)
+            assert ready, f"only {len(got)} of {len(data) + 4} bytes reached the pipe"
+            got += os.read(r, 1 << 20)
+        thread.join()
+        assert bytes(got) == frame(data)
+    finally:
+        os.close(r)  # first: a frame still in the buffer must not block the close below
+        try:
+            sink.close()
+        except BrokenPipeError:
+            pass
