@@ -461,7 +461,7 @@ class Worker:
 
 def _on_device(view: np.ndarray) -> Any:
     """An argument read from a request frame, as the jitted function takes it: a NumPy copy
-    when small (cheaper than a device_put), on the device when large; no view of the frame."""
+    when small (cheaper than a device_put), ``jax.device_put`` when large."""
     return view.copy() if view.nbytes < SMALL_TENSOR else jax.device_put(view)
 
 
