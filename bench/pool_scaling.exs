@@ -2,7 +2,9 @@
 # `mix run bench/pool_scaling.exs [OUT.md]`. 8 callers of the small defn through pools of 1, 2 and
 # 4 workers (as many as the cores allow); throughput and the cores each OS process kept busy.
 # Writes a Markdown paragraph and table to OUT.md when given (bench/run.exs includes
-# bench/pool_scaling.md in docs/BENCHMARKS.md). Not a test: nothing here asserts a timing.
+# bench/pool_scaling.md in docs/BENCHMARKS.md). Not a test: nothing here asserts a timing. For a
+# machine with Python and JAX but no Erlang/Elixir (the lent accelerator machine), pack them with
+# bench/device_kit.sh.
 Code.require_file("lib.exs", __DIR__)
 
 cores = System.schedulers_online()

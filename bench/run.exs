@@ -541,9 +541,9 @@ busy): ratios 0.62-1.2, with no difference between polling and not ("cores busy"
 worker's polling too). On this machine a second worker does not pay. (Earlier runs of this
 bench left the ErlPort baseline process of section 2 reading its 128 MB frame for minutes,
 eating a core during sections 3-6; `Bench.close_port/1` now kills it.) On a machine with
-cores to spare the same bench scales: 1.81x with 2 workers on 16 cores (below; two other
-runs there on 2026-11-29 gave 1.91x, and 3.19x against an unusually slow one-worker run of
-17,300 calls/s).
+cores to spare the same bench scales: 2.07x with 2 workers and 3.21x with 4 on 16 cores (below,
+this version); runs of earlier versions there on 2026-11-29 gave 1.91x, 1.81x and 3.19x with 2
+workers, the one-worker figure varying most (17,300-33,000 calls/s).
 
 #{pool_scaling_note}
 
