@@ -90,15 +90,10 @@ class Layouts:
         at = len(prefix)
         if len(frame) <= at + 5 or frame[:at] != prefix:
             return None
-        tag = frame[at]
-        if tag == 97:  # SMALL_INTEGER_EXT
-            request_id, start = frame[at + 1], at + 2
-        elif tag == 98:  # INTEGER_EXT
-            request_id, start = int.from_bytes(frame[at + 1:at + 5], "big", signed=True), at + 5
-            if request_id < 0:
-                return None
-        else:
+        found = _request_id(frame, at)
+        if found is None:
             return None
+        request_id, start = found
         size = len(frame) - start
         candidates = self._by_head.get((size, bytes(frame[start:start + self._head_len])))
         if candidates is None:
@@ -229,11 +224,6 @@ def encode_tensor_reply(
         large = large or type(piece) is not bytes
     chunks.append(b"j")
     return chunks if large else [b"".join(chunks)]
-
-
-def reply_head(id_bytes: bytes, count: int) -> bytes:
-    """The bytes of ``{:r, id, [...]}`` up to its first tensor (``count`` > 0 of them)."""
-    return _REPLY + id_bytes + b"l" + _U32.pack(count)
 
 
 def tensor_header(type_term: Any, shape: tuple[int, ...], nbytes: int) -> bytes:

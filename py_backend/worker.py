@@ -115,7 +115,8 @@ def encode_tensor(out: TensorOut, array: Any) -> Any:
 
 # --- the worker ------------------------------------------------------------------------------
 
-ReplyPart = tuple[np.dtype, tuple[int, ...], bytes]  # a result's wire dtype, shape, header bytes
+# per output: (wire dtype, shape), and the bytes of its wire tensor before the data
+ReplyPlan = tuple[list[tuple[np.dtype, tuple[int, ...]]], list[bytes]]
 
 
 class Worker:
@@ -135,7 +136,7 @@ class Worker:
         # before; ``_learnable`` says the request being served may be recorded as one
         self.layouts = fastcall.Layouts()
         self._learnable = False
-        self._reply_plans: dict[bytes, tuple[Any, list[ReplyPart]]] = {}
+        self._reply_plans: dict[bytes, tuple[Any, ReplyPlan]] = {}
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
@@ -280,44 +281,36 @@ class Worker:
                 refs = [(atom("ref"), self._keep(r, o))
                         for o, r in zip(program.outs, results, strict=True)]
                 return channel.encode_chunks((atom("r"), match.request_id, refs))
-            plan = self._reply_plan(layout.key, program)
-            if len(results) != len(plan):
-                raise ValueError(f"the run gave {len(results)} results for {len(plan)} outputs")
-            if not plan:
-                return fastcall.encode_tensor_reply(match.id_bytes, [], [])
-            chunks: list[Chunk] = [fastcall.reply_head(match.id_bytes, len(plan))]
-            large = False
-            for (dtype, shape, header), array in zip(plan, results):  # noqa: B905 (checked)
+            parts, headers = self._reply_plan(layout.key, program)
+            if len(results) != len(parts):
+                raise ValueError(f"the run gave {len(results)} results for {len(parts)} outputs")
+            data: list[bytes | memoryview] = []
+            for (dtype, shape), array in zip(parts, results):  # noqa: B905 (checked)
                 host = np.asarray(array, dtype=dtype)
                 if host.shape != shape:
                     raise ValueError(f"result shape {host.shape} is not the declared {shape}")
-                chunks.append(header)
-                if host.nbytes < SMALL_TENSOR:
-                    chunks.append(host.tobytes())
-                else:
-                    chunks.append(np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
-                    large = True
-            chunks.append(b"j")
-            return chunks if large else [b"".join(chunks)]
+                data.append(host.tobytes() if host.nbytes < SMALL_TENSOR
+                            else np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
+            return fastcall.encode_tensor_reply(match.id_bytes, headers, data)
         except Exception as exc:
             return self.error_reply(match.request_id, exc)
 
-    def _reply_plan(self, key: bytes, program: Any) -> list[ReplyPart]:
-        """Per output of ``program``: its wire dtype, shape and the bytes of its wire tensor up to
-        the data (``fastcall.tensor_header``), kept per graph key."""
+    def _reply_plan(self, key: bytes, program: Any) -> ReplyPlan:
+        """Per output of ``program``: its wire dtype and shape, and the bytes of its wire tensor
+        up to the data (``fastcall.tensor_header``); kept per graph key."""
         kept = self._reply_plans.get(key)
         if kept is not None and kept[0] is program:
             return kept[1]
-        plan = []
+        parts, headers = [], []
         for out in program.outs:
             dtype = wire_dtype(out.type)
             nbytes = int(np.prod(out.shape, dtype=np.int64)) * dtype.itemsize
-            plan.append((dtype, out.shape,
-                         fastcall.tensor_header(encode_type(out.type), out.shape, nbytes)))
+            parts.append((dtype, out.shape))
+            headers.append(fastcall.tensor_header(encode_type(out.type), out.shape, nbytes))
         if len(self._reply_plans) >= fastcall.MAX_LAYOUTS:
             self._reply_plans.clear()
-        self._reply_plans[key] = (program, plan)
-        return plan
+        self._reply_plans[key] = (program, (parts, headers))
+        return parts, headers
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
