@@ -417,8 +417,8 @@ class Worker:
         match = self.layouts.match(frame)
         if match is not None:
             return self._fast_call(frame, match)
-        # a small frame is kept until the reply, to be learned if it is a repeatable call
-        learn = bytes(frame) if len(frame) <= fastcall.LEARN_BELOW else None
+        # a small frame is kept until the reply, to be learned (copied) if it is a repeatable call
+        learn = frame if len(frame) <= fastcall.LEARN_BELOW else None
         self._learnable = False
         request_id: int = -1
         try:
@@ -434,7 +434,7 @@ class Worker:
             result = self.functions[function](args)
             reply = channel.encode_chunks((atom("r"), request_id, result))
             if self._learnable and learn is not None:
-                self.layouts.learn(learn)
+                self.layouts.learn(bytes(learn))
             return reply
         except Exception as exc:
             return self.error_reply(request_id, exc)
