@@ -54,6 +54,9 @@ class Match(NamedTuple):
     layout: Layout
 
 
+_new_match = tuple.__new__  # Match(...) without NamedTuple's keyword handling (hot path)
+
+
 def _request_id(frame: Any, i: int) -> tuple[int, int] | None:
     """The request id at ``frame[i]`` and where it ends, for the two integer tags Elixir uses
     for ids below 2**31."""
@@ -83,12 +86,16 @@ class Layouts:
         return self._count
 
     def match(self, frame: channel.Chunk) -> Match | None:
-        """The learned layout ``frame`` follows, or ``None`` (then decode it the generic way)."""
+        """The learned layout ``frame`` follows, or ``None`` (then decode it the generic way).
+        Frames come as ``bytes`` or ``bytearray`` (the reader's); a ``memoryview`` is compared
+        through a copy."""
         prefix = self._prefix
         if prefix is None:
             return None
+        if type(frame) is memoryview:
+            frame = frame.tobytes()
         at = len(prefix)
-        if len(frame) <= at + 5 or frame[:at] != prefix:
+        if len(frame) <= at + 5 or not frame.startswith(prefix):
             return None
         found = _request_id(frame, at)
         if found is None:
@@ -100,18 +107,18 @@ class Layouts:
             return None
         for layout in candidates:
             for offset, piece in layout.consts:
-                if frame[start + offset:start + offset + len(piece)] != piece:
+                if not frame.startswith(piece, start + offset):
                     break
             else:
-                return Match(request_id, bytes(frame[at:start]), layout)
+                return _new_match(Match, (request_id, bytes(frame[at:start]), layout))
         return None
 
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
-        """Read-only views of the tensors' data in ``frame`` (no copy)."""
+        """Views of the tensors' data in ``frame`` (no copy)."""
         start = len(frame) - match.layout.size
         return [
-            np.frombuffer(frame, dtype=dtype, count=count, offset=start + at).reshape(shape)
-            for at, dtype, shape, count in match.layout.tensors
+            np.ndarray(shape, dtype, frame, start + at)
+            for at, dtype, shape, _count in match.layout.tensors
         ]
 
     def learn(self, frame: bytes) -> Layout | None:
@@ -205,6 +212,7 @@ def _is_shape(term: Any) -> bool:
 
 
 _REPLY = b"\x83h\x03" + channel.encode(channel.atom("r"))[1:]  # {:r, id, result}
+_ONE = b"l" + _U32.pack(1)  # the head of a one-element list
 
 
 def encode_tensor_reply(
@@ -216,6 +224,8 @@ def encode_tensor_reply(
     data."""
     if not data:
         return [_REPLY + id_bytes + b"j"]
+    if len(data) == 1 and len(headers) == 1 and type(data[0]) is bytes:  # one small result
+        return [b"".join((_REPLY, id_bytes, _ONE, headers[0], data[0], b"j"))]
     chunks: list[Any] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
     large = False
     for header, piece in zip(headers, data, strict=True):

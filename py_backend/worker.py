@@ -266,8 +266,8 @@ class Worker:
         as ``call`` by key, minus decoding, parsing and checking what the layout fixes (the
         types and shapes, hence the signature; hooks never take this path). The arguments are
         views into the frame (learned frames are small, and each frame is a buffer of its own)."""
-        self.request_id = match.request_id
-        layout = match.layout
+        request_id, id_bytes, layout = match
+        self.request_id = request_id
         try:
             program = self.cache.hit(layout.key, layout.signature)
             if program is None:
@@ -280,7 +280,7 @@ class Worker:
             if layout.keep:
                 refs = [(atom("ref"), self._keep(r, o))
                         for o, r in zip(program.outs, results, strict=True)]
-                return channel.encode_chunks((atom("r"), match.request_id, refs))
+                return channel.encode_chunks((atom("r"), request_id, refs))
             parts, headers = self._reply_plan(layout.key, program)
             if len(results) != len(parts):
                 raise ValueError(f"the run gave {len(results)} results for {len(parts)} outputs")
@@ -291,9 +291,9 @@ class Worker:
                     raise ValueError(f"result shape {host.shape} is not the declared {shape}")
                 data.append(host.tobytes() if host.nbytes < SMALL_TENSOR
                             else np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
-            return fastcall.encode_tensor_reply(match.id_bytes, headers, data)
+            return fastcall.encode_tensor_reply(id_bytes, headers, data)
         except Exception as exc:
-            return self.error_reply(match.request_id, exc)
+            return self.error_reply(request_id, exc)
 
     def _reply_plan(self, key: bytes, program: Any) -> ReplyPlan:
         """Per output of ``program``: its wire dtype and shape, and the bytes of its wire tensor

@@ -127,6 +127,22 @@ defmodule NxJax.FaultsTest do
       refute File.exists?("/proc/#{stuck_os_pid}/cmdline") and not zombie?(stuck_os_pid)
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
     end
+
+    # the caller keeps the deadline and tells the worker when it passes; a notice that comes
+    # after the reply (the two crossed) must not replace a worker that did nothing wrong
+    test "a deadline notice for a call already answered leaves the worker alone", %{name: name} do
+      os_pid = NxJax.Worker.os_pid(name)
+      assert NxJax.Worker.call(:ping, [], server: name, timeout: 50) == :pong
+      tag = make_ref()
+      send(Process.whereis(name), {:deadline, {tag, tag}, 50})
+      assert NxJax.Worker.call(:ping, [], server: name) == :pong
+      assert NxJax.Worker.os_pid(name) == os_pid
+      assert NxJax.Worker.pending(name) == 0
+    end
+
+    test ":infinity waits without a deadline", %{name: name} do
+      assert NxJax.Worker.call(:ping, [], server: name, timeout: :infinity) == :pong
+    end
   end
 
   defp zombie?(os_pid) do

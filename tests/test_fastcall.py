@@ -99,6 +99,20 @@ def test_the_tensor_reply_is_byte_for_byte_the_generic_encoding(request_id: int)
         channel.encode((atom("r"), request_id, []))
 
 
+@pytest.mark.parametrize("request_id", [0, 300, 2**31 - 1])
+@pytest.mark.parametrize("array", [np.array(1.5, np.float32), np.arange(6, dtype=np.int16),
+                                   np.zeros((0,), np.float64)])
+def test_one_small_result_is_one_chunk_and_the_generic_encoding(
+    request_id: int, array: np.ndarray
+) -> None:
+    term = wire_tensor(array)
+    header = fastcall.tensor_header(term[0], term[1], array.nbytes)
+    chunks = fastcall.encode_tensor_reply(fastcall.id_bytes(request_id), [header],
+                                          [array.tobytes()])
+    assert len(chunks) == 1
+    assert reply_bytes(chunks) == channel.encode((atom("r"), request_id, [term]))
+
+
 # --- learning and matching --------------------------------------------------------------------
 
 KEY = bytes(range(24))

@@ -271,8 +271,10 @@ defmodule NxJax.Worker do
   # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
   # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
   # computes) in this process. The reply address is a monitor alias, so a reply that comes
-  # after we gave up is dropped. The worker enforces the deadline itself (and replaces itself
-  # past it); the extra time here only covers a GenServer that cannot answer at all.
+  # after we gave up is dropped. The caller keeps the deadline (no timer in the GenServer per
+  # request): when it passes, it tells the GenServer, which answers the call with a Timeout and
+  # replaces its Python process if the request is still pending; the grace after that only
+  # covers a GenServer that cannot answer at all.
   defp call_server(server, message, timeout, on_hook) do
     case GenServer.whereis(server) do
       nil ->
@@ -280,14 +282,15 @@ defmodule NxJax.Worker do
 
       dest ->
         tag = :erlang.monitor(:process, dest, alias: :demonitor)
-        send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
+        send(dest, {:nx_jax_request, {tag, tag}, message})
 
         limit =
           if timeout == :infinity,
             do: :infinity,
-            else: System.monotonic_time(:millisecond) + timeout + @deadline_grace
+            else: System.monotonic_time(:millisecond) + timeout
 
-        await_reply(tag, %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}, nil)
+        wait = %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook, notified: false}
+        await_reply(tag, wait, nil)
     end
   end
 
@@ -304,8 +307,16 @@ defmodule NxJax.Worker do
         failed || {:error, down_error(reason, wait.dest)}
     after
       remaining(wait.limit) ->
-        Process.demonitor(tag, [:flush])
-        failed || {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+        if wait.notified do
+          Process.demonitor(tag, [:flush])
+
+          failed ||
+            {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+        else
+          send(wait.dest, {:deadline, {tag, tag}, wait.timeout})
+          limit = System.monotonic_time(:millisecond) + @deadline_grace
+          await_reply(tag, %{wait | limit: limit, notified: true}, failed)
+        end
     end
   end
 
@@ -519,7 +530,6 @@ defmodule NxJax.Worker do
        known: MapSet.new(),
        live: :ets.new(__MODULE__, [:set, :public, write_concurrency: true]),
        owners: %{},
-       deadlines: %{},
        os_pid: os_pid,
        stdio_to: Keyword.get(opts, :stdio_to),
        counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
@@ -528,17 +538,6 @@ defmodule NxJax.Worker do
 
   @impl true
   def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
-
-  def handle_call({:deadline, timeout, message}, from, state) do
-    {:noreply, state} = handle_call(message, from, state)
-
-    if timeout == :infinity do
-      {:noreply, state}
-    else
-      timer = Process.send_after(self(), {:deadline, from, timeout}, timeout)
-      {:noreply, %{state | deadlines: Map.put(state.deadlines, from, timer)}}
-    end
-  end
 
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
   def handle_call(:live_table, _from, state), do: {:reply, state.live, state}
@@ -647,12 +646,11 @@ defmodule NxJax.Worker do
     {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
-  # A call's deadline passed: answer it with a timeout and replace the worker (kill its
-  # Python process; the exit_status that follows fails the other pending calls and stops this
-  # GenServer, and the supervisor starts a new worker).
+  # A call's deadline passed (its caller says so): if it is still pending, answer it with a
+  # timeout and replace the worker (kill its Python process; the exit_status that follows fails
+  # the other pending calls and stops this GenServer, and the supervisor starts a new worker).
+  # A call already answered is left alone: its reply is on its way.
   def handle_info({:deadline, from, timeout}, state) do
-    state = %{state | deadlines: Map.delete(state.deadlines, from)}
-
     case Enum.find(state.pending, fn {_id, {caller, _}} -> caller == from end) do
       nil ->
         {:noreply, state}
@@ -693,14 +691,9 @@ defmodule NxJax.Worker do
     {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
   end
 
-  # a request from call_server/4 (GenServer.call's protocol, with a reply alias); a release is
-  # answered at once, so it takes no deadline
-  def handle_info({:nx_jax_request, from, _timeout, {:release, _} = message}, state) do
+  # a request from call_server/4 (GenServer.call's protocol, with a reply alias)
+  def handle_info({:nx_jax_request, from, message}, state) do
     handle_call(message, from, state)
-  end
-
-  def handle_info({:nx_jax_request, from, timeout, message}, state) do
-    handle_call({:deadline, timeout, message}, from, state)
   end
 
   def handle_info(_other, state), do: {:noreply, state}
@@ -783,15 +776,7 @@ defmodule NxJax.Worker do
 
   defp reply_to(state, from, reply) do
     GenServer.reply(from, reply)
-
-    case Map.pop(state.deadlines, from) do
-      {nil, _} ->
-        state
-
-      {timer, deadlines} ->
-        Process.cancel_timer(timer)
-        %{state | deadlines: deadlines}
-    end
+    state
   end
 
   defp own(state, owner, handles) do
