@@ -43,6 +43,7 @@ class Layout:
     key: bytes  # the graph key
     keep: bool
     size: int  # frame length after the request id
+    head: bytes  # the bytes right after the request id: function, key and graph (nil)
     consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, after the head
     tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
     signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
@@ -77,10 +78,12 @@ class Layouts:
         self._head_len = 0  # function atom ... nil: the same length for every call by key
         self._by_head: dict[tuple[int, bytes], list[Layout]] = {}  # (size, head) -> layouts
         self._count = 0
+        self._last: Layout | None = None  # the layout matched last
 
     def clear(self) -> None:
         self._by_head.clear()
         self._count = 0
+        self._last = None
 
     def __len__(self) -> int:
         return self._count
@@ -102,16 +105,19 @@ class Layouts:
             return None
         request_id, start = found
         size = len(frame) - start
-        candidates = self._by_head.get((size, bytes(frame[start:start + self._head_len])))
-        if candidates is None:
-            return None
-        for layout in candidates:
-            for offset, piece in layout.consts:
-                if not frame.startswith(piece, start + offset):
+        # a loop repeats one call: try the layout matched last before looking one up
+        layout = self._last
+        if layout is None or layout.size != size or not _follows(frame, start, layout):
+            candidates = self._by_head.get((size, bytes(frame[start:start + self._head_len])))
+            if candidates is None:
+                return None
+            for layout in candidates:
+                if _follows(frame, start, layout):
                     break
             else:
-                return _new_match(Match, (request_id, bytes(frame[at:start]), layout))
-        return None
+                return None
+            self._last = layout
+        return _new_match(Match, (request_id, bytes(frame[at:start]), layout))
 
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
         """Views of the tensors' data in ``frame`` (no copy)."""
@@ -183,7 +189,8 @@ class Layouts:
                 consts.append((at - start, d[at:hole_start]))
             at = hole_end
         signature = tuple((dtype, shape) for _, dtype, shape, _ in tensors)
-        layout = Layout(key, keep, len(d) - start, tuple(consts), tuple(tensors), signature)
+        layout = Layout(key, keep, len(d) - start, d[start:head_end], tuple(consts),
+                        tuple(tensors), signature)
         if self._prefix != prefix or self._head_len != head_end - start:
             # another client encoding (or the first layout): start over with this one's form
             self._prefix, self._head_len = prefix, head_end - start
@@ -195,6 +202,17 @@ class Layouts:
             same_head.append(layout)
             self._count += 1
         return layout
+
+
+def _follows(frame: bytes | bytearray, start: int, layout: Layout) -> bool:
+    """Whether ``frame``, whose request id ends at ``start``, has ``layout``'s constant bytes
+    (its size is checked by the caller)."""
+    if not frame.startswith(layout.head, start):
+        return False
+    for offset, piece in layout.consts:
+        if not frame.startswith(piece, start + offset):
+            return False
+    return True
 
 
 def _type(term: Any) -> NxType | None:

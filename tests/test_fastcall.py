@@ -163,6 +163,24 @@ def test_every_byte_outside_the_id_and_the_data_is_checked() -> None:
     assert layouts.match(frame + b"j") is None
 
 
+def test_layouts_of_one_size_and_head_alternate_without_mixing_up() -> None:
+    # f32[3] and s32[3] (and u8[12]) frames have the same length and head: only the tensor's
+    # type bytes tell them apart, so the last-matched shortcut must check them too
+    layouts = fastcall.Layouts()
+    arrays = [np.zeros(3, np.float32), np.zeros(3, np.int32), np.zeros(12, np.uint8)]
+    for a in arrays:
+        assert layouts.learn(bytes(elixir_call(1, KEY, None, [a]))) is not None
+    for round_ in range(3):
+        for a in [*arrays, *reversed(arrays)]:
+            value = (a + round_).astype(a.dtype)
+            frame = elixir_call(round_, KEY, None, [value])
+            match = layouts.match(frame)
+            assert match is not None and match.layout.signature == ((a.dtype, a.shape),)
+            np.testing.assert_array_equal(layouts.arguments(frame, match)[0], value)
+    # and a frame of that size that is none of them still does not match
+    assert layouts.match(elixir_call(9, KEY, None, [np.zeros(3, np.uint32)])) is None
+
+
 def test_other_shapes_types_keep_flags_and_keys_do_not_match() -> None:
     x = np.zeros(3, np.float32)
     layouts, _ = learned([x])
