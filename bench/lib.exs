@@ -117,6 +117,71 @@ defmodule Bench do
     for w <- NxJax.Pool.workers(), do: :pong = NxJax.Worker.call(:ping, [], server: w)
   end
 
+  @doc """
+  Whether this VM polls frequently read file descriptors from its scheduler threads (`+IOs
+  true`, the default since OTP 25): `:erlang.system_info(:check_io)` then lists a kernel
+  pollset that no poll thread serves. The worker's port is such a descriptor, and on a
+  virtual machine this setting costs the small call tens of microseconds (docs/BENCHMARKS.md).
+  """
+  def scheduler_polling? do
+    Enum.any?(:erlang.system_info(:check_io), fn set ->
+      set[:kernel_poll] not in [false, nil] and set[:poll_threads] == 0
+    end)
+  end
+
+  @doc """
+  The rows of section 1 (the small call), measured in 4 interleaved rounds of `n / 4` calls
+  each: `%{row => %{p50:, p99:}}` for `:ours` (the defn), `:ping`, `:echo` (raw port echo),
+  `:echo_spin` (the same echo polling like the worker) and `:floor` (bench/jax_echo.py).
+  """
+  def small_call_rows(n) do
+    x = Nx.tensor(1.5)
+    small(x)
+    spin = Integer.to_string(NxJax.Worker.spin_us())
+    echo_port = open_port("bench/port_echo.py")
+    spin_port = open_port("bench/port_echo.py", ["--spin-us", spin])
+    floor_port = open_port("bench/jax_echo.py", ["--spin-us", spin])
+    <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>)
+    echo_frame = <<"e", 0::64>>
+
+    variants = [
+      ours: fn -> small(x) end,
+      ping: fn -> NxJax.Worker.call(:ping, []) end,
+      echo: fn -> port_call(echo_port, echo_frame) end,
+      echo_spin: fn -> port_call(spin_port, echo_frame) end,
+      floor: fn -> <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>) end
+    ]
+
+    rows =
+      Enum.reduce(1..4, %{}, fn _, acc ->
+        Enum.reduce(variants, acc, fn {name, fun}, acc ->
+          got = samples(div(n, 4), fun)
+          Map.update(acc, name, got, &(&1 ++ got))
+        end)
+      end)
+
+    Enum.each([echo_port, spin_port, floor_port], &close_port/1)
+    Map.new(rows, fn {k, v} -> {k, percentiles(v)} end)
+  end
+
+  @doc """
+  `small_call_rows(n)` in a fresh VM started with `erl_flags` (bench/small_call.exs), with the
+  in-process JAX call measured after it: `%{rows:, jax:, scheduler_polling:}`. The flags go in
+  `ERL_FLAGS`, replacing this VM's (which the child would inherit, and which `erl` applies after
+  its command line).
+  """
+  def small_call_in_vm(erl_flags, n) do
+    {out, 0} =
+      System.cmd("elixir", ["-S", "mix", "run", "bench/small_call.exs", Integer.to_string(n)],
+        cd: @root,
+        env: [{"ERL_FLAGS", erl_flags}],
+        stderr_to_stdout: true
+      )
+
+    [_, encoded] = Regex.run(~r/SMALL_CALL ([A-Za-z0-9+\/=]+)/, out)
+    encoded |> Base.decode64!() |> :erlang.binary_to_term()
+  end
+
   def cpu_model do
     with {:ok, text} <- File.read("/proc/cpuinfo"),
          [_, name] <- Regex.run(~r/model name\s*:\s*(.+)/, text) do
