@@ -242,8 +242,8 @@ def encode_tensor_reply(
     data."""
     if not data:
         return [_REPLY + id_bytes + b"j"]
-    if len(data) == 1 and len(headers) == 1 and type(data[0]) is bytes:  # one small result
-        return [b"".join((_REPLY, id_bytes, _ONE, headers[0], data[0], b"j"))]
+    if len(data) == 1 and len(headers) == 1 and type(data[0]) is bytes:
+        return encode_one_small_reply(id_bytes, headers[0], data[0])
     chunks: list[Any] = [_REPLY + id_bytes + b"l" + _U32.pack(len(data))]
     large = False
     for header, piece in zip(headers, data, strict=True):
@@ -252,6 +252,11 @@ def encode_tensor_reply(
         large = large or type(piece) is not bytes
     chunks.append(b"j")
     return chunks if large else [b"".join(chunks)]
+
+
+def encode_one_small_reply(id_bytes: bytes, header: bytes, data: bytes) -> list[channel.Chunk]:
+    """``encode_tensor_reply(id_bytes, [header], [data])`` for one small result: one chunk."""
+    return [b"".join((_REPLY, id_bytes, _ONE, header, data, b"j"))]
 
 
 def tensor_header(type_term: Any, shape: tuple[int, ...], nbytes: int) -> bytes:

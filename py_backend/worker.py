@@ -116,7 +116,8 @@ def encode_tensor(out: TensorOut, array: Any) -> Any:
 # --- the worker ------------------------------------------------------------------------------
 
 # per output: (wire dtype, shape), and the bytes of its wire tensor before the data
-ReplyPlan = tuple[list[tuple[np.dtype, tuple[int, ...]]], list[bytes]]
+# a learned request's steps once its program is found: (frame, id bytes) -> reply chunks
+Runner = Callable[[Chunk, bytes], list[Chunk]]
 
 
 class Worker:
@@ -136,7 +137,7 @@ class Worker:
         # before; ``_learnable`` says the request being served may be recorded as one
         self.layouts = fastcall.Layouts()
         self._learnable = False
-        self._reply_plans: dict[bytes, tuple[Any, ReplyPlan]] = {}
+        self._runners: dict[int, tuple[fastcall.Layout, Any, Runner]] = {}  # id(layout) ->
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
         self.next_handle = 1
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
@@ -275,42 +276,82 @@ class Worker:
                     f"this worker holds no graph with key {layout.key.hex()[:16]}...; send the "
                     f"graph"
                 )
-            results = program.jitted(*self.layouts.arguments(frame, match))
-            self.cache.stats.runs += 1
-            if layout.keep:
-                refs = [(atom("ref"), self._keep(r, o))
-                        for o, r in zip(program.outs, results, strict=True)]
-                return channel.encode_chunks((atom("r"), request_id, refs))
-            parts, headers = self._reply_plan(layout.key, program)
-            if len(results) != len(parts):
-                raise ValueError(f"the run gave {len(results)} results for {len(parts)} outputs")
-            data: list[bytes | memoryview] = []
-            for (dtype, shape), array in zip(parts, results):  # noqa: B905 (checked)
-                host = np.asarray(array, dtype=dtype)
-                if host.shape != shape:
-                    raise ValueError(f"result shape {host.shape} is not the declared {shape}")
-                data.append(host.tobytes() if host.nbytes < SMALL_TENSOR
-                            else np.ascontiguousarray(host).reshape(-1).view(np.uint8).data)
-            return fastcall.encode_tensor_reply(id_bytes, headers, data)
+            kept = self._runners.get(id(layout))
+            if kept is None or kept[0] is not layout or kept[1] is not program:
+                if len(self._runners) >= fastcall.MAX_LAYOUTS:
+                    self._runners.clear()
+                kept = (layout, program, self._runner(layout, program))
+                self._runners[id(layout)] = kept
+            return kept[2](frame, id_bytes)
         except Exception as exc:
             return self.error_reply(request_id, exc)
 
-    def _reply_plan(self, key: bytes, program: Any) -> ReplyPlan:
-        """Per output of ``program``: its wire dtype and shape, and the bytes of its wire tensor
-        up to the data (``fastcall.tensor_header``); kept per graph key."""
-        kept = self._reply_plans.get(key)
-        if kept is not None and kept[0] is program:
-            return kept[1]
-        parts, headers = [], []
-        for out in program.outs:
-            dtype = wire_dtype(out.type)
-            nbytes = int(np.prod(out.shape, dtype=np.int64)) * dtype.itemsize
-            parts.append((dtype, out.shape))
-            headers.append(fastcall.tensor_header(encode_type(out.type), out.shape, nbytes))
-        if len(self._reply_plans) >= fastcall.MAX_LAYOUTS:
-            self._reply_plans.clear()
-        self._reply_plans[key] = (program, (parts, headers))
-        return parts, headers
+    def _runner(self, layout: fastcall.Layout, program: Any) -> Runner:
+        """What a request of ``layout`` does once its program is found, with everything the
+        layout and the program fix bound once (kept per layout, while the program is the
+        cache's): read the arguments out of the frame, run, reply. A reply of wire tensors is
+        built from their cached headers (``fastcall.tensor_header``); with ``keep`` the results
+        stay here and the reply names their handles."""
+        jitted, stats, size = program.jitted, self.cache.stats, layout.size
+        specs = [(shape, dtype, at) for at, dtype, shape, _count in layout.tensors]
+        outs = program.outs
+
+        def run(frame: Chunk) -> Any:
+            start = len(frame) - size
+            results = jitted(*[np.ndarray(s, d, frame, start + a) for s, d, a in specs])
+            stats.runs += 1
+            if len(results) != len(outs):
+                raise ValueError(f"the run gave {len(results)} results for {len(outs)} outputs")
+            return results
+
+        if layout.keep:
+            return lambda frame, id_bytes: channel.encode_chunks(
+                (atom("r"), self.request_id,
+                 [(atom("ref"), self._keep(r, o)) for o, r in zip(outs, run(frame), strict=True)])
+            )
+        parts = [(wire_dtype(o.type), o.shape) for o in outs]
+        headers = [
+            fastcall.tensor_header(
+                encode_type(o.type), o.shape, int(np.prod(o.shape, dtype=np.int64)) * dtype.itemsize
+            )
+            for o, (dtype, _shape) in zip(outs, parts, strict=True)
+        ]
+
+        def host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+            value = np.asarray(array, dtype=dtype)
+            if value.shape != shape:
+                raise ValueError(f"result shape {value.shape} is not the declared {shape}")
+            return value
+
+        if len(parts) == 1 and np.prod(parts[0][1], dtype=np.int64) * parts[0][0].itemsize \
+                < SMALL_TENSOR:
+            # one small result, the common case of a loop: the same steps inlined (a Python call
+            # costs more than most of them), its reply in one piece
+            ((dtype, shape),), (header,) = parts, headers
+            ndarray, asarray, one_reply = np.ndarray, np.asarray, fastcall.encode_one_small_reply
+
+            def one_small(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
+                start = len(frame) - size
+                results = jitted(*[ndarray(s, d, frame, start + a) for s, d, a in specs])
+                stats.runs += 1
+                if len(results) != 1:
+                    raise ValueError(f"the run gave {len(results)} results for 1 output")
+                value = asarray(results[0], dtype=dtype)
+                if value.shape != shape:
+                    raise ValueError(f"result shape {value.shape} is not the declared {shape}")
+                return one_reply(id_bytes, header, value.tobytes())
+
+            return one_small
+
+        def reply(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
+            data: list[bytes | memoryview] = []
+            for (dtype, shape), array in zip(parts, run(frame)):  # noqa: B905 (checked in run)
+                value = host(array, dtype, shape)
+                data.append(value.tobytes() if value.nbytes < SMALL_TENSOR
+                            else np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
+            return fastcall.encode_tensor_reply(id_bytes, headers, data)
+
+        return reply
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
@@ -361,7 +402,7 @@ class Worker:
         _arity("forget_graphs", args, 0)
         self.cache.clear()
         self.layouts.clear()
-        self._reply_plans.clear()
+        self._runners.clear()
         return atom("ok")
 
     def memory(self, args: list[Any]) -> Any:

@@ -273,6 +273,31 @@ def test_fast_replies_equal_generic_replies(type_name: str, shape: tuple[int, ..
             np.testing.assert_allclose(from_wire(reply[2][0]), 2 * x + y, rtol=1e-6)
 
 
+@pytest.mark.parametrize("out_shape", [(), (4,), (200, 200)])
+def test_one_output_replies_equal_generic_replies(out_shape: tuple[int, ...]) -> None:
+    # one result: small ones take the one-piece reply, a large one (160 KB from a scalar
+    # argument: the request stays small enough to be learned) the chunked reply
+    g = GraphBuilder()
+    x = g.param(0, "f32", ())
+    three = g.const(3, "f32", ())
+    scaled = g.op("multiply", three, x, out=("f32", ()))
+    out = g.op("broadcast", scaled, out=("f32", out_shape), axes=[]) if out_shape else scaled
+    graph = g.binary([out])
+    key = key_of(graph)
+    fast = primed_worker(graph, [np.array(1.0, np.float32)])
+    for request_id, value in ((2, 0.5), (300, -7.25)):
+        frame = elixir_call(request_id, key, None, [np.array(value, np.float32)])
+        assert fast.layouts.match(frame) is not None
+        generic = Worker()
+        generic.handle(elixir_call(0, key, graph, [np.array(value, np.float32)]))
+        expected = reply_bytes(generic.handle(bytearray(frame)))
+        chunks = fast.handle(bytearray(frame))
+        assert reply_bytes(chunks) == expected
+        assert (len(chunks) == 1) == (out_shape != (200, 200))
+        np.testing.assert_array_equal(from_wire(decode(expected)[2][0]),
+                                      np.full(out_shape, 3 * value, np.float32))
+
+
 def test_the_fast_path_counts_like_the_generic_one_and_keeps_results_resident() -> None:
     graph = axpy_graph()
     key = key_of(graph)
