@@ -3,7 +3,8 @@
 A frame's first byte says what to do: ``e`` echo the frame, ``s`` swallow it and answer ``k``,
 ``g`` + 8-byte big-endian size: answer with that many bytes. The reader preallocates each frame
 and fills it with readinto, the writer writes a preallocated buffer with its header in one
-``writev``: the physical limit of the pipe and the port, with nothing of ours in between.
+``writev``, through pipes grown to 1 MiB as the worker's: the physical limit of the pipe and the
+port, with nothing of ours in between.
 
 ``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
 as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like.
@@ -11,6 +12,7 @@ as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import select
@@ -32,6 +34,12 @@ class RawPort:
 
     def __init__(self, spin_ns: int = 0) -> None:
         self.rd = io.FileIO(3, "rb", closefd=False)
+        for fd in (3, 4):  # pipe buffers as large as the worker's (py_backend.channel.grow_pipe)
+            try:
+                with open("/proc/sys/fs/pipe-max-size") as f:
+                    fcntl.fcntl(fd, 1031, min(1 << 20, int(f.read())))  # F_SETPIPE_SZ
+            except (OSError, ValueError):
+                pass
         self.spin_ns = spin_ns
         if spin_ns:
             os.set_blocking(3, False)

@@ -94,6 +94,42 @@ def max_frame_from_env() -> int:
     return value
 
 
+_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl commands (not in Python's fcntl 3.11)
+PIPE_BYTES = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
+
+
+def pipe_size(fd: int) -> int | None:
+    """The buffer size of the pipe ``fd`` is an end of, or ``None`` (not a pipe, not Linux)."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ)
+    except (ImportError, OSError):
+        return None
+
+
+def grow_pipe(fd: int, size: int = PIPE_BYTES) -> int | None:
+    """Ask for a pipe buffer of ``size`` bytes on ``fd`` (at most the system's
+    ``/proc/sys/fs/pipe-max-size``), so that a large frame crosses in a few system calls rather
+    than one per 64 KiB, the default. Returns the pipe's buffer size afterwards (unchanged if the
+    kernel refuses, e.g. past the user's pipe-buffer quota), or ``None`` where ``fd`` is not a
+    pipe or the system has no such control."""
+    try:
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            size = min(size, int(f.read()))
+    except (OSError, ValueError):
+        pass
+    current = pipe_size(fd)
+    if current is None or current >= size:
+        return current
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+    except OSError:
+        return pipe_size(fd)
+
+
 def _raw_reader(source: int | _Readable) -> _Readable:
     if isinstance(source, int):
         return io.FileIO(source, "rb", closefd=False)

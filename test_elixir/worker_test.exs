@@ -17,6 +17,9 @@ defmodule NxJax.WorkerTest do
     info = NxJax.Worker.call(:info, [], server: w)
     assert info[:protocol] == 1
     assert is_binary(info[:jax_version])
+    # the worker grows both pipes of its channel where the system allows it (Linux)
+    assert [size, size] = info[:pipe_bytes]
+    if match?({:unix, :linux}, :os.type()), do: assert(size > 65_536)
   end
 
   describe "spinning between requests (:spin_us)" do

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from py_backend import channel
 from py_backend.channel import (
     DEFAULT_MAX_FRAME,
     FrameReader,
@@ -301,3 +302,30 @@ def test_a_buffered_sink_is_flushed_after_each_frame(payload: Any) -> None:
             sink.close()
         except BrokenPipeError:
             pass
+
+
+# --- pipe buffers -----------------------------------------------------------------------------
+
+
+def test_grow_pipe_grows_a_pipe_up_to_the_system_limit(tmp_path: Any) -> None:
+    r, w = os.pipe()
+    try:
+        before = channel.pipe_size(r)
+        if before is None:
+            pytest.skip("no F_GETPIPE_SZ on this system")
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            limit = int(f.read())
+        got = channel.grow_pipe(w)  # either end: the buffer is the pipe's
+        assert got == min(channel.PIPE_BYTES, limit) == channel.pipe_size(r)
+        assert channel.grow_pipe(r, size=4096) == got  # never shrinks
+        # a frame larger than the old 64 KiB buffer now fits in one write
+        payload = bytes(range(256)) * 1024
+        if got >= len(payload) + 4:
+            assert os.write(w, struct.pack(">I", len(payload)) + payload) == len(payload) + 4
+            assert FrameReader(r).read_frame() == payload
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "file", "wb") as f:
+        assert channel.pipe_size(f.fileno()) is None
+        assert channel.grow_pipe(f.fileno()) is None

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from py_backend import channel
 from py_backend.channel import Binary, atom, decode, encode, text
 from py_backend.worker import Worker
 
@@ -74,6 +75,16 @@ def test_info(proc: WorkerProcess) -> None:
     assert info["backend"].value == b"cpu"
     assert info["codec"].value.startswith(b"erlang-py")
     assert isinstance(info["jax_version"], Binary) and isinstance(info["devices"], list)
+    # the worker grew both pipes of its channel (on Linux, to pipe-max-size, at most 1 MiB)
+    r, w = os.pipe()
+    try:
+        expected = channel.grow_pipe(r)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert info["pipe_bytes"] == [expected, expected]
+    if expected is not None:
+        assert expected > 65536
 
 
 def test_run_returns_one_tensor_per_output(proc: WorkerProcess) -> None:
