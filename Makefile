@@ -26,13 +26,8 @@ python-deps: $(VENV)/.installed
 compile: elixir
 	mix compile
 
-# +IOs false: the VM reads the worker's pipe from its poll thread, not from the schedulers'
-# pollset; on virtual machines that saves tens of microseconds per small call
-# (docs/DEPLOYMENT.md, docs/BENCHMARKS.md section 1). An emulator flag: ERL_FLAGS carries it.
-LOW_LATENCY_ERL_FLAGS := +IOs false
-
 demo: deps
-	ERL_FLAGS="$(LOW_LATENCY_ERL_FLAGS) $$ERL_FLAGS" mix run examples/grad_helpers.exs
+	mix run examples/grad_helpers.exs
 
 pytest: python-deps
 	$(VPY) -m pytest -q tests
@@ -59,4 +54,4 @@ clean:
 .PHONY: bench
 bench: deps
 	$(VPY) -m pip install -q -e '.[bench]'
-	ERL_FLAGS="$(LOW_LATENCY_ERL_FLAGS) $$ERL_FLAGS" mix run bench/run.exs
+	mix run bench/run.exs

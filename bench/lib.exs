@@ -165,21 +165,85 @@ defmodule Bench do
   end
 
   @doc """
-  `small_call_rows(n)` in a fresh VM started with `erl_flags` (bench/small_call.exs), with the
-  in-process JAX call measured after it: `%{rows:, jax:, scheduler_polling:}`. The flags go in
-  `ERL_FLAGS`, replacing this VM's (which the child would inherit, and which `erl` applies after
-  its command line).
+  The rows of section 3 (the MLP training step), `n` steps of each in 4 interleaved rounds:
+  `%{row => %{p50:, p99:}}` for `:jax` (in-process, bench/inprocess.py), `:shipped`,
+  `:resident` and `:resident_wait`.
   """
-  def small_call_in_vm(erl_flags, n) do
+  def mlp_rows(n) do
+    key = Nx.iota({64, 256}, type: :f32)
+    xs = Nx.divide(Nx.subtract(Nx.remainder(key, 17), 8), 8)
+    ys = Nx.divide(Nx.iota({64, 1}, type: :f32), 64)
+    w1 = Nx.iota({256, 256}, type: :f32) |> Nx.remainder(13) |> Nx.subtract(6) |> Nx.divide(6)
+    w2 = Nx.iota({256, 1}, type: :f32) |> Nx.remainder(7) |> Nx.subtract(3) |> Nx.divide(3)
+    {w1, w2} = {Nx.multiply(w1, 0.05), Nx.multiply(w2, 0.05)}
+    rxs = Nx.backend_transfer(xs, NxJax.Backend)
+    rys = Nx.backend_transfer(ys, NxJax.Backend)
+    Process.put(:bench_shipped, {w1, w2})
+    Process.put(:bench_resident, Nx.backend_transfer({w1, w2}, NxJax.Backend))
+
+    variants = [
+      jax: &inprocess_mlp_samples/1,
+      shipped: fn n ->
+        samples(n, fn ->
+          Process.put(:bench_shipped, step(Process.get(:bench_shipped), xs, ys))
+        end)
+      end,
+      resident: fn n ->
+        samples(n, fn ->
+          {old1, old2} = old = Process.get(:bench_resident)
+          Process.put(:bench_resident, step(old, rxs, rys))
+          # free the old weights: Nx.backend_deallocate/1 does not wait for the worker's reply
+          :ok = Nx.backend_deallocate(old1)
+          :ok = Nx.backend_deallocate(old2)
+        end)
+      end,
+      # the same, waiting for the free's reply (as before release/2): one more round trip
+      resident_wait: fn n ->
+        samples(n, fn ->
+          old = Process.get(:bench_resident)
+          Process.put(:bench_resident, step(old, rxs, rys))
+          {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
+          2 = NxJax.Worker.free([ha, hb], server: w)
+        end)
+      end
+    ]
+
+    rows =
+      Enum.reduce(1..4, %{}, fn _, acc ->
+        Enum.reduce(variants, acc, fn {name, fun}, acc ->
+          got = fun.(div(n, 4))
+          Map.update(acc, name, got, &(&1 ++ got))
+        end)
+      end)
+
+    Map.new(rows, fn {k, v} -> {k, percentiles(v)} end)
+  end
+
+  @doc """
+  A section measured in a fresh VM started with `erl_flags` (bench/in_vm.exs): `"small"`
+  gives `%{rows: small_call_rows(n), jax: in-process call, scheduler_polling:}`, `"mlp"`
+  gives `%{rows: mlp_rows(n), scheduler_polling:}`. The flags go in `ERL_FLAGS`, replacing this
+  VM's (which the child would inherit, and which `erl` applies after its command line); raises
+  if the child's scheduler polling does not follow them.
+  """
+  def in_vm(erl_flags, section, n) do
     {out, 0} =
-      System.cmd("elixir", ["-S", "mix", "run", "bench/small_call.exs", Integer.to_string(n)],
+      System.cmd("elixir", ["-S", "mix", "run", "bench/in_vm.exs", section, Integer.to_string(n)],
         cd: @root,
         env: [{"ERL_FLAGS", erl_flags}],
         stderr_to_stdout: true
       )
 
-    [_, encoded] = Regex.run(~r/SMALL_CALL ([A-Za-z0-9+\/=]+)/, out)
-    encoded |> Base.decode64!() |> :erlang.binary_to_term()
+    [_, encoded] = Regex.run(~r/IN_VM ([A-Za-z0-9+\/=]+)/, out)
+    result = encoded |> Base.decode64!() |> :erlang.binary_to_term()
+    expected = String.contains?(erl_flags, "+IOs true") or not String.contains?(erl_flags, "+IOs")
+
+    if result.scheduler_polling != expected do
+      raise "bench: a VM started with ERL_FLAGS=#{inspect(erl_flags)} has scheduler polling " <>
+              "#{result.scheduler_polling}"
+    end
+
+    result
   end
 
   def cpu_model do

@@ -25,10 +25,7 @@ polling = Bench.scheduler_polling?()
 fresh_vms =
   for round <- 1..4, flags <- ["+IOs true", "+IOs false"] do
     IO.puts("   fresh VM #{round}, #{flags}")
-    result = Bench.small_call_in_vm(flags, n_small)
-    # the VM must have taken the flag (an inherited ERL_FLAGS would override it)
-    true = result.scheduler_polling == (flags == "+IOs true")
-    {round, flags, result}
+    {round, flags, Bench.in_vm(flags, "small", n_small)}
   end
 
 inproc = Bench.inprocess(n_small)
@@ -170,68 +167,16 @@ r = Map.put(r, :memory, %{idle: idle, peak: peak, tensor: 128 * 1_048_576})
 
 # --- 3. MLP training step --------------------------------------------------------------------
 IO.puts("3. MLP step")
-key = Nx.iota({64, 256}, type: :f32)
-xs = Nx.divide(Nx.subtract(Nx.remainder(key, 17), 8), 8)
-ys = Nx.divide(Nx.iota({64, 1}, type: :f32), 64)
-
-w1 =
-  Nx.multiply(
-    Nx.divide(Nx.subtract(Nx.remainder(Nx.iota({256, 256}, type: :f32), 13), 6), 6),
-    0.05
-  )
-
-w2 =
-  Nx.multiply(Nx.divide(Nx.subtract(Nx.remainder(Nx.iota({256, 1}, type: :f32), 7), 3), 3), 0.05)
-
 n_mlp = 400
-state = :ets.new(:bench, [:set, :public])
-:ets.insert(state, {:shipped, {w1, w2}})
-rxs = Nx.backend_transfer(xs, NxJax.Backend)
-rys = Nx.backend_transfer(ys, NxJax.Backend)
-Process.put(:resident, Nx.backend_transfer({w1, w2}, NxJax.Backend))
-
-mlp_variants = [
-  jax: &Bench.inprocess_mlp_samples/1,
-  shipped: fn n ->
-    Bench.samples(n, fn ->
-      [{:shipped, p}] = :ets.lookup(state, :shipped)
-      :ets.insert(state, {:shipped, Bench.step(p, xs, ys)})
-    end)
-  end,
-  resident: fn n ->
-    Bench.samples(n, fn ->
-      old = Process.get(:resident)
-      new = Bench.step(old, rxs, rys)
-      # free the old weights: Nx.backend_deallocate/1 does not wait for the worker's reply
-      {old1, old2} = old
-      :ok = Nx.backend_deallocate(old1)
-      :ok = Nx.backend_deallocate(old2)
-      Process.put(:resident, new)
-    end)
-  end,
-  # the same, waiting for the free's reply (as before release/2): one more round trip per step
-  resident_wait: fn n ->
-    Bench.samples(n, fn ->
-      old = Process.get(:resident)
-      new = Bench.step(old, rxs, rys)
-      {%{data: %{worker: w, handle: ha}}, %{data: %{handle: hb}}} = old
-      2 = NxJax.Worker.free([ha, hb], server: w)
-      Process.put(:resident, new)
-    end)
+mlp = Bench.mlp_rows(n_mlp)
+# the same in fresh VMs, with and without scheduler polling (section 1), alternately
+mlp_fresh_vms =
+  for round <- 1..2, flags <- ["+IOs true", "+IOs false"] do
+    IO.puts("   fresh VM #{round}, #{flags}")
+    {round, flags, Bench.in_vm(flags, "mlp", n_mlp)}
   end
-]
 
-# four rounds, each running every variant in turn (in-process JAX included), as in section 1
-mlp =
-  Enum.reduce(1..4, %{}, fn _, acc ->
-    Enum.reduce(mlp_variants, acc, fn {name, fun}, acc ->
-      samples = fun.(div(n_mlp, 4))
-      Map.update(acc, name, samples, &(&1 ++ samples))
-    end)
-  end)
-  |> Map.new(fn {k, v} -> {k, Bench.percentiles(v)} end)
-
-r = Map.put(r, :mlp, mlp)
+r = Map.put(r, :mlp, mlp) |> Map.put(:mlp_fresh_vms, mlp_fresh_vms)
 
 # --- 4. repeated calls -----------------------------------------------------------------------
 IO.puts("4. counters")
@@ -319,6 +264,14 @@ end
 
 s = r.small
 
+mlp_fresh_rows =
+  Enum.map_join(r.mlp_fresh_vms, "\n", fn {round, flags, %{rows: o}} ->
+    cell = fn row -> "#{f.(row.p50, 1)} (#{ratio.(row.p50, o.jax.p50)})" end
+
+    "| #{round} | `#{flags}` | #{f.(o.jax.p50, 1)} | #{cell.(o.resident)} | " <>
+      "#{cell.(o.resident_wait)} | #{cell.(o.shipped)} |"
+  end)
+
 fresh_rows =
   Enum.map_join(s.fresh_vms, "\n", fn {round, flags, %{rows: o, jax: jax}} ->
     base = Enum.min([o.echo.p50, o.echo_spin.p50]) + jax.p50
@@ -378,7 +331,7 @@ same run; absolute times are given only to read the ratios.
 
 ## 1. Small call (scalar f32 in and out, jitted defn `x * 2 + 1`), #{n_small} calls
 
-This VM #{if s.polling, do: "polls the worker's pipe from its schedulers (`+IOs true`, OTP's default)", else: "reads the worker's pipe from its poll thread (`+IOs false`, as `make bench` starts it; docs/DEPLOYMENT.md)"}.
+This VM #{if s.polling, do: "polls the worker's pipe from its schedulers (`+IOs true`, OTP's default, as `make bench` starts it)", else: "reads the worker's pipe from its poll thread (`+IOs false`, set in `ERL_FLAGS`; docs/DEPLOYMENT.md)"}.
 Measured in 4 interleaved rounds (each round runs every row in turn).
 
 | | p50 (us) | p99 (us) |
@@ -395,7 +348,7 @@ Measured in 4 interleaved rounds (each round runs every row in turn).
 | ratio nx_jax / floor | #{ratio.(s.ours.p50, s.floor.p50)} | #{ratio.(s.ours.p99, s.floor.p99)} |
 | ratio floor / baseline | #{ratio.(s.floor.p50, s.base.p50)} | #{ratio.(s.floor.p99, s.base.p99)} |
 
-The same rows in fresh VMs (`bench/small_call.exs`), with scheduler polling (`+IOs true`,
+The same rows in fresh VMs (`bench/in_vm.exs small`), with scheduler polling (`+IOs true`,
 OTP's default) and without, alternately; p50 in us, the baseline's echo the faster one:
 
 | round | VM flags | nx_jax | ping | echo (sleeping / polling) | floor | in-process JAX | nx_jax / baseline | floor / baseline |
@@ -413,13 +366,13 @@ among them, into a pollset that the schedulers poll themselves (`+IOs true`, the
 this VM that adds 15-30 us to a round trip whose far side takes more than a few microseconds.
 The table above shows it. A worker process settles in a fast or a slow mode: with 4 workers in
 one VM, ping p50 was 37.6 / 40.3 / 26.2 / 37.6 us with the default and 22.2-25.9 us for all four
-with `+IOs false`. In 8 fresh VMs of each kind (2026-11-29, `bench/small_call.exs`), nx_jax
+with `+IOs false`. In 8 fresh VMs of each kind (2026-11-29, `bench/in_vm.exs small`), nx_jax
 took 59.8-70.6 us p50 with the default and 37.0-42.7 us with `+IOs false` (one outlier at 61.6 us
 in a round where even the polling echo took 28.7 us). The bimodal timings of earlier versions of
 this file come from this: the echo "placement", and floor/baseline between 1.4 and 2.4. The BEAM's busy-wait flags (`+sbwt`,
 `+sbwtdcpu`, `+sbwtdio`, `+S 1`) change nothing, either way. `+IOs false` is an emulator flag:
-the owner of the VM sets it (`ERL_FLAGS`, `vm.args`; docs/DEPLOYMENT.md), and `make demo` and
-`make bench` do.
+the owner of the VM sets it (`ERL_FLAGS`, `vm.args`; docs/DEPLOYMENT.md). It is not a free
+win: section 3 shows a training step it makes slower.
 
 **Where ours exceeds the floor** (2026-11-29, `+IOs false`, interleaved runs of 4000 calls,
 p50). nx_jax 38.3 us:
@@ -443,10 +396,14 @@ our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and en
 #{f.(s.handle["encode"], 1)} us. The jitted call with its result read back alone:
 #{f.(s.handle["jit"], 1)} us.
 
-What is left to cut is the GenServer hop and the Python around the call. The first needs
-callers to write their requests to the port themselves, with ids, pending calls and known
-graphs in shared tables, leaving the GenServer only the replies. The second needs a leaner
-loop for learned requests.
+What is left to cut. Of the GenServer path, the process hop itself is 0-3 us. An instant fake
+worker answered in 10.2-13.2 us on a caller-owned port and in 13.2-13.3 us through a bare
+forwarding process, whether that process also wrote the request or the caller wrote it with
+`Port.command/2` itself; through `NxJax.Worker` it took 15.2-15.3 us. So callers writing to the
+port themselves would gain nothing, and our GenServer's own bookkeeping is about 2 us. The
+Python around the jitted call (7.5 us) is the larger part: the layout match, program lookup,
+argument views, result read-back and reply, each under 1 us in a hot loop, but about twice that
+between pipe reads.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -456,9 +413,10 @@ loop for learned requests.
   and tensor data (`py_backend/fastcall.py`). Its one-result reply is built as one chunk from
   cached headers.
 - The caller keeps its own deadline, so the GenServer arms no timer per request.
-- `make bench` and `make demo` start the VM with `+IOs false`.
+- A learned request runs through a per-layout function with its constants bound once.
+- `+IOs false` for VMs that make many small calls (docs/DEPLOYMENT.md).
 
-With the default flags the small call went from 153 us (first version) to 60-71 us p50;
+With the default flags the small call went from 153 us (first version) to 60-80 us p50;
 with `+IOs false`, 37-43 us.
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
@@ -505,6 +463,21 @@ in-process JAX one included).
 | — the same, waiting for each free's reply (`NxJax.Worker.free/2`) | #{f.(m.resident_wait.p50, 1)} | #{f.(m.resident_wait.p99, 1)} | #{ratio.(m.resident_wait.p50, m.jax.p50)} |
 | nx_jax, weights shipped every step | #{f.(m.shipped.p50, 1)} | #{f.(m.shipped.p99, 1)} | **#{ratio.(m.shipped.p50, m.jax.p50)}** |
 
+The same rows in fresh VMs (`bench/in_vm.exs mlp`), with scheduler polling (`+IOs true`, OTP's
+default) and without, alternately; p50 in us and the ratio to in-process JAX:
+
+| round | VM flags | in-process JAX | resident | resident, waiting for frees | shipped |
+| --- | --- | --- | --- | --- | --- |
+#{mlp_fresh_rows}
+
+Scheduler polling works the other way round here: `+IOs false` makes the resident step slower.
+In standalone runs on 2026-11-29 it took 1.31-1.61x in-process JAX with the flag (9 runs)
+against 0.94-1.13x with the default (11 runs), whatever the schedulers' busy-wait flags and the
+worker's polling (`:spin_us` 0 gave the same). A step of a few hundred microseconds lets the BEAM's threads fall asleep. With
+the default, the reply wakes a scheduler polling the pipe itself; with `+IOs false`, it wakes
+the poll thread, which then wakes a scheduler. So the flag is a choice per workload
+(docs/DEPLOYMENT.md), and `make bench` runs with the default.
+
 Targets: resident <= 1.5x, shipped <= 4x. The resident step sends two handles plus x and y
 handles and gets two handles back (the results stay JAX arrays on the worker, never copied to
 the host), then frees the two old weights with `Nx.backend_deallocate/1`, which waits for
@@ -516,6 +489,15 @@ step (the ping, section 1) and the worker's dispatch around the jitted step, on 
 2 cores the BEAM, the Python loop and XLA's threads share; in-process JAX has no round trip and
 frees by garbage collection. The shipped one moves 2 x 257 KiB of weights each way plus x
 (64 KiB) in.
+
+Both figures vary from run to run on this machine. In 18 standalone runs on 2026-11-29 with
+the default flags, the resident step took 0.93-1.27x in-process JAX. Those runs were made before
+the worker grew its pipes, by this version's code and the previous one's alike. The shipped step
+took 3.3-5.1x in them (median 4.0, at most 4x in 9 of the 18). It is bound by moving its bytes,
+about 580 KB per step, against a jitted step of about 300 us. With the default 64 KiB pipe
+buffers, that takes one system call and one wake-up of the other side per 64 KiB. Since the
+worker asks for 1 MiB pipe buffers (`py_backend.channel.grow_pipe`, docs/PROTOCOL.md section 1),
+6 runs gave 2.9-3.6x.
 
 ## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after the first call of each)
 
