@@ -412,7 +412,7 @@ between pipe reads.
 - A key-only `call` that repeats one served before is recognised byte for byte outside its id
   and tensor data (`py_backend/fastcall.py`). Its one-result reply is built as one chunk from
   cached headers.
-- The caller keeps its own deadline, so the GenServer arms no timer per request.
+- One timer per worker, set for the earliest pending deadline, replaces a timer per request.
 - A learned request runs through a per-layout function with its constants bound once.
 - `+IOs false` for VMs that make many small calls (docs/DEPLOYMENT.md).
 

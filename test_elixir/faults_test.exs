@@ -128,20 +128,56 @@ defmodule NxJax.FaultsTest do
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
     end
 
-    # the caller keeps the deadline and tells the worker when it passes; a notice that comes
-    # after the reply (the two crossed) must not replace a worker that did nothing wrong
-    test "a deadline notice for a call already answered leaves the worker alone", %{name: name} do
+    # one timer serves all deadlines: calls answered in time leave nothing behind that could
+    # replace a worker that did nothing wrong once their deadlines pass
+    test "calls answered before their deadlines do not replace the worker later",
+         %{name: name} do
       os_pid = NxJax.Worker.os_pid(name)
-      assert NxJax.Worker.call(:ping, [], server: name, timeout: 50) == :pong
-      tag = make_ref()
-      send(Process.whereis(name), {:deadline, {tag, tag}, 50})
+
+      for timeout <- [300, 80, 200, 60, 60, 400] do
+        assert NxJax.Worker.call(:ping, [], server: name, timeout: timeout) == :pong
+      end
+
+      Process.sleep(600)
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
       assert NxJax.Worker.os_pid(name) == os_pid
       assert NxJax.Worker.pending(name) == 0
     end
 
+    # the worker keeps the deadline, not the caller: a stuck call whose caller is gone must
+    # still end with the stuck Python process replaced
+    test "a call whose caller died is still stopped at its deadline", %{name: name} do
+      stuck_os_pid = NxJax.Worker.os_pid(name)
+      dims = {{:f, 64}, {1500, 1500}}
+      dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
+      chain = for i <- 1..12, do: {i, :dot, [i - 1, i - 1], dot, dims}
+      slow = graph([{0, :constant, [], %{value: 1.0e-3}, dims} | chain], [12])
+      caller = spawn(fn -> NxJax.Worker.run(slow, [], server: name, timeout: 300) end)
+      Process.sleep(100)
+      Process.exit(caller, :kill)
+
+      # (while the supervisor restarts it, the name is briefly unregistered)
+      assert eventually(fn ->
+               try do
+                 NxJax.Worker.os_pid(name) != stuck_os_pid
+               catch
+                 :exit, _ -> false
+               end
+             end)
+
+      assert NxJax.Worker.call(:ping, [], server: name) == :pong
+    end
+
     test ":infinity waits without a deadline", %{name: name} do
       assert NxJax.Worker.call(:ping, [], server: name, timeout: :infinity) == :pong
+    end
+  end
+
+  defp eventually(check, tries \\ 100) do
+    cond do
+      check.() -> true
+      tries == 0 -> false
+      true -> Process.sleep(50) && eventually(check, tries - 1)
     end
   end
 

@@ -66,6 +66,8 @@ defmodule NxJax.Worker do
   @project_root Path.expand("../..", __DIR__)
   @default_timeout 60_000
   @deadline_grace 5_000
+  # a request whose reply nobody waits for (a free after release/2 or a process's exit)
+  @ignore {nil, :ignore, :infinity}
   @big_binary 65_536
   # measured in bench/run.exs section 1: waking a sleeping worker costs tens of microseconds on a
   # virtual machine; the next call of a loop arrives well within this
@@ -271,10 +273,9 @@ defmodule NxJax.Worker do
   # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
   # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
   # computes) in this process. The reply address is a monitor alias, so a reply that comes
-  # after we gave up is dropped. The caller keeps the deadline (no timer in the GenServer per
-  # request): when it passes, it tells the GenServer, which answers the call with a Timeout and
-  # replaces its Python process if the request is still pending; the grace after that only
-  # covers a GenServer that cannot answer at all.
+  # after we gave up is dropped. The worker enforces the deadline itself (and replaces its
+  # Python process past it), whether or not this caller is still alive to wait; the extra time
+  # here only covers a GenServer that cannot answer at all.
   defp call_server(server, message, timeout, on_hook) do
     case GenServer.whereis(server) do
       nil ->
@@ -282,15 +283,14 @@ defmodule NxJax.Worker do
 
       dest ->
         tag = :erlang.monitor(:process, dest, alias: :demonitor)
-        send(dest, {:nx_jax_request, {tag, tag}, message})
+        send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
 
         limit =
           if timeout == :infinity,
             do: :infinity,
-            else: System.monotonic_time(:millisecond) + timeout
+            else: System.monotonic_time(:millisecond) + timeout + @deadline_grace
 
-        wait = %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook, notified: false}
-        await_reply(tag, wait, nil)
+        await_reply(tag, %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}, nil)
     end
   end
 
@@ -307,16 +307,8 @@ defmodule NxJax.Worker do
         failed || {:error, down_error(reason, wait.dest)}
     after
       remaining(wait.limit) ->
-        if wait.notified do
-          Process.demonitor(tag, [:flush])
-
-          failed ||
-            {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
-        else
-          send(wait.dest, {:deadline, {tag, tag}, wait.timeout})
-          limit = System.monotonic_time(:millisecond) + @deadline_grace
-          await_reply(tag, %{wait | limit: limit, notified: true}, failed)
-        end
+        Process.demonitor(tag, [:flush])
+        failed || {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
     end
   end
 
@@ -530,6 +522,8 @@ defmodule NxJax.Worker do
        known: MapSet.new(),
        live: :ets.new(__MODULE__, [:set, :public, write_concurrency: true]),
        owners: %{},
+       # {timer, deadline}: one timer, for the earliest deadline of the pending requests
+       deadline_timer: nil,
        os_pid: os_pid,
        stdio_to: Keyword.get(opts, :stdio_to),
        counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
@@ -543,28 +537,30 @@ defmodule NxJax.Worker do
   def handle_call(:live_table, _from, state), do: {:reply, state.live, state}
   def handle_call(:client_stats, _from, state), do: {:reply, state.counts, state}
 
-  def handle_call({:call, function, body}, from, state) do
-    {:noreply, send_request(state, function, body, {from, :plain})}
+  # A request from call_server/4 (GenServer.call's protocol, with a reply alias). `limit` is
+  # `:infinity` or `{deadline, timeout}`, the deadline in monotonic milliseconds of this node.
+  defp dispatch({:call, function, body}, from, limit, state) do
+    send_request(state, function, body, {from, :plain, limit})
   end
 
-  def handle_call({:graph_call, key, graph_bin, args, keep, owner}, from, state) do
-    {:noreply, send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner}})}
+  defp dispatch({:graph_call, key, graph_bin, args, keep, owner}, from, limit, state) do
+    send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner}, limit})
   end
 
-  def handle_call({:put, body, owner}, from, state) do
-    {:noreply, send_request(state, :put, body, {from, {:owned, owner}})}
+  defp dispatch({:put, body, owner}, from, limit, state) do
+    send_request(state, :put, body, {from, {:owned, owner}, limit})
   end
 
-  def handle_call({:free, handles}, from, state) do
+  defp dispatch({:free, handles}, from, limit, state) do
     {_live, state} = disown(state, handles)
-    {:noreply, send_request(state, :free, encode_body([handles]), {from, :plain})}
+    send_request(state, :free, encode_body([handles]), {from, :plain, limit})
   end
 
   # answered here at once (a caller on another node): the free's reply is dropped
-  def handle_call({:release, handles}, from, state) do
+  defp dispatch({:release, handles}, from, _limit, state) do
     {live, state} = disown(state, handles)
     GenServer.reply(from, {:ok, live})
-    {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
+    send_request(state, :free, encode_body([handles]), @ignore)
   end
 
   # forgets `handles` (in every owner's set and in the table of live handles); returns how
@@ -580,7 +576,7 @@ defmodule NxJax.Worker do
     {live, %{state | owners: owners}}
   end
 
-  defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}} = entry) do
+  defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}, _} = entry) do
     {graph, state} =
       if MapSet.member?(state.known, key) do
         {nil, update_in(state.counts.key_calls, &(&1 + 1))}
@@ -595,11 +591,26 @@ defmodule NxJax.Worker do
     send_request(state, :call, body, entry)
   end
 
-  defp send_request(state, function, body, entry) do
+  # `entry`: {reply address, what to do with the reply, limit}
+  defp send_request(state, function, body, {_from, _kind, limit} = entry) do
     id = state.next_id
     header = [@request_head, encode_id(id), @module_atom, small_body(function)]
     true = Port.command(state.port, [header | body])
+    state = arm_deadline(state, limit)
     %{state | next_id: id + 1, pending: Map.put(state.pending, id, entry)}
+  end
+
+  # One timer serves every deadline: it is set for the earliest one and only moved when a
+  # request comes with an earlier one (with equal timeouts, never), so a request costs no timer.
+  defp arm_deadline(state, :infinity), do: state
+
+  defp arm_deadline(%{deadline_timer: {_, at}} = state, {deadline, _}) when at <= deadline,
+    do: state
+
+  defp arm_deadline(state, {deadline, _}) do
+    with {timer, _} <- state.deadline_timer, do: :erlang.cancel_timer(timer)
+    timer = :erlang.start_timer(deadline, self(), :nx_jax_deadlines, abs: true)
+    %{state | deadline_timer: {timer, deadline}}
   end
 
   @impl true
@@ -618,7 +629,7 @@ defmodule NxJax.Worker do
 
       {:hook, id, index, tensors} ->
         # a hook fired while request `id` runs: its caller runs the Elixir function
-        with %{^id => {{to, tag}, _}} <- state.pending,
+        with %{^id => {{to, tag}, _, _}} <- state.pending,
              do: send(to, {:nx_jax_hook, tag, index, tensors})
 
         {:noreply, state}
@@ -646,26 +657,38 @@ defmodule NxJax.Worker do
     {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
-  # A call's deadline passed (its caller says so): if it is still pending, answer it with a
-  # timeout and replace the worker (kill its Python process; the exit_status that follows fails
-  # the other pending calls and stops this GenServer, and the supervisor starts a new worker).
-  # A call already answered is left alone: its reply is on its way.
-  def handle_info({:deadline, from, timeout}, state) do
-    case Enum.find(state.pending, fn {_id, {caller, _}} -> caller == from end) do
-      nil ->
-        {:noreply, state}
+  # The earliest deadline passed: answer every request past its deadline with a timeout and
+  # replace the worker (kill its Python process; the exit_status that follows fails the other
+  # pending calls and stops this GenServer, and the supervisor starts a new worker); otherwise
+  # set the timer for the next deadline. A timer moved since is ignored.
+  def handle_info({:timeout, timer, :nx_jax_deadlines}, %{deadline_timer: {timer, _}} = state) do
+    now = System.monotonic_time(:millisecond)
 
-      {id, _entry} ->
-        text =
-          "no reply from the worker within #{timeout} ms; the worker (OS pid #{state.os_pid}) " <>
-            "was busy past the deadline and is replaced (raise :timeout for longer calls)"
+    {expired, pending} =
+      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> passed?(limit, now) end)
 
-        GenServer.reply(from, {:error, {"Timeout", text, ""}})
-        Logger.warning("nx_jax: a call passed its #{timeout} ms deadline; killing the worker")
-        System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
-        {:noreply, %{state | pending: Map.delete(state.pending, id)}}
+    state = %{state | pending: Map.new(pending), deadline_timer: nil}
+
+    for {_id, {from, _, {_, timeout}}} <- expired, from != nil do
+      text =
+        "no reply from the worker within #{timeout} ms; the worker (OS pid #{state.os_pid}) " <>
+          "was busy past the deadline and is replaced (raise :timeout for longer calls)"
+
+      GenServer.reply(from, {:error, {"Timeout", text, ""}})
+    end
+
+    if expired != [] do
+      Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
+      System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+    end
+
+    case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
+      [] -> {:noreply, state}
+      limits -> {:noreply, arm_deadline(state, Enum.min(limits))}
     end
   end
+
+  def handle_info({:timeout, _stale, :nx_jax_deadlines}, state), do: {:noreply, state}
 
   def handle_info({:DOWN, _monitor, :process, pid, _reason}, state) do
     case Map.pop(state.owners, pid) do
@@ -680,7 +703,7 @@ defmodule NxJax.Worker do
           {:noreply, state}
         else
           body = encode_body([MapSet.to_list(handles)])
-          {:noreply, send_request(state, :free, body, {nil, :ignore})}
+          {:noreply, send_request(state, :free, body, @ignore)}
         end
     end
   end
@@ -688,12 +711,16 @@ defmodule NxJax.Worker do
   # release/2 on this node took `handles` out of the live table: free them, dropping the reply
   def handle_info({:nx_jax_released, handles}, state) do
     {_live, state} = disown(state, handles)
-    {:noreply, send_request(state, :free, encode_body([handles]), {nil, :ignore})}
+    {:noreply, send_request(state, :free, encode_body([handles]), @ignore)}
   end
 
-  # a request from call_server/4 (GenServer.call's protocol, with a reply alias)
-  def handle_info({:nx_jax_request, from, message}, state) do
-    handle_call(message, from, state)
+  def handle_info({:nx_jax_request, from, timeout, message}, state) do
+    limit =
+      if timeout == :infinity,
+        do: :infinity,
+        else: {System.monotonic_time(:millisecond) + timeout, timeout}
+
+    {:noreply, dispatch(message, from, limit, state)}
   end
 
   def handle_info(_other, state), do: {:noreply, state}
@@ -719,10 +746,13 @@ defmodule NxJax.Worker do
 
   defp fail_pending(state, error) do
     Enum.each(state.pending, fn
-      {_id, {nil, _}} -> :ok
-      {_id, {from, _}} -> GenServer.reply(from, {:error, error})
+      {_id, {nil, _, _}} -> :ok
+      {_id, {from, _, _}} -> GenServer.reply(from, {:error, error})
     end)
   end
+
+  defp passed?(:infinity, _now), do: false
+  defp passed?({deadline, _timeout}, now), do: deadline <= now
 
   defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
@@ -735,16 +765,20 @@ defmodule NxJax.Worker do
     end
   end
 
-  defp finish(state, {nil, :ignore}, _reply), do: state
+  defp finish(state, {nil, :ignore, _}, _reply), do: state
 
   # The worker does not know the key (it forgot the graph): send it again, transparently.
-  defp finish(state, {from, {:graph, key, _, _, _, _} = call}, {:error, {"UnknownGraph", _, _}}) do
+  defp finish(
+         state,
+         {from, {:graph, key, _, _, _, _} = call, limit},
+         {:error, {"UnknownGraph", _, _}}
+       ) do
     state = %{state | known: MapSet.delete(state.known, key)}
     state = update_in(state.counts.graph_resends, &(&1 + 1))
-    send_graph_call(state, {from, call})
+    send_graph_call(state, {from, call, limit})
   end
 
-  defp finish(state, {from, {:graph, key, _, _, keep, owner}}, reply) do
+  defp finish(state, {from, {:graph, key, _, _, keep, owner}, _}, reply) do
     state =
       case reply do
         {:ok, results} when keep ->
@@ -760,7 +794,7 @@ defmodule NxJax.Worker do
     reply_to(state, from, reply)
   end
 
-  defp finish(state, {from, {:owned, owner}}, reply) do
+  defp finish(state, {from, {:owned, owner}, _}, reply) do
     state =
       case reply do
         {:ok, handles} -> own(state, owner, handles)
@@ -770,7 +804,7 @@ defmodule NxJax.Worker do
     reply_to(state, from, reply)
   end
 
-  defp finish(state, {from, :plain}, reply) do
+  defp finish(state, {from, :plain, _}, reply) do
     reply_to(state, from, reply)
   end
 
