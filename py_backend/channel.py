@@ -302,6 +302,11 @@ class FrameWriter:
         if type(payload) is bytes and len(payload) <= _BUFFER:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
+                if self._fd is not None:  # a bare fd: one os.write, nothing to flush
+                    written = os.write(self._fd, framed)
+                    if written < len(framed):
+                        self._write_all(memoryview(framed)[written:])
+                    return
                 self._write_all(framed)
                 self._flush()
             return

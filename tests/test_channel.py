@@ -329,3 +329,26 @@ def test_grow_pipe_grows_a_pipe_up_to_the_system_limit(tmp_path: Any) -> None:
     with open(tmp_path / "file", "wb") as f:
         assert channel.pipe_size(f.fileno()) is None
         assert channel.grow_pipe(f.fileno()) is None
+
+
+def test_a_small_frame_partly_written_by_one_write_is_completed() -> None:
+    # a 4 KiB non-blocking pipe takes only part of a 10 KB frame per write: the rest must follow
+    r, w = os.pipe()
+    try:
+        if channel.pipe_size(w) is None:
+            pytest.skip("no F_SETPIPE_SZ on this system")
+        import fcntl
+
+        fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page
+        os.set_blocking(w, False)
+        payload = bytes(random.Random(5).randbytes(10_000))
+        got: list[bytes | None] = []
+        reader = threading.Thread(target=lambda: got.append(FrameReader(r).read_frame()))
+        writer = FrameWriter(w)
+        reader.start()
+        writer.write_frame(payload)
+        reader.join(10)
+        assert got == [payload]
+    finally:
+        os.close(r)
+        os.close(w)
