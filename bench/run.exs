@@ -272,9 +272,16 @@ mlp_fresh_rows =
       "#{cell.(o.resident_wait)} | #{cell.(o.shipped)} |"
   end)
 
+# an echo process can land in a slow mode for its whole life (section 1's text): the fresh VMs'
+# ratios take the fastest echo of the whole run, so that no VM's slow echo flatters its ratio
+fastest_echo =
+  Enum.min([
+    s.echo.p50 | for({_, _, %{rows: o}} <- s.fresh_vms, do: min(o.echo.p50, o.echo_spin.p50))
+  ])
+
 fresh_rows =
   Enum.map_join(s.fresh_vms, "\n", fn {round, flags, %{rows: o, jax: jax}} ->
-    base = Enum.min([o.echo.p50, o.echo_spin.p50]) + jax.p50
+    base = fastest_echo + jax.p50
 
     "| #{round} | `#{flags}` | #{f.(o.ours.p50, 1)} | #{f.(o.ping.p50, 1)} | " <>
       "#{f.(o.echo.p50, 1)} / #{f.(o.echo_spin.p50, 1)} | #{f.(o.floor.p50, 1)} | " <>
@@ -349,7 +356,9 @@ Measured in 4 interleaved rounds (each round runs every row in turn).
 | ratio floor / baseline | #{ratio.(s.floor.p50, s.base.p50)} | #{ratio.(s.floor.p99, s.base.p99)} |
 
 The same rows in fresh VMs (`bench/in_vm.exs small`), with scheduler polling (`+IOs true`,
-OTP's default) and without, alternately; p50 in us, the baseline's echo the faster one:
+OTP's default) and without, alternately; p50 in us. The ratios take as the baseline's echo the
+fastest one of the whole run (#{f.(fastest_echo, 1)} us), since an echo process too can land in
+a slow mode:
 
 | round | VM flags | nx_jax | ping | echo (sleeping / polling) | floor | in-process JAX | nx_jax / baseline | floor / baseline |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
@@ -374,18 +383,25 @@ this file come from this: the echo "placement", and floor/baseline between 1.4 a
 the owner of the VM sets it (`ERL_FLAGS`, `vm.args`; docs/DEPLOYMENT.md). It is not a free
 win: section 3 shows a training step it makes slower.
 
-**Where ours exceeds the floor** (2026-11-29, `+IOs false`, interleaved runs of 4000 calls,
-p50). nx_jax 38.3 us:
-- 1.7 us is the `defn` front end: 36.6 us for `NxJax.Worker.run_cached/5` with the same bytes;
-- 6-9 us is the GenServer path: our worker's Python loop on a port owned by the caller answers
-  the same request in 27.5 us, the ping in 16.6-20.9 us against 23.0-26.8 through the
-  GenServer. A fake worker that busy-waits 0, 5, 10 or 20 us before answering shows a constant
-  5.8-6.0 us, and the BEAM's CPU per ping is 10.0-12.2 us on a caller-owned port against
-  15.2-15.6 us through the GenServer (`+sbwt none`, so that spinning is not counted);
-- 7.5 us is the Python around the jitted call: 27.5 us against the floor's 20.0, on the same
-  kind of port.
+**Where ours exceeds the floor** (2026-11-29, this version, `+IOs false`, interleaved runs of
+4000 calls, p50). nx_jax 37.0-37.2 us:
+- 1.6-1.7 us is the `defn` front end: `NxJax.Worker.run_cached/5` with the same bytes takes
+  35.4-35.5 us.
+- About 10 us is the GenServer path. Our worker's Python loop on a port owned by the caller
+  answers the same request in 24.8-25.1 us against 34.8-34.9 through the GenServer, and the
+  ping in 17.1-17.2 us against 23.4. With an instant fake worker the round trip is 10.4-11.0 us
+  on a caller-owned port, 12.8-12.9 through a bare forwarding process (whether that process
+  writes the request or the caller writes it with `Port.command/2`) and 14.6-15.0 through
+  `NxJax.Worker`. The BEAM's CPU per call (`+sbwt none`, so that spinning is not counted) is
+  16.0 us on a caller-owned port, and through the GenServer 21.0-21.3 (ping) and 23.3-24.0
+  (small call). The GenServer's own code is a small part of that: each piece (the request's
+  bytes, the pending map, decoding the reply) takes well under 1 us. Most of it is schedulers
+  sleeping and waking between the hops.
+- About 5 us is the Python around the jitted call: 24.8-25.1 us against the floor's
+  19.7-20.1 on the same kind of port.
 
-Timestamps inside the worker, in the same conditions: handling the request 19.0 us. Of that,
+Timestamps inside the worker, in the same conditions, before the last trims of the learned path
+(per-layout runner, one `os.write`): handling the request 19.0 us. Of that,
 recognising the layout 2.4, the program lookup 0.75, the argument views 0.97, the jitted call
 9.95, reading its result back 2.85 and encoding the reply 0.41. Writing the reply takes 4.4 us
 more. The same request handled in-process in a tight loop (`bench/handle_profile.py`, caches
@@ -396,14 +412,11 @@ our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and en
 #{f.(s.handle["encode"], 1)} us. The jitted call with its result read back alone:
 #{f.(s.handle["jit"], 1)} us.
 
-What is left to cut. Of the GenServer path, the process hop itself is 0-3 us. An instant fake
-worker answered in 10.2-13.2 us on a caller-owned port and in 13.2-13.3 us through a bare
-forwarding process, whether that process also wrote the request or the caller wrote it with
-`Port.command/2` itself; through `NxJax.Worker` it took 15.2-15.3 us. So callers writing to the
-port themselves would gain nothing, and our GenServer's own bookkeeping is about 2 us. The
-Python around the jitted call (7.5 us) is the larger part: the layout match, program lookup,
-argument views, result read-back and reply, each under 1 us in a hot loop, but about twice that
-between pipe reads.
+What is left to cut. A caller writing to the port itself would gain nothing (above), and
+callers cannot own a shared worker's port. Fewer hops would need a worker per caller process.
+The Python around the call is the layout match, the program lookup, the argument views, the
+result read-back and the reply: each under 1 us in a hot loop, but about twice that between
+pipe reads.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -413,11 +426,12 @@ between pipe reads.
   and tensor data (`py_backend/fastcall.py`). Its one-result reply is built as one chunk from
   cached headers.
 - One timer per worker, set for the earliest pending deadline, replaces a timer per request.
-- A learned request runs through a per-layout function with its constants bound once.
+- A learned request runs through a per-layout function with its constants bound once, and a
+  small reply goes out with one `os.write`.
 - `+IOs false` for VMs that make many small calls (docs/DEPLOYMENT.md).
 
 With the default flags the small call went from 153 us (first version) to 60-80 us p50;
-with `+IOs false`, 37-43 us.
+with `+IOs false`, 36-43 us.
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
 calls):
