@@ -115,7 +115,6 @@ def encode_tensor(out: TensorOut, array: Any) -> Any:
 
 # --- the worker ------------------------------------------------------------------------------
 
-# per output: (wire dtype, shape), and the bytes of its wire tensor before the data
 # a learned request's steps once its program is found: (frame, id bytes) -> reply chunks
 Runner = Callable[[Chunk, bytes], list[Chunk]]
 
@@ -307,7 +306,7 @@ class Worker:
                 raise ValueError(f"the run gave {len(results)} results for {len(outs)} outputs")
             return results
 
-        if layout.keep:
+        if layout.keep:  # (the generic encoder, with the id _fast_call set)
             return lambda frame, id_bytes: channel.encode_chunks(
                 (atom("r"), self.request_id,
                  [(atom("ref"), self._keep(r, o)) for o, r in zip(outs, run(frame), strict=True)])
