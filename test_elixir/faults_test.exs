@@ -1,6 +1,7 @@
 defmodule NxJax.FaultsTest do
   # async: false: replaces the application's pool with a two-worker one whose workers it kills
   use ExUnit.Case, async: false
+  import NxJax.TestAssertions, only: [wait_until: 2]
   import ExUnit.CaptureLog
 
   @moduletag timeout: 300_000
@@ -157,27 +158,21 @@ defmodule NxJax.FaultsTest do
       Process.exit(caller, :kill)
 
       # (while the supervisor restarts it, the name is briefly unregistered)
-      assert eventually(fn ->
-               try do
-                 NxJax.Worker.os_pid(name) != stuck_os_pid
-               catch
-                 :exit, _ -> false
-               end
-             end)
+      replaced? = fn ->
+        try do
+          NxJax.Worker.os_pid(name) != stuck_os_pid
+        catch
+          :exit, _ -> false
+        end
+      end
+
+      assert wait_until(replaced?, 500)
 
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
     end
 
     test ":infinity waits without a deadline", %{name: name} do
       assert NxJax.Worker.call(:ping, [], server: name, timeout: :infinity) == :pong
-    end
-  end
-
-  defp eventually(check, tries \\ 100) do
-    cond do
-      check.() -> true
-      tries == 0 -> false
-      true -> Process.sleep(50) && eventually(check, tries - 1)
     end
   end
 

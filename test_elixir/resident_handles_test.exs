@@ -1,6 +1,7 @@
 defmodule NxJax.ResidentHandlesTest do
   # async: false: counts resident tensors on the shared workers
   use ExUnit.Case, async: false
+  import NxJax.TestAssertions, only: [wait_until: 1]
 
   defmodule MLP do
     import Nx.Defn
@@ -149,13 +150,5 @@ defmodule NxJax.ResidentHandlesTest do
     assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, 30_000
     assert wait_until(fn -> resident_count() == before end)
     assert Nx.backend_deallocate(b) == :already_deallocated
-  end
-
-  defp wait_until(fun, tries \\ 200) do
-    cond do
-      fun.() -> true
-      tries == 0 -> false
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
   end
 end

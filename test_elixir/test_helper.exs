@@ -39,6 +39,15 @@ defmodule NxJax.TestAssertions do
     scalar = fn x -> Nx.sum(fun.(x)) end
     assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
   end
+
+  # polls `check` every 10 ms until it returns true (then true) or `tries` polls have failed
+  def wait_until(check, tries \\ 200) do
+    cond do
+      check.() -> true
+      tries == 0 -> false
+      true -> Process.sleep(10) && wait_until(check, tries - 1)
+    end
+  end
 end
 
 ExUnit.start()
