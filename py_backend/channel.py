@@ -303,7 +303,10 @@ class FrameWriter:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
                 if self._fd is not None:  # a bare fd: one os.write, nothing to flush
-                    written = os.write(self._fd, framed)
+                    try:
+                        written = os.write(self._fd, framed)
+                    except BlockingIOError:  # a non-blocking fd, full: wait as _write_all does
+                        written = 0
                     if written < len(framed):
                         self._write_all(memoryview(framed)[written:])
                     return

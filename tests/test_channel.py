@@ -331,8 +331,10 @@ def test_grow_pipe_grows_a_pipe_up_to_the_system_limit(tmp_path: Any) -> None:
         assert channel.grow_pipe(f.fileno()) is None
 
 
-def test_a_small_frame_partly_written_by_one_write_is_completed() -> None:
-    # a 4 KiB non-blocking pipe takes only part of a 10 KB frame per write: the rest must follow
+@pytest.mark.parametrize("full", [False, True])
+def test_a_small_frame_partly_written_by_one_write_is_completed(full: bool) -> None:
+    # a 4 KiB non-blocking pipe takes only part of a 10 KB frame per write (or, already full,
+    # none of it): the rest must follow as the reader drains the pipe
     r, w = os.pipe()
     try:
         if channel.pipe_size(w) is None:
@@ -342,13 +344,22 @@ def test_a_small_frame_partly_written_by_one_write_is_completed() -> None:
         fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page
         os.set_blocking(w, False)
         payload = bytes(random.Random(5).randbytes(10_000))
-        got: list[bytes | None] = []
-        reader = threading.Thread(target=lambda: got.append(FrameReader(r).read_frame()))
         writer = FrameWriter(w)
+        frames = [b"x" * 4092, payload] if full else [payload]
+        if full:
+            writer.write_frame(frames[0])  # 4096 bytes: the pipe is full
+        got: list[bytes | None] = []
+        source = FrameReader(r)
+
+        def read_later() -> None:
+            time.sleep(0.1)  # the write below finds the pipe full (or nearly) first
+            got.extend(source.read_frame() for _ in frames)
+
+        reader = threading.Thread(target=read_later)
         reader.start()
         writer.write_frame(payload)
         reader.join(10)
-        assert got == [payload]
+        assert got == frames
     finally:
         os.close(r)
         os.close(w)
