@@ -121,11 +121,7 @@ class Layouts:
 
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
         """Views of the tensors' data in ``frame`` (no copy)."""
-        start = len(frame) - match.layout.size
-        return [
-            np.ndarray(shape, dtype, frame, start + at)
-            for at, dtype, shape, _count in match.layout.tensors
-        ]
+        return argument_views(frame, match.layout)
 
     def learn(self, frame: bytes) -> Layout | None:
         """Record ``frame``, a key-only ``call`` of wire tensors that was just served without
@@ -202,6 +198,12 @@ class Layouts:
             same_head.append(layout)
             self._count += 1
         return layout
+
+
+def argument_views(frame: channel.Chunk, layout: Layout) -> list[np.ndarray]:
+    """Views of the tensors' data in ``frame``, a frame that follows ``layout`` (no copy)."""
+    start = len(frame) - layout.size
+    return [np.ndarray(shape, dtype, frame, start + at) for at, dtype, shape, _ in layout.tensors]
 
 
 def _follows(frame: bytes | bytearray, start: int, layout: Layout) -> bool:

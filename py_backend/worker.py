@@ -294,13 +294,11 @@ class Worker:
         cache's): read the arguments out of the frame, run, reply. A reply of wire tensors is
         built from their cached headers (``fastcall.tensor_header``); with ``keep`` the results
         stay here and the reply names their handles."""
-        jitted, stats, size = program.jitted, self.cache.stats, layout.size
-        specs = [(shape, dtype, at) for at, dtype, shape, _count in layout.tensors]
+        jitted, stats, views = program.jitted, self.cache.stats, fastcall.argument_views
         outs = program.outs
 
         def run(frame: Chunk) -> Any:
-            start = len(frame) - size
-            results = jitted(*[np.ndarray(s, d, frame, start + a) for s, d, a in specs])
+            results = jitted(*views(frame, layout))
             stats.runs += 1
             if len(results) != len(outs):
                 raise ValueError(f"the run gave {len(results)} results for {len(outs)} outputs")
@@ -327,23 +325,11 @@ class Worker:
 
         if len(parts) == 1 and np.prod(parts[0][1], dtype=np.int64) * parts[0][0].itemsize \
                 < SMALL_TENSOR:
-            # one small result, the common case of a loop: the same steps inlined (a Python call
-            # costs more than most of them), its reply in one piece
+            # one small result, the common case of a loop: its reply in one piece
             ((dtype, shape),), (header,) = parts, headers
-            ndarray, asarray, one_reply = np.ndarray, np.asarray, fastcall.encode_one_small_reply
-
-            def one_small(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
-                start = len(frame) - size
-                results = jitted(*[ndarray(s, d, frame, start + a) for s, d, a in specs])
-                stats.runs += 1
-                if len(results) != 1:
-                    raise ValueError(f"the run gave {len(results)} results for 1 output")
-                value = asarray(results[0], dtype=dtype)
-                if value.shape != shape:
-                    raise ValueError(f"result shape {value.shape} is not the declared {shape}")
-                return one_reply(id_bytes, header, value.tobytes())
-
-            return one_small
+            return lambda frame, id_bytes: fastcall.encode_one_small_reply(
+                id_bytes, header, host(run(frame)[0], dtype, shape).tobytes()
+            )
 
         def reply(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
             data: list[bytes | memoryview] = []
