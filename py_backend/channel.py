@@ -280,6 +280,14 @@ class FrameWriter:
         self._lock = threading.Lock()
 
     def _write_all(self, data: Chunk) -> None:
+        if self._fd is not None:  # a bare fd: most often one os.write does it all
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:  # a non-blocking fd, full: wait in the loop below
+                written = 0
+            if written == (len(data) if type(data) is bytes else memoryview(data).nbytes):
+                return
+            data = memoryview(data).cast("B")[written:]
         view = memoryview(data).cast("B")
         while len(view) > 0:
             n = self._raw.write(view)
@@ -302,14 +310,6 @@ class FrameWriter:
         if type(payload) is bytes and len(payload) <= _BUFFER:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
-                if self._fd is not None:  # a bare fd: one os.write, nothing to flush
-                    try:
-                        written = os.write(self._fd, framed)
-                    except BlockingIOError:  # a non-blocking fd, full: wait as _write_all does
-                        written = 0
-                    if written < len(framed):
-                        self._write_all(memoryview(framed)[written:])
-                    return
                 self._write_all(framed)
                 self._flush()
             return
