@@ -177,8 +177,7 @@ defmodule NxJax.Worker do
       pid when is_pid(pid) and node(pid) == node() ->
         count =
           try do
-            live = live_table(pid)
-            Enum.count(handles, &(:ets.take(live, &1) != []))
+            take_live(live_table(pid), handles)
           rescue
             # the worker (and its table) is gone, and its tensors with it
             ArgumentError -> 0
@@ -193,6 +192,9 @@ defmodule NxJax.Worker do
         request([{:retryable, false} | opts], {:release, handles})
     end
   end
+
+  # takes `handles` out of a worker's table of live handles; how many were there
+  defp take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, &1) != []))
 
   # the table of live handles of a local worker, asked once per calling process and worker
   defp live_table(pid) do
@@ -558,15 +560,22 @@ defmodule NxJax.Worker do
 
   # answered here at once (a caller on another node): the free's reply is dropped
   defp dispatch({:release, handles}, from, _limit, state) do
-    {live, state} = disown(state, handles)
+    {live, state} = free_released(state, handles)
     GenServer.reply(from, {:ok, live})
-    send_request(state, :free, encode_body([handles]), @ignore)
+    state
+  end
+
+  # disowns released `handles` and sends their free, dropping its reply; returns how many of
+  # them were still live
+  defp free_released(state, handles) do
+    {live, state} = disown(state, handles)
+    {live, send_request(state, :free, encode_body([handles]), @ignore)}
   end
 
   # forgets `handles` (in every owner's set and in the table of live handles); returns how
   # many of them were still live
   defp disown(state, handles) do
-    live = Enum.count(handles, &(:ets.take(state.live, &1) != []))
+    live = take_live(state.live, handles)
 
     owners =
       Map.new(state.owners, fn {pid, {monitor, owned}} ->
@@ -710,8 +719,8 @@ defmodule NxJax.Worker do
 
   # release/2 on this node took `handles` out of the live table: free them, dropping the reply
   def handle_info({:nx_jax_released, handles}, state) do
-    {_live, state} = disown(state, handles)
-    {:noreply, send_request(state, :free, encode_body([handles]), @ignore)}
+    {_live, state} = free_released(state, handles)
+    {:noreply, state}
   end
 
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
@@ -791,7 +800,8 @@ defmodule NxJax.Worker do
           %{state | known: MapSet.delete(state.known, key)}
       end
 
-    reply_to(state, from, reply)
+    GenServer.reply(from, reply)
+    state
   end
 
   defp finish(state, {from, {:owned, owner}, _}, reply) do
@@ -801,14 +811,11 @@ defmodule NxJax.Worker do
         _ -> state
       end
 
-    reply_to(state, from, reply)
+    GenServer.reply(from, reply)
+    state
   end
 
   defp finish(state, {from, :plain, _}, reply) do
-    reply_to(state, from, reply)
-  end
-
-  defp reply_to(state, from, reply) do
     GenServer.reply(from, reply)
     state
   end
