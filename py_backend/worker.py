@@ -105,11 +105,18 @@ def decode_tensor(term: Any) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).reshape(shape)  # a view into the request frame
 
 
+def to_host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A result as a C-ordered NumPy array of its wire ``dtype``, checked against its declared
+    ``shape`` (conform() already checked; this guards the wire)."""
+    host = np.asarray(array, dtype=dtype, order="C")
+    if host.shape != shape:
+        raise ValueError(f"result shape {host.shape} is not the declared {shape}")
+    return host
+
+
 def encode_tensor(out: TensorOut, array: Any) -> Any:
     """A result as ``{type, shape, data}``; ``data`` references the array's memory."""
-    host = np.asarray(array, dtype=wire_dtype(out.type), order="C")
-    if tuple(host.shape) != out.shape:  # conform() already checked; this guards the wire
-        raise ValueError(f"result shape {host.shape} is not the declared {out.shape}")
+    host = to_host(array, wire_dtype(out.type), out.shape)
     return (encode_type(out.type), out.shape, channel.binary(host.reshape(-1).view(np.uint8).data))
 
 
@@ -317,26 +324,20 @@ class Worker:
             for o, (dtype, _shape) in zip(outs, parts, strict=True)
         ]
 
-        def host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-            value = np.asarray(array, dtype=dtype)
-            if value.shape != shape:
-                raise ValueError(f"result shape {value.shape} is not the declared {shape}")
-            return value
-
         if len(parts) == 1 and np.prod(parts[0][1], dtype=np.int64) * parts[0][0].itemsize \
                 < SMALL_TENSOR:
             # one small result, the common case of a loop: its reply in one piece
             ((dtype, shape),), (header,) = parts, headers
             return lambda frame, id_bytes: fastcall.encode_one_small_reply(
-                id_bytes, header, host(run(frame)[0], dtype, shape).tobytes()
+                id_bytes, header, to_host(run(frame)[0], dtype, shape).tobytes()
             )
 
         def reply(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
             data: list[bytes | memoryview] = []
             for (dtype, shape), array in zip(parts, run(frame)):  # noqa: B905 (checked in run)
-                value = host(array, dtype, shape)
+                value = to_host(array, dtype, shape)
                 data.append(value.tobytes() if value.nbytes < SMALL_TENSOR
-                            else np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
+                            else value.reshape(-1).view(np.uint8).data)
             return fastcall.encode_tensor_reply(id_bytes, headers, data)
 
         return reply
