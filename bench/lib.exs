@@ -144,7 +144,7 @@ defmodule Bench do
     <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>)
     echo_frame = <<"e", 0::64>>
 
-    variants = [
+    calls = [
       ours: fn -> small(x) end,
       ping: fn -> NxJax.Worker.call(:ping, []) end,
       echo: fn -> port_call(echo_port, echo_frame) end,
@@ -152,16 +152,24 @@ defmodule Bench do
       floor: fn -> <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>) end
     ]
 
-    rows =
-      Enum.reduce(1..4, %{}, fn _, acc ->
-        Enum.reduce(variants, acc, fn {name, fun}, acc ->
-          got = samples(div(n, 4), fun)
-          Map.update(acc, name, got, &(&1 ++ got))
-        end)
-      end)
-
+    rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n)
     Enum.each([echo_port, spin_port, floor_port], &close_port/1)
-    Map.new(rows, fn {k, v} -> {k, percentiles(v)} end)
+    rows
+  end
+
+  @doc """
+  Percentiles of each of `variants` (`{name, fun}`, `fun.(k)` giving `k` samples in us), `n`
+  samples each, taken in 4 interleaved rounds (each round runs every variant in turn), so that
+  drift on a shared machine spreads over all of them.
+  """
+  def interleaved(variants, n) do
+    Enum.reduce(1..4, %{}, fn _, acc ->
+      Enum.reduce(variants, acc, fn {name, fun}, acc ->
+        got = fun.(div(n, 4))
+        Map.update(acc, name, got, &(&1 ++ got))
+      end)
+    end)
+    |> Map.new(fn {k, v} -> {k, percentiles(v)} end)
   end
 
   @doc """
@@ -208,15 +216,7 @@ defmodule Bench do
       end
     ]
 
-    rows =
-      Enum.reduce(1..4, %{}, fn _, acc ->
-        Enum.reduce(variants, acc, fn {name, fun}, acc ->
-          got = fun.(div(n, 4))
-          Map.update(acc, name, got, &(&1 ++ got))
-        end)
-      end)
-
-    Map.new(rows, fn {k, v} -> {k, percentiles(v)} end)
+    interleaved(variants, n)
   end
 
   @doc """
