@@ -1,5 +1,6 @@
 defmodule NxJax.WorkerTest do
   use ExUnit.Case, async: true
+  import NxJax.TestAssertions, only: [wait_until: 2]
 
   # A worker of our own for the tests that kill or misuse it, so the application's worker used
   # by the other test modules is never disturbed.
@@ -126,20 +127,31 @@ defmodule NxJax.WorkerTest do
     for {i, y} <- results, do: assert(y == i * i * 1.0)
   end
 
-  # a dot of two 1000x1000 f64 matrices of ones, made on the worker (so no large request is
-  # being written when the process is killed): slow enough to be in flight then
-  defp slow_graph do
-    graph(
-      [
-        {0, :constant, [], %{value: 1.0}, {{:f, 64}, {1000, 1000}}},
-        {1, :dot, [0, 0], %{contract_axes: {[1], [0]}, batch_axes: {[], []}},
-         {{:f, 64}, {1000, 1000}}}
-      ],
-      [1]
-    )
+  # twelve chained dots of 1024x1024 f64 matrices of 2^-10, made on the worker (so no large
+  # request is being written when the process is killed): seconds of work on two cores, and
+  # every product is 2^-10 again, exactly
+  @side 1024
+  @dims {{:f, 64}, {@side, @side}}
+  @entry :math.pow(2, -10)
+
+  defp dot_chain(first_node) do
+    dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
+    chain = for i <- 1..12, do: {i, :dot, [i - 1, i - 1], dot, @dims}
+    graph([first_node | chain], [12])
   end
 
-  defp ones_arg, do: {{:f, 64}, {1000, 1000}, :binary.copy(<<1.0::float-64-native>>, 1_000_000)}
+  defp slow_graph, do: dot_chain({0, :constant, [], %{value: @entry}, @dims})
+
+  # kills the named worker's Python process once it holds one request: the call is then
+  # certainly in flight, however fast this machine runs the graph (regression: a fixed 50 ms
+  # sleep let a fast dot finish first, and the caller got its result instead of an error)
+  defp kill_in_flight(name) do
+    assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 1_000)
+    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+  end
+
+  defp entries_arg,
+    do: {{:f, 64}, {@side, @side}, :binary.copy(<<@entry::float-64-native>>, @side * @side)}
 
   defp restartable_worker do
     name = :"worker_restart_#{System.unique_integer([:positive])}"
@@ -159,8 +171,7 @@ defmodule NxJax.WorkerTest do
         catch_error(NxJax.Worker.run(graph, [], server: name, retry: false))
       end)
 
-    Process.sleep(50)
-    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+    kill_in_flight(name)
 
     # the issue's bound: every caller hears of the exit within 1 s
     assert {:ok, %NxJax.WorkerError{class: "WorkerExited", message: message}} =
@@ -177,28 +188,18 @@ defmodule NxJax.WorkerTest do
     {name, sup} = restartable_worker()
     graph = slow_graph()
     caller = Task.async(fn -> NxJax.Worker.run(graph, [], server: name) end)
-    Process.sleep(50)
-    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+    kill_in_flight(name)
 
     # the new worker has never seen the graph: it is sent again and compiled there
-    assert [{{:f, 64}, {1000, 1000}, data}] = Task.await(caller, 60_000)
-    assert data == :binary.copy(<<1000.0::float-64-native>>, 1_000_000)
+    assert [{{:f, 64}, {@side, @side}, data}] = Task.await(caller, 120_000)
+    assert data == :binary.copy(<<@entry::float-64-native>>, @side * @side)
     Supervisor.stop(sup)
   end
 
   test "a call on resident handles is not retried on a new worker: the handles died with it" do
     {name, sup} = restartable_worker()
-    [handle] = NxJax.Worker.put([ones_arg()], server: name)
-
-    graph =
-      graph(
-        [
-          {0, :parameter, [], %{index: 0}, {{:f, 64}, {1000, 1000}}},
-          {1, :dot, [0, 0], %{contract_axes: {[1], [0]}, batch_axes: {[], []}},
-           {{:f, 64}, {1000, 1000}}}
-        ],
-        [1]
-      )
+    [handle] = NxJax.Worker.put([entries_arg()], server: name)
+    graph = dot_chain({0, :parameter, [], %{index: 0}, @dims})
 
     key = NxJax.Worker.graph_key(graph)
 
@@ -207,8 +208,7 @@ defmodule NxJax.WorkerTest do
         catch_error(NxJax.Worker.run_cached(key, graph, [{:ref, handle}], false, server: name))
       end)
 
-    Process.sleep(50)
-    System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
+    kill_in_flight(name)
     assert %NxJax.WorkerError{class: "WorkerExited"} = Task.await(caller, 5_000)
     Supervisor.stop(sup)
   end
