@@ -106,6 +106,16 @@ defmodule NxJax.DefnHooksTest do
     assert value == Nx.exp(Nx.tensor([0.0, 1.0]))
   end
 
+  # the hooks arrive while the caller polls for its reply (reply_spin_us longer than the call)
+  # as well as while it sleeps in receive (0)
+  test "hooks run whether the caller polls for its reply or sleeps" do
+    for spin <- [60_000_000, 0] do
+      looped = Nx.Defn.jit(&loop_hooked/1, reply_spin_us: spin)
+      assert looped.(Nx.tensor(10.0)) == Nx.tensor(16.0)
+      assert messages(:iteration) == [Nx.tensor(11.0), Nx.tensor(13.0), Nx.tensor(16.0)]
+    end
+  end
+
   test "a hook inside a range while loop fires once per iteration, in order" do
     assert loop_hooked(Nx.tensor(10.0)) == Nx.tensor(16.0)
     assert messages(:iteration) == [Nx.tensor(11.0), Nx.tensor(13.0), Nx.tensor(16.0)]

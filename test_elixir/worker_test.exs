@@ -13,6 +13,11 @@ defmodule NxJax.WorkerTest do
 
   defp graph(nodes, outputs), do: :erlang.term_to_binary({:nx_jax_graph, 1, nodes, outputs})
 
+  # the slow graph's matrices (slow_graph/0): 1024x1024 f64 of 2^-10
+  @side 1024
+  @dims {{:f, 64}, {@side, @side}}
+  @entry :math.pow(2, -10)
+
   test "answers ping and info", %{worker: w} do
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
     info = NxJax.Worker.call(:info, [], server: w)
@@ -48,6 +53,49 @@ defmodule NxJax.WorkerTest do
         assert cpu_ticks(pid) - before <= 10
         assert NxJax.Worker.call(:ping, [], server: name) == :pong
       end
+    end
+  end
+
+  describe "the caller polling for its reply (:reply_spin_us)" do
+    # the caller's own reductions over one call of the twelve-dot chain (a second or so here)
+    defp reductions_of_call(w, spin) do
+      {:reductions, before} = Process.info(self(), :reductions)
+
+      [{{:f, 64}, {@side, @side}, data}] =
+        NxJax.Worker.run(slow_graph(), [], server: w, reply_spin_us: spin)
+
+      {:reductions, later} = Process.info(self(), :reductions)
+      assert data == :binary.copy(<<@entry::float-64-native>>, @side * @side)
+      later - before
+    end
+
+    test "0 sleeps in receive at once; a spin longer than the call polls all through it; " <>
+           "either way the reply is the same",
+         %{worker: w} do
+      # (the first call compiles the graph, so that both measured calls take as long)
+      reductions_of_call(w, 0)
+      asleep = reductions_of_call(w, 0)
+      polling = reductions_of_call(w, 60_000_000)
+      # decoding a 8 MiB reply and encoding the request cost the same in both
+      assert asleep < 5_000
+      assert polling > asleep + 20_000
+    end
+
+    test "a spin does not outlast the caller's own limit: a call past its timeout still gets " <>
+           "its Timeout error",
+         %{worker: w} do
+      started = System.monotonic_time(:millisecond)
+
+      assert %NxJax.WorkerError{class: "Timeout"} =
+               catch_error(
+                 NxJax.Worker.run(slow_graph(), [],
+                   server: w,
+                   timeout: 100,
+                   reply_spin_us: 600_000_000
+                 )
+               )
+
+      assert System.monotonic_time(:millisecond) - started < 30_000
     end
   end
 
@@ -130,10 +178,6 @@ defmodule NxJax.WorkerTest do
   # twelve chained dots of 1024x1024 f64 matrices of 2^-10, made on the worker (so no large
   # request is being written when the process is killed): seconds of work on two cores, and
   # every product is 2^-10 again, exactly
-  @side 1024
-  @dims {{:f, 64}, {@side, @side}}
-  @entry :math.pow(2, -10)
-
   defp dot_chain(first_node) do
     dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
     chain = for i <- 1..12, do: {i, :dot, [i - 1, i - 1], dot, @dims}

@@ -72,6 +72,9 @@ defmodule NxJax.Worker do
   # measured in bench/run.exs section 1: waking a sleeping worker costs tens of microseconds on a
   # virtual machine; the next call of a loop arrives well within this
   @default_spin_us 100
+  # the same for a caller awaiting its reply (await_reply/4): a small call is answered in well
+  # under this, and a busy scheduler sees the reply on the port at once
+  @default_reply_spin_us 100
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -93,7 +96,8 @@ defmodule NxJax.Worker do
   Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s; past
   it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
   by the worker's exit is sent once more to its restarted worker), `:on_hook` (a function
-  `(index, wire_tensors)` for the hook values of the call, see "Hooks").
+  `(index, wire_tensors)` for the hook values of the call, see "Hooks"), `:reply_spin_us` (how
+  long the caller polls for the reply before it sleeps, `reply_spin_us/0`).
   """
   def call(function, args, opts \\ []) when is_atom(function) and is_list(args) do
     opts = if function in [:fetch, :free], do: [{:retryable, false} | opts], else: opts
@@ -233,6 +237,15 @@ defmodule NxJax.Worker do
     end)
   end
 
+  @doc """
+  How long a caller polls for its reply before it sleeps, in microseconds
+  (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default; 0 never polls; per
+  call, the `:reply_spin_us` option; docs/DEPLOYMENT.md).
+  """
+  def reply_spin_us do
+    Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
+  end
+
   @doc "The Python executable a worker started now would use."
   def python_executable(opts \\ []) do
     venv = Path.join(@project_root, ".venv/bin/python")
@@ -252,7 +265,9 @@ defmodule NxJax.Worker do
     timeout = Keyword.get(opts, :timeout, @default_timeout)
     before = if is_atom(server), do: GenServer.whereis(server)
 
-    case call_server(server, message, timeout, Keyword.get(opts, :on_hook)) do
+    spin_us = Keyword.get_lazy(opts, :reply_spin_us, &reply_spin_us/0)
+
+    case call_server(server, message, {timeout, spin_us}, Keyword.get(opts, :on_hook)) do
       {:ok, result} ->
         result
 
@@ -278,7 +293,7 @@ defmodule NxJax.Worker do
   # after we gave up is dropped. The worker enforces the deadline itself (and replaces its
   # Python process past it), whether or not this caller is still alive to wait; the extra time
   # here only covers a GenServer that cannot answer at all.
-  defp call_server(server, message, timeout, on_hook) do
+  defp call_server(server, message, {timeout, spin_us}, on_hook) do
     case GenServer.whereis(server) do
       nil ->
         {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
@@ -292,27 +307,52 @@ defmodule NxJax.Worker do
             do: :infinity,
             else: System.monotonic_time(:millisecond) + timeout + @deadline_grace
 
-        await_reply(tag, %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}, nil)
+        wait = %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}
+        await_reply(tag, wait, nil, spin_until(spin_us, limit))
     end
   end
 
-  defp await_reply(tag, wait, failed) do
+  # `spin` is nil or the monotonic microsecond until which the caller polls its mailbox (and
+  # yields) instead of sleeping in `receive`: a busy scheduler notices the worker's reply on the
+  # port at once, where a sleeping one is woken tens of microseconds late under OTP's default
+  # scheduler polling (`+IOs true`; docs/BENCHMARKS.md section 1)
+  defp await_reply(tag, wait, failed, spin) do
     receive do
       {^tag, reply} ->
         Process.demonitor(tag, [:flush])
         if failed, do: failed, else: reply
 
       {:nx_jax_hook, ^tag, index, tensors} ->
-        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors))
+        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin)
 
       {:DOWN, ^tag, _, _, reason} ->
         failed || {:error, down_error(reason, wait.dest)}
     after
-      remaining(wait.limit) ->
-        Process.demonitor(tag, [:flush])
-        failed || {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+      wait_ms(wait.limit, spin) ->
+        cond do
+          spin == nil ->
+            Process.demonitor(tag, [:flush])
+
+            failed ||
+              {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+
+          System.monotonic_time(:microsecond) < spin ->
+            :erlang.yield()
+            await_reply(tag, wait, failed, spin)
+
+          true ->
+            await_reply(tag, wait, failed, nil)
+        end
     end
   end
+
+  # (never past the caller's own limit)
+  defp spin_until(0, _limit), do: nil
+  defp spin_until(us, :infinity), do: System.monotonic_time(:microsecond) + us
+  defp spin_until(us, limit), do: min(System.monotonic_time(:microsecond) + us, limit * 1000)
+
+  defp wait_ms(limit, nil), do: remaining(limit)
+  defp wait_ms(_limit, _spin), do: 0
 
   # A hook that raises fails the call once its reply arrives (the worker finishes the run);
   # the hooks after it are not called.
