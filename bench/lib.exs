@@ -58,6 +58,32 @@ defmodule Bench do
     end
   end
 
+  @doc """
+  `port_call/2` waiting as an nx_jax caller does (`NxJax.Worker`'s reply polling): polls its
+  mailbox for `NxJax.Worker.reply_spin_us/0` microseconds, yielding, before it sleeps in
+  `receive`.
+  """
+  def port_call_polling(port, data) do
+    true = Port.command(port, data)
+    poll_reply(port, System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us())
+  end
+
+  defp poll_reply(port, until) do
+    receive do
+      {^port, {:data, reply}} -> reply
+    after
+      0 ->
+        if System.monotonic_time(:microsecond) < until do
+          :erlang.yield()
+          poll_reply(port, until)
+        else
+          receive do
+            {^port, {:data, reply}} -> reply
+          end
+        end
+    end
+  end
+
   # Closes the port and kills its OS process: a baseline process still busy with a frame (the
   # ErlPort reader takes minutes over 128 MB) would otherwise eat a core during later sections.
   def close_port(port) do
@@ -131,8 +157,10 @@ defmodule Bench do
 
   @doc """
   The rows of section 1 (the small call), measured in 4 interleaved rounds of `n / 4` calls
-  each: `%{row => %{p50:, p99:}}` for `:ours` (the defn), `:ping`, `:echo` (raw port echo),
-  `:echo_spin` (the same echo polling like the worker) and `:floor` (bench/jax_echo.py).
+  each: `%{row => %{p50:, p99:}}` for `:ours` (the defn), `:ours_sleeping` (its caller not
+  polling for the reply), `:ping`, `:echo` (raw port echo), `:echo_spin` (the same echo polling
+  like the worker), `:echo_poll` (that one, its caller polling like ours), `:floor`
+  (bench/jax_echo.py) and `:floor_poll` (its caller polling).
   """
   def small_call_rows(n) do
     x = Nx.tensor(1.5)
@@ -144,12 +172,19 @@ defmodule Bench do
     <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>)
     echo_frame = <<"e", 0::64>>
 
+    # the same defn, its caller sleeping in `receive` at once (no reply polling)
+    small_sleeping = Nx.Defn.jit(&small/1, reply_spin_us: 0)
+    small_sleeping.(x)
+
     calls = [
       ours: fn -> small(x) end,
+      ours_sleeping: fn -> small_sleeping.(x) end,
       ping: fn -> NxJax.Worker.call(:ping, []) end,
       echo: fn -> port_call(echo_port, echo_frame) end,
       echo_spin: fn -> port_call(spin_port, echo_frame) end,
-      floor: fn -> <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>) end
+      echo_poll: fn -> port_call_polling(spin_port, echo_frame) end,
+      floor: fn -> <<_::32>> = port_call(floor_port, <<1.5::float-32-little>>) end,
+      floor_poll: fn -> <<_::32>> = port_call_polling(floor_port, <<1.5::float-32-little>>) end
     ]
 
     rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n)

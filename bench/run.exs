@@ -14,12 +14,22 @@ x = Nx.tensor(1.5)
 Bench.small(x)
 spin_us = NxJax.Worker.spin_us()
 
-%{ours: ours, ping: ping, echo: echo_sleep, echo_spin: echo_spin, floor: floor} =
-  Bench.small_call_rows(n_small)
+%{
+  ours: ours,
+  ours_sleeping: ours_sleeping,
+  ping: ping,
+  echo: echo_sleep,
+  echo_spin: echo_spin,
+  echo_poll: echo_poll,
+  floor: floor_sleep,
+  floor_poll: floor_poll
+} = Bench.small_call_rows(n_small)
 
-# the baseline's echo: the faster of the two raw echoes (one sleeps in `read`, the other polls
-# its pipe as our worker does), so the ratio is never flattered by a slow echo
-echo = Enum.min_by([echo_sleep, echo_spin], & &1.p50)
+# the baseline's echo: the fastest of the three raw echoes (one sleeps in `read`, one polls its
+# pipe as our worker does, and that one again with its caller polling for the reply as ours
+# does), so the ratio is never flattered by a slow echo; the floor likewise
+echo = Enum.min_by([echo_sleep, echo_spin, echo_poll], & &1.p50)
+floor = Enum.min_by([floor_sleep, floor_poll], & &1.p50)
 polling = Bench.scheduler_polling?()
 # the same rows in fresh VMs, with and without scheduler polling, alternately
 fresh_vms =
@@ -31,11 +41,14 @@ fresh_vms =
 inproc = Bench.inprocess(n_small)
 baseline_p50 = echo.p50 + inproc["scalar"].p50
 baseline_p99 = echo.p99 + inproc["scalar"].p99
-# the worker's side of the same call, in-process (bench/handle_profile.py)
+# the worker's side of the same call, in-process (bench/handle_profile.py); the trace cache
+# holds it once per call option set (the `reply_spin_us: 0` row has its own entry), one graph
 [{small_graph, small_key}] =
-  for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
-      is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
-      do: {elem(entry, 1), elem(entry, 2)}
+  Enum.uniq(
+    for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
+        is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
+        do: {elem(entry, 1), elem(entry, 2)}
+  )
 
 wire_x = {{:f, 32}, {}, Nx.to_binary(x)}
 tmp = System.tmp_dir!()
@@ -67,9 +80,14 @@ handle_profile =
 r =
   Map.put(r, :small, %{
     ours: ours,
+    ours_sleeping: ours_sleeping,
     ping: ping,
     echo: echo,
     echo_sleep: echo_sleep,
+    echo_poll: echo_poll,
+    floor_sleep: floor_sleep,
+    floor_poll: floor_poll,
+    reply_spin_us: NxJax.Worker.reply_spin_us(),
     jax: inproc["scalar"],
     base: %{p50: baseline_p50, p99: baseline_p99},
     echo_spin: echo_spin,
@@ -276,16 +294,23 @@ mlp_fresh_rows =
 # ratios take the fastest echo of the whole run, so that no VM's slow echo flatters its ratio
 fastest_echo =
   Enum.min([
-    s.echo.p50 | for({_, _, %{rows: o}} <- s.fresh_vms, do: min(o.echo.p50, o.echo_spin.p50))
+    s.echo.p50
+    | for(
+        {_, _, %{rows: o}} <- s.fresh_vms,
+        do: Enum.min([o.echo.p50, o.echo_spin.p50, o.echo_poll.p50])
+      )
   ])
 
 fresh_rows =
   Enum.map_join(s.fresh_vms, "\n", fn {round, flags, %{rows: o, jax: jax}} ->
     base = fastest_echo + jax.p50
+    floor = min(o.floor.p50, o.floor_poll.p50)
 
-    "| #{round} | `#{flags}` | #{f.(o.ours.p50, 1)} | #{f.(o.ping.p50, 1)} | " <>
-      "#{f.(o.echo.p50, 1)} / #{f.(o.echo_spin.p50, 1)} | #{f.(o.floor.p50, 1)} | " <>
-      "#{f.(jax.p50, 1)} | #{ratio.(o.ours.p50, base)} | #{ratio.(o.floor.p50, base)} |"
+    "| #{round} | `#{flags}` | #{f.(o.ours.p50, 1)} | #{f.(o.ours_sleeping.p50, 1)} | " <>
+      "#{f.(o.ping.p50, 1)} | " <>
+      "#{f.(o.echo.p50, 1)} / #{f.(o.echo_spin.p50, 1)} / #{f.(o.echo_poll.p50, 1)} | " <>
+      "#{f.(o.floor.p50, 1)} / #{f.(o.floor_poll.p50, 1)} | " <>
+      "#{f.(jax.p50, 1)} | #{ratio.(o.ours.p50, base)} | #{ratio.(floor, base)} |"
   end)
 
 m = r.mlp
@@ -343,62 +368,62 @@ Measured in 4 interleaved rounds (each round runs every row in turn).
 
 | | p50 (us) | p99 (us) |
 | --- | --- | --- |
-| nx_jax `Bench.small(x)` | #{f.(s.ours.p50, 1)} | #{f.(s.ours.p99, 1)} |
+| nx_jax `Bench.small(x)` (its caller polls for the reply up to #{s.reply_spin_us} us, the default) | #{f.(s.ours.p50, 1)} | #{f.(s.ours.p99, 1)} |
 | baseline: raw port echo + in-process jitted JAX | #{f.(s.base.p50, 1)} | #{f.(s.base.p99, 1)} |
-| — raw port echo round trip (the faster of the two echoes below) | #{f.(s.echo.p50, 1)} | #{f.(s.echo.p99, 1)} |
+| — raw port echo round trip (the fastest of the three echoes below) | #{f.(s.echo.p50, 1)} | #{f.(s.echo.p99, 1)} |
 | — in-process jitted JAX call (`np.asarray(f(x))`, hot loop) | #{f.(s.jax.p50, 1)} | #{f.(s.jax.p99, 1)} |
 | **ratio nx_jax / baseline** | **#{ratio.(s.ours.p50, s.base.p50)}** | **#{ratio.(s.ours.p99, s.base.p99)}** |
+| nx_jax, its caller sleeping in `receive` at once (`reply_spin_us: 0`) | #{f.(s.ours_sleeping.p50, 1)} | #{f.(s.ours_sleeping.p99, 1)} |
 | `NxJax.Worker.call(:ping, [])` (no JAX) | #{f.(s.ping.p50, 1)} | #{f.(s.ping.p99, 1)} |
 | raw echo, reader sleeping in `read` (9-byte frame, `bench/port_echo.py`) | #{f.(s.echo_sleep.p50, 1)} | #{f.(s.echo_sleep.p99, 1)} |
 | raw echo, reader polling #{s.spin_us} us like the worker (`--spin-us`) | #{f.(s.echo_spin.p50, 1)} | #{f.(s.echo_spin.p99, 1)} |
-| floor: the polling echo + the jitted call in its Python process (`bench/jax_echo.py`) | #{f.(s.floor.p50, 1)} | #{f.(s.floor.p99, 1)} |
-| ratio nx_jax / floor | #{ratio.(s.ours.p50, s.floor.p50)} | #{ratio.(s.ours.p99, s.floor.p99)} |
+| raw echo, reader polling and its caller polling like ours (`Bench.port_call_polling/2`) | #{f.(s.echo_poll.p50, 1)} | #{f.(s.echo_poll.p99, 1)} |
+| floor: the polling echo + the jitted call in its Python process (`bench/jax_echo.py`) | #{f.(s.floor_sleep.p50, 1)} | #{f.(s.floor_sleep.p99, 1)} |
+| floor, its caller polling like ours | #{f.(s.floor_poll.p50, 1)} | #{f.(s.floor_poll.p99, 1)} |
+| ratio nx_jax / floor (the faster floor) | #{ratio.(s.ours.p50, s.floor.p50)} | #{ratio.(s.ours.p99, s.floor.p99)} |
 | ratio floor / baseline | #{ratio.(s.floor.p50, s.base.p50)} | #{ratio.(s.floor.p99, s.base.p99)} |
 
 The same rows in fresh VMs (`bench/in_vm.exs small`), with scheduler polling (`+IOs true`,
 OTP's default) and without, alternately; p50 in us. The ratios take as the baseline's echo the
 fastest one of the whole run (#{f.(fastest_echo, 1)} us), since an echo process too can land in
-a slow mode:
+a slow mode, and the faster of the two floors:
 
-| round | VM flags | nx_jax | ping | echo (sleeping / polling) | floor | in-process JAX | nx_jax / baseline | floor / baseline |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| round | VM flags | nx_jax | nx_jax, caller sleeping | ping | echo (sleeping / polling / caller polling) | floor (/ caller polling) | in-process JAX | nx_jax / baseline | floor / baseline |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 #{fresh_rows}
 
 Target: p50 ratio <= 1.5 against the baseline. **Not met**: the rest of this section says where
-the time goes. The baseline takes the faster raw echo, so a slow echo never flatters the ratio.
+the time goes. The baseline takes the fastest raw echo, so a slow echo never flatters the ratio.
 The *floor* is that same raw port with the jitted call made in the Python process behind it and
 nothing else (no term codec, no request parsing, no GenServer). It is what any Python worker
 calling JAX pays at least; the ratio to it is what is ours.
 
-**Scheduler polling.** OTP 25 moves file descriptors that are read often, the worker's pipe
-among them, into a pollset that the schedulers poll themselves (`+IOs true`, the default). On
-this VM that adds 15-30 us to a round trip whose far side takes more than a few microseconds.
-The table above shows it. A worker process settles in a fast or a slow mode: with 4 workers in
-one VM, ping p50 was 37.6 / 40.3 / 26.2 / 37.6 us with the default and 22.2-25.9 us for all four
-with `+IOs false`. In 8 fresh VMs of each kind (2026-11-29, `bench/in_vm.exs small`), nx_jax
-took 59.8-70.6 us p50 with the default and 37.0-42.7 us with `+IOs false` (one outlier at 61.6 us
-in a round where even the polling echo took 28.7 us). The bimodal timings of earlier versions of
-this file come from this: the echo "placement", and floor/baseline between 1.4 and 2.4. The BEAM's busy-wait flags (`+sbwt`,
-`+sbwtdcpu`, `+sbwtdio`, `+S 1`) change nothing, either way. `+IOs false` is an emulator flag:
-the owner of the VM sets it (`ERL_FLAGS`, `vm.args`; docs/DEPLOYMENT.md). It is not a free
-win: section 3 shows a training step it makes slower.
+**The caller polls for its reply.** OTP 25 moves file descriptors that are read often, the
+worker's pipe among them, into a pollset that the schedulers poll themselves (`+IOs true`, the
+default). A scheduler that is busy sees the worker's reply at once; when all of them sleep while
+the worker computes, the reply is seen tens of microseconds late on this VM. So `NxJax.Worker`
+waits for a reply in a `receive ... after 0` loop that yields to other processes, for
+`reply_spin_us` microseconds (100 by default; `config :nx_jax, reply_spin_us: n`, or per call),
+and only then sleeps in `receive`. In fresh VMs with the default flags on 2026-11-29 (interleaved,
+4000 calls), the small call took 27.8-28.0 us p50 this way against 61.0 us with a sleeping caller,
+and 32-39 against 77-92 in a noisier hour. The raw echo gains the same way, so the baseline is
+stricter than before: its echo was 9.0-12.8 us, the polling echo takes 6-10. A caller burns up
+to `reply_spin_us` of one scheduler per call whose reply takes longer (a training step,
+section 3). With `+IOs false` (this file's advice before this change) polling gains nothing: the
+call took 38.1-41.6 us, the poll thread's wake-up being the cost there. So the default flags are
+now the better choice for small calls too (docs/DEPLOYMENT.md). Tried and no gain (2026-11-29):
+the BEAM's busy-wait flags (`+sbwt`, `+sbwtdcpu`, `+sbwtdio`) and `+S 1`, either way; the
+worker GenServer polling its mailbox too (a `gen_server` timeout of 0 that yields; p99 worse); a
+`:socket` Unix stream socket instead of the port (round trips as the port's, or slower).
 
-**Where ours exceeds the floor** (2026-11-29, this version, `+IOs false`, interleaved runs of
-4000 calls, p50). nx_jax 37.0-37.2 us:
-- 1.6-1.7 us is the `defn` front end: `NxJax.Worker.run_cached/5` with the same bytes takes
-  35.4-35.5 us.
-- About 10 us is the GenServer path. Our worker's Python loop on a port owned by the caller
-  answers the same request in 24.8-25.1 us against 34.8-34.9 through the GenServer, and the
-  ping in 17.1-17.2 us against 23.4. With an instant fake worker the round trip is 10.4-11.0 us
-  on a caller-owned port, 12.8-12.9 through a bare forwarding process (whether that process
-  writes the request or the caller writes it with `Port.command/2`) and 14.6-15.0 through
-  `NxJax.Worker`. The BEAM's CPU per call (`+sbwt none`, so that spinning is not counted) is
-  16.0 us on a caller-owned port, and through the GenServer 21.0-21.3 (ping) and 23.3-24.0
-  (small call). The GenServer's own code is a small part of that: each piece (the request's
-  bytes, the pending map, decoding the reply) takes well under 1 us. Most of it is schedulers
-  sleeping and waking between the hops.
-- About 5 us is the Python around the jitted call: 24.8-25.1 us against the floor's
-  19.7-20.1 on the same kind of port.
+**Where ours exceeds the floor** (2026-11-29, this version, default flags, interleaved runs of
+8000 calls, p50; nx_jax 27.8-28.7 us):
+- 1.6-1.7 us is the `defn` front end (`NxJax.Worker.run_cached/5` with the same bytes; measured
+  on the previous version).
+- About 6.5 us is the GenServer hop. Our worker's Python loop on a port owned by the caller,
+  sent the same request bytes and polled for the reply the same way, answers in 21.3-22.2 us.
+- About 4 us is the Python around the jitted call: those 21.3-22.2 us against the polling
+  floor's 17.7.
 
 Timestamps inside the worker, in the same conditions, before the last trims of the learned path
 (per-layout runner, one `os.write`): handling the request 19.0 us. Of that,
@@ -412,11 +437,14 @@ our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and en
 #{f.(s.handle["encode"], 1)} us. The jitted call with its result read back alone:
 #{f.(s.handle["jit"], 1)} us.
 
-What is left to cut. A caller writing to the port itself would gain nothing (above), and
-callers cannot own a shared worker's port. Fewer hops would need a worker per caller process.
-The Python around the call is the layout match, the program lookup, the argument views, the
-result read-back and the reply: each under 1 us in a hot loop, but about twice that between
-pipe reads.
+What is left to cut. The GenServer hop would go only with a channel per caller process (each
+process its own connection to the worker, beside the shared port); callers cannot own a shared
+worker's port, and a caller writing to it with `Port.command/2` gained nothing (measured on
+the previous version). Without the hop nx_jax would take about 22 us, still 1.6x this
+baseline. The floor itself is 1.3x the baseline: a jitted call between pipe reads costs more
+than in a hot loop. The Python around the call is the layout match, the program lookup, the
+argument views, the result read-back and the reply: each under 1 us in a hot loop, but about
+twice that between pipe reads.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -428,10 +456,10 @@ pipe reads.
 - One timer per worker, set for the earliest pending deadline, replaces a timer per request.
 - A learned request runs through a per-layout function with its constants bound once, and a
   small reply goes out with one `os.write`.
-- `+IOs false` for VMs that make many small calls (docs/DEPLOYMENT.md).
+- The caller polls for its reply (`reply_spin_us`) before it sleeps.
 
-With the default flags the small call went from 153 us (first version) to 60-80 us p50;
-with `+IOs false`, 36-43 us.
+With the default flags the small call went from 153 us (first version) to 60-80 us p50 before
+the caller polled for its reply, and to about 28 us since (on a quiet hour of this VM).
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
 calls):
@@ -443,9 +471,9 @@ calls):
 - the counters: 0.1 us.
 
 On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, an earlier version, default
-flags, `:spin_us` 100), nx_jax was 46.5 / 50.8 us in two runs, 1.56x and 1.73x the baseline.
-The floor there was at or below the baseline, and the raw echo was fast wherever it ran. That
-machine was not lent again to measure this version or `+IOs false`.
+flags, `:spin_us` 100, no reply polling), nx_jax was 46.5 / 50.8 us in two runs, 1.56x and
+1.73x the baseline of that time (a sleeping echo). The floor there was at or below the
+baseline, and the raw echo was fast wherever it ran.
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -484,13 +512,14 @@ default) and without, alternately; p50 in us and the ratio to in-process JAX:
 | --- | --- | --- | --- | --- | --- |
 #{mlp_fresh_rows}
 
-Scheduler polling works the other way round here: `+IOs false` makes the resident step slower.
-In standalone runs on 2026-11-29 it took 1.31-1.61x in-process JAX with the flag (9 runs)
-against 0.94-1.13x with the default (11 runs), whatever the schedulers' busy-wait flags and the
-worker's polling (`:spin_us` 0 gave the same). A step of a few hundred microseconds lets the BEAM's threads fall asleep. With
-the default, the reply wakes a scheduler polling the pipe itself; with `+IOs false`, it wakes
-the poll thread, which then wakes a scheduler. So the flag is a choice per workload
-(docs/DEPLOYMENT.md), and `make bench` runs with the default.
+`+IOs false` makes the resident step slower. In standalone runs on 2026-11-29 (before the
+caller polled for its reply) it took 1.31-1.61x in-process JAX with the flag (9 runs) against
+0.94-1.13x with the default (11 runs), whatever the schedulers' busy-wait flags and the
+worker's polling (`:spin_us` 0 gave the same). Since the small call no longer gains from the
+flag either (section 1), `make bench` and docs/DEPLOYMENT.md keep the default. The caller's
+polling (100 us) ends before a step's reply comes, and changed no figure of this section beyond
+its run-to-run spread in interleaved runs (resident 1.07 / 1.34x polling against 1.20 / 1.26x
+sleeping, 2026-11-29).
 
 Targets: resident <= 1.5x, shipped <= 4x. The resident step sends two handles plus x and y
 handles and gets two handles back (the results stay JAX arrays on the worker, never copied to
