@@ -81,6 +81,36 @@ defmodule NxJax.WorkerTest do
       assert polling > asleep + 20_000
     end
 
+    # (twenty-four dots: more than the 100 ms of polling even on a many-core machine)
+    test "a caller whose replies come after its polling stops polling, until a reply comes " <>
+           "within it or every 16th call",
+         %{worker: w} do
+      long = dot_chain({0, :constant, [], %{value: @entry}, @dims}, 24)
+      # the caller's reductions over one long call polling up to 100 ms
+      long_call = fn ->
+        {:reductions, before} = Process.info(self(), :reductions)
+
+        [{{:f, 64}, {@side, @side}, _}] =
+          NxJax.Worker.run(long, [], server: w, reply_spin_us: 100_000)
+
+        {:reductions, later} = Process.info(self(), :reductions)
+        later - before
+      end
+
+      ping = &NxJax.Worker.call(:ping, [], server: w, reply_spin_us: &1)
+      NxJax.Worker.run(long, [], server: w, reply_spin_us: 0)
+      # polls, and its reply comes late
+      assert long_call.() > 20_000
+      # so the next one sleeps at once
+      assert long_call.() < 5_000
+      # fourteen more late replies (1 us is always too short): the 16th call polls again
+      for _ <- 1..14, do: :pong = ping.(1)
+      assert long_call.() > 20_000
+      # a reply within the polling time (10 s) resets the count: polling from the next call on
+      :pong = ping.(10_000_000)
+      assert long_call.() > 20_000
+    end
+
     test "a spin does not outlast the caller's own limit: a call past its timeout still gets " <>
            "its Timeout error",
          %{worker: w} do
@@ -178,10 +208,10 @@ defmodule NxJax.WorkerTest do
   # twelve chained dots of 1024x1024 f64 matrices of 2^-10, made on the worker (so no large
   # request is being written when the process is killed): seconds of work on two cores, and
   # every product is 2^-10 again, exactly
-  defp dot_chain(first_node) do
+  defp dot_chain(first_node, dots \\ 12) do
     dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
-    chain = for i <- 1..12, do: {i, :dot, [i - 1, i - 1], dot, @dims}
-    graph([first_node | chain], [12])
+    chain = for i <- 1..dots, do: {i, :dot, [i - 1, i - 1], dot, @dims}
+    graph([first_node | chain], [dots])
   end
 
   defp slow_graph, do: dot_chain({0, :constant, [], %{value: @entry}, @dims})

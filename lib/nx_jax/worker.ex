@@ -75,6 +75,9 @@ defmodule NxJax.Worker do
   # the same for a caller awaiting its reply (await_reply/4): a small call is answered in well
   # under this, and a busy scheduler sees the reply on the port at once
   @default_reply_spin_us 100
+  # (a per-process count of late replies in a row; see spin_until/3)
+  @late_replies {__MODULE__, :late_replies}
+  @respin_every 16
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -240,7 +243,9 @@ defmodule NxJax.Worker do
   @doc """
   How long a caller polls for its reply before it sleeps, in microseconds
   (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default; 0 never polls; per
-  call, the `:reply_spin_us` option; docs/DEPLOYMENT.md).
+  call, the `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies keep coming
+  after its polling is over (long steps, a queue of calls ahead of its own) stops polling until
+  a reply comes within it again, trying again every #{@respin_every}th call.
   """
   def reply_spin_us do
     Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
@@ -301,14 +306,17 @@ defmodule NxJax.Worker do
       dest ->
         tag = :erlang.monitor(:process, dest, alias: :demonitor)
         send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
+        now = System.monotonic_time(:microsecond)
 
         limit =
           if timeout == :infinity,
             do: :infinity,
-            else: System.monotonic_time(:millisecond) + timeout + @deadline_grace
+            else: div(now, 1000) + timeout + @deadline_grace
 
         wait = %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}
-        await_reply(tag, wait, nil, spin_until(spin_us, limit))
+        reply = await_reply(tag, wait, nil, spin_until(spin_us, now, limit))
+        note_wait(spin_us, now)
+        reply
     end
   end
 
@@ -346,10 +354,37 @@ defmodule NxJax.Worker do
     end
   end
 
-  # (never past the caller's own limit)
-  defp spin_until(0, _limit), do: nil
-  defp spin_until(us, :infinity), do: System.monotonic_time(:microsecond) + us
-  defp spin_until(us, limit), do: min(System.monotonic_time(:microsecond) + us, limit * 1000)
+  # A caller whose replies keep coming after its spin is over (long steps, or a queue of other
+  # calls ahead of its own) stops polling, where it would only burn a scheduler: it polls again
+  # once a reply comes within the spin, and tries every @respin_every-th call. The count of
+  # such late replies in a row is kept per process (@late_replies). A spin never outlasts the
+  # caller's limit.
+  defp spin_until(0, _now, _limit), do: nil
+
+  defp spin_until(us, now, limit) do
+    late = Process.get(@late_replies, 0)
+
+    cond do
+      late > 0 and rem(late, @respin_every) != 0 -> nil
+      limit == :infinity -> now + us
+      true -> min(now + us, limit * 1000)
+    end
+  end
+
+  defp note_wait(0, _sent), do: :ok
+
+  defp note_wait(us, sent) do
+    cond do
+      System.monotonic_time(:microsecond) - sent > us ->
+        Process.put(@late_replies, Process.get(@late_replies, 0) + 1)
+
+      Process.get(@late_replies) != nil ->
+        Process.delete(@late_replies)
+
+      true ->
+        :ok
+    end
+  end
 
   defp wait_ms(limit, nil), do: remaining(limit)
   defp wait_ms(_limit, _spin), do: 0
