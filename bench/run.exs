@@ -470,10 +470,12 @@ calls):
 - rebuilding the result: 0.1 us;
 - the counters: 0.1 us.
 
-On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, an earlier version, default
-flags, `:spin_us` 100, no reply polling), nx_jax was 46.5 / 50.8 us in two runs, 1.56x and
-1.73x the baseline of that time (a sleeping echo). The floor there was at or below the
-baseline, and the raw echo was fast wherever it ran.
+On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, default flags, `:spin_us`
+100), nx_jax was 46.5 / 50.8 us in two runs of an earlier version, 1.56x and 1.73x the baseline
+of that time (a sleeping echo). This version, in two fresh VMs there (2026-11-29): 46.1 us
+polling and 44.9 / 51.3 us with a sleeping caller; the polling echo 10.3-14.3 us, in-process
+JAX 14.9-15.0, so 1.83x the baseline. Polling gains little there: that machine's echo was fast
+with a sleeping caller too (20 us), and `+IOs false` was no faster (47.6 / 58.6 us).
 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
@@ -573,9 +575,12 @@ busy): ratios 0.62-1.2, with no difference between polling and not ("cores busy"
 worker's polling too). On this machine a second worker does not pay. (Earlier runs of this
 bench left the ErlPort baseline process of section 2 reading its 128 MB frame for minutes,
 eating a core during sections 3-6; `Bench.close_port/1` now kills it.) On a machine with
-cores to spare the same bench scales: 2.07x with 2 workers and 3.21x with 4 on 16 cores (below,
-this version); runs of earlier versions there on 2026-11-29 gave 1.91x, 1.81x and 3.19x with 2
-workers, the one-worker figure varying most (17,300-33,000 calls/s).
+cores to spare the same bench scales: 1.82x with 2 workers and 2.51x with 4 on 16 cores (below,
+this version, callers polling for their replies); runs of earlier versions there on 2026-11-29
+gave 2.07x, 1.91x, 1.81x and 1.95x with 2 workers and 2.90-3.21x with 4, the one-worker figure
+varying most (17,300-33,000 calls/s). Polling callers raise the BEAM's share: with one worker
+it kept 0.80 cores busy without polling, 3.88 with every caller polling 100 us per call (8
+callers queued on one worker), and 1.94 since a caller whose replies come late stops polling.
 
 #{pool_scaling_note}
 
