@@ -111,6 +111,18 @@ defmodule NxJax.WorkerTest do
       assert long_call.() > 20_000
     end
 
+    test "a reply_spin_us that is not a non-negative integer is refused before anything is sent",
+         %{worker: w} do
+      for bad <- [-1, 1.5, "100", nil] do
+        assert_raise ArgumentError, ~r/reply_spin_us must be a non-negative integer/, fn ->
+          NxJax.Worker.call(:ping, [], server: w, reply_spin_us: bad)
+        end
+      end
+
+      assert NxJax.Worker.call(:ping, [], server: w, reply_spin_us: 0) == :pong
+      assert NxJax.Worker.pending(w) == 0
+    end
+
     test "a spin does not outlast the caller's own limit: a call past its timeout still gets " <>
            "its Timeout error",
          %{worker: w} do

@@ -272,6 +272,11 @@ defmodule NxJax.Worker do
 
     spin_us = Keyword.get_lazy(opts, :reply_spin_us, &reply_spin_us/0)
 
+    unless is_integer(spin_us) and spin_us >= 0 do
+      raise ArgumentError,
+            "reply_spin_us must be a non-negative integer (microseconds), got: #{inspect(spin_us)}"
+    end
+
     case call_server(server, message, {timeout, spin_us}, Keyword.get(opts, :on_hook)) do
       {:ok, result} ->
         result
