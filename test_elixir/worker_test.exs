@@ -111,6 +111,26 @@ defmodule NxJax.WorkerTest do
       assert long_call.() > 20_000
     end
 
+    # the caller monitors the worker only once it stops polling: while it polls, a dead local
+    # worker ends the polling
+    test "a caller polling for its reply, or sleeping, hears at once that the worker process " <>
+           "itself died" do
+      for spin <- [60_000_000, 0] do
+        w = start_supervised!({NxJax.Worker, []}, id: {:killed_worker, spin})
+
+        caller =
+          Task.async(fn ->
+            catch_error(NxJax.Worker.run(slow_graph(), [], server: w, reply_spin_us: spin))
+          end)
+
+        assert wait_until(fn -> NxJax.Worker.pending(w) == 1 end, 1_000)
+        started = System.monotonic_time(:millisecond)
+        Process.exit(w, :kill)
+        assert {:ok, %NxJax.WorkerError{class: "WorkerExited"}} = Task.yield(caller, 5_000)
+        assert System.monotonic_time(:millisecond) - started < 5_000
+      end
+    end
+
     test "a reply_spin_us that is not a non-negative integer is refused before anything is sent",
          %{worker: w} do
       for bad <- [-1, 1.5, "100", nil] do

@@ -299,17 +299,17 @@ defmodule NxJax.Worker do
 
   # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
   # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
-  # computes) in this process. The reply address is a monitor alias, so a reply that comes
-  # after we gave up is dropped. The worker enforces the deadline itself (and replaces its
-  # Python process past it), whether or not this caller is still alive to wait; the extra time
-  # here only covers a GenServer that cannot answer at all.
+  # computes) in this process. The reply address is an alias, removed once the call is over, so
+  # a reply that comes after we gave up is dropped. The worker enforces the deadline itself (and
+  # replaces its Python process past it), whether or not this caller is still alive to wait;
+  # the extra time here only covers a GenServer that cannot answer at all.
   defp call_server(server, message, {timeout, spin_us}, on_hook) do
     case GenServer.whereis(server) do
       nil ->
         {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
 
       dest ->
-        tag = :erlang.monitor(:process, dest, alias: :demonitor)
+        tag = :erlang.alias()
         send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
         now = System.monotonic_time(:microsecond)
 
@@ -318,8 +318,10 @@ defmodule NxJax.Worker do
             do: :infinity,
             else: div(now, 1000) + timeout + @deadline_grace
 
-        wait = %{dest: dest, limit: limit, timeout: timeout, on_hook: on_hook}
-        reply = await_reply(tag, wait, nil, spin_until(spin_us, now, limit))
+        spin = spin_until(spin_us, now, limit)
+        wait = %{dest: dest, monitor: nil, limit: limit, timeout: timeout, on_hook: on_hook}
+        reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin)
+        :erlang.unalias(tag)
         note_wait(spin_us, now)
         reply
     end
@@ -328,36 +330,46 @@ defmodule NxJax.Worker do
   # `spin` is nil or the monotonic microsecond until which the caller polls its mailbox (and
   # yields) instead of sleeping in `receive`: a busy scheduler notices the worker's reply on the
   # port at once, where a sleeping one is woken tens of microseconds late under OTP's default
-  # scheduler polling (`+IOs true`; docs/BENCHMARKS.md section 1)
-  defp await_reply(tag, wait, failed, spin) do
+  # scheduler polling (`+IOs true`; docs/BENCHMARKS.md section 1). The caller monitors the
+  # worker only once it stops polling: a call answered while it polls sends the worker no
+  # monitor signals (and a local worker that dies meanwhile ends the polling).
+  defp await_reply(tag, %{monitor: monitor} = wait, failed, spin) do
     receive do
       {^tag, reply} ->
-        Process.demonitor(tag, [:flush])
+        unwatch(wait)
         if failed, do: failed, else: reply
 
       {:nx_jax_hook, ^tag, index, tensors} ->
         await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin)
 
-      {:DOWN, ^tag, _, _, reason} ->
+      {:DOWN, ^monitor, _, _, reason} ->
         failed || {:error, down_error(reason, wait.dest)}
     after
       wait_ms(wait.limit, spin) ->
         cond do
           spin == nil ->
-            Process.demonitor(tag, [:flush])
+            unwatch(wait)
 
             failed ||
               {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
 
-          System.monotonic_time(:microsecond) < spin ->
+          System.monotonic_time(:microsecond) < spin and alive?(wait.dest) ->
             :erlang.yield()
             await_reply(tag, wait, failed, spin)
 
           true ->
-            await_reply(tag, wait, failed, nil)
+            await_reply(tag, watch(wait), failed, nil)
         end
     end
   end
+
+  defp watch(wait), do: %{wait | monitor: Process.monitor(wait.dest)}
+
+  defp unwatch(%{monitor: nil}), do: :ok
+  defp unwatch(%{monitor: monitor}), do: Process.demonitor(monitor, [:flush])
+
+  defp alive?(pid) when is_pid(pid) and node(pid) == node(), do: Process.alive?(pid)
+  defp alive?(_remote), do: true
 
   # A caller whose replies keep coming after its spin is over (long steps, or a queue of other
   # calls ahead of its own) stops polling, where it would only burn a scheduler: it polls again
