@@ -416,14 +416,25 @@ the BEAM's busy-wait flags (`+sbwt`, `+sbwtdcpu`, `+sbwtdio`) and `+S 1`, either
 worker GenServer polling its mailbox too (a `gen_server` timeout of 0 that yields; p99 worse); a
 `:socket` Unix stream socket instead of the port (round trips as the port's, or slower).
 
-**Where ours exceeds the floor** (2026-11-29, this version, default flags, interleaved runs of
-8000 calls, p50; nx_jax 27.8-28.7 us):
-- 1.6-1.7 us is the `defn` front end (`NxJax.Worker.run_cached/5` with the same bytes; measured
-  on the previous version).
-- About 6.5 us is the GenServer hop. Our worker's Python loop on a port owned by the caller,
-  sent the same request bytes and polled for the reply the same way, answers in 21.3-22.2 us.
-- About 4 us is the Python around the jitted call: those 21.3-22.2 us against the polling
-  floor's 17.7.
+**Where ours exceeds the floor** (2026-11-29, this version, default flags, `mix run
+bench/hops.exs`: the small defn's key-only request bytes, 4 interleaved rounds of 2000 calls,
+every caller polling for its reply; p50 of the quieter runs):
+- Our worker's Python loop on a port owned by the caller answers in 21.0-21.5 us (21.2-21.8
+  with a new id each call, as the GenServer numbers them). Against the polling floor (17.5-17.7)
+  that is about 4 us of Python around the jitted call.
+- A bare forwarding process between caller and port costs little: 21.8-22.0 us when the
+  caller writes to the port itself and the process only forwards the replies, 21.8-22.2 when
+  the process also writes the requests. Monitoring that process during each call, as
+  `GenServer.call` does, added 0.2-4 us.
+- Through `NxJax.Worker.run_cached/5` the same call takes 28.6-29.6 us, the defn 29.3-32.0.
+  So about 7 us is our client and GenServer code around the hop, not the hop itself. Each of
+  its pieces takes well under 1 us in isolation (the request's bytes, the pending map, decoding
+  the reply; measured on the previous version), and the defn front end 1.6-1.7 us.
+- Since this version the caller monitors the worker only once it stops polling. Against
+  monitoring every call, interleaved in the same VMs on a noisy hour, p50 was
+  29.5 / 48.9 / 50.0 / 47.9 / 29.6 / 39.9 / 44.1 / 50.5 us against
+  37.1 / 35.9 / 71.6 / 71.1 / 30.1 / 30.5 / 56.3 / 70.8. That is no clear gain at the median,
+  but it has fewer slow modes.
 
 Timestamps inside the worker, in the same conditions, before the last trims of the learned path
 (per-layout runner, one `os.write`): handling the request 19.0 us. Of that,
@@ -437,14 +448,14 @@ our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and en
 #{f.(s.handle["encode"], 1)} us. The jitted call with its result read back alone:
 #{f.(s.handle["jit"], 1)} us.
 
-What is left to cut. The GenServer hop would go only with a channel per caller process (each
-process its own connection to the worker, beside the shared port); callers cannot own a shared
-worker's port, and a caller writing to it with `Port.command/2` gained nothing (measured on
-the previous version). Without the hop nx_jax would take about 22 us, still 1.6x this
-baseline. The floor itself is 1.3x the baseline: a jitted call between pipe reads costs more
-than in a hot loop. The Python around the call is the layout match, the program lookup, the
-argument views, the result read-back and the reply: each under 1 us in a hot loop, but about
-twice that between pipe reads.
+What is left to cut. The target needs nx_jax within about 2.5 us of the polling floor, and
+it is about 10 us above it: about 7 us of our Elixir code around the hop and 4 us of Python.
+The cheapest path to most of the 7 us is a lean hot path: the caller writing its request to
+the port itself, with the reply routed through a table the GenServer reads rather than the
+GenServer's own state. The 4 us of Python are the layout match, the program lookup, the
+argument views, the result read-back and the reply, each under 1 us in a hot loop but about
+twice that between pipe reads. Even with both gone, the floor itself is 1.3x the baseline: a
+jitted call between pipe reads costs more than in a hot loop.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
