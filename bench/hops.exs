@@ -8,11 +8,31 @@
 #   fwd_writes     the caller sends each request to that forwarding process, which writes it
 #   fwd_writes_monitored  the same, the caller monitoring the forwarder during each call (as
 #                  GenServer.call does; NxJax.Worker monitors only once it stops polling)
+#   genserver_fwd_writes  fwd_writes with the forwarder written as a GenServer
 #   run_cached     `NxJax.Worker.run_cached/5` with the same wire arguments (our GenServer)
 #   defn           the defn itself (the front end on top of run_cached)
 # p50 in us of 4 interleaved rounds of 2000 calls each, per run. Not a test: nothing here
 # asserts a timing.
 Code.require_file("lib.exs", __DIR__)
+
+# the bare forwarder as a GenServer (NxJax.Worker is one)
+defmodule Hops.GenServerForwarder do
+  use GenServer
+
+  @impl true
+  def init({caller, open}), do: {:ok, %{port: open.(), caller: caller}}
+
+  @impl true
+  def handle_info({:write, bytes}, state) do
+    Port.command(state.port, bytes)
+    {:noreply, state}
+  end
+
+  def handle_info({port, {:data, reply}}, %{port: port} = state) do
+    send(state.caller, {:hops_reply, reply})
+    {:noreply, state}
+  end
+end
 
 defmodule Hops do
   # the bytes the worker's GenServer writes to its port while `fun` runs
@@ -101,6 +121,9 @@ defmodule Hops do
     fwd_port = receive(do: ({:hops_port, port} -> port))
     send(fwd, {:write, graph_request})
     await_forwarded()
+    {:ok, gen_fwd} = GenServer.start_link(Hops.GenServerForwarder, {me, &open_worker/0})
+    send(gen_fwd, {:write, graph_request})
+    await_forwarded()
 
     # the same request with a new id each time (as the GenServer sends it), the id always
     # encoded in 32 bits, as from the 256th request on
@@ -139,6 +162,12 @@ defmodule Hops do
           reply
         end)
       end,
+      genserver_fwd_writes: fn k ->
+        Bench.samples(k, fn ->
+          send(gen_fwd, {:write, key_request})
+          await_forwarded()
+        end)
+      end,
       run_cached: fn k ->
         Bench.samples(k, fn ->
           NxJax.Worker.run_cached(key, graph_bin, wire, false, server: :hops_worker)
@@ -149,6 +178,7 @@ defmodule Hops do
 
     result = Bench.interleaved(rows, n)
     Bench.close_port(own)
+    GenServer.stop(gen_fwd)
     result
   end
 end
@@ -166,6 +196,7 @@ for _ <- 1..rounds do
         :caller_writes,
         :fwd_writes,
         :fwd_writes_monitored,
+        :genserver_fwd_writes,
         :run_cached,
         :defn
       ],

@@ -422,14 +422,17 @@ every caller polling for its reply; p50 of the quieter runs):
 - Our worker's Python loop on a port owned by the caller answers in 21.0-21.5 us (21.2-21.8
   with a new id each call, as the GenServer numbers them). Against the polling floor (17.5-17.7)
   that is about 4 us of Python around the jitted call.
-- A bare forwarding process between caller and port costs little: 21.8-22.0 us when the
-  caller writes to the port itself and the process only forwards the replies, 21.8-22.2 when
-  the process also writes the requests. Monitoring that process during each call, as
-  `GenServer.call` does, added 0.2-4 us.
-- Through `NxJax.Worker.run_cached/5` the same call takes 28.6-29.6 us, the defn 29.3-32.0.
-  So about 7 us is our client and GenServer code around the hop, not the hop itself. Each of
-  its pieces takes well under 1 us in isolation (the request's bytes, the pending map, decoding
-  the reply; measured on the previous version), and the defn front end 1.6-1.7 us.
+- A bare forwarding process between caller and port costs 0.5-4 us. It took 21.8-22.0 us when
+  the caller writes to the port itself and the process only forwards the replies. When the
+  process also writes the requests, it took 21.8-22.2 us in some runs and 24.9-25.5 in others:
+  processes land in faster or slower modes. Monitoring that process during each call, as
+  `GenServer.call` does, added 0.2-4 us. The same forwarder written as a GenServer took
+  21.7-26.3 us.
+- Through `NxJax.Worker.run_cached/5` the same call takes 28.3-29.6 us, the defn 29.3-32.0.
+  That is 2.5-7 us above a forwarder, depending on the forwarder's mode: our client and
+  GenServer code around the hop. Each of its pieces takes well under 1 us in isolation (the
+  request's bytes, the pending map, decoding the reply; measured on the previous version), and
+  the defn front end 1.6-1.7 us.
 - Since this version the caller monitors the worker only once it stops polling. Against
   monitoring every call, interleaved in the same VMs on a noisy hour, p50 was
   29.5 / 48.9 / 50.0 / 47.9 / 29.6 / 39.9 / 44.1 / 50.5 us against
@@ -449,10 +452,10 @@ our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and en
 #{f.(s.handle["jit"], 1)} us.
 
 What is left to cut. The target needs nx_jax within about 2.5 us of the polling floor, and
-it is about 10 us above it: about 7 us of our Elixir code around the hop and 4 us of Python.
-The cheapest path to most of the 7 us is a lean hot path: the caller writing its request to
-the port itself, with the reply routed through a table the GenServer reads rather than the
-GenServer's own state. The 4 us of Python are the layout match, the program lookup, the
+it is about 10 us above it: 3-7 us of our Elixir code and hop, and 4 us of Python. A lean hot
+path could cut the Elixir part: the caller writing its request to the port itself (as fast as
+a caller-owned port, above), with the reply routed through a table the GenServer reads rather
+than the GenServer's own state. The 4 us of Python are the layout match, the program lookup, the
 argument views, the result read-back and the reply, each under 1 us in a hot loop but about
 twice that between pipe reads. Even with both gone, the floor itself is 1.3x the baseline: a
 jitted call between pipe reads costs more than in a hot loop.
