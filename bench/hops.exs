@@ -79,6 +79,14 @@ defmodule Hops do
     end
   end
 
+  # `k` samples of `request` written by the forwarding process `forwarder`
+  def through(k, forwarder, request) do
+    Bench.samples(k, fn ->
+      send(forwarder, {:write, request})
+      await_forwarded()
+    end)
+  end
+
   def await_forwarded do
     poll(System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us())
   end
@@ -147,12 +155,7 @@ defmodule Hops do
           await_forwarded()
         end)
       end,
-      fwd_writes: fn k ->
-        Bench.samples(k, fn ->
-          send(fwd, {:write, key_request})
-          await_forwarded()
-        end)
-      end,
+      fwd_writes: &through(&1, fwd, key_request),
       fwd_writes_monitored: fn k ->
         Bench.samples(k, fn ->
           tag = :erlang.monitor(:process, fwd, alias: :demonitor)
@@ -162,12 +165,7 @@ defmodule Hops do
           reply
         end)
       end,
-      genserver_fwd_writes: fn k ->
-        Bench.samples(k, fn ->
-          send(gen_fwd, {:write, key_request})
-          await_forwarded()
-        end)
-      end,
+      genserver_fwd_writes: &through(&1, gen_fwd, key_request),
       run_cached: fn k ->
         Bench.samples(k, fn ->
           NxJax.Worker.run_cached(key, graph_bin, wire, false, server: :hops_worker)
