@@ -20,7 +20,11 @@ defmodule Hops.GenServerForwarder do
   use GenServer
 
   @impl true
-  def init({caller, open}), do: {:ok, %{port: open.(), caller: caller}}
+  def init({caller, open}) do
+    port = open.()
+    send(caller, {:hops_port, port})
+    {:ok, %{port: port, caller: caller}}
+  end
 
   @impl true
   def handle_info({:write, bytes}, state) do
@@ -28,8 +32,8 @@ defmodule Hops.GenServerForwarder do
     {:noreply, state}
   end
 
-  def handle_info({port, {:data, reply}}, %{port: port} = state) do
-    send(state.caller, {:hops_reply, reply})
+  def handle_info({port, {:data, _}} = reply, %{port: port} = state) do
+    send(state.caller, reply)
     {:noreply, state}
   end
 end
@@ -60,7 +64,8 @@ defmodule Hops do
     ])
   end
 
-  # owns a worker's port: writes what it is sent, sends every reply on to `caller`
+  # owns a worker's port: writes what it is sent, sends every reply message on to `caller`
+  # (who waits for it with Bench.await_polling/1, as for its own port)
   def forwarder(caller) do
     port = open_worker()
     send(caller, {:hops_port, port})
@@ -73,38 +78,18 @@ defmodule Hops do
         Port.command(port, bytes)
         forward(port, caller)
 
-      {^port, {:data, reply}} ->
-        send(caller, {:hops_reply, reply})
+      {^port, {:data, _}} = reply ->
+        send(caller, reply)
         forward(port, caller)
     end
   end
 
-  # `k` samples of `request` written by the forwarding process `forwarder`
-  def through(k, forwarder, request) do
+  # `k` samples of `request` written by the forwarding process `forwarder` of `port`
+  def through(k, forwarder, port, request) do
     Bench.samples(k, fn ->
       send(forwarder, {:write, request})
-      await_forwarded()
+      Bench.await_polling(port)
     end)
-  end
-
-  def await_forwarded do
-    poll(System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us())
-  end
-
-  defp poll(until) do
-    receive do
-      {:hops_reply, reply} -> reply
-    after
-      0 ->
-        if System.monotonic_time(:microsecond) < until do
-          :erlang.yield()
-          poll(until)
-        else
-          receive do
-            {:hops_reply, reply} -> reply
-          end
-        end
-    end
   end
 
   def run(n) do
@@ -114,13 +99,7 @@ defmodule Hops do
     graph_request = capture(:hops_worker, fn -> small.(x) end)
     key_request = capture(:hops_worker, fn -> small.(x) end)
 
-    [{graph_bin, key}] =
-      Enum.uniq(
-        for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
-            is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
-            do: {elem(entry, 1), elem(entry, 2)}
-      )
-
+    {graph_bin, key} = Bench.small_graph()
     wire = [NxJax.Backend.to_wire(x, :hops_worker)]
     own = open_worker()
     Bench.port_call(own, graph_request)
@@ -128,10 +107,11 @@ defmodule Hops do
     fwd = spawn_link(fn -> forwarder(me) end)
     fwd_port = receive(do: ({:hops_port, port} -> port))
     send(fwd, {:write, graph_request})
-    await_forwarded()
+    Bench.await_polling(fwd_port)
     {:ok, gen_fwd} = GenServer.start_link(Hops.GenServerForwarder, {me, &open_worker/0})
+    gen_port = receive(do: ({:hops_port, port} -> port))
     send(gen_fwd, {:write, graph_request})
-    await_forwarded()
+    Bench.await_polling(gen_port)
 
     # the same request with a new id each time (as the GenServer sends it), the id always
     # encoded in 32 bits, as from the 256th request on
@@ -152,20 +132,20 @@ defmodule Hops do
       caller_writes: fn k ->
         Bench.samples(k, fn ->
           Port.command(fwd_port, key_request)
-          await_forwarded()
+          Bench.await_polling(fwd_port)
         end)
       end,
-      fwd_writes: &through(&1, fwd, key_request),
+      fwd_writes: &through(&1, fwd, fwd_port, key_request),
       fwd_writes_monitored: fn k ->
         Bench.samples(k, fn ->
           tag = :erlang.monitor(:process, fwd, alias: :demonitor)
           send(fwd, {:write, key_request})
-          reply = await_forwarded()
+          reply = Bench.await_polling(fwd_port)
           Process.demonitor(tag, [:flush])
           reply
         end)
       end,
-      genserver_fwd_writes: &through(&1, gen_fwd, key_request),
+      genserver_fwd_writes: &through(&1, gen_fwd, gen_port, key_request),
       run_cached: fn k ->
         Bench.samples(k, fn ->
           NxJax.Worker.run_cached(key, graph_bin, wire, false, server: :hops_worker)

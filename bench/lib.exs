@@ -65,6 +65,14 @@ defmodule Bench do
   """
   def port_call_polling(port, data) do
     true = Port.command(port, data)
+    await_polling(port)
+  end
+
+  @doc """
+  The next `{port, {:data, reply}}` message's `reply`, waited for as `port_call_polling/2`
+  does (whoever sends it: the port, or a process forwarding its replies).
+  """
+  def await_polling(port) do
     poll_reply(port, System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us())
   end
 
@@ -279,6 +287,22 @@ defmodule Bench do
     end
 
     result
+  end
+
+  @doc """
+  The small defn's encoded graph and graph key, `{graph_bin, key}`, from the trace cache (call
+  `small/1` first). The cache holds it once per call option set (a `reply_spin_us: 0` jit has
+  its own entry), all of one graph.
+  """
+  def small_graph do
+    [graph] =
+      Enum.uniq(
+        for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
+            is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
+            do: {elem(entry, 1), elem(entry, 2)}
+      )
+
+    graph
   end
 
   def cpu_model do

@@ -41,14 +41,8 @@ fresh_vms =
 inproc = Bench.inprocess(n_small)
 baseline_p50 = echo.p50 + inproc["scalar"].p50
 baseline_p99 = echo.p99 + inproc["scalar"].p99
-# the worker's side of the same call, in-process (bench/handle_profile.py); the trace cache
-# holds it once per call option set (the `reply_spin_us: 0` row has its own entry), one graph
-[{small_graph, small_key}] =
-  Enum.uniq(
-    for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
-        is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
-        do: {elem(entry, 1), elem(entry, 2)}
-  )
+# the worker's side of the same call, in-process (bench/handle_profile.py)
+{small_graph, small_key} = Bench.small_graph()
 
 wire_x = {{:f, 32}, {}, Nx.to_binary(x)}
 tmp = System.tmp_dir!()

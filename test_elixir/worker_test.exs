@@ -57,12 +57,13 @@ defmodule NxJax.WorkerTest do
   end
 
   describe "the caller polling for its reply (:reply_spin_us)" do
-    # the caller's own reductions over one call of the twelve-dot chain (a second or so here)
-    defp reductions_of_call(w, spin) do
+    # the caller's own reductions over one call of a dot chain (slow_graph/0's twelve dots take
+    # a second or so here); every chain's result is 2^-10 throughout
+    defp reductions_of_call(w, spin, graph \\ slow_graph()) do
       {:reductions, before} = Process.info(self(), :reductions)
 
       [{{:f, 64}, {@side, @side}, data}] =
-        NxJax.Worker.run(slow_graph(), [], server: w, reply_spin_us: spin)
+        NxJax.Worker.run(graph, [], server: w, reply_spin_us: spin)
 
       {:reductions, later} = Process.info(self(), :reductions)
       assert data == :binary.copy(<<@entry::float-64-native>>, @side * @side)
@@ -87,15 +88,7 @@ defmodule NxJax.WorkerTest do
          %{worker: w} do
       long = dot_chain({0, :constant, [], %{value: @entry}, @dims}, 24)
       # the caller's reductions over one long call polling up to 100 ms
-      long_call = fn ->
-        {:reductions, before} = Process.info(self(), :reductions)
-
-        [{{:f, 64}, {@side, @side}, _}] =
-          NxJax.Worker.run(long, [], server: w, reply_spin_us: 100_000)
-
-        {:reductions, later} = Process.info(self(), :reductions)
-        later - before
-      end
+      long_call = fn -> reductions_of_call(w, 100_000, long) end
 
       ping = &NxJax.Worker.call(:ping, [], server: w, reply_spin_us: &1)
       NxJax.Worker.run(long, [], server: w, reply_spin_us: 0)
