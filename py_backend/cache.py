@@ -1,13 +1,16 @@
 """Compiled executables keyed by graph hash and argument signature, with counters.
 
 The graph binary is hashed (sha256) as it arrived, so a graph is decoded, validated and lowered
-once; each distinct argument signature ``[(dtype, shape), ...]`` is compiled once.
+once; each distinct argument signature ``[(dtype, shape), ...]`` is compiled once. Both tables
+are bounded, the least recently used entry going first; recency is a tick stamped on each entry
+(no reordering), so the small-call fast path can mark a use without hashing anything
+(:meth:`Cache.touch`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +31,7 @@ class Program:
     function: Callable[..., list[jax.Array]]
     jitted: Any = None
     outs: list[TensorOut] = field(default_factory=list)  # the graph's outputs, in order
+    used: int = 0  # the cache's tick at its last use
 
     def __post_init__(self) -> None:
         self.outs = [self.graph.nodes[o].tensor for o in self.graph.outputs]
@@ -43,19 +47,42 @@ class Stats:
     unknown_graphs: int = 0
 
 
+class Use:
+    """The last use (a tick) of one compiled signature of a program."""
+
+    __slots__ = ("used",)
+
+    def __init__(self, used: int) -> None:
+        self.used = used
+
+
+# every state of every cache that drops an entry gets a version of its own (see Cache.version)
+_versions = itertools.count(1)
+
+
 def signature(args: list[Any]) -> Signature:
     # dtype objects hash and compare by value (str(dtype) costs microseconds per call)
     return tuple((a.dtype, a.shape) for a in args)
 
 
 class Cache:
-    """``(sha256(graph_bin), signature) -> compiled executable``, least recently used first out."""
+    """``(sha256(graph_bin), signature) -> compiled executable``, least recently used first out.
+
+    ``version`` changes whenever an entry leaves either table (evicted, or :meth:`clear`), and
+    differs between any two caches: what was found under one version stays valid while the
+    version is the same."""
 
     def __init__(self, max_entries: int = 256) -> None:
         self.max_entries = max_entries
         self.stats = Stats()
-        self._programs: OrderedDict[bytes, Program] = OrderedDict()
-        self._compiled: OrderedDict[tuple[bytes, Signature], Any] = OrderedDict()
+        self._programs: dict[bytes, Program] = {}
+        self._compiled: dict[tuple[bytes, Signature], Use] = {}
+        self._tick = 0
+        self.version = next(_versions)
+
+    def _next_tick(self) -> int:
+        self._tick += 1
+        return self._tick
 
     def program(
         self, graph_bin: bytes | memoryview, key: bytes | None = None
@@ -68,10 +95,11 @@ class Cache:
             graph = decode_graph(graph_bin)
             program = Program(graph, lower(graph))
             self.stats.graph_loads += 1
+            program.used = self._next_tick()  # (before the trim: the new program stays)
             self._programs[key] = program
-            _trim(self._programs, self.max_entries)
+            self._trim(self._programs)
         else:
-            self._programs.move_to_end(key)
+            program.used = self._next_tick()
         return key, program
 
     def program_by_key(self, key: bytes) -> Program | None:
@@ -80,25 +108,31 @@ class Cache:
         if program is None:
             self.stats.unknown_graphs += 1
         else:
-            self._programs.move_to_end(key)
+            program.used = self._next_tick()
         return program
 
-    def hit(self, key: bytes, sig: Signature) -> Program | None:
+    def hit(self, key: bytes, sig: Signature) -> tuple[Program, Use] | None:
         """``program_by_key`` and ``executable_for`` in one step, for a call known to have run
         before with this signature (the fast call path): the program, its jitted function
-        ready, or ``None`` when the key is unknown (counted as with ``program_by_key``)."""
-        program = self._programs.get(key)
+        ready, and the entry of its signature (for :meth:`touch`), or ``None`` when the key is
+        unknown (counted as with ``program_by_key``)."""
+        program = self.program_by_key(key)
         if program is None:
-            self.stats.unknown_graphs += 1
             return None
-        self._programs.move_to_end(key)
         self.executable_for(key, program, sig)
-        return program
+        return program, self._compiled[(key, sig)]
+
+    def touch(self, program: Program, use: Use) -> None:
+        """A cache hit of ``program`` and its signature's entry ``use``, both from :meth:`hit`
+        under the current ``version``: what :meth:`hit` counts and marks, without a lookup."""
+        program.used = use.used = self._tick = self._tick + 1
+        self.stats.cache_hits += 1
 
     def clear(self) -> None:
         """Forget every program and executable (the counters stay)."""
         self._programs.clear()
         self._compiled.clear()
+        self.version = next(_versions)
 
     def executable(self, key: bytes, program: Program, args: list[Any]) -> Any:
         """The jitted function for these arguments; a signature not seen before under ``key``
@@ -109,18 +143,21 @@ class Cache:
     def executable_for(self, key: bytes, program: Program, sig: Signature) -> Any:
         """``executable`` for arguments whose ``signature`` is ``sig``."""
         entry = (key, sig)
-        if entry in self._compiled:
+        use = self._compiled.get(entry)
+        if use is not None:
             self.stats.cache_hits += 1
-            self._compiled.move_to_end(entry)
+            use.used = self._next_tick()
         else:
             self.stats.compiles += 1
-            self._compiled[entry] = True
-            _trim(self._compiled, self.max_entries)
+            self._compiled[entry] = Use(self._next_tick())
+            self._trim(self._compiled)
         if program.jitted is None:
             program.jitted = jax.jit(program.function)
         return program.jitted
 
-
-def _trim(table: OrderedDict[Any, Any], size: int) -> None:
-    while len(table) > size:
-        table.popitem(last=False)
+    def _trim(self, table: dict[Any, Any]) -> None:
+        """Drop the least recently used entries of ``table`` beyond ``max_entries`` (a scan:
+        this runs only when an entry is added to a full table, next to a load or a compile)."""
+        while len(table) > self.max_entries:
+            del table[min(table, key=lambda k: table[k].used)]
+            self.version = next(_versions)

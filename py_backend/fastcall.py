@@ -19,6 +19,7 @@ the generic encoder writes for ``{:r, id, [tensor]}`` (tests/test_fastcall.py ch
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,7 +45,7 @@ class Layout:
     keep: bool
     size: int  # frame length after the request id
     head: bytes  # the bytes right after the request id: function, key and graph (nil)
-    consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, after the head
+    consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, the head's first
     tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
     signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
 
@@ -58,16 +59,21 @@ class Match(NamedTuple):
 _new_match = tuple.__new__  # Match(...) without NamedTuple's keyword handling (hot path)
 
 
-def _request_id(frame: Any, i: int) -> tuple[int, int] | None:
-    """The request id at ``frame[i]`` and where it ends, for the two integer tags Elixir uses
-    for ids below 2**31."""
+def _id_end(frame: Any, i: int) -> int:
+    """Where the request id at ``frame[i]`` ends, for the two integer tags Elixir uses for ids
+    below 2**31; 0 for anything else (a negative or larger id, another term)."""
     tag = frame[i]
     if tag == 97:  # SMALL_INTEGER_EXT
-        return frame[i + 1], i + 2
-    if tag == 98:  # INTEGER_EXT
-        value = int.from_bytes(frame[i + 1:i + 5], "big", signed=True)
-        return (value, i + 5) if value >= 0 else None
-    return None
+        return i + 2
+    if tag == 98 and frame[i + 1] < 128:  # INTEGER_EXT, not negative
+        return i + 5
+    return 0
+
+
+def id_value(id_bytes: bytes) -> int:
+    """The value of a request id ``_id_end`` accepted, from its encoding (the inverse of
+    :func:`id_bytes`)."""
+    return id_bytes[1] if len(id_bytes) == 2 else int.from_bytes(id_bytes[1:], "big")
 
 
 class Layouts:
@@ -100,24 +106,56 @@ class Layouts:
         at = len(prefix)
         if len(frame) <= at + 5 or not frame.startswith(prefix):
             return None
-        found = _request_id(frame, at)
-        if found is None:
+        start = _id_end(frame, at)
+        if not start:
             return None
-        request_id, start = found
         size = len(frame) - start
         # a loop repeats one call: try the layout matched last before looking one up
         layout = self._last
-        if layout is None or layout.size != size or not _follows(frame, start, layout):
+        if layout is None or layout.size != size or not _follows(frame, start, layout.consts):
             candidates = self._by_head.get((size, bytes(frame[start:start + self._head_len])))
             if candidates is None:
                 return None
             for layout in candidates:
-                if _follows(frame, start, layout):
+                if _follows(frame, start, layout.consts):
                     break
             else:
                 return None
             self._last = layout
-        return _new_match(Match, (request_id, bytes(frame[at:start]), layout))
+        id_bytes = bytes(frame[at:start])
+        return _new_match(Match, (id_value(id_bytes), id_bytes, layout))
+
+    def matcher(self, layout: Layout) -> Callable[[channel.Chunk], bytes | None]:
+        """A test of frames against ``layout`` alone, in one call (the worker keeps one for the
+        layout it served last): the request id's encoding when the frame follows ``layout``, as
+        :meth:`match` would find, else ``None`` (then :meth:`match` decides). Valid while the
+        client's encoding (the prefix) stays the one ``layout`` was learned under."""
+        prefix, consts = self._prefix, layout.consts
+        if prefix is None:
+            return lambda frame: None
+        at = len(prefix)
+        small, large = at + 2 + layout.size, at + 5 + layout.size  # the two id encodings
+
+        def follows(frame: channel.Chunk) -> bytes | None:
+            n = len(frame)
+            if n == small:
+                if frame[at] != 97:
+                    return None
+                start = small - layout.size
+            elif n == large:
+                if frame[at] != 98 or frame[at + 1] > 127:
+                    return None
+                start = large - layout.size
+            else:
+                return None
+            if type(frame) is memoryview or not frame.startswith(prefix):
+                return None
+            for offset, piece in consts:
+                if not frame.startswith(piece, start + offset):
+                    return None
+            return bytes(frame[at:start])
+
+        return follows
 
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
         """Views of the tensors' data in ``frame`` (no copy)."""
@@ -138,10 +176,9 @@ class Layouts:
         if channel.atom_name(tag) != "C":
             return None
         prefix = d[:i]
-        found = _request_id(d, i)
-        if found is None:
+        start = _id_end(d, i)
+        if not start:
             return None
-        start = found[1]
         j, module = channel.scan_term(d, start)
         j, function = channel.scan_term(d, j)
         if channel.atom_name(module) != "nx_jax" or channel.atom_name(function) != "call":
@@ -179,7 +216,7 @@ class Layouts:
         j, keep = channel.scan_term(d, j + 1)
         if not isinstance(keep, bool) or d[j:] != b"j":
             return None
-        consts, at = [], head_end
+        consts, at = [], start
         for hole_start, hole_end in [*holes, (len(d), len(d))]:
             if hole_start > at:
                 consts.append((at - start, d[at:hole_start]))
@@ -206,12 +243,10 @@ def argument_views(frame: channel.Chunk, layout: Layout) -> list[np.ndarray]:
     return [np.ndarray(shape, dtype, frame, start + at) for at, dtype, shape, _ in layout.tensors]
 
 
-def _follows(frame: bytes | bytearray, start: int, layout: Layout) -> bool:
-    """Whether ``frame``, whose request id ends at ``start``, has ``layout``'s constant bytes
-    (its size is checked by the caller)."""
-    if not frame.startswith(layout.head, start):
-        return False
-    for offset, piece in layout.consts:
+def _follows(frame: bytes | bytearray, start: int, consts: tuple[tuple[int, bytes], ...]) -> bool:
+    """Whether ``frame``, whose request id ends at ``start``, has a layout's constant bytes
+    ``consts`` (its size is checked by the caller)."""
+    for offset, piece in consts:
         if not frame.startswith(piece, start + offset):
             return False
     return True

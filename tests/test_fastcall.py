@@ -330,6 +330,59 @@ def test_a_forgotten_or_evicted_graph_is_unknown_on_the_fast_path_too() -> None:
     assert len(worker.layouts) == 0
 
 
+def test_the_hot_path_stops_when_the_cache_drops_its_program() -> None:
+    # the layout served last runs in one call (Worker._hot_path) without looking its program
+    # up: once the cache evicts that program, the next call must be UnknownGraph as on the
+    # generic path, and serving resumes after the graph is sent again
+    graph = axpy_graph()
+    key = key_of(graph)
+    x = np.ones(3, np.float32)
+    worker = primed_worker(graph, [x, x])
+    for request_id in (2, 3):  # the first builds the runner, the second runs hot
+        reply = decode(reply_bytes(worker.handle(elixir_call(request_id, key, None, [x, x]))))
+        assert reply[0] == atom("r") and reply[1] == request_id
+    assert worker._hot is not None
+    before = stats(worker)
+    worker.cache.max_entries = 1
+    other = GraphBuilder()
+    p = other.param(0, "f32", ())
+    other_graph = other.binary([other.op("negate", p)])
+    worker.handle(elixir_call(4, key_of(other_graph), other_graph, [np.float32(1).reshape(())]))
+    reply = decode(reply_bytes(worker.handle(elixir_call(300, key, None, [x, x]))))
+    assert reply[0] == atom("e") and reply[1] == 300
+    assert channel.binary_bytes(reply[2][1]) == b"UnknownGraph"
+    assert stats(worker)["runs"] == before["runs"] + 1  # the other graph's run only
+    assert decode(reply_bytes(worker.handle(elixir_call(301, key, graph, [x, x]))))[0] == atom("r")
+    for request_id in (302, 70000):
+        reply = decode(reply_bytes(worker.handle(elixir_call(request_id, key, None, [x, 2 * x]))))
+        assert reply[0] == atom("r") and reply[1] == request_id
+        np.testing.assert_array_equal(from_wire(reply[2][0]), 4 * x)
+
+
+def test_the_hot_path_answers_resident_calls_and_errors_with_their_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    graph = axpy_graph()
+    key = key_of(graph)
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    worker = primed_worker(graph, [x, y], keep=True)
+    for request_id in (2, 255, 256, 2**31 - 1):
+        reply = decode(reply_bytes(worker.handle(elixir_call(request_id, key, None, [x, y],
+                                                             keep=True))))
+        assert reply[0] == atom("r") and reply[1] == request_id
+        (_, handle), _ = reply[2]
+        np.testing.assert_array_equal(np.asarray(worker.resident[handle][0]), 2 * x + y)
+    assert worker._hot is not None
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(worker.cache, "touch", broken)
+    reply = decode(reply_bytes(worker.handle(elixir_call(70001, key, None, [x, y], keep=True))))
+    assert reply[0] == atom("e") and reply[1] == 70001
+    assert channel.binary_bytes(reply[2][1]) == b"RuntimeError"
+
+
 def test_bad_request_ids_take_the_generic_path() -> None:
     graph = axpy_graph()
     x = np.ones(3, np.float32)
