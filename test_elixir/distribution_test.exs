@@ -13,6 +13,12 @@ defmodule NxJax.DistributionTest do
 
   setup_all do
     {_, 0} = System.cmd("epmd", ["-daemon"])
+    # `epmd -daemon` returns before a new epmd listens: Node.start/2 would fail to register
+    # (econnrefused), as it did once here when this module ran first
+    assert NxJax.TestAssertions.wait_until(
+             fn -> match?({:ok, _}, :erl_epmd.names({127, 0, 0, 1})) end,
+             1_000
+           )
 
     started_here =
       if Node.alive?() do
