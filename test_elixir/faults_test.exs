@@ -174,6 +174,57 @@ defmodule NxJax.FaultsTest do
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
     end
 
+    # The caller's own limit (timeout + 5 s) only passes when the GenServer cannot answer at
+    # all; here it is suspended. The reply it sends once resumed must not land in the caller's
+    # mailbox (a GenServer calling nx_jax would get it as a stray message), and the caller's
+    # next call must work (callers keep one reply alias from call to call; giving up drops it).
+    test "a caller that gave up on an unresponsive worker does not receive its late reply",
+         %{name: name} do
+      :sys.suspend(name)
+
+      assert %NxJax.WorkerError{class: "Timeout", message: message} =
+               catch_error(NxJax.Worker.call(:ping, [], server: name, timeout: 100))
+
+      assert message =~ "within 100 ms"
+      :sys.resume(name)
+      # the resumed worker serves the request (its deadline counts from now) and replies
+      assert wait_until(fn -> NxJax.Worker.pending(name) == 0 end, 500)
+      Process.sleep(50)
+      assert {:messages, []} = Process.info(self(), :messages)
+      assert NxJax.Worker.call(:ping, [], server: name) == :pong
+      assert {:messages, []} = Process.info(self(), :messages)
+    end
+
+    # A hook function runs in the caller while its call waits; a call it makes that gives up
+    # must not drop the reply of the call that waits. Two stand-in workers speak the client's
+    # protocol: `outer` sends a hook, and replies only once the hook's call to `silent` (which
+    # never answers) has given up.
+    test "a call made by a hook function that gives up leaves the waiting call's reply intact" do
+      silent = spawn_link(fn -> Process.sleep(:infinity) end)
+
+      outer =
+        spawn_link(fn ->
+          receive do
+            {:nx_jax_request, {to, tag}, _timeout, _message} ->
+              send(to, {:nx_jax_hook, tag, 0, []})
+              receive(do: (:go -> send(to, {tag, {:ok, :outer_result}})))
+          end
+        end)
+
+      parent = self()
+
+      on_hook = fn 0, [] ->
+        nested = catch_error(NxJax.Worker.call(:ping, [], server: silent, timeout: 100))
+        send(parent, {:nested, nested})
+        send(outer, :go)
+      end
+
+      assert NxJax.Worker.call(:ping, [], server: outer, on_hook: on_hook, timeout: 15_000) ==
+               :outer_result
+
+      assert_received {:nested, %NxJax.WorkerError{class: "Timeout"}}
+    end
+
     test ":infinity waits without a deadline", %{name: name} do
       assert NxJax.Worker.call(:ping, [], server: name, timeout: :infinity) == :pong
     end

@@ -72,12 +72,19 @@ defmodule NxJax.Worker do
   # measured in bench/run.exs section 1: waking a sleeping worker costs tens of microseconds on a
   # virtual machine; the next call of a loop arrives well within this
   @default_spin_us 100
-  # the same for a caller awaiting its reply (await_reply/4): a small call is answered in well
+  # the same for a caller awaiting its reply (await_reply/5): a small call is answered in well
   # under this, and a busy scheduler sees the reply on the port at once
   @default_reply_spin_us 100
   # (a per-process count of late replies in a row; see spin_until/3)
   @late_replies {__MODULE__, :late_replies}
+  # (the process's kept reply alias, and whether a hook function of a call runs; see reply_to/0)
+  @reply_alias {__MODULE__, :reply_alias}
+  @in_hook {__MODULE__, :in_hook}
   @respin_every 16
+  # a polling caller checks that a local worker is alive every this many polls (a poll and a
+  # yield take about a microsecond; Process.alive?/1 on every one of them made the small call
+  # 1.8 us slower, bench/hops.exs)
+  @alive_every 64
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -248,7 +255,8 @@ defmodule NxJax.Worker do
   a reply comes within it again, trying again every #{@respin_every}th call.
   """
   def reply_spin_us do
-    Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
+    # (:application's own lookup: Application.get_env/3 adds a check of the key per call)
+    :application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
   end
 
   @doc "The Python executable a worker started now would use."
@@ -268,8 +276,6 @@ defmodule NxJax.Worker do
   defp request(opts, message) do
     server = Keyword.get(opts, :server, __MODULE__)
     timeout = Keyword.get(opts, :timeout, @default_timeout)
-    before = if is_atom(server), do: GenServer.whereis(server)
-
     spin_us = Keyword.get_lazy(opts, :reply_spin_us, &reply_spin_us/0)
 
     unless is_integer(spin_us) and spin_us >= 0 do
@@ -277,7 +283,10 @@ defmodule NxJax.Worker do
             "reply_spin_us must be a non-negative integer (microseconds), got: #{inspect(spin_us)}"
     end
 
-    case call_server(server, message, {timeout, spin_us}, Keyword.get(opts, :on_hook)) do
+    # (a retry waits for a worker other than this one under the name)
+    dest = GenServer.whereis(server)
+
+    case call_server(dest, server, message, {timeout, spin_us}, Keyword.get(opts, :on_hook)) do
       {:ok, result} ->
         result
 
@@ -286,7 +295,7 @@ defmodule NxJax.Worker do
 
       {:error, {"WorkerExited", text, traceback}} = error ->
         if retry?(opts, server) do
-          await_restart(server, before, error)
+          await_restart(server, dest, error)
           request([{:retry, false} | opts], message)
         else
           raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
@@ -299,18 +308,20 @@ defmodule NxJax.Worker do
 
   # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
   # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
-  # computes) in this process. The reply address is an alias, removed once the call is over, so
-  # a reply that comes after we gave up is dropped. The worker enforces the deadline itself (and
-  # replaces its Python process past it), whether or not this caller is still alive to wait;
-  # the extra time here only covers a GenServer that cannot answer at all.
-  defp call_server(server, message, {timeout, spin_us}, on_hook) do
-    case GenServer.whereis(server) do
+  # computes) in this process. The reply address is an alias (reply_to/0), so a reply that comes
+  # after we gave up is dropped; `tag`, a new reference, tells this call's messages apart. The
+  # worker enforces the deadline itself (and replaces its Python process past it), whether or not
+  # this caller is still alive to wait; the extra time here only covers a GenServer that cannot
+  # answer at all.
+  defp call_server(dest, server, message, {timeout, spin_us}, on_hook) do
+    case dest do
       nil ->
         {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
 
       dest ->
-        tag = :erlang.alias()
-        send(dest, {:nx_jax_request, {tag, tag}, timeout, message})
+        {to, own} = reply_to()
+        tag = make_ref()
+        send(dest, {:nx_jax_request, {to, tag}, timeout, message})
         now = System.monotonic_time(:microsecond)
 
         limit =
@@ -320,11 +331,38 @@ defmodule NxJax.Worker do
 
         spin = spin_until(spin_us, now, limit)
         wait = %{dest: dest, monitor: nil, limit: limit, timeout: timeout, on_hook: on_hook}
-        reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin)
-        :erlang.unalias(tag)
+        reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
+        if own, do: :erlang.unalias(to)
         note_wait(spin_us, now)
         reply
     end
+  end
+
+  # The reply address of a call, and whether it is the call's own: the process's kept alias,
+  # the same from call to call (making and removing an alias for each call cost 0.7-0.9 us, a
+  # third of this client's time in bench/hops.exs). A call that gives up on its reply (past its
+  # limit, or its worker went down) removes the kept alias (drop_reply_alias/0), so a reply that
+  # comes later is dropped, and the next call makes a new one. A call made by a hook function
+  # while another call waits (`@in_hook`) has an alias of its own, so that its giving up cannot
+  # drop the waiting call's reply.
+  defp reply_to do
+    if Process.get(@in_hook), do: {:erlang.alias(), true}, else: {kept_alias(), false}
+  end
+
+  defp kept_alias do
+    with nil <- Process.get(@reply_alias) do
+      to = :erlang.alias()
+      Process.put(@reply_alias, to)
+      to
+    end
+  end
+
+  defp drop_reply_alias do
+    unless Process.get(@in_hook) do
+      with to when to != nil <- Process.delete(@reply_alias), do: :erlang.unalias(to)
+    end
+
+    :ok
   end
 
   # `spin` is nil or the monotonic microsecond until which the caller polls its mailbox (and
@@ -332,33 +370,38 @@ defmodule NxJax.Worker do
   # port at once, where a sleeping one is woken tens of microseconds late under OTP's default
   # scheduler polling (`+IOs true`; docs/BENCHMARKS.md section 1). The caller monitors the
   # worker only once it stops polling: a call answered while it polls sends the worker no
-  # monitor signals (and a local worker that dies meanwhile ends the polling).
-  defp await_reply(tag, %{monitor: monitor} = wait, failed, spin) do
+  # monitor signals (and a local worker that dies meanwhile ends the polling: its liveness is
+  # checked every @alive_every-th poll, as checking it costs more than a poll, `polls` counting
+  # them).
+  defp await_reply(tag, %{monitor: monitor} = wait, failed, spin, polls) do
     receive do
       {^tag, reply} ->
         unwatch(wait)
         if failed, do: failed, else: reply
 
       {:nx_jax_hook, ^tag, index, tensors} ->
-        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin)
+        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
 
       {:DOWN, ^monitor, _, _, reason} ->
+        drop_reply_alias()
         failed || {:error, down_error(reason, wait.dest)}
     after
       wait_ms(wait.limit, spin) ->
         cond do
           spin == nil ->
             unwatch(wait)
+            drop_reply_alias()
 
             failed ||
               {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
 
-          System.monotonic_time(:microsecond) < spin and alive?(wait.dest) ->
+          System.monotonic_time(:microsecond) < spin and
+              (rem(polls, @alive_every) != 0 or alive?(wait.dest)) ->
             :erlang.yield()
-            await_reply(tag, wait, failed, spin)
+            await_reply(tag, wait, failed, spin, polls + 1)
 
           true ->
-            await_reply(tag, watch(wait), failed, nil)
+            await_reply(tag, watch(wait), failed, nil, polls)
         end
     end
   end
@@ -411,10 +454,16 @@ defmodule NxJax.Worker do
   defp run_hook(nil, _index, _tensors), do: nil
 
   defp run_hook(on_hook, index, tensors) do
-    on_hook.(index, tensors)
-    nil
-  catch
-    kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
+    outer = Process.put(@in_hook, true)
+
+    try do
+      on_hook.(index, tensors)
+      nil
+    catch
+      kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
+    after
+      if outer == nil, do: Process.delete(@in_hook)
+    end
   end
 
   defp remaining(:infinity), do: :infinity
@@ -484,6 +533,12 @@ defmodule NxJax.Worker do
   @nil_atom nil_atom
   @true_atom true_atom
   @false_atom false_atom
+
+  # the function's atom, that of call (each graph call's) encoded once
+  <<131, call_atom::binary>> = :erlang.term_to_binary(:call)
+  @call_atom call_atom
+  defp function_atom(:call), do: @call_atom
+  defp function_atom(function), do: small_body(function)
 
   # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
   defp encode_id(id) when id < 256, do: <<97, id>>
@@ -631,7 +686,7 @@ defmodule NxJax.Worker do
   def handle_call(:live_table, _from, state), do: {:reply, state.live, state}
   def handle_call(:client_stats, _from, state), do: {:reply, state.counts, state}
 
-  # A request from call_server/4 (GenServer.call's protocol, with a reply alias). `limit` is
+  # A request from call_server/5 (GenServer.call's protocol, with a reply alias). `limit` is
   # `:infinity` or `{deadline, timeout}`, the deadline in monotonic milliseconds of this node.
   defp dispatch({:call, function, body}, from, limit, state) do
     send_request(state, function, body, {from, :plain, limit})
@@ -695,7 +750,7 @@ defmodule NxJax.Worker do
   # `entry`: {reply address, what to do with the reply, limit}
   defp send_request(state, function, body, {_from, _kind, limit} = entry) do
     id = state.next_id
-    header = [@request_head, encode_id(id), @module_atom, small_body(function)]
+    header = [@request_head, encode_id(id), @module_atom, function_atom(function)]
     true = Port.command(state.port, [header | body])
     state = arm_deadline(state, limit)
     %{state | next_id: id + 1, pending: Map.put(state.pending, id, entry)}
