@@ -51,6 +51,11 @@ defmodule NxJax.Pool do
     :persistent_term.put({__MODULE__, :size}, size)
     :persistent_term.put({__MODULE__, :in_flight}, :atomics.new(size, signed: true))
 
+    :persistent_term.put(
+      {__MODULE__, :names},
+      List.to_tuple(Enum.map(0..(size - 1), &make_name/1))
+    )
+
     worker_env = Application.get_env(:nx_jax, :worker_env, [])
 
     children =
@@ -87,8 +92,17 @@ defmodule NxJax.Pool do
   @doc "The registered name of the worker at `index`."
   def name(0), do: NxJax.Worker
 
-  def name(index) when is_integer(index) and index > 0,
-    do: Module.concat(NxJax.Worker, "#{index}")
+  # (each call placed on a pool asks for one: the names are made once, at the pool's start, as
+  # making an atom from a string costs about a microsecond)
+  def name(index) when is_integer(index) and index > 0 do
+    case :persistent_term.get({__MODULE__, :names}, {}) do
+      names when index < tuple_size(names) -> elem(names, index)
+      _ -> make_name(index)
+    end
+  end
+
+  defp make_name(0), do: NxJax.Worker
+  defp make_name(index), do: Module.concat(NxJax.Worker, "#{index}")
 
   @doc "The number of workers (1 when no pool was started)."
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
