@@ -16,6 +16,9 @@ defmodule NxJax.PoolTest do
     assert [w0, w1] = NxJax.Pool.workers()
     assert w0 == Process.whereis(NxJax.Worker)
     assert w1 == Process.whereis(NxJax.Pool.name(1))
+    # the names are made once at the pool's start; one past the pool is made on demand
+    assert NxJax.Pool.name(1) == :"Elixir.NxJax.Worker.1"
+    assert NxJax.Pool.name(7) == :"Elixir.NxJax.Worker.7"
   end
 
   test "independent concurrent calls are spread over the workers" do
