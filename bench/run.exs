@@ -410,49 +410,46 @@ the BEAM's busy-wait flags (`+sbwt`, `+sbwtdcpu`, `+sbwtdio`) and `+S 1`, either
 worker GenServer polling its mailbox too (a `gen_server` timeout of 0 that yields; p99 worse); a
 `:socket` Unix stream socket instead of the port (round trips as the port's, or slower).
 
-**Where ours exceeds the floor** (2026-11-29, this version, default flags, `mix run
-bench/hops.exs`: the small defn's key-only request bytes, 4 interleaved rounds of 2000 calls,
-every caller polling for its reply; p50 of the quieter runs):
-- Our worker's Python loop on a port owned by the caller answers in 21.0-21.5 us (21.2-21.8
-  with a new id each call, as the GenServer numbers them). Against the polling floor (17.5-17.7)
-  that is about 4 us of Python around the jitted call.
-- A bare forwarding process between caller and port costs 0.5-4 us. It took 21.8-22.0 us when
-  the caller writes to the port itself and the process only forwards the replies. When the
-  process also writes the requests, it took 21.8-22.2 us in some runs and 24.9-25.5 in others:
-  processes land in faster or slower modes. Monitoring that process during each call, as
-  `GenServer.call` does, added 0.2-4 us. The same forwarder written as a GenServer took
-  21.7-26.3 us.
-- Through `NxJax.Worker.run_cached/5` the same call takes 28.3-29.6 us, the defn 29.3-32.0.
-  That is 2.5-7 us above a forwarder, depending on the forwarder's mode: our client and
-  GenServer code around the hop. Each of its pieces takes well under 1 us in isolation (the
-  request's bytes, the pending map, decoding the reply; measured on the previous version), and
-  the defn front end 1.6-1.7 us.
-- Since this version the caller monitors the worker only once it stops polling. Against
-  monitoring every call, interleaved in the same VMs on a noisy hour, p50 was
-  29.5 / 48.9 / 50.0 / 47.9 / 29.6 / 39.9 / 44.1 / 50.5 us against
-  37.1 / 35.9 / 71.6 / 71.1 / 30.1 / 30.5 / 56.3 / 70.8. That is no clear gain at the median,
-  but it has fewer slow modes.
+**Where ours exceeds the floor** (2026-11-30, this version, default flags unless said,
+`mix run bench/hops.exs` and scripts like it: the small defn's key-only request bytes, 4
+interleaved rounds, every caller polling for its reply; p50):
+- Our worker's Python loop on a port owned by the caller answers in 17.5-17.8 us in some VMs
+  and 20.8-21.0 in others (the same code in VMs started the same way: a mode of the machine,
+  whose cause is not pinned down). The polling floor is 17.3-17.7.
+- A bare forwarding process between caller and port: 18.4-22.0 us, 25-30 in its slow modes.
+- `NxJax.Worker.run_cached/5`, since this version: 21.1-22.1 us, about what the bare forwarder
+  costs. With all processes on one scheduler (`:erlang.system_flag(:schedulers_online, 1)`,
+  no modes left) it took 21.1-21.6 us against the forwarder's 21.3-21.8. Before this version
+  it took 27.7-29.0 us there, about 6.5 us above the forwarder. Two things made most of that:
+  - The polling caller asked `Process.alive?/1` of the worker on every poll (so that a dead
+    worker ends the polling at once). That cost 1.8 us per call (28.1 -> 26.3 us with one
+    scheduler). It now asks every 64th poll.
+  - Each call made a reply alias and removed it (`:erlang.alias/0`, `:erlang.unalias/1`):
+    against a stand-in server that answers at once, a round trip through an alias made per call
+    took 1.4-1.7 us, through an alias kept by the process 0.75, to a plain pid 0.56. Each
+    process now keeps one alias for all its calls, a new reference telling the calls apart;
+    a call that gives up on its reply removes it (so a late reply is still dropped), and a call
+    made by a hook function while another call waits gets an alias of its own. Paired blocks of
+    200 calls on one scheduler: the new client 1.7-2.2 us faster than the old.
+- The defn front end on top: against that stand-in server, the defn took 3.9-4.1 us, a
+  `run_cached/5` 2.7-2.8 and a bare message round trip 0.7. So the front end costs 1.3 us
+  (about 25 small steps: the signature walk, the trace cache, placement, the wire form,
+  rebuilding the result) and the client 2 us, of which 0.6 are the alias and the request's size.
+- Python, in-process (`Worker.handle` of the learned request in a tight loop, against the floor's
+  own work: `np.frombuffer`, the jitted call, `np.asarray(...).tobytes()`): 2.3 us above it, was
+  5.1. The layout served last is now tested and run in one call (`Worker._hot_path`,
+  `fastcall.Layouts.matcher`), and the program cache stamps recency with a tick where it
+  reordered two `OrderedDict`s and hashed the signature on every call (`Cache.touch`). On a port,
+  paired blocks against the previous Python: 0.5-1.0 us faster.
+- Tried and no gain (2026-11-30, fresh VMs): `+S 1`, `+sub true`, `+scl false`. A one-function
+  runner for one argument and one small result (no gain above the noise, not kept).
 
-Timestamps inside the worker, in the same conditions, before the last trims of the learned path
-(per-layout runner, one `os.write`): handling the request 19.0 us. Of that,
-recognising the layout 2.4, the program lookup 0.75, the argument views 0.97, the jitted call
-9.95, reading its result back 2.85 and encoding the reply 0.41. Writing the reply takes 4.4 us
-more. The same request handled in-process in a tight loop (`bench/handle_profile.py`, caches
-warm): `Worker.handle` #{f.(s.handle["handle"], 1)} us on the learned path (recognising the
-layout #{f.(s.handle["match"], 1)} us) and #{f.(s.handle["handle_generic"], 1)} us on the generic
-one. On the generic path, decoding the request takes #{f.(s.handle["decode_fast"], 1)} us with
-our decoder and #{f.(s.handle["decode_erlang_py"], 1)} us with erlang-py, and encoding the reply
-#{f.(s.handle["encode"], 1)} us. The jitted call with its result read back alone:
-#{f.(s.handle["jit"], 1)} us.
-
-What is left to cut. The target needs nx_jax within about 2.5 us of the polling floor, and
-it is about 10 us above it: 3-7 us of our Elixir code and hop, and 4 us of Python. A lean hot
-path could cut the Elixir part: the caller writing its request to the port itself (as fast as
-a caller-owned port, above), with the reply routed through a table the GenServer reads rather
-than the GenServer's own state. The 4 us of Python are the layout match, the program lookup, the
-argument views, the result read-back and the reply, each under 1 us in a hot loop but about
-twice that between pipe reads. Even with both gone, the floor itself is 1.3x the baseline: a
-jitted call between pipe reads costs more than in a hot loop.
+What is left to cut. In fresh VMs with the default flags the small call now takes 22.6-27 us
+in the quieter runs (1.65-2.0x), the floor 1.27-1.29x. The target needs nx_jax within about
+3 us of the floor: that is the front end (1.3 us), the client and the GenServer hop (about 2 us
+over a bare message round trip), and the Python around the jitted call (2.3 us in a tight
+loop). No single piece is large any more; reaching 1.5x would need them nearly all gone, and
+the machine's modes move the figure by 3-8 us from VM to VM.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -465,9 +462,14 @@ jitted call between pipe reads costs more than in a hot loop.
 - A learned request runs through a per-layout function with its constants bound once, and a
   small reply goes out with one `os.write`.
 - The caller polls for its reply (`reply_spin_us`) before it sleeps.
+- The polling caller checks the worker's liveness every 64th poll, not every poll; each process
+  keeps one reply alias (2026-11-30).
+- The worker runs the layout served last in one call, and its cache marks a use without
+  reordering or hashing (2026-11-30).
 
 With the default flags the small call went from 153 us (first version) to 60-80 us p50 before
-the caller polled for its reply, and to about 28 us since (on a quiet hour of this VM).
+the caller polled for its reply, to about 28 us after (on a quiet hour of this VM), and to
+22.6-27 us in fresh VMs with this version.
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
 calls):

@@ -45,7 +45,7 @@ class Layout:
     keep: bool
     size: int  # frame length after the request id
     head: bytes  # the bytes right after the request id: function, key and graph (nil)
-    consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, the head's first
+    consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, head included
     tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
     signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
 

@@ -83,7 +83,7 @@ defmodule NxJax.Worker do
   @respin_every 16
   # a polling caller checks that a local worker is alive every this many polls (a poll and a
   # yield take about a microsecond; Process.alive?/1 on every one of them made the small call
-  # 1.8 us slower, bench/hops.exs)
+  # 1.8 us slower, docs/BENCHMARKS.md section 1)
   @alive_every 64
 
   @doc """
@@ -340,7 +340,7 @@ defmodule NxJax.Worker do
 
   # The reply address of a call, and whether it is the call's own: the process's kept alias,
   # the same from call to call (making and removing an alias for each call cost 0.7-0.9 us, a
-  # third of this client's time in bench/hops.exs). A call that gives up on its reply (past its
+  # third of this client's time; docs/BENCHMARKS.md section 1). A call that gives up on its reply (past its
   # limit, or its worker went down) removes the kept alias (drop_reply_alias/0), so a reply that
   # comes later is dropped, and the next call makes a new one. A call made by a hook function
   # while another call waits (`@in_hook`) has an alias of its own, so that its giving up cannot
