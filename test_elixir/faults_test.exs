@@ -20,11 +20,8 @@ defmodule NxJax.FaultsTest do
   defp kill(worker),
     do: System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(worker))])
 
-  defp await_pool(tries \\ 400) do
-    if length(NxJax.Pool.workers()) == NxJax.Pool.size() or tries == 0,
-      do: :ok,
-      else: Process.sleep(25) && await_pool(tries - 1)
-  end
+  defp await_pool,
+    do: wait_until(fn -> length(NxJax.Pool.workers()) == NxJax.Pool.size() end, 1_000)
 
   test "crash loop: workers killed again and again while 12 callers run; every call returns " <>
          "its correct result or a WorkerError, none hangs, and the pool serves on" do
@@ -81,9 +78,7 @@ defmodule NxJax.FaultsTest do
   # cores, far past the deadlines below (the worker is killed long before the end)
   defp slow_graph do
     dims = {{:f, 64}, {1500, 1500}}
-    dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
-    chain = for i <- 1..40, do: {i, :dot, [i - 1, i - 1], dot, dims}
-    graph([{0, :constant, [], %{value: 1.0e-3}, dims} | chain], [40])
+    NxJax.TestGraphs.dot_chain({0, :constant, [], %{value: 1.0e-3}, dims}, 40, dims)
   end
 
   describe "per-call :timeout" do

@@ -50,4 +50,16 @@ defmodule NxJax.TestAssertions do
   end
 end
 
+defmodule NxJax.TestGraphs do
+  @moduledoc false
+
+  # an encoded graph: `first` (node 0), then `dots` nodes each the dot of the one before with
+  # itself, all of type and shape `dims`; the last is the output (the tests' slow graphs)
+  def dot_chain(first, dots, dims) do
+    dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
+    chain = for i <- 1..dots, do: {i, :dot, [i - 1, i - 1], dot, dims}
+    :erlang.term_to_binary({:nx_jax_graph, 1, [first | chain], [dots]})
+  end
+end
+
 ExUnit.start()

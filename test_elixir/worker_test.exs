@@ -233,11 +233,7 @@ defmodule NxJax.WorkerTest do
   # twelve chained dots of 1024x1024 f64 matrices of 2^-10, made on the worker (so no large
   # request is being written when the process is killed): seconds of work on two cores, and
   # every product is 2^-10 again, exactly
-  defp dot_chain(first_node, dots \\ 12) do
-    dot = %{contract_axes: {[1], [0]}, batch_axes: {[], []}}
-    chain = for i <- 1..dots, do: {i, :dot, [i - 1, i - 1], dot, @dims}
-    graph([first_node | chain], [dots])
-  end
+  defp dot_chain(first_node, dots \\ 12), do: NxJax.TestGraphs.dot_chain(first_node, dots, @dims)
 
   defp slow_graph, do: dot_chain({0, :constant, [], %{value: @entry}, @dims})
 
@@ -323,10 +319,8 @@ defmodule NxJax.WorkerTest do
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
   end
 
-  defp wait_for_new_pid(name, old, tries \\ 200) do
-    case Process.whereis(name) do
-      pid when is_pid(pid) and pid != old -> pid
-      _ when tries > 0 -> Process.sleep(50) && wait_for_new_pid(name, old, tries - 1)
-    end
+  defp wait_for_new_pid(name, old) do
+    assert wait_until(fn -> Process.whereis(name) not in [nil, old] end, 1_000)
+    Process.whereis(name)
   end
 end
