@@ -146,7 +146,8 @@ class FrameReader:
     """Reads ``{packet, 4}`` frames from a file descriptor or an unbuffered binary file.
 
     Reads go through a small buffer (``_BUFFER`` bytes), so a small request costs one ``read``
-    system call, header and payload together; a frame larger than what the buffer holds gets
+    system call, header and payload together (a frame that arrives whole into the empty buffer
+    is copied straight out of it); a frame larger than what the buffer holds gets
     its own ``bytearray`` and the rest of it is read straight into that (one copy of at most
     ``_BUFFER`` bytes, whatever the frame's size).
 
@@ -232,6 +233,20 @@ class FrameReader:
 
         Raises :class:`FrameTooLarge` (header consumed, payload not) or :class:`TruncatedFrame`.
         """
+        if self._end == 0:  # nothing buffered: one read, which most often holds a whole frame
+            n = self._read_into(self._view)
+            if n == 0:
+                return None
+            self._end = n
+            if n >= 4:
+                (size,) = _HEADER.unpack_from(self._buf)
+                if size + 4 <= n and size <= self.max_frame:
+                    frame = bytearray(self._view[4:size + 4])
+                    if size + 4 == n:
+                        self._end = 0
+                    else:
+                        self._start = size + 4
+                    return frame
         got = self._buffer_at_least(4)
         if got == 0:
             return None
@@ -310,8 +325,16 @@ class FrameWriter:
         if type(payload) is bytes and len(payload) <= _BUFFER:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
-                self._write_all(framed)
-                self._flush()
+                if self._fd is not None:  # (most often one os.write; _write_all finishes it)
+                    try:
+                        written = os.write(self._fd, framed)
+                    except BlockingIOError:
+                        written = 0
+                    if written != len(framed):
+                        self._write_all(framed[written:])
+                else:
+                    self._write_all(framed)
+                    self._flush()
             return
         chunks: Sequence[Chunk] = (
             [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload

@@ -210,6 +210,18 @@ def test_small_frames_are_read_in_one_system_call_each() -> None:
     assert source.reads == len(payloads) + 1  # header and payload together; the last is EOF
 
 
+def test_frames_that_arrive_together_are_served_from_one_read() -> None:
+    # pipelined requests: the first comes straight out of the read (FrameReader's path for an
+    # empty buffer), the others out of the buffer, a partial one completed by the next read
+    payloads = [b"first", b"", b"x" * 3000, b"last"]
+    stream = b"".join(frame(p) for p in payloads)
+    source = ChunkedSource([stream[:-3], stream[-3:]])
+    reader = FrameReader(source)
+    assert [reader.read_frame() for _ in payloads] == payloads
+    assert reader.read_frame() is None
+    assert source.reads == 3  # the frames in two reads, then EOF
+
+
 def test_frames_straddling_the_read_buffer_are_reassembled() -> None:
     # sizes around the buffer (64 KiB): a frame's header or payload split over two reads,
     # the rest of the buffer holding the start of the next frame
