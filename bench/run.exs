@@ -455,8 +455,8 @@ interleaved rounds, every caller polling for its reply; p50):
   where the forwarder writes, but `NxJax.Worker` built that way was not (paired blocks, -0.3 to
   +0.2 us), so it was not kept.
 
-What is left to cut. In fresh VMs with the default flags the small call now takes 22.6-27 us
-in the quieter runs (1.65-2.0x), the floor 1.27-1.29x. The target needs nx_jax within about
+What is left to cut. In fresh VMs with the default flags the small call took 22.4-27 us in the
+quieter VMs of this session's runs (1.65-2.0x) and 30-40 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax within about
 3 us of the floor: that is the front end (1.3 us), the client and the GenServer hop (about 2 us
 over a bare message round trip), and the Python around the jitted call (2.3 us in a tight
 loop). No single piece is large any more; reaching 1.5x would need them nearly all gone, and
