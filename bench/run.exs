@@ -452,8 +452,9 @@ interleaved rounds, every caller polling for its reply; p50):
   one-function runner for one argument and one small result (no gain above the noise). The
   caller writing a key-only request to the port itself and then telling the GenServer, which
   routes the reply: hops.exs's row where the caller writes is up to 3 us faster than the one
-  where the forwarder writes, but `NxJax.Worker` built that way was not (paired blocks, -0.3 to
-  +0.2 us), so it was not kept.
+  where the forwarder writes, but `NxJax.Worker` built that way was not: in paired blocks of
+  200 calls, sorted by whether a caller-owned port was in its fast mode at the time, it was
+  0.3-0.4 us slower in both (and -0.3 to +0.2 us in plain paired blocks), so it was not kept.
 
 What is left to cut. In fresh VMs with the default flags the small call took 22.4-27 us in the
 quieter VMs of this session's runs (1.65-2.0x) and 30-40 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax within about
