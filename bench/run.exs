@@ -441,9 +441,10 @@ interleaved rounds, every caller polling for its reply; p50):
   `fastcall.Layouts.matcher`), and the program cache stamps recency with a tick where it
   reordered two `OrderedDict`s and hashed the signature on every call (`Cache.touch`). On a port,
   paired blocks against the previous Python: 0.5-1.0 us faster.
-- Python's frame reader and writer: a frame that arrives whole is now copied straight out of
-  the read buffer, and a small reply is one `os.write` with no helper calls. A read and a write
-  through a pipe took 3.9 us in-process, now 3.2, as the raw echo's code. Through
+- Python's frame reader: a frame that arrives whole is now copied straight out of the read
+  buffer. A read and a write through a pipe took 3.9 us in-process, now 3.3 (the raw echo's
+  code: 3.2); a special one-`os.write` path for small replies saved another 0.08 us and was
+  taken out again, as the shared `_write_all` path already writes with one `os.write`. Through
   `NxJax.Worker`, in paired blocks against the previous Python: 0.3-0.6 us faster. On a port
   owned by the caller the same change gave 3.3 us (17.6 against 20.9 us p50, 7 runs): that is
   the fast mode of the first bullet, which a process between caller and port does not get, for
@@ -477,7 +478,7 @@ the machine's modes move the figure by 3-8 us from VM to VM.
 - The polling caller checks the worker's liveness every 64th poll, not every poll; each process
   keeps one reply alias (2026-11-30).
 - The worker runs the layout served last in one call, and its cache marks a use without
-  reordering or hashing; a small frame is read and written with fewer steps (2026-11-30).
+  reordering or hashing; a small frame is read with fewer steps (2026-11-30).
 
 With the default flags the small call went from 153 us (first version) to 60-80 us p50 before
 the caller polled for its reply, to about 28 us after (on a quiet hour of this VM), and to

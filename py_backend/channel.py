@@ -325,16 +325,8 @@ class FrameWriter:
         if type(payload) is bytes and len(payload) <= _BUFFER:
             framed = _HEADER.pack(len(payload)) + payload
             with self._lock:
-                if self._fd is not None:  # (most often one os.write; _write_all finishes it)
-                    try:
-                        written = os.write(self._fd, framed)
-                    except BlockingIOError:
-                        written = 0
-                    if written != len(framed):
-                        self._write_all(framed[written:])
-                else:
-                    self._write_all(framed)
-                    self._flush()
+                self._write_all(framed)
+                self._flush()
             return
         chunks: Sequence[Chunk] = (
             [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
