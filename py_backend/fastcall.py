@@ -19,7 +19,7 @@ the generic encoder writes for ``{:r, id, [tensor]}`` (tests/test_fastcall.py ch
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -150,10 +150,7 @@ class Layouts:
                 return None
             if type(frame) is memoryview or not frame.startswith(prefix):
                 return None
-            for offset, piece in consts:
-                if not frame.startswith(piece, start + offset):
-                    return None
-            return bytes(frame[at:start])
+            return bytes(frame[at:start]) if _follows(frame, start, consts) else None
 
         return follows
 
@@ -241,6 +238,16 @@ def argument_views(frame: channel.Chunk, layout: Layout) -> list[np.ndarray]:
     """Views of the tensors' data in ``frame``, a frame that follows ``layout`` (no copy)."""
     start = len(frame) - layout.size
     return [np.ndarray(shape, dtype, frame, start + at) for at, dtype, shape, _ in layout.tensors]
+
+
+def argument_reader(layout: Layout) -> Callable[[channel.Chunk], Sequence[np.ndarray]]:
+    """:func:`argument_views` for frames of ``layout``, with what the layout fixes bound once (a
+    request of one tensor, the common case, skips the loop)."""
+    size = layout.size
+    if len(layout.tensors) == 1:
+        ((at, dtype, shape, _),) = layout.tensors
+        return lambda frame: (np.ndarray(shape, dtype, frame, len(frame) - size + at),)
+    return lambda frame: argument_views(frame, layout)
 
 
 def _follows(frame: bytes | bytearray, start: int, consts: tuple[tuple[int, bytes], ...]) -> bool:

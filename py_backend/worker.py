@@ -341,27 +341,17 @@ class Worker:
         cache's): read the arguments out of the frame, run, reply. A reply of wire tensors is
         built from their cached headers (``fastcall.tensor_header``); with ``keep`` the results
         stay here and the reply names their handles."""
-        jitted, stats, views = program.jitted, self.cache.stats, fastcall.argument_views
+        jitted, stats = program.jitted, self.cache.stats
+        arguments = fastcall.argument_reader(layout)
         outs = program.outs
-        n_outs, size = len(outs), layout.size
+        n_outs = len(outs)
 
-        if len(layout.tensors) == 1:  # one argument, the common case: its view made here
-            ((at, dtype_in, shape_in, _),) = layout.tensors
-
-            def run(frame: Chunk) -> Any:
-                results = jitted(np.ndarray(shape_in, dtype_in, frame, len(frame) - size + at))
-                stats.runs += 1
-                if len(results) != n_outs:
-                    raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
-                return results
-        else:
-
-            def run(frame: Chunk) -> Any:
-                results = jitted(*views(frame, layout))
-                stats.runs += 1
-                if len(results) != n_outs:
-                    raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
-                return results
+        def run(frame: Chunk) -> Any:
+            results = jitted(*arguments(frame))
+            stats.runs += 1
+            if len(results) != n_outs:
+                raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
+            return results
 
         if layout.keep:  # (the generic encoder)
             return lambda frame, id_bytes: channel.encode_chunks(
