@@ -155,12 +155,27 @@ defmodule NxJax.WorkerTest do
   end
 
   test "request ids of every size are encoded as term_to_binary does", %{worker: w} do
-    # ids are written without term_to_binary on the hot path: small, 32-bit and big integers
+    # ids are written without term_to_binary on the hot path: small, 32-bit and big integers,
+    # by the GenServer and by calls that borrow its port
+    ids = :sys.get_state(w).lend
+
+    g =
+      graph(
+        [{0, :parameter, [], %{index: 0}, {{:f, 32}, {2}}}, {1, :exp, [0], %{}, {{:f, 32}, {2}}}],
+        [1]
+      )
+
+    key = NxJax.Worker.graph_key(g)
+    zeros = [{{:f, 32}, {2}, <<0::64>>}]
+    ones = [{{:f, 32}, {2}, <<1.0::float-32-little, 1.0::float-32-little>>}]
+    assert NxJax.Worker.run_cached(key, g, zeros, false, server: w) == ones
+
     for first <- [250, 2_147_483_640] do
-      :sys.replace_state(w, &%{&1 | next_id: first})
+      :atomics.put(ids, 2, first)
 
       for _ <- 1..10 do
         assert NxJax.Worker.call(:ping, [], server: w) == :pong
+        assert NxJax.Worker.run_cached(key, g, zeros, false, server: w) == ones
 
         assert [{{:f, 32}, {}, _}] =
                  NxJax.Worker.fetch(NxJax.Worker.put([{{:f, 32}, {}, <<0::32>>}], server: w),
@@ -169,7 +184,8 @@ defmodule NxJax.WorkerTest do
       end
     end
 
-    assert :sys.get_state(w).next_id > 2_147_483_648
+    assert :atomics.get(ids, 2) > 2_147_483_648
+    assert NxJax.Worker.stats(server: w).lent_calls == 20
   end
 
   test "runs a graph on wire tensors", %{worker: w} do

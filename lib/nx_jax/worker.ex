@@ -51,6 +51,26 @@ defmodule NxJax.Worker do
   the graph; the caller sees nothing of it. Client-side counters (`graph_sends`, `key_calls`,
   `graph_resends`) are part of `stats/1`.
 
+  ## Lent port
+
+  A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
+  back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
+  worker's port: the calling process connects the port to itself (`:erlang.port_connect/2`,
+  unlinking at once), writes its request, takes its reply straight from the port, and connects
+  the port back to the GenServer. The reply skips one process hop (docs/BENCHMARKS.md section
+  1). A lock in the worker's atomics keeps the GenServer and borrowers from writing at the same
+  time; every request id comes from one counter, so a late reply can never be taken for another.
+
+  - Requests the GenServer gets meanwhile are held back until the port comes back.
+  - A borrower that dies holding the port is monitored by the GenServer, which takes the port
+    back when it needs it and drops the dead call's reply; the Python process, its compiled
+    graphs and resident tensors are untouched. (A caller killed in the instant between its
+    connect and its unlink closes the port: the worker is then restarted as after a crash.)
+  - A borrowed call enforces its own `:timeout`: past it, it gives the port back and has the
+    GenServer replace the Python process, as for its own requests.
+  - The `lent_calls` counter of `stats/1` counts borrowed calls (they are also `key_calls`).
+    `lend_port: false` (start option, or `config :nx_jax, lend_port: false`) turns it off.
+
   ## Resident tensors
 
   With `keep: true`, results stay on the worker as integer handles. Each handle is owned by the
@@ -85,6 +105,15 @@ defmodule NxJax.Worker do
   # yield take about a microsecond; Process.alive?/1 on every one of them made the small call
   # 1.8 us slower, docs/BENCHMARKS.md section 1)
   @alive_every 64
+  # "Lent port" (lent_call/3): the worker's atomics, and what @lock holds while the GenServer
+  # has requests in flight
+  @lock 1
+  @ids 2
+  @gen_server_waits 3
+  @lent_calls 4
+  @gen_server -1
+  # how long the port may stay connected to the GenServer while a call holds it (watch_borrower/1)
+  @reclaim_after_ms 1000
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -92,7 +121,8 @@ defmodule NxJax.Worker do
   `NxJax.Distribution`, so clients on other nodes can use it), `:stdio_to` (a pid that also
   receives `{:nx_jax_stdio, stream, line}` for each forwarded output line), `:spin_us` (after
   answering, the worker polls for the next request this many microseconds before it sleeps;
-  default `config :nx_jax, spin_us: #{@default_spin_us}`; 0 never spins; docs/DEPLOYMENT.md).
+  default `config :nx_jax, spin_us: #{@default_spin_us}`; 0 never spins; docs/DEPLOYMENT.md),
+  `:lend_port` (default `config :nx_jax, lend_port: true`; see "Lent port").
   """
   def start_link(opts \\ []) do
     {gen_opts, opts} = Keyword.split(opts, [:name])
@@ -134,10 +164,12 @@ defmodule NxJax.Worker do
   """
   def run_cached(key, graph_bin, args, keep, opts \\ [])
       when is_binary(key) and is_binary(graph_bin) and is_list(args) and is_boolean(keep) do
-    opts =
-      if Enum.any?(args, &match?({:ref, _}, &1)), do: [{:retryable, false} | opts], else: opts
-
-    request(opts, {:graph_call, key, graph_bin, encode_args(args), keep, self()})
+    refs = Enum.any?(args, &match?({:ref, _}, &1))
+    opts = if refs, do: [{:retryable, false} | opts], else: opts
+    # (a call that may borrow the worker's port, see "Lent port": with resident arguments it
+    # must not overtake a free that release/2 left to the GenServer)
+    lendable = not keep and not refs
+    request(opts, {:graph_call, key, graph_bin, encode_args(args), keep, self()}, lendable)
   end
 
   # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
@@ -191,7 +223,7 @@ defmodule NxJax.Worker do
       pid when is_pid(pid) and node(pid) == node() ->
         count =
           try do
-            take_live(live_table(pid), handles)
+            take_live(local(pid).live, handles)
           rescue
             # the worker (and its table) is gone, and its tensors with it
             ArgumentError -> 0
@@ -210,16 +242,18 @@ defmodule NxJax.Worker do
   # takes `handles` out of a worker's table of live handles; how many were there
   defp take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, &1) != []))
 
-  # the table of live handles of a local worker, asked once per calling process and worker
-  defp live_table(pid) do
-    case Process.get({__MODULE__, :live, pid}) do
+  # What callers on this node share with a worker (its table of live handles, its port, the
+  # atomics and the table of graph keys of "Lent port", its OS pid), asked once per calling
+  # process and worker.
+  defp local(pid) do
+    case Process.get({__MODULE__, :local, pid}) do
       nil ->
-        live = GenServer.call(pid, :live_table)
-        Process.put({__MODULE__, :live, pid}, live)
-        live
+        local = GenServer.call(pid, :local)
+        Process.put({__MODULE__, :local, pid}, local)
+        local
 
-      live ->
-        live
+      local ->
+        local
     end
   end
 
@@ -273,7 +307,7 @@ defmodule NxJax.Worker do
               "or set NX_JAX_PYTHON / config :nx_jax, python: \"/path/to/python\""
   end
 
-  defp request(opts, message) do
+  defp request(opts, message, lendable \\ false) do
     server = Keyword.get(opts, :server, __MODULE__)
     timeout = Keyword.get(opts, :timeout, @default_timeout)
     spin_us = Keyword.get_lazy(opts, :reply_spin_us, &reply_spin_us/0)
@@ -285,8 +319,10 @@ defmodule NxJax.Worker do
 
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
+    on_hook = Keyword.get(opts, :on_hook)
+    reply = if lendable and on_hook == nil, do: lent_call(dest, message, {timeout, spin_us})
 
-    case call_server(dest, server, message, {timeout, spin_us}, Keyword.get(opts, :on_hook)) do
+    case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
       {:ok, result} ->
         result
 
@@ -296,7 +332,7 @@ defmodule NxJax.Worker do
       {:error, {"WorkerExited", text, traceback}} = error ->
         if retry?(opts, server) do
           await_restart(server, dest, error)
-          request([{:retry, false} | opts], message)
+          request([{:retry, false} | opts], message, lendable)
         else
           raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
         end
@@ -330,13 +366,141 @@ defmodule NxJax.Worker do
             else: div(now, 1000) + timeout + @deadline_grace
 
         spin = spin_until(spin_us, now, limit)
-        wait = %{dest: dest, monitor: nil, limit: limit, timeout: timeout, on_hook: on_hook}
+
+        wait = %{
+          dest: dest,
+          monitor: nil,
+          limit: limit,
+          timeout: timeout,
+          on_hook: on_hook,
+          lent: nil
+        }
+
         reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
         if own, do: :erlang.unalias(to)
         note_wait(spin_us, now)
         reply
     end
   end
+
+  # Lent port (docs/ARCHITECTURE.md): a key-only graph call, of plain arguments, whose results
+  # come back, without hooks, to a worker of this node whose GenServer has no request in flight
+  # and does not wait for its port, borrows the port: it makes itself the port's connected
+  # process, writes its request, takes the reply from the port itself and gives the port back.
+  # The reply skips the hop through the GenServer (3-4 us of a 20 us call; docs/BENCHMARKS.md
+  # section 1). The worker's atomics (`lend`) say who holds the port: @lock is 0 (the GenServer
+  # has it, idle), @gen_server (it has requests in flight) or the id of the request of the call
+  # that borrowed it; the ids of all requests come from @ids, so none is used twice. Returns nil
+  # where the call goes through the GenServer instead.
+  defp lent_call(dest, {:graph_call, key, _graph, args, false, _owner}, limits)
+       when is_pid(dest) and node(dest) == node() do
+    with %{lend: lend} = local <- local_or_nil(dest),
+         0 <- :atomics.get(lend, @gen_server_waits),
+         0 <- :atomics.get(lend, @lock),
+         true <- known?(local.known, key),
+         id = :atomics.add_get(lend, @ids, 1),
+         :ok <- :atomics.compare_exchange(lend, @lock, 0, id) do
+      frame = graph_call_frame(id, key, nil, args, false)
+
+      reply =
+        if take_port(local.port, lend, id, frame) do
+          :atomics.add(lend, @lent_calls, 1)
+          lent_reply(dest, local, id, limits)
+        end
+
+      give_back(dest, local.port, lend, id)
+      after_lent(dest, key, reply)
+    else
+      _ -> nil
+    end
+  end
+
+  defp lent_call(_dest, _message, _limits), do: nil
+
+  defp local_or_nil(pid) do
+    local(pid)
+  catch
+    :exit, _ -> nil
+  end
+
+  # (the table is gone with its worker)
+  defp known?(known, key) do
+    :ets.member(known, key)
+  rescue
+    ArgumentError -> false
+  end
+
+  # Connects the port to this process and writes `frame`; false if the port is closed or the
+  # GenServer took it back meanwhile (it does from a borrower that seems dead, watch_borrower/1).
+  # port_connect/2 links this process to the port, and a linked process that exits closes it:
+  # the link goes at once.
+  defp take_port(port, lend, id, frame) do
+    :erlang.port_connect(port, self())
+    Process.unlink(port)
+    :atomics.get(lend, @lock) == id and Port.command(port, frame)
+  rescue
+    ArgumentError -> false
+  end
+
+  defp lent_reply(dest, local, id, {timeout, spin_us}) do
+    now = System.monotonic_time(:microsecond)
+    # (no grace: the caller enforces the deadline of its own request, see after_lent/3)
+    limit = if timeout == :infinity, do: :infinity, else: div(now, 1000) + timeout
+    spin = spin_until(spin_us, now, limit)
+
+    wait = %{
+      dest: dest,
+      monitor: nil,
+      limit: limit,
+      timeout: timeout,
+      on_hook: nil,
+      lent: {id, local.os_pid}
+    }
+
+    reply = await_reply(local.port, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
+    note_wait(spin_us, now)
+    reply
+  end
+
+  # Connects the port back to the GenServer, hands it what came from the port after the reply
+  # (in order) and frees the port, telling the GenServer if it waits for it.
+  defp give_back(dest, port, lend, id) do
+    try do
+      :erlang.port_connect(port, dest)
+    rescue
+      # the port closed, or the GenServer is gone
+      ArgumentError -> :ok
+    end
+
+    forward_port_messages(port, dest)
+    :atomics.compare_exchange(lend, @lock, id, 0)
+    if :atomics.get(lend, @gen_server_waits) != 0, do: send(dest, :nx_jax_port_back)
+  end
+
+  defp forward_port_messages(port, dest) do
+    receive do
+      {^port, message} ->
+        send(dest, {port, message})
+        forward_port_messages(port, dest)
+    after
+      0 -> :ok
+    end
+  end
+
+  # The worker forgot the graph: the GenServer is told, and the call goes through it (which
+  # sends the graph again). Past its deadline, the caller has the GenServer replace the worker,
+  # as for its own requests.
+  defp after_lent(dest, key, {:error, {"UnknownGraph", _, _}}) do
+    send(dest, {:nx_jax_forget, key})
+    nil
+  end
+
+  defp after_lent(dest, _key, {:expired, error}) do
+    send(dest, :nx_jax_lent_expired)
+    error
+  end
+
+  defp after_lent(_dest, _key, reply), do: reply
 
   # The reply address of a call, and whether it is the call's own: the process's kept alias,
   # the same from call to call (making and removing an alias for each call cost 0.7-0.9 us, a
@@ -376,8 +540,14 @@ defmodule NxJax.Worker do
   defp await_reply(tag, %{monitor: monitor} = wait, failed, spin, polls) do
     receive do
       {^tag, reply} ->
-        unwatch(wait)
-        if failed, do: failed, else: reply
+        case settle(wait, tag, reply) do
+          :more ->
+            await_reply(tag, wait, failed, spin, polls)
+
+          reply ->
+            unwatch(wait)
+            if failed, do: failed, else: reply
+        end
 
       {:nx_jax_hook, ^tag, index, tensors} ->
         await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
@@ -391,9 +561,7 @@ defmodule NxJax.Worker do
           spin == nil ->
             unwatch(wait)
             drop_reply_alias()
-
-            failed ||
-              {:error, {"Timeout", "no reply from the worker within #{wait.timeout} ms", ""}}
+            failed || timed_out(wait)
 
           System.monotonic_time(:microsecond) < spin and
               (rem(polls, @alive_every) != 0 or alive?(wait.dest)) ->
@@ -405,6 +573,38 @@ defmodule NxJax.Worker do
         end
     end
   end
+
+  # The reply of a call (from its GenServer), or what came from the port of a lent call
+  # (`tag` is then the port): its own reply, the exit status of a worker that died, or a frame
+  # for the GenServer (a log line; a late reply to a call that gave up), handed to it (:more).
+  defp settle(%{lent: nil}, _tag, reply), do: reply
+
+  defp settle(%{lent: {id, os_pid}, dest: dest}, port, message) do
+    case message do
+      {:data, frame} ->
+        case decode_reply(frame) do
+          {^id, reply} ->
+            reply
+
+          _other ->
+            send(dest, {port, message})
+            :more
+        end
+
+      {:exit_status, status} ->
+        send(dest, {port, message})
+        {:error, {"WorkerExited", exited_text(os_pid, status), ""}}
+
+      _other ->
+        :more
+    end
+  end
+
+  defp timed_out(%{lent: nil, timeout: timeout}),
+    do: {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
+
+  defp timed_out(%{lent: {_id, os_pid}, timeout: timeout}),
+    do: {:expired, {:error, {"Timeout", busy_text(timeout, os_pid), ""}}}
 
   defp watch(wait), do: %{wait | monitor: Process.monitor(wait.dest)}
 
@@ -540,6 +740,40 @@ defmodule NxJax.Worker do
   defp function_atom(:call), do: @call_atom
   defp function_atom(function), do: small_body(function)
 
+  defp request_header(id, function),
+    do: [@request_head, encode_id(id), @module_atom, function_atom(function)]
+
+  # request `id`: call(key, graph | nil, args, keep), `args` encoded (encode_args/1)
+  defp graph_call_frame(id, key, graph, args, keep) do
+    graph = if graph, do: encode_body(graph), else: @nil_atom
+    keep = if keep, do: @true_atom, else: @false_atom
+
+    [
+      request_header(id, :call),
+      <<108, 4::32, 109, byte_size(key)::32>>,
+      key,
+      graph,
+      args,
+      keep,
+      106
+    ]
+  end
+
+  # a frame from the worker: a reply as {id, {:ok, result} | {:error, {class, message,
+  # traceback}}}, anything else (a log line, a hook's values) as it is
+  defp decode_reply(frame) do
+    case decode_frame(frame) do
+      {:r, id, result} ->
+        {id, {:ok, result}}
+
+      {:e, id, {:python, class, message, traceback}} ->
+        {id, {:error, {to_text(class), to_text(message), to_text(traceback)}}}
+
+      other ->
+        other
+    end
+  end
+
   # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
   defp encode_id(id) when id < 256, do: <<97, id>>
   defp encode_id(id) when id < 2_147_483_648, do: <<98, id::32>>
@@ -662,14 +896,30 @@ defmodule NxJax.Worker do
     {:os_pid, os_pid} = Port.info(port, :os_pid)
     if Keyword.get(opts, :group, false), do: NxJax.Distribution.join(self())
 
+    lend_port =
+      Keyword.get_lazy(opts, :lend_port, fn -> Application.get_env(:nx_jax, :lend_port, true) end)
+
+    lend = :atomics.new(4, signed: true)
+    # (a worker that lends no port holds it for good)
+    unless lend_port, do: :atomics.put(lend, @lock, @gen_server)
+
     {:ok,
      %{
        port: port,
-       next_id: 0,
        pending: %{},
        python: python,
-       known: MapSet.new(),
+       # the graph keys sent to this Python process (read by lent calls)
+       known: :ets.new(__MODULE__.Known, [:set, :protected, read_concurrency: true]),
        live: :ets.new(__MODULE__, [:set, :public, write_concurrency: true]),
+       # "Lent port": who holds the port (lent_call/3), whether this GenServer holds it, and
+       # while it waits for it, the requests it holds back (newest first) and the borrower
+       lend: lend,
+       lend_port: lend_port,
+       holding: not lend_port,
+       held_back: [],
+       waiting: nil,
+       # ids of borrowed requests whose borrower was taken for dead (reclaim/1)
+       stale: MapSet.new(),
        owners: %{},
        # {timer, deadline}: one timer, for the earliest deadline of the pending requests
        deadline_timer: nil,
@@ -683,8 +933,17 @@ defmodule NxJax.Worker do
   def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
 
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
-  def handle_call(:live_table, _from, state), do: {:reply, state.live, state}
-  def handle_call(:client_stats, _from, state), do: {:reply, state.counts, state}
+
+  def handle_call(:client_stats, _from, state) do
+    lent = :atomics.get(state.lend, @lent_calls)
+    counts = %{state.counts | key_calls: state.counts.key_calls + lent}
+    {:reply, Map.put(counts, :lent_calls, lent), state}
+  end
+
+  def handle_call(:local, _from, state) do
+    local = Map.take(state, [:live, :port, :lend, :known, :os_pid])
+    {:reply, local, state}
+  end
 
   # A request from call_server/5 (GenServer.call's protocol, with a reply alias). `limit` is
   # `:infinity` or `{deadline, timeout}`, the deadline in monotonic milliseconds of this node.
@@ -734,26 +993,122 @@ defmodule NxJax.Worker do
 
   defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}, _} = entry) do
     {graph, state} =
-      if MapSet.member?(state.known, key) do
+      if :ets.member(state.known, key) do
         {nil, update_in(state.counts.key_calls, &(&1 + 1))}
       else
-        state = update_in(state.counts.graph_sends, &(&1 + 1))
-        {graph_bin, %{state | known: MapSet.put(state.known, key)}}
+        :ets.insert(state.known, {key})
+        {graph_bin, update_in(state.counts.graph_sends, &(&1 + 1))}
       end
 
-    graph = if graph, do: encode_body(graph), else: @nil_atom
-    keep = if keep, do: @true_atom, else: @false_atom
-    body = [<<108, 4::32, 109, byte_size(key)::32>>, key, graph, args, keep, 106]
-    send_request(state, :call, body, entry)
+    id = :atomics.add_get(state.lend, @ids, 1)
+    enter(state, id, graph_call_frame(id, key, graph, args, keep), entry)
   end
 
   # `entry`: {reply address, what to do with the reply, limit}
-  defp send_request(state, function, body, {_from, _kind, limit} = entry) do
-    id = state.next_id
-    header = [@request_head, encode_id(id), @module_atom, function_atom(function)]
-    true = Port.command(state.port, [header | body])
+  defp send_request(state, function, body, entry) do
+    id = :atomics.add_get(state.lend, @ids, 1)
+    enter(state, id, [request_header(id, function) | body], entry)
+  end
+
+  defp enter(state, id, frame, {_from, _kind, limit} = entry) do
     state = arm_deadline(state, limit)
-    %{state | next_id: id + 1, pending: Map.put(state.pending, id, entry)}
+    write(%{state | pending: Map.put(state.pending, id, entry)}, frame)
+  end
+
+  # Writes a request to the port, taking the port first if a call borrowed it ("Lent port");
+  # while the borrower has it, requests are held back.
+  defp write(%{holding: true} = state, frame) do
+    true = Port.command(state.port, frame)
+    state
+  end
+
+  defp write(%{waiting: nil} = state, frame) do
+    :atomics.put(state.lend, @gen_server_waits, 1)
+
+    case :atomics.compare_exchange(state.lend, @lock, 0, @gen_server) do
+      :ok -> write(hold(state), frame)
+      borrower -> watch_borrower(%{state | held_back: [frame], waiting: {borrower, nil, 0}})
+    end
+  end
+
+  defp write(state, frame), do: %{state | held_back: [frame | state.held_back]}
+
+  defp hold(state) do
+    :atomics.put(state.lend, @gen_server_waits, 0)
+    %{state | holding: true}
+  end
+
+  # Frees the port once no request is in flight, so a call may borrow it.
+  defp free_port(%{holding: true, lend_port: true, pending: pending} = state)
+       when map_size(pending) == 0 do
+    :atomics.put(state.lend, @lock, 0)
+    %{state | holding: false}
+  end
+
+  defp free_port(state), do: state
+
+  # Waits for request `id`'s borrower to give the port back (its :nx_jax_port_back). One that
+  # has the port is monitored; while the port is still (or again) connected here, the borrower
+  # is between taking the lock and connecting, or between connecting back and freeing it, which
+  # takes microseconds: the check repeats every millisecond, and after @reclaim_after_ms the
+  # borrower is taken for dead and the port is taken back.
+  defp watch_borrower(%{waiting: {id, monitor, checks}} = state) do
+    me = self()
+
+    case Port.info(state.port, :connected) do
+      {:connected, ^me} when checks >= @reclaim_after_ms ->
+        reclaim(state)
+
+      {:connected, pid} when pid != me ->
+        monitor = monitor || Process.monitor(pid)
+        %{state | waiting: {id, monitor, checks}}
+
+      _here ->
+        Process.send_after(self(), :nx_jax_port_check, 1)
+        %{state | waiting: {id, monitor, checks + 1}}
+    end
+  end
+
+  # The port is free again, or its borrower is gone: take it and write what was held back.
+  defp retake(%{waiting: {id, monitor, _checks}} = state, borrower_gone) do
+    case :atomics.compare_exchange(state.lend, @lock, 0, @gen_server) do
+      :ok ->
+        if monitor, do: Process.demonitor(monitor, [:flush])
+        took(state)
+
+      ^id when borrower_gone ->
+        reclaim(state)
+
+      ^id ->
+        state
+
+      other ->
+        if monitor, do: Process.demonitor(monitor, [:flush])
+        watch_borrower(%{state | waiting: {other, nil, 0}})
+    end
+  end
+
+  # Takes the port from the borrower of request `id`, presumed dead: its reply, if it comes, is
+  # dropped (stale).
+  defp reclaim(%{waiting: {id, monitor, _checks}} = state) do
+    if monitor, do: Process.demonitor(monitor, [:flush])
+
+    case :atomics.compare_exchange(state.lend, @lock, id, @gen_server) do
+      :ok ->
+        Logger.warning("nx_jax: took the worker's port back from a caller that did not return it")
+        :erlang.port_connect(state.port, self())
+        took(%{state | stale: MapSet.put(state.stale, id)})
+
+      # it came back meanwhile
+      _ ->
+        retake(%{state | waiting: {id, nil, 0}}, false)
+    end
+  end
+
+  defp took(state) do
+    state = %{hold(state) | waiting: nil}
+    Enum.each(Enum.reverse(state.held_back), &(true = Port.command(state.port, &1)))
+    %{state | held_back: []}
   end
 
   # One timer serves every deadline: it is set for the earliest one and only moved when a
@@ -771,13 +1126,9 @@ defmodule NxJax.Worker do
 
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
-    case decode_frame(frame) do
-      {:r, id, result} ->
-        {:noreply, complete(state, id, {:ok, result})}
-
-      {:e, id, {:python, class, message, traceback}} ->
-        error = {to_text(class), to_text(message), to_text(traceback)}
-        {:noreply, complete(state, id, {:error, error})}
+    case decode_reply(frame) do
+      {id, reply} ->
+        {:noreply, state |> complete(id, reply) |> free_port()}
 
       {:log, stream, line} ->
         log_line(state, stream, line)
@@ -797,7 +1148,7 @@ defmodule NxJax.Worker do
   end
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
-    text = "the Python worker (OS pid #{state.os_pid}) exited with status #{describe(status)}"
+    text = exited_text(state.os_pid, status)
     Logger.warning("nx_jax: #{text}; its supervisor starts a new one")
     fail_pending(state, {"WorkerExited", text, ""})
     {:stop, {:shutdown, {:worker_exited, status}}, %{state | pending: %{}}}
@@ -826,17 +1177,10 @@ defmodule NxJax.Worker do
     state = %{state | pending: Map.new(pending), deadline_timer: nil}
 
     for {_id, {from, _, {_, timeout}}} <- expired, from != nil do
-      text =
-        "no reply from the worker within #{timeout} ms; the worker (OS pid #{state.os_pid}) " <>
-          "was busy past the deadline and is replaced (raise :timeout for longer calls)"
-
-      GenServer.reply(from, {:error, {"Timeout", text, ""}})
+      GenServer.reply(from, {:error, {"Timeout", busy_text(timeout, state.os_pid), ""}})
     end
 
-    if expired != [] do
-      Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
-      System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
-    end
+    if expired != [], do: replace_python(state)
 
     case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
       [] -> {:noreply, state}
@@ -845,6 +1189,34 @@ defmodule NxJax.Worker do
   end
 
   def handle_info({:timeout, _stale, :nx_jax_deadlines}, state), do: {:noreply, state}
+
+  # a call that borrowed the port passed its deadline
+  def handle_info(:nx_jax_lent_expired, state) do
+    replace_python(state)
+    {:noreply, state}
+  end
+
+  # a borrowed call found that the Python side forgot the graph `key`
+  def handle_info({:nx_jax_forget, key}, state) do
+    if :ets.member(state.known, key) do
+      :ets.delete(state.known, key)
+      {:noreply, update_in(state.counts.graph_resends, &(&1 + 1))}
+    else
+      {:noreply, state}
+    end
+  end
+
+  def handle_info(:nx_jax_port_back, %{waiting: {_, _, _}} = state),
+    do: {:noreply, retake(state, false)}
+
+  def handle_info(:nx_jax_port_check, %{waiting: {id, _, _}} = state) do
+    if :atomics.get(state.lend, @lock) == id,
+      do: {:noreply, watch_borrower(state)},
+      else: {:noreply, retake(state, false)}
+  end
+
+  def handle_info({:DOWN, monitor, :process, _, _}, %{waiting: {_, monitor, _}} = state),
+    do: {:noreply, retake(state, true)}
 
   def handle_info({:DOWN, _monitor, :process, pid, _reason}, state) do
     case Map.pop(state.owners, pid) do
@@ -887,6 +1259,21 @@ defmodule NxJax.Worker do
     :ok
   end
 
+  defp exited_text(os_pid, status),
+    do: "the Python worker (OS pid #{os_pid}) exited with status #{describe(status)}"
+
+  defp busy_text(timeout, os_pid) do
+    "no reply from the worker within #{timeout} ms; the worker (OS pid #{os_pid}) " <>
+      "was busy past the deadline and is replaced (raise :timeout for longer calls)"
+  end
+
+  # kills the Python process: its exit status then fails the pending calls and stops this
+  # GenServer, and the supervisor starts a new worker
+  defp replace_python(state) do
+    Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
+    System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+  end
+
   defp describe(status) when status > 128,
     do: "#{status} (killed by signal #{status - 128})"
 
@@ -913,8 +1300,12 @@ defmodule NxJax.Worker do
   defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
       {nil, _} ->
-        Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
-        state
+        if MapSet.member?(state.stale, id) do
+          %{state | stale: MapSet.delete(state.stale, id)}
+        else
+          Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
+          state
+        end
 
       {entry, pending} ->
         finish(%{state | pending: pending}, entry, reply)
@@ -929,7 +1320,7 @@ defmodule NxJax.Worker do
          {from, {:graph, key, _, _, _, _} = call, limit},
          {:error, {"UnknownGraph", _, _}}
        ) do
-    state = %{state | known: MapSet.delete(state.known, key)}
+    :ets.delete(state.known, key)
     state = update_in(state.counts.graph_resends, &(&1 + 1))
     send_graph_call(state, {from, call, limit})
   end
@@ -944,7 +1335,8 @@ defmodule NxJax.Worker do
           state
 
         {:error, _} ->
-          %{state | known: MapSet.delete(state.known, key)}
+          :ets.delete(state.known, key)
+          state
       end
 
     GenServer.reply(from, reply)

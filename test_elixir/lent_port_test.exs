@@ -1,0 +1,215 @@
+defmodule NxJax.LentPortTest do
+  # "Lent port" (NxJax.Worker, docs/ARCHITECTURE.md): a repeated graph call borrows its worker's
+  # port for its own round trip. Each test has workers of its own.
+  use ExUnit.Case, async: true
+  import NxJax.TestAssertions, only: [wait_until: 2]
+  import ExUnit.CaptureLog
+
+  @moduletag timeout: 120_000
+
+  defmodule Fns do
+    import Nx.Defn
+    defn affine(x, k), do: x * 2 + k
+    defn hooked(x), do: hook(Nx.exp(x), :seen) + 1
+
+    # n products of 200x200 matrices (about 0.15 ms each on the 2-core CI machine), in a loop:
+    # ones in, ones out
+    defn busy(x, n) do
+      {x, _} =
+        while {x, i = 0}, i < n do
+          {Nx.dot(x, x) / 200, i + 1}
+        end
+
+      x
+    end
+  end
+
+  # exp of an f32 vector of two
+  @exp :erlang.term_to_binary(
+         {:nx_jax_graph, 1,
+          [
+            {0, :parameter, [], %{index: 0}, {{:f, 32}, {2}}},
+            {1, :exp, [0], %{}, {{:f, 32}, {2}}}
+          ], [1]}
+       )
+  @zeros {{:f, 32}, {2}, <<0::64>>}
+  @ones {{:f, 32}, {2}, <<1.0::float-32-native, 1.0::float-32-native>>}
+  defp exp_call(server, args, keep \\ false),
+    do: NxJax.Worker.run_cached(NxJax.Worker.graph_key(@exp), @exp, args, keep, server: server)
+
+  # a call of `n` products (by default long enough, about half a second, to catch it while it
+  # holds the port, short enough to wait for); its result is checked
+  defp slow_call(server, n \\ 3_000, opts \\ []) do
+    ones = Nx.broadcast(1.0, {200, 200})
+    result = Nx.Defn.jit(&Fns.busy/2, [server: server] ++ opts).(ones, n)
+    assert result == ones
+    result
+  end
+
+  defp start_worker(opts \\ []) do
+    name = :"lent_port_#{System.unique_integer([:positive])}"
+    start_supervised!({NxJax.Worker, [name: name] ++ opts}, id: name)
+    name
+  end
+
+  defp port(name), do: :sys.get_state(name).port
+  defp lent_calls(name), do: NxJax.Worker.stats(server: name).lent_calls
+
+  # waits until `pid` holds the port of worker `name`
+  defp await_holder(name, pid) do
+    port = port(name)
+    assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 1_000)
+  end
+
+  test "repeated calls borrow the port and give what a worker that lends nothing gives" do
+    lending = start_worker()
+    holding = start_worker(lend_port: false)
+    on = Nx.Defn.jit(&Fns.affine/2, server: lending)
+    off = Nx.Defn.jit(&Fns.affine/2, server: holding)
+
+    for i <- 1..50 do
+      x = Nx.tensor([i * 1.0, i / 2])
+      result = on.(x, i)
+      assert result == Nx.tensor([i * 3.0, i * 2.0])
+      assert result == off.(x, i)
+    end
+
+    # the first call carries the graph, through the GenServer; all others borrow the port
+    assert %{graph_sends: 1, key_calls: 49, lent_calls: 49} = NxJax.Worker.stats(server: lending)
+    assert %{graph_sends: 1, key_calls: 49, lent_calls: 0} = NxJax.Worker.stats(server: holding)
+    # the port is back with the GenServer, and free
+    assert Port.info(port(lending), :connected) == {:connected, GenServer.whereis(lending)}
+    assert :atomics.get(:sys.get_state(lending).lend, 1) == 0
+    refute Enum.member?(elem(Process.info(self(), :links), 1), port(lending))
+  end
+
+  test "calls with resident arguments, resident results or hooks go through the GenServer" do
+    w = start_worker()
+    assert exp_call(w, [@zeros]) == [@ones]
+    before = lent_calls(w)
+
+    [handle] = NxJax.Worker.put([@zeros], server: w)
+    assert exp_call(w, [{:ref, handle}]) == [@ones]
+    assert [{:ref, kept}] = exp_call(w, [@zeros], true)
+    assert NxJax.Worker.fetch([kept], server: w) == [@ones]
+
+    parent = self()
+    hooked = Nx.Defn.jit(&Fns.hooked/1, server: w, hooks: %{seen: &send(parent, {:seen, &1})})
+
+    for _ <- 1..3 do
+      assert hooked.(Nx.tensor(0.0)) == Nx.tensor(2.0)
+      assert_receive {:seen, seen}
+      assert seen == Nx.tensor(1.0)
+    end
+
+    assert lent_calls(w) == before
+  end
+
+  test "a request made while a call holds the port waits for it; both are answered" do
+    w = start_worker()
+    slow_call(w, 1)
+    lent = lent_calls(w)
+    slow = Task.async(fn -> slow_call(w) end)
+    await_holder(w, slow.pid)
+
+    # the GenServer holds this one back until the port is given back
+    assert NxJax.Worker.call(:ping, [], server: w) == :pong
+    assert Task.await(slow, 60_000) == Nx.broadcast(1.0, {200, 200})
+    assert lent_calls(w) == lent + 1
+
+    # free again: the next repeated call borrows it
+    slow_call(w, 1)
+    assert lent_calls(w) == lent + 2
+  end
+
+  test "a caller killed while it holds the port: the worker serves on, its tensors intact" do
+    w = start_worker()
+    os_pid = NxJax.Worker.os_pid(w)
+    [kept] = NxJax.Worker.put([@ones], server: w)
+    slow_call(w, 1)
+
+    log =
+      capture_log(fn ->
+        caller = spawn(fn -> slow_call(w) end)
+        await_holder(w, caller)
+        Process.exit(caller, :kill)
+
+        # the GenServer takes the port back from the dead caller, and drops its late reply
+        assert NxJax.Worker.call(:ping, [], server: w) == :pong
+        slow_call(w, 1)
+        Logger.flush()
+      end)
+
+    assert NxJax.Worker.os_pid(w) == os_pid
+    assert NxJax.Worker.fetch([kept], server: w) == [@ones]
+    refute log =~ "unknown request"
+  end
+
+  test "a port taken and never connected is taken back after a second" do
+    w = start_worker()
+    lend = :sys.get_state(w).lend
+    # as if a caller had taken the port (request 1_000_000) and died before connecting it
+    :ok = :atomics.compare_exchange(lend, 1, 0, 1_000_000)
+
+    log =
+      capture_log(fn ->
+        assert NxJax.Worker.call(:ping, [], server: w) == :pong
+        Logger.flush()
+      end)
+
+    assert log =~ "took the worker's port back"
+    assert :atomics.get(lend, 1) == 0
+  end
+
+  test "a borrowed call past its timeout: a Timeout error, and the worker is replaced" do
+    w = start_worker()
+    slow_call(w, 1)
+    os_pid = NxJax.Worker.os_pid(w)
+
+    capture_log(fn ->
+      # (a hundred thousand products: many seconds)
+      slow = Task.async(fn -> catch_error(slow_call(w, 100_000, timeout: 300)) end)
+      await_holder(w, slow.pid)
+      assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, 30_000)
+      assert message =~ "within 300 ms"
+      assert message =~ "replaced"
+    end)
+
+    replaced? = fn ->
+      try do
+        NxJax.Worker.os_pid(w) != os_pid
+      catch
+        :exit, _ -> false
+      end
+    end
+
+    assert wait_until(replaced?, 500)
+    assert NxJax.Worker.call(:ping, [], server: w) == :pong
+  end
+
+  test "the Python process killed during a borrowed call: the call is retried on the new worker" do
+    w = start_worker()
+    slow_call(w, 1)
+    os_pid = NxJax.Worker.os_pid(w)
+
+    capture_log(fn ->
+      slow = Task.async(fn -> slow_call(w) end)
+      await_holder(w, slow.pid)
+      System.cmd("kill", ["-9", Integer.to_string(os_pid)])
+      assert Task.await(slow, 60_000) == Nx.broadcast(1.0, {200, 200})
+    end)
+
+    assert NxJax.Worker.os_pid(w) != os_pid
+  end
+
+  test "a graph the worker forgot is sent again by the GenServer, transparently" do
+    w = start_worker()
+    assert exp_call(w, [@zeros]) == [@ones]
+    :ok = NxJax.Worker.call(:forget_graphs, [], server: w)
+    assert exp_call(w, [@zeros]) == [@ones]
+    assert exp_call(w, [@zeros]) == [@ones]
+
+    assert %{graph_sends: 2, graph_resends: 1, unknown_graphs: 1, lent_calls: 2} =
+             NxJax.Worker.stats(server: w)
+  end
+end
