@@ -145,7 +145,36 @@ defmodule NxJax.LentPortTest do
     refute log =~ "unknown request"
   end
 
-  test "a port taken and never connected is taken back after a second" do
+  # A borrower connected with port_connect/2 was linked to the port in the instant before its
+  # unlink, and killing it there closed the port (within 30 kills of 3000). The connect is now
+  # the port message, which links nothing.
+  test "callers killed at random moments of their calls never close the port" do
+    w = start_worker()
+    os_pid = NxJax.Worker.os_pid(w)
+    affine = Nx.Defn.jit(&Fns.affine/2, server: w)
+    x = Nx.tensor([1.0, 2.0])
+    affine.(x, 1)
+
+    capture_log(fn ->
+      for i <- 1..500 do
+        caller = spawn(fn -> for _ <- 1..100_000, do: affine.(x, 1) end)
+        until = System.monotonic_time(:microsecond) + 20 + rem(i * 7919, 200)
+        wait_until_us(until)
+        Process.exit(caller, :kill)
+      end
+
+      assert affine.(x, 1) == Nx.tensor([3.0, 5.0])
+    end)
+
+    assert NxJax.Worker.os_pid(w) == os_pid
+    assert lent_calls(w) > 0
+  end
+
+  defp wait_until_us(until) do
+    if System.monotonic_time(:microsecond) < until, do: wait_until_us(until)
+  end
+
+  test "a port taken and never connected is taken back" do
     w = start_worker()
     lend = :sys.get_state(w).lend
     # as if a caller had taken the port (request 1_000_000) and died before connecting it

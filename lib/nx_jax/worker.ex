@@ -55,8 +55,7 @@ defmodule NxJax.Worker do
 
   A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
   back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
-  worker's port: the calling process connects the port to itself (`:erlang.port_connect/2`,
-  unlinking at once), writes its request, takes its reply straight from the port, and connects
+  worker's port: the calling process connects the port to itself, writes its request, takes its reply straight from the port, and connects
   the port back to the GenServer. The reply skips one process hop (docs/BENCHMARKS.md section
   1). A lock in the worker's atomics keeps the GenServer and borrowers from writing at the same
   time; every request id comes from one counter, so a late reply can never be taken for another.
@@ -64,8 +63,9 @@ defmodule NxJax.Worker do
   - Requests the GenServer gets meanwhile are held back until the port comes back.
   - A borrower that dies holding the port is monitored by the GenServer, which takes the port
     back when it needs it and drops the dead call's reply; the Python process, its compiled
-    graphs and resident tensors are untouched. (A caller killed in the instant between its
-    connect and its unlink closes the port: the worker is then restarted as after a crash.)
+    graphs and resident tensors are untouched. (The borrower connects the port with the port
+    message `{owner, {:connect, pid}}`, which does not link it to the port, as
+    `:erlang.port_connect/2` would: a linked caller that is killed closes the port.)
   - A borrowed call enforces its own `:timeout`: past it, it gives the port back and has the
     GenServer replace the Python process, as for its own requests.
   - The `lent_calls` counter of `stats/1` counts borrowed calls (they are also `key_calls`).
@@ -112,8 +112,10 @@ defmodule NxJax.Worker do
   @gen_server_waits 3
   @lent_calls 4
   @gen_server -1
-  # how long the port may stay connected to the GenServer while a call holds it (watch_borrower/1)
-  @reclaim_after_ms 1000
+  # how long the port may stay connected to the GenServer while a call holds it
+  # (watch_borrower/1): a borrower is there for microseconds, between two of its steps
+  @reclaim_after_ms 20
+  @max_stale 64
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -403,7 +405,7 @@ defmodule NxJax.Worker do
       frame = graph_call_frame(id, key, nil, args, false)
 
       reply =
-        if take_port(local.port, lend, id, frame) do
+        if take_port(dest, local.port, lend, id, frame) do
           :atomics.add(lend, @lent_calls, 1)
           lent_reply(dest, local, id, limits)
         end
@@ -430,14 +432,19 @@ defmodule NxJax.Worker do
     ArgumentError -> false
   end
 
-  # Connects the port to this process and writes `frame`; false if the port is closed or the
-  # GenServer took it back meanwhile (it does from a borrower that seems dead, watch_borrower/1).
-  # port_connect/2 links this process to the port, and a linked process that exits closes it:
-  # the link goes at once.
-  defp take_port(port, lend, id, frame) do
-    :erlang.port_connect(port, self())
-    Process.unlink(port)
-    :atomics.get(lend, @lock) == id and Port.command(port, frame)
+  # Connects the port to this process and writes `frame`; false if the GenServer took the port
+  # back meanwhile (it does from a borrower that seems dead, watch_borrower/1) or the port is
+  # closed. The connect is the port message `{owner, {:connect, pid}}` (the port answers the
+  # GenServer, its owner, `{port, :connected}`): port_connect/2 would link this process to the
+  # port, and a caller killed while linked, even in the instant before an unlink, closes the
+  # port (a test of 3000 kills closed it within 30).
+  defp take_port(dest, port, lend, id, frame) do
+    if :atomics.get(lend, @lock) == id do
+      send(port, {dest, {:connect, self()}})
+      Port.command(port, frame)
+    else
+      false
+    end
   rescue
     ArgumentError -> false
   end
@@ -462,8 +469,8 @@ defmodule NxJax.Worker do
     reply
   end
 
-  # Connects the port back to the GenServer, hands it what came from the port after the reply
-  # (in order) and frees the port, telling the GenServer if it waits for it.
+  # Connects the port back to the GenServer, frees the port (telling the GenServer if it waits
+  # for it) and hands the GenServer what came from the port after the reply, in order.
   defp give_back(dest, port, lend, id) do
     try do
       :erlang.port_connect(port, dest)
@@ -472,9 +479,11 @@ defmodule NxJax.Worker do
       ArgumentError -> :ok
     end
 
-    forward_port_messages(port, dest)
+    # (freed before the receive of forward_port_messages/2, where a kill could stop this
+    # process: a port connected to the GenServer but not freed stalls it, watch_borrower/1)
     :atomics.compare_exchange(lend, @lock, id, 0)
     if :atomics.get(lend, @gen_server_waits) != 0, do: send(dest, :nx_jax_port_back)
+    forward_port_messages(port, dest)
   end
 
   defp forward_port_messages(port, dest) do
@@ -1051,13 +1060,15 @@ defmodule NxJax.Worker do
   # has the port is monitored; while the port is still (or again) connected here, the borrower
   # is between taking the lock and connecting, or between connecting back and freeing it, which
   # takes microseconds: the check repeats every millisecond, and after @reclaim_after_ms the
-  # borrower is taken for dead and the port is taken back.
+  # borrower is taken for dead and the port is taken back. (One that was only descheduled that
+  # long and then connects finds the lock gone, or, past that check, hands the GenServer the
+  # replies to its requests, settle/3.)
   defp watch_borrower(%{waiting: {id, monitor, checks}} = state) do
     me = self()
 
     case Port.info(state.port, :connected) do
       {:connected, ^me} when checks >= @reclaim_after_ms ->
-        reclaim(state)
+        reclaim(state, :warning)
 
       {:connected, pid} when pid != me ->
         monitor = monitor || Process.monitor(pid)
@@ -1076,8 +1087,9 @@ defmodule NxJax.Worker do
         if monitor, do: Process.demonitor(monitor, [:flush])
         took(state)
 
+      # (a caller that dies while its call holds the port is no fault of the worker's)
       ^id when borrower_gone ->
-        reclaim(state)
+        reclaim(state, :debug)
 
       ^id ->
         state
@@ -1089,15 +1101,21 @@ defmodule NxJax.Worker do
   end
 
   # Takes the port from the borrower of request `id`, presumed dead: its reply, if it comes, is
-  # dropped (stale).
-  defp reclaim(%{waiting: {id, monitor, _checks}} = state) do
+  # dropped (stale; the ids of the last @max_stale such requests are kept, as a request may
+  # never have been written).
+  defp reclaim(%{waiting: {id, monitor, _checks}} = state, level) do
     if monitor, do: Process.demonitor(monitor, [:flush])
 
     case :atomics.compare_exchange(state.lend, @lock, id, @gen_server) do
       :ok ->
-        Logger.warning("nx_jax: took the worker's port back from a caller that did not return it")
+        Logger.log(
+          level,
+          "nx_jax: took the worker's port back from a caller that did not return it"
+        )
+
         :erlang.port_connect(state.port, self())
-        took(%{state | stale: MapSet.put(state.stale, id)})
+        stale = if MapSet.size(state.stale) < @max_stale, do: state.stale, else: MapSet.new()
+        took(%{state | stale: MapSet.put(stale, id)})
 
       # it came back meanwhile
       _ ->
@@ -1250,6 +1268,9 @@ defmodule NxJax.Worker do
 
     {:noreply, dispatch(message, from, limit, state)}
   end
+
+  # a call borrowed the port (take_port/5)
+  def handle_info({port, :connected}, %{port: port} = state), do: {:noreply, state}
 
   def handle_info(_other, state), do: {:noreply, state}
 
