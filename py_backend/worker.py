@@ -106,9 +106,13 @@ def decode_tensor(term: Any) -> np.ndarray:
 
 
 def to_host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """A result as a C-ordered NumPy array of its wire ``dtype``, checked against its declared
-    ``shape`` (conform() already checked; this guards the wire)."""
-    host = np.asarray(array, dtype=dtype, order="C")
+    """A result as a NumPy array of its wire ``dtype``, checked against its declared ``shape``
+    (conform() already checked; this guards the wire). Its bytes are taken in C order
+    (``tobytes``, or ``reshape(-1)``, which copies an array that is not C-contiguous)."""
+    # (np.asarray with a dtype and an order costs 0.27 us more per result, even when both hold)
+    host = np.asarray(array)
+    if host.dtype != dtype:
+        host = host.astype(dtype)
     if host.shape != shape:
         raise ValueError(f"result shape {host.shape} is not the declared {shape}")
     return host

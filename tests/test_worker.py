@@ -457,3 +457,16 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
         assert proc.wait(timeout=30) == 0
         assert proc.stdout is not None and proc.stdout.read() == b""  # nothing escaped to fd 1
         os.close(rep_r)
+
+
+def test_to_host_converts_the_dtype_and_keeps_c_order_bytes() -> None:
+    from py_backend.worker import to_host
+
+    square = np.arange(6, dtype=np.float32).reshape(2, 3)
+    # a transposed view (not C-contiguous) of another dtype: converted, bytes in C order
+    host = to_host(square.astype(np.float64).T, np.dtype("<f4"), (3, 2))
+    assert host.dtype == np.dtype("<f4")
+    assert host.tobytes() == np.ascontiguousarray(square.T).tobytes()
+    assert host.reshape(-1).view(np.uint8).tobytes() == np.ascontiguousarray(square.T).tobytes()
+    with pytest.raises(ValueError, match="not the declared"):
+        to_host(square, np.dtype("<f4"), (3, 2))
