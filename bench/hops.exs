@@ -5,6 +5,10 @@
 #   own_port_new_ids  the same, each request with a new id (as the GenServer numbers them)
 #   caller_writes  a bare forwarding process owns the port and sends each reply on to the
 #                  caller, which writes its requests to the port itself (`Port.command/2`)
+#   borrowed       the caller borrows that forwarder's port for its call, as NxJax.Worker's lent
+#                  calls do: it connects the port to itself (the port message
+#                  `{owner, {:connect, pid}}`, whose `{port, :connected}` answer wakes the
+#                  forwarder), writes, takes the reply and connects the port back
 #   fwd_writes     the caller sends each request to that forwarding process, which writes it
 #   fwd_writes_monitored  the same, the caller monitoring the forwarder during each call (as
 #                  GenServer.call does; NxJax.Worker monitors only once it stops polling)
@@ -81,6 +85,9 @@ defmodule Hops do
       {^port, {:data, _}} = reply ->
         send(caller, reply)
         forward(port, caller)
+
+      {^port, :connected} ->
+        forward(port, caller)
     end
   end
 
@@ -135,6 +142,15 @@ defmodule Hops do
           Bench.await_polling(fwd_port)
         end)
       end,
+      borrowed: fn k ->
+        Bench.samples(k, fn ->
+          send(fwd_port, {fwd, {:connect, me}})
+          Port.command(fwd_port, key_request)
+          reply = Bench.await_polling(fwd_port)
+          :erlang.port_connect(fwd_port, fwd)
+          reply
+        end)
+      end,
       fwd_writes: &through(&1, fwd, fwd_port, key_request),
       fwd_writes_monitored: fn k ->
         Bench.samples(k, fn ->
@@ -172,6 +188,7 @@ for _ <- 1..rounds do
         :own_port,
         :own_port_new_ids,
         :caller_writes,
+        :borrowed,
         :fwd_writes,
         :fwd_writes_monitored,
         :genserver_fwd_writes,

@@ -166,7 +166,8 @@ defmodule Bench do
   @doc """
   The rows of section 1 (the small call), measured in 4 interleaved rounds of `n / 4` calls
   each: `%{row => %{p50:, p99:}}` for `:ours` (the defn), `:ours_sleeping` (its caller not
-  polling for the reply), `:ping`, `:echo` (raw port echo), `:echo_spin` (the same echo polling
+  polling for the reply), `:ours_held` (the defn on a worker started with `lend_port: false`,
+  every call through its GenServer), `:ping`, `:echo` (raw port echo), `:echo_spin` (the same echo polling
   like the worker), `:echo_poll` (that one, its caller polling like ours), `:floor`
   (bench/jax_echo.py) and `:floor_poll` (its caller polling).
   """
@@ -183,10 +184,15 @@ defmodule Bench do
     # the same defn, its caller sleeping in `receive` at once (no reply polling)
     small_sleeping = Nx.Defn.jit(&small/1, reply_spin_us: 0)
     small_sleeping.(x)
+    # the same defn on a worker that lends its port to no call
+    {:ok, held} = NxJax.Worker.start_link(lend_port: false)
+    small_held = Nx.Defn.jit(&small/1, server: held)
+    small_held.(x)
 
     calls = [
       ours: fn -> small(x) end,
       ours_sleeping: fn -> small_sleeping.(x) end,
+      ours_held: fn -> small_held.(x) end,
       ping: fn -> NxJax.Worker.call(:ping, []) end,
       echo: fn -> port_call(echo_port, echo_frame) end,
       echo_spin: fn -> port_call(spin_port, echo_frame) end,
@@ -197,6 +203,7 @@ defmodule Bench do
 
     rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n)
     Enum.each([echo_port, spin_port, floor_port], &close_port/1)
+    GenServer.stop(held)
     rows
   end
 

@@ -17,6 +17,7 @@ spin_us = NxJax.Worker.spin_us()
 %{
   ours: ours,
   ours_sleeping: ours_sleeping,
+  ours_held: ours_held,
   ping: ping,
   echo: echo_sleep,
   echo_spin: echo_spin,
@@ -75,6 +76,7 @@ r =
   Map.put(r, :small, %{
     ours: ours,
     ours_sleeping: ours_sleeping,
+    ours_held: ours_held,
     ping: ping,
     echo: echo,
     echo_sleep: echo_sleep,
@@ -300,7 +302,8 @@ fresh_rows =
     base = fastest_echo + jax.p50
     floor = min(o.floor.p50, o.floor_poll.p50)
 
-    "| #{round} | `#{flags}` | #{f.(o.ours.p50, 1)} | #{f.(o.ours_sleeping.p50, 1)} | " <>
+    "| #{round} | `#{flags}` | #{f.(o.ours.p50, 1)} | #{f.(o.ours_held.p50, 1)} | " <>
+      "#{f.(o.ours_sleeping.p50, 1)} | " <>
       "#{f.(o.ping.p50, 1)} | " <>
       "#{f.(o.echo.p50, 1)} / #{f.(o.echo_spin.p50, 1)} / #{f.(o.echo_poll.p50, 1)} | " <>
       "#{f.(o.floor.p50, 1)} / #{f.(o.floor_poll.p50, 1)} | " <>
@@ -368,6 +371,7 @@ Measured in 4 interleaved rounds (each round runs every row in turn).
 | — in-process jitted JAX call (`np.asarray(f(x))`, hot loop) | #{f.(s.jax.p50, 1)} | #{f.(s.jax.p99, 1)} |
 | **ratio nx_jax / baseline** | **#{ratio.(s.ours.p50, s.base.p50)}** | **#{ratio.(s.ours.p99, s.base.p99)}** |
 | nx_jax, its caller sleeping in `receive` at once (`reply_spin_us: 0`) | #{f.(s.ours_sleeping.p50, 1)} | #{f.(s.ours_sleeping.p99, 1)} |
+| nx_jax on a worker that lends no port (`lend_port: false`: every call through its GenServer) | #{f.(s.ours_held.p50, 1)} | #{f.(s.ours_held.p99, 1)} |
 | `NxJax.Worker.call(:ping, [])` (no JAX) | #{f.(s.ping.p50, 1)} | #{f.(s.ping.p99, 1)} |
 | raw echo, reader sleeping in `read` (9-byte frame, `bench/port_echo.py`) | #{f.(s.echo_sleep.p50, 1)} | #{f.(s.echo_sleep.p99, 1)} |
 | raw echo, reader polling #{s.spin_us} us like the worker (`--spin-us`) | #{f.(s.echo_spin.p50, 1)} | #{f.(s.echo_spin.p99, 1)} |
@@ -382,8 +386,8 @@ OTP's default) and without, alternately; p50 in us. The ratios take as the basel
 fastest one of the whole run (#{f.(fastest_echo, 1)} us), since an echo process too can land in
 a slow mode, and the faster of the two floors:
 
-| round | VM flags | nx_jax | nx_jax, caller sleeping | ping | echo (sleeping / polling / caller polling) | floor (/ caller polling) | in-process JAX | nx_jax / baseline | floor / baseline |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| round | VM flags | nx_jax | nx_jax, port not lent | nx_jax, caller sleeping | ping | echo (sleeping / polling / caller polling) | floor (/ caller polling) | in-process JAX | nx_jax / baseline | floor / baseline |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 #{fresh_rows}
 
 Target: p50 ratio <= 1.5 against the baseline. **Not met**: the rest of this section says where
