@@ -414,15 +414,36 @@ the BEAM's busy-wait flags (`+sbwt`, `+sbwtdcpu`, `+sbwtdio`) and `+S 1`, either
 worker GenServer polling its mailbox too (a `gen_server` timeout of 0 that yields; p99 worse); a
 `:socket` Unix stream socket instead of the port (round trips as the port's, or slower).
 
-**Where ours exceeds the floor** (2026-11-30, this version, default flags unless said,
+**Where ours exceeds the floor** (2026-11-30, default flags unless said,
 `mix run bench/hops.exs` and scripts like it: the small defn's key-only request bytes, 4
 interleaved rounds, every caller polling for its reply; p50):
+- **The lent port** (the newest version; `NxJax.Worker`, "Lent port"). The bullets below
+  found the process hop the bound: a bare forwarding process between caller and port cost
+  21.3-22 us where a port owned by the caller cost 17.5-18. A repeated graph call now borrows
+  the worker's port when its GenServer has nothing in flight: it connects the port to itself,
+  writes its request, takes the reply from the port and connects the port back. In paired
+  blocks (the same defn on two workers of one VM, one started with `lend_port: false`; 40
+  blocks of 100 calls per run, 6 runs in a noisy hour) the lent call was faster in every run:
+  by 0.95-5.5 us (median of the paired differences), and 21.2-21.7 against 22.7-23.1 us in the
+  best blocks. The `nx_jax, port not lent` rows above measure the same in this run. What it
+  costs: the caller connects the port with the port message `{owner, {:connect, pid}}`, and the
+  port's answer `{port, :connected}` wakes the GenServer. `:erlang.port_connect/2` from the
+  caller wakes nobody (0.7-1.0 us less in paired blocks) but links the caller to the port: a
+  caller killed in the instant before its `unlink` closed the port, within 30 of 3000 random
+  kills of callers in their calls, so that version was not kept (test_elixir/lent_port_test.exs
+  kills 500). Measured against a hand-written borrow of the same bytes (no plumbing), the
+  client around the borrowed round trip costs 2.5-3 us, in pieces of 0.05-0.35 us each
+  (removed one at a time in paired blocks: the `reply_spin_us` environment lookup 0.15, the
+  request's option handling 0.2-0.35, encoding the arguments 0.2-0.3, the known-key check
+  0.05, the late-reply bookkeeping 0.1-0.2). The Python side now reads a result with
+  `np.asarray(result)` where it passed a dtype and an order (0.27 us less per result,
+  in-process).
 - Our worker's Python loop on a port owned by the caller answers in 17.5-17.8 us in some VMs
   and 20.8-21.0 in others (the same code in VMs started the same way: a mode of the machine,
   whose cause is not pinned down). The polling floor is 17.3-17.7.
 - A bare forwarding process between caller and port: 18.4-22.0 us, 25-30 in its slow modes.
-- `NxJax.Worker.run_cached/5`, since this version: 21.1-22.1 us, about what the bare forwarder
-  costs. With all processes on one scheduler (`:erlang.system_flag(:schedulers_online, 1)`,
+- `NxJax.Worker.run_cached/5`, in the previous version: 21.1-22.1 us, about what the bare
+  forwarder costs. With all processes on one scheduler (`:erlang.system_flag(:schedulers_online, 1)`,
   no modes left) it took 21.1-21.6 us against the forwarder's 21.3-21.8. Before this version
   it took 27.7-29.0 us there, about 6.5 us above the forwarder. Two things made most of that:
   - The polling caller asked `Process.alive?/1` of the worker on every poll (so that a dead
@@ -461,12 +482,15 @@ interleaved rounds, every caller polling for its reply; p50):
   200 calls, sorted by whether a caller-owned port was in its fast mode at the time, it was
   0.3-0.4 us slower in both (and -0.3 to +0.2 us in plain paired blocks), so it was not kept.
 
-What is left to cut. In fresh VMs with the default flags the small call took 22.4-27 us in the
-quieter VMs of this session's runs (1.65-2.0x) and 30-40 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax within about
-3 us of the floor: that is the front end (1.3 us), the client and the GenServer hop (about 2 us
-over a bare message round trip), and the Python around the jitted call (2.3 us in a tight
-loop). No single piece is large any more; reaching 1.5x would need them nearly all gone, and
-the machine's modes move the figure by 3-8 us from VM to VM.
+What is left to cut. With the lent port, the small call took 21.4-22.2 us p50 in the main VM
+in quiet rounds of 2026-11-30 (1.60-1.67x; the previous version 22.4-27 us, 1.65-2.0x, in its
+quieter fresh VMs) and 29-46 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax
+within about 2.7 us of the floor, and it is 4-4.5 us above it in quiet rounds: the front end
+(about 1 us), the client around the borrowed round trip (2.5-3 us over a hand-written borrow,
+in pieces of at most 0.35 us), the GenServer's wake-up by the port's `connected` answer, and
+the Python around the jitted call (2 us in a tight loop). No single piece is large any more;
+reaching 1.5x would need nearly all of them gone, and the machine's modes move the figure by
+3-8 us from VM to VM.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -483,10 +507,13 @@ the machine's modes move the figure by 3-8 us from VM to VM.
   keeps one reply alias (2026-11-30).
 - The worker runs the layout served last in one call, and its cache marks a use without
   reordering or hashing; a small frame is read with fewer steps (2026-11-30).
+- A repeated call borrows the worker's port when its GenServer has nothing in flight, skipping
+  the hop through it (the lent port, 2026-11-30, sixth session).
 
 With the default flags the small call went from 153 us (first version) to 60-80 us p50 before
-the caller polled for its reply, to about 28 us after (on a quiet hour of this VM), and to
-22.6-27 us in fresh VMs with this version.
+the caller polled for its reply, to about 28 us after (on a quiet hour of this VM), to
+22.6-27 us in fresh VMs with the alias and liveness changes, and to 21.4-22.2 us in quiet
+rounds of the main VM with the lent port.
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
 calls):
@@ -569,7 +596,10 @@ took 3.3-5.1x in them (median 4.0, at most 4x in 9 of the 18). It is bound by mo
 about 580 KB per step, against a jitted step of about 300 us. With the default 64 KiB pipe
 buffers, that takes one system call and one wake-up of the other side per 64 KiB. Since the
 worker asks for 1 MiB pipe buffers (`py_backend.channel.grow_pipe`, docs/PROTOCOL.md section 1),
-6 runs gave 2.9-3.6x.
+6 runs gave 2.9-3.6x. The shipped step is a lent call since 2026-11-30 (its weights travel as
+arguments and its results come back, section 1): the caller takes the reply from the port and
+decodes it itself, without the GenServer in between; the resident step (its results stay
+resident, owned by the caller) still goes through the GenServer.
 
 ## 4. Repeated calls (100 calls of a defn and 100 eager `Nx.exp`, after the first call of each)
 
