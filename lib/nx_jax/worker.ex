@@ -55,10 +55,11 @@ defmodule NxJax.Worker do
 
   A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
   back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
-  worker's port: the calling process connects the port to itself, writes its request, takes its reply straight from the port, and connects
-  the port back to the GenServer. The reply skips one process hop (docs/BENCHMARKS.md section
-  1). A lock in the worker's atomics keeps the GenServer and borrowers from writing at the same
-  time; every request id comes from one counter, so a late reply can never be taken for another.
+  worker's port: the calling process connects the port to itself, writes its request, takes
+  its reply straight from the port, and connects the port back to the GenServer. The reply
+  skips one process hop (docs/BENCHMARKS.md section 1). A lock in the worker's atomics keeps
+  the GenServer and borrowers from writing at the same time; every request id comes from one
+  counter, so a late reply can never be taken for another.
 
   - Requests the GenServer gets meanwhile are held back until the port comes back.
   - A borrower that dies holding the port is monitored by the GenServer, which takes the port
