@@ -105,6 +105,40 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == before
   end
 
+  # Frames that are not the borrowed call's reply (here the hook frames of a graph called
+  # without a hook function) go to the GenServer; none is left in the caller's mailbox.
+  test "a borrowed call hands the GenServer the frames that are not its reply" do
+    w = start_worker()
+    parent = self()
+    hooked = Nx.Defn.jit(&Fns.hooked/1, server: w, hooks: %{seen: &send(parent, {:seen, &1})})
+    assert hooked.(Nx.tensor(0.0)) == Nx.tensor(2.0)
+    assert_receive {:seen, _}
+
+    [{graph_bin, key}] =
+      Enum.uniq(
+        for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
+            is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "hooked",
+            do: {elem(entry, 1), elem(entry, 2)}
+      )
+
+    lent = lent_calls(w)
+    zero = [{{:f, 32}, {}, <<0::32>>}]
+    two = [{{:f, 32}, {}, <<2.0::float-32-native>>}]
+
+    log =
+      capture_log(fn ->
+        for _ <- 1..5,
+            do: assert(NxJax.Worker.run_cached(key, graph_bin, zero, false, server: w) == two)
+
+        assert NxJax.Worker.call(:ping, [], server: w) == :pong
+        Logger.flush()
+      end)
+
+    assert lent_calls(w) == lent + 5
+    refute log =~ "unexpected"
+    assert {:messages, []} = Process.info(self(), :messages)
+  end
+
   test "a request made while a call holds the port waits for it; both are answered" do
     w = start_worker()
     slow_call(w, 1)
