@@ -435,7 +435,13 @@ interleaved rounds, every caller polling for its reply; p50):
   client around the borrowed round trip costs 2.5-3 us, in pieces of 0.05-0.35 us each
   (removed one at a time in paired blocks: the `reply_spin_us` environment lookup 0.15, the
   request's option handling 0.2-0.35, encoding the arguments 0.2-0.3, the known-key check
-  0.05, the late-reply bookkeeping 0.1-0.2). The Python side now reads a result with
+  0.05, the late-reply bookkeeping 0.1-0.2). Tried and not kept: waiting for the reply with a
+  literal `after 0` while polling (the receive now computes its timeout) and no `:DOWN` clause
+  until the caller monitors: 0.8-1.3 us faster than the current wait in quiet paired blocks of
+  one run, but 0-6 us slower in the medians of noisy runs (paired against the current code,
+  with and without `:erlang.monotonic_time/1` in place of `System.monotonic_time/1`), and the
+  GenServer path 3 us slower in its best blocks (24.5-25.7 against 21.5 us). The Python side
+  now reads a result with
   `np.asarray(result)` where it passed a dtype and an order (0.27 us less per result,
   in-process).
 - Our worker's Python loop on a port owned by the caller answers in 17.5-17.8 us in some VMs
