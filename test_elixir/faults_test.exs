@@ -1,7 +1,7 @@
 defmodule NxJax.FaultsTest do
   # async: false: replaces the application's pool with a two-worker one whose workers it kills
   use ExUnit.Case, async: false
-  import NxJax.TestAssertions, only: [wait_until: 2]
+  import NxJax.TestAssertions, only: [wait_until: 2, replaced?: 2]
   import ExUnit.CaptureLog
 
   @moduletag timeout: 300_000
@@ -155,16 +155,7 @@ defmodule NxJax.FaultsTest do
       Process.sleep(100)
       Process.exit(caller, :kill)
 
-      # (while the supervisor restarts it, the name is briefly unregistered)
-      replaced? = fn ->
-        try do
-          NxJax.Worker.os_pid(name) != stuck_os_pid
-        catch
-          :exit, _ -> false
-        end
-      end
-
-      assert wait_until(replaced?, 500)
+      assert replaced?(name, stuck_os_pid)
 
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
     end

@@ -2,7 +2,7 @@ defmodule NxJax.LentPortTest do
   # "Lent port" (NxJax.Worker, docs/ARCHITECTURE.md): a repeated graph call borrows its worker's
   # port for its own round trip. Each test has workers of its own.
   use ExUnit.Case, async: true
-  import NxJax.TestAssertions, only: [wait_until: 2]
+  import NxJax.TestAssertions, only: [wait_until: 2, replaced?: 2]
   import ExUnit.CaptureLog
 
   @moduletag timeout: 120_000
@@ -247,15 +247,7 @@ defmodule NxJax.LentPortTest do
       assert message =~ "replaced"
     end)
 
-    replaced? = fn ->
-      try do
-        NxJax.Worker.os_pid(w) != os_pid
-      catch
-        :exit, _ -> false
-      end
-    end
-
-    assert wait_until(replaced?, 500)
+    assert replaced?(w, os_pid)
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
   end
 

@@ -48,6 +48,21 @@ defmodule NxJax.TestAssertions do
       true -> Process.sleep(10) && wait_until(check, tries - 1)
     end
   end
+
+  # whether the worker registered as `name` runs another Python process than `os_pid` within
+  # `tries` polls (while its supervisor restarts it, the name is briefly unregistered)
+  def replaced?(name, os_pid, tries \\ 500) do
+    wait_until(
+      fn ->
+        try do
+          NxJax.Worker.os_pid(name) != os_pid
+        catch
+          :exit, _ -> false
+        end
+      end,
+      tries
+    )
+  end
 end
 
 defmodule NxJax.TestGraphs do

@@ -352,7 +352,7 @@ defmodule NxJax.Worker do
   # worker enforces the deadline itself (and replaces its Python process past it), whether or not
   # this caller is still alive to wait; the extra time here only covers a GenServer that cannot
   # answer at all.
-  defp call_server(dest, server, message, {timeout, spin_us}, on_hook) do
+  defp call_server(dest, server, message, {timeout, _spin_us} = limits, on_hook) do
     case dest do
       nil ->
         {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
@@ -361,29 +361,32 @@ defmodule NxJax.Worker do
         {to, own} = reply_to()
         tag = make_ref()
         send(dest, {:nx_jax_request, {to, tag}, timeout, message})
-        now = System.monotonic_time(:microsecond)
-
-        limit =
-          if timeout == :infinity,
-            do: :infinity,
-            else: div(now, 1000) + timeout + @deadline_grace
-
-        spin = spin_until(spin_us, now, limit)
-
-        wait = %{
-          dest: dest,
-          monitor: nil,
-          limit: limit,
-          timeout: timeout,
-          on_hook: on_hook,
-          lent: nil
-        }
-
-        reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
+        reply = wait_reply(tag, dest, limits, @deadline_grace, on_hook, nil)
         if own, do: :erlang.unalias(to)
-        note_wait(spin_us, now)
         reply
     end
+  end
+
+  # Waits for the reply of the request just sent (await_reply/5), until `timeout` plus `grace`
+  # from now; `lent` is nil, or `{id, os_pid}` for a call that borrowed the port (its reply
+  # then comes from the port, `tag`).
+  defp wait_reply(tag, dest, {timeout, spin_us}, grace, on_hook, lent) do
+    now = System.monotonic_time(:microsecond)
+    limit = if timeout == :infinity, do: :infinity, else: div(now, 1000) + timeout + grace
+    spin = spin_until(spin_us, now, limit)
+
+    wait = %{
+      dest: dest,
+      monitor: nil,
+      limit: limit,
+      timeout: timeout,
+      on_hook: on_hook,
+      lent: lent
+    }
+
+    reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
+    note_wait(spin_us, now)
+    reply
   end
 
   # Lent port (docs/ARCHITECTURE.md): a key-only graph call, of plain arguments, whose results
@@ -408,7 +411,8 @@ defmodule NxJax.Worker do
       reply =
         if take_port(dest, local.port, lend, id, frame) do
           :atomics.add(lend, @lent_calls, 1)
-          lent_reply(dest, local, id, limits)
+          # (no grace: the caller enforces the deadline of its own request, after_lent/3)
+          wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid})
         end
 
       give_back(dest, local.port, lend, id)
@@ -448,26 +452,6 @@ defmodule NxJax.Worker do
     end
   rescue
     ArgumentError -> false
-  end
-
-  defp lent_reply(dest, local, id, {timeout, spin_us}) do
-    now = System.monotonic_time(:microsecond)
-    # (no grace: the caller enforces the deadline of its own request, see after_lent/3)
-    limit = if timeout == :infinity, do: :infinity, else: div(now, 1000) + timeout
-    spin = spin_until(spin_us, now, limit)
-
-    wait = %{
-      dest: dest,
-      monitor: nil,
-      limit: limit,
-      timeout: timeout,
-      on_hook: nil,
-      lent: {id, local.os_pid}
-    }
-
-    reply = await_reply(local.port, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
-    note_wait(spin_us, now)
-    reply
   end
 
   # Connects the port back to the GenServer, frees the port (telling the GenServer if it waits
