@@ -55,6 +55,13 @@ defmodule NxJax.LentPortTest do
   defp port(name), do: :sys.get_state(name).port
   defp lent_calls(name), do: NxJax.Worker.stats(server: name).lent_calls
 
+  # a task running `fun`, once its call holds the port of worker `name`
+  defp holding(name, fun) do
+    task = Task.async(fun)
+    await_holder(name, task.pid)
+    task
+  end
+
   # waits until `pid` holds the port of worker `name`
   defp await_holder(name, pid) do
     port = port(name)
@@ -143,8 +150,7 @@ defmodule NxJax.LentPortTest do
     w = start_worker()
     slow_call(w, 1)
     lent = lent_calls(w)
-    slow = Task.async(fn -> slow_call(w) end)
-    await_holder(w, slow.pid)
+    slow = holding(w, fn -> slow_call(w) end)
 
     # the GenServer holds this one back until the port is given back
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
@@ -240,8 +246,7 @@ defmodule NxJax.LentPortTest do
 
     capture_log(fn ->
       # (a hundred thousand products: many seconds)
-      slow = Task.async(fn -> catch_error(slow_call(w, 100_000, timeout: 300)) end)
-      await_holder(w, slow.pid)
+      slow = holding(w, fn -> catch_error(slow_call(w, 100_000, timeout: 300)) end)
       assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, 30_000)
       assert message =~ "within 300 ms"
       assert message =~ "replaced"
@@ -257,8 +262,7 @@ defmodule NxJax.LentPortTest do
     os_pid = NxJax.Worker.os_pid(w)
 
     capture_log(fn ->
-      slow = Task.async(fn -> slow_call(w) end)
-      await_holder(w, slow.pid)
+      slow = holding(w, fn -> slow_call(w) end)
       System.cmd("kill", ["-9", Integer.to_string(os_pid)])
       assert Task.await(slow, 60_000) == Nx.broadcast(1.0, {200, 200})
     end)
