@@ -488,6 +488,15 @@ interleaved rounds, every caller polling for its reply; p50):
   200 calls, sorted by whether a caller-owned port was in its fast mode at the time, it was
   0.3-0.4 us slower in both (and -0.3 to +0.2 us in plain paired blocks), so it was not kept.
 
+Why the floor is 1.3x the baseline and what that leaves. Timed inside the serving loop of the
+worker (a temporary `perf_counter_ns` around `Worker.handle`, 20,000 small calls), handling a
+request took 12.7-13.0 us p50 (11.7 at least), against 10.0 us for the same requests in a tight
+in-process loop: after the pipe's system calls the jitted call and the code around it run
+colder. The floor's Python pays the same (its call and conversions take about 11.3 us on the
+port against 7.9 in a tight loop), and the baseline's in-process JAX, measured in a tight loop,
+does not: so any worker behind a port starts at about 1.3x, and 1.5x leaves about 2.7 us for
+everything else.
+
 What is left to cut. With the lent port, the small call took 21.4-22.2 us p50 in the main VM
 in quiet rounds of 2026-11-30 (1.60-1.67x; the previous version 22.4-27 us, 1.65-2.0x, in its
 quieter fresh VMs) and 29-46 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax
