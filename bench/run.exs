@@ -119,10 +119,15 @@ transfer =
 
     for _ <- 1..reps, do: receive(do: ({:free, h} -> NxJax.Worker.free([h])))
     [h] = NxJax.Worker.put([t])
+    # (one untimed fetch first, and one raw echo each way: the first 128 MB out of a process
+    # pays for growing its memory, 300-600 MB/s where later ones take 1800, 2026-11-30)
+    NxJax.Worker.fetch([h])
     ours_out = Bench.best(reps, fn -> NxJax.Worker.fetch([h]) end)
     NxJax.Worker.free([h])
 
+    Bench.port_call(echo_port, ["s", data])
     raw_in = Bench.best(reps, fn -> Bench.port_call(echo_port, ["s", data]) end)
+    Bench.port_call(echo_port, <<"g", bytes::64>>)
     raw_out = Bench.best(reps, fn -> Bench.port_call(echo_port, <<"g", bytes::64>>) end)
 
     # emqx-erlport's reader grows its buffer 64 KiB at a time (quadratic): cap the wait
@@ -541,7 +546,7 @@ calls):
 
 On the 16-core machine of section 5 (Xeon, JAX 0.11.2 on its CPU, default flags, `:spin_us`
 100), nx_jax was 46.5 / 50.8 us in two runs of an earlier version, 1.56x and 1.73x the baseline
-of that time (a sleeping echo). This version, in two fresh VMs there (2026-11-29): 46.1 us
+of that time (a sleeping echo). The version of 2026-11-29, in two fresh VMs there: 46.1 us
 polling and 44.9 / 51.3 us with a sleeping caller; the polling echo 10.3-14.3 us, in-process
 JAX 14.9-15.0, so 1.83x the baseline. Polling gains little there: that machine's echo was fast
 with a sleeping caller too (20 us), and `+IOs false` was no faster (47.6 / 58.6 us).
@@ -549,7 +554,9 @@ with a sleeping caller too (20 us), and `+IOs false` was no faster (47.6 / 58.6 
 ## 2. Transfer (f32 tensors; MB/s, best of 3-5)
 
 In = Elixir -> worker (`NxJax.Worker.put/2`: the tensor becomes resident), out = worker ->
-Elixir (`NxJax.Worker.fetch/2`). Raw = `bench/port_echo.py` (preallocated readinto, no term
+Elixir (`NxJax.Worker.fetch/2`; after one untimed fetch, as the raw echo's rows after one
+untimed run each way: the first 128 MB out of a process pays for growing its memory, 300-600
+MB/s where the later ones take about 1800). Raw = `bench/port_echo.py` (preallocated readinto, no term
 codec). ErlPort = `emqx-erlport`'s `Port` (`bench/erlport_echo.py`; 128 MB out is one run).
 
 | size | in | raw in | ErlPort in | in / raw | out | raw out | ErlPort out | out / raw |
