@@ -393,8 +393,8 @@ defmodule NxJax.Worker do
   # come back, without hooks, to a worker of this node whose GenServer has no request in flight
   # and does not wait for its port, borrows the port: it makes itself the port's connected
   # process, writes its request, takes the reply from the port itself and gives the port back.
-  # The reply skips the hop through the GenServer (3-4 us of a 20 us call; docs/BENCHMARKS.md
-  # section 1). The worker's atomics (`lend`) say who holds the port: @lock is 0 (the GenServer
+  # The reply skips the hop through the GenServer (1-5 us of a 22 us call in paired blocks;
+  # docs/BENCHMARKS.md section 1). The worker's atomics (`lend`) say who holds the port: @lock is 0 (the GenServer
   # has it, idle), @gen_server (it has requests in flight) or the id of the request of the call
   # that borrowed it; the ids of all requests come from @ids, so none is used twice. Returns nil
   # where the call goes through the GenServer instead.
