@@ -58,13 +58,14 @@ defmodule NxJax.Worker do
   worker's port: the calling process connects the port to itself, writes its request, takes
   its reply straight from the port, and connects the port back to the GenServer. The reply
   skips one process hop (docs/BENCHMARKS.md section 1). A lock in the worker's atomics keeps
-  the GenServer and borrowers from writing at the same time; every request id comes from one
-  counter, so a late reply can never be taken for another.
+  the GenServer and borrowers from writing at the same time, and names the borrower; every
+  request id comes from one counter, so a late reply can never be taken for another.
 
   - Requests the GenServer gets meanwhile are held back until the port comes back.
-  - A borrower that dies holding the port is monitored by the GenServer, which takes the port
-    back when it needs it and drops the dead call's reply; the Python process, its compiled
-    graphs and resident tensors are untouched. (The borrower connects the port with the port
+  - The GenServer monitors a borrower it waits for (the lock names it). One that dies holding
+    the port (at any step of its call) is taken for gone: the GenServer takes the port back and
+    drops the dead call's reply; the Python process, its compiled graphs and resident tensors
+    are untouched. A live borrower is never dispossessed. (The borrower connects the port with the port
     message `{owner, {:connect, pid}}`, which does not link it to the port, as
     `:erlang.port_connect/2` would: a linked caller that is killed closes the port.)
   - A borrowed call enforces its own `:timeout`: past it, it gives the port back and has the
@@ -112,11 +113,12 @@ defmodule NxJax.Worker do
   @ids 2
   @gen_server_waits 3
   @lent_calls 4
+  @lent_id 5
   @gen_server -1
-  # how long the port may stay connected to the GenServer while a call holds it
-  # (watch_borrower/1): a borrower is there for microseconds, between two of its steps
-  @reclaim_after_ms 20
+  # (the ids of the last this many requests of borrowers that died are kept, reclaim/1)
   @max_stale 64
+  # (this process's pid_word/1, see lent_call/3)
+  @my_word {__MODULE__, :pid_word}
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -394,28 +396,31 @@ defmodule NxJax.Worker do
   # and does not wait for its port, borrows the port: it makes itself the port's connected
   # process, writes its request, takes the reply from the port itself and gives the port back.
   # The reply skips the hop through the GenServer (1-5 us of a 22 us call in paired blocks;
-  # docs/BENCHMARKS.md section 1). The worker's atomics (`lend`) say who holds the port: @lock is 0 (the GenServer
-  # has it, idle), @gen_server (it has requests in flight) or the id of the request of the call
-  # that borrowed it; the ids of all requests come from @ids, so none is used twice. Returns nil
-  # where the call goes through the GenServer instead.
+  # docs/BENCHMARKS.md section 1). The worker's atomics (`lend`) say who holds the port: @lock
+  # is 0 (the GenServer has it, idle), @gen_server (it has requests in flight) or the borrower,
+  # as its pid_word/1, so that the GenServer can monitor it (watch_borrower/1); @lent_id is the
+  # borrower's request id. The ids of all requests come from @ids, so none is used twice.
+  # Returns nil where the call goes through the GenServer instead.
   defp lent_call(dest, {:graph_call, key, _graph, args, false, _owner}, limits)
        when is_pid(dest) and node(dest) == node() do
+    me = my_word()
+
     with %{lend: lend} = local <- local_or_nil(dest),
          0 <- :atomics.get(lend, @gen_server_waits),
          0 <- :atomics.get(lend, @lock),
          true <- known?(local.known, key),
-         id = :atomics.add_get(lend, @ids, 1),
-         :ok <- :atomics.compare_exchange(lend, @lock, 0, id) do
-      frame = graph_call_frame(id, key, nil, args, false)
+         :ok <- :atomics.compare_exchange(lend, @lock, 0, me) do
+      id = :atomics.add_get(lend, @ids, 1)
+      :atomics.put(lend, @lent_id, id)
 
       reply =
-        if take_port(dest, local.port, lend, id, frame) do
+        if take_port(dest, local.port, graph_call_frame(id, key, nil, args, false)) do
           :atomics.add(lend, @lent_calls, 1)
           # (no grace: the caller enforces the deadline of its own request, after_lent/3)
           wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid})
         end
 
-      give_back(dest, local.port, lend, id)
+      give_back(dest, local.port, lend, me)
       after_lent(dest, key, reply)
     else
       _ -> nil
@@ -423,6 +428,24 @@ defmodule NxJax.Worker do
   end
 
   defp lent_call(_dest, _message, _limits), do: nil
+
+  # This process as one positive integer: the ID and serial of its pid, from the external term
+  # format (NEW_PID_EXT: ..., ID::32, Serial::32, Creation::32); the GenServer turns it back into
+  # the pid with its node's own encoding (pid_of_word/1). Kept in the process dictionary.
+  defp my_word do
+    with nil <- Process.get(@my_word) do
+      word = pid_word(self())
+      Process.put(@my_word, word)
+      word
+    end
+  end
+
+  @doc false
+  def pid_word(pid) when node(pid) == node() do
+    <<131, 88, _::binary>> = bin = :erlang.term_to_binary(pid)
+    <<id::32, serial::32, _creation::32>> = binary_part(bin, byte_size(bin) - 12, 12)
+    id * 4_294_967_296 + serial
+  end
 
   defp local_or_nil(pid) do
     local(pid)
@@ -437,26 +460,21 @@ defmodule NxJax.Worker do
     ArgumentError -> false
   end
 
-  # Connects the port to this process and writes `frame`; false if the GenServer took the port
-  # back meanwhile (it does from a borrower that seems dead, watch_borrower/1) or the port is
-  # closed. The connect is the port message `{owner, {:connect, pid}}` (the port answers the
-  # GenServer, its owner, `{port, :connected}`): port_connect/2 would link this process to the
-  # port, and a caller killed while linked, even in the instant before an unlink, closes the
-  # port (a test of 3000 kills closed it within 30).
-  defp take_port(dest, port, lend, id, frame) do
-    if :atomics.get(lend, @lock) == id do
-      send(port, {dest, {:connect, self()}})
-      Port.command(port, frame)
-    else
-      false
-    end
+  # Connects the port to this process and writes `frame`; false if the port is closed. The
+  # connect is the port message `{owner, {:connect, pid}}` (the port answers the GenServer, its
+  # owner, `{port, :connected}`): port_connect/2 would link this process to the port, and a
+  # caller killed while linked, even in the instant before an unlink, closes the port (a test
+  # of 3000 kills closed it within 30). Nothing takes the port from a live borrower.
+  defp take_port(dest, port, frame) do
+    send(port, {dest, {:connect, self()}})
+    Port.command(port, frame)
   rescue
     ArgumentError -> false
   end
 
   # Connects the port back to the GenServer, frees the port (telling the GenServer if it waits
   # for it) and hands the GenServer what came from the port after the reply, in order.
-  defp give_back(dest, port, lend, id) do
+  defp give_back(dest, port, lend, me) do
     try do
       :erlang.port_connect(port, dest)
     rescue
@@ -466,7 +484,7 @@ defmodule NxJax.Worker do
 
     # (freed before the receive of forward_port_messages/2, where a kill could stop this
     # process: a port connected to the GenServer but not freed stalls it, watch_borrower/1)
-    :atomics.compare_exchange(lend, @lock, id, 0)
+    :atomics.compare_exchange(lend, @lock, me, 0)
     if :atomics.get(lend, @gen_server_waits) != 0, do: send(dest, :nx_jax_port_back)
     forward_port_messages(port, dest)
   end
@@ -893,7 +911,7 @@ defmodule NxJax.Worker do
     lend_port =
       Keyword.get_lazy(opts, :lend_port, fn -> Application.get_env(:nx_jax, :lend_port, true) end)
 
-    lend = :atomics.new(4, signed: true)
+    lend = :atomics.new(5, signed: true)
     # (a worker that lends no port holds it for good)
     unless lend_port, do: :atomics.put(lend, @lock, @gen_server)
 
@@ -912,7 +930,7 @@ defmodule NxJax.Worker do
        holding: not lend_port,
        held_back: [],
        waiting: nil,
-       # ids of borrowed requests whose borrower was taken for dead (reclaim/1)
+       # ids of borrowed requests whose borrower died (reclaim/1)
        stale: MapSet.new(),
        owners: %{},
        # {timer, deadline}: one timer, for the earliest deadline of the pending requests
@@ -1021,7 +1039,7 @@ defmodule NxJax.Worker do
 
     case :atomics.compare_exchange(state.lend, @lock, 0, @gen_server) do
       :ok -> write(hold(state), frame)
-      borrower -> watch_borrower(%{state | held_back: [frame], waiting: {borrower, nil, 0}})
+      borrower -> watch_borrower(%{state | held_back: [frame], waiting: {borrower, nil}})
     end
   end
 
@@ -1041,70 +1059,61 @@ defmodule NxJax.Worker do
 
   defp free_port(state), do: state
 
-  # Waits for request `id`'s borrower to give the port back (its :nx_jax_port_back). One that
-  # has the port is monitored; while the port is still (or again) connected here, the borrower
-  # is between taking the lock and connecting, or between connecting back and freeing it, which
-  # takes microseconds: the check repeats every millisecond, and after @reclaim_after_ms the
-  # borrower is taken for dead and the port is taken back. (One that was only descheduled that
-  # long and then connects finds the lock gone, or, past that check, hands the GenServer the
-  # replies to its requests, settle/3.)
-  defp watch_borrower(%{waiting: {id, monitor, checks}} = state) do
-    me = self()
+  # Waits for the borrower (`word`, its pid_word/1) to give the port back (its
+  # :nx_jax_port_back), monitoring it: one that dies holding the port (before or after
+  # connecting it, or before freeing it) is taken for gone, and the port taken back.
+  defp watch_borrower(%{waiting: {word, nil}} = state) do
+    monitor = Process.monitor(pid_of_word(word))
+    %{state | waiting: {word, monitor}}
+  end
 
-    case Port.info(state.port, :connected) do
-      {:connected, ^me} when checks >= @reclaim_after_ms ->
-        reclaim(state, :warning)
+  # The local pid of `word` (pid_word/1): this process's own encoding (NEW_PID_EXT) with the
+  # word's ID and serial. Taken now, not when the worker started: a node that starts
+  # distribution later changes its name, and a pid encoded under the old name is another
+  # node's (a monitor on it fails at once).
+  defp pid_of_word(word) do
+    bin = :erlang.term_to_binary(self())
+    size = byte_size(bin)
+    id_serial = <<div(word, 4_294_967_296)::32, rem(word, 4_294_967_296)::32>>
 
-      {:connected, pid} when pid != me ->
-        monitor = monitor || Process.monitor(pid)
-        %{state | waiting: {id, monitor, checks}}
-
-      _here ->
-        Process.send_after(self(), :nx_jax_port_check, 1)
-        %{state | waiting: {id, monitor, checks + 1}}
-    end
+    :erlang.binary_to_term(
+      binary_part(bin, 0, size - 12) <> id_serial <> binary_part(bin, size - 4, 4)
+    )
   end
 
   # The port is free again, or its borrower is gone: take it and write what was held back.
-  defp retake(%{waiting: {id, monitor, _checks}} = state, borrower_gone) do
+  defp retake(%{waiting: {word, monitor}} = state, borrower_gone) do
     case :atomics.compare_exchange(state.lend, @lock, 0, @gen_server) do
       :ok ->
         if monitor, do: Process.demonitor(monitor, [:flush])
         took(state)
 
-      # (a caller that dies while its call holds the port is no fault of the worker's)
-      ^id when borrower_gone ->
-        reclaim(state, :debug)
+      ^word when borrower_gone ->
+        reclaim(state)
 
-      ^id ->
+      ^word ->
         state
 
       other ->
         if monitor, do: Process.demonitor(monitor, [:flush])
-        watch_borrower(%{state | waiting: {other, nil, 0}})
+        watch_borrower(%{state | waiting: {other, nil}})
     end
   end
 
-  # Takes the port from the borrower of request `id`, presumed dead: its reply, if it comes, is
-  # dropped (stale; the ids of the last @max_stale such requests are kept, as a request may
-  # never have been written).
-  defp reclaim(%{waiting: {id, monitor, _checks}} = state, level) do
-    if monitor, do: Process.demonitor(monitor, [:flush])
-
-    case :atomics.compare_exchange(state.lend, @lock, id, @gen_server) do
+  # Takes the port from a borrower that died: the reply to its request, if it comes, is dropped
+  # (stale; the ids of the last @max_stale such requests are kept, as a request may never have
+  # been written). A caller that dies while its call holds the port is no fault of the worker's.
+  defp reclaim(%{waiting: {word, _monitor}} = state) do
+    case :atomics.compare_exchange(state.lend, @lock, word, @gen_server) do
       :ok ->
-        Logger.log(
-          level,
-          "nx_jax: took the worker's port back from a caller that did not return it"
-        )
-
+        Logger.debug("nx_jax: took the worker's port back from a caller that died holding it")
         :erlang.port_connect(state.port, self())
         stale = if MapSet.size(state.stale) < @max_stale, do: state.stale, else: MapSet.new()
-        took(%{state | stale: MapSet.put(stale, id)})
+        took(%{state | stale: MapSet.put(stale, :atomics.get(state.lend, @lent_id))})
 
-      # it came back meanwhile
+      # it gave the port back before it died
       _ ->
-        retake(%{state | waiting: {id, nil, 0}}, false)
+        retake(%{state | waiting: {word, nil}}, false)
     end
   end
 
@@ -1209,16 +1218,10 @@ defmodule NxJax.Worker do
     end
   end
 
-  def handle_info(:nx_jax_port_back, %{waiting: {_, _, _}} = state),
+  def handle_info(:nx_jax_port_back, %{waiting: {_, _}} = state),
     do: {:noreply, retake(state, false)}
 
-  def handle_info(:nx_jax_port_check, %{waiting: {id, _, _}} = state) do
-    if :atomics.get(state.lend, @lock) == id,
-      do: {:noreply, watch_borrower(state)},
-      else: {:noreply, retake(state, false)}
-  end
-
-  def handle_info({:DOWN, monitor, :process, _, _}, %{waiting: {_, monitor, _}} = state),
+  def handle_info({:DOWN, monitor, :process, _, _}, %{waiting: {_, monitor}} = state),
     do: {:noreply, retake(state, true)}
 
   def handle_info({:DOWN, _monitor, :process, pid, _reason}, state) do
