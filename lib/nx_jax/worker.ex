@@ -403,9 +403,8 @@ defmodule NxJax.Worker do
   # Returns nil where the call goes through the GenServer instead.
   defp lent_call(dest, {:graph_call, key, _graph, args, false, _owner}, limits)
        when is_pid(dest) and node(dest) == node() do
-    me = my_word()
-
-    with %{lend: lend} = local <- local_or_nil(dest),
+    with me when me != nil <- my_word(),
+         %{lend: lend} = local <- local_or_nil(dest),
          0 <- :atomics.get(lend, @gen_server_waits),
          0 <- :atomics.get(lend, @lock),
          true <- known?(local.known, key),
@@ -433,18 +432,28 @@ defmodule NxJax.Worker do
   # format (NEW_PID_EXT: ..., ID::32, Serial::32, Creation::32); the GenServer turns it back into
   # the pid with its node's own encoding (pid_of_word/1). Kept in the process dictionary.
   defp my_word do
-    with nil <- Process.get(@my_word) do
-      word = pid_word(self())
-      Process.put(@my_word, word)
-      word
+    case Process.get(@my_word, :unset) do
+      :unset ->
+        word = pid_word(self())
+        Process.put(@my_word, word)
+        word
+
+      word ->
+        word
     end
   end
 
+  # (nil for an encoding other than NEW_PID_EXT, or an ID past 31 bits: then no call of this
+  # process borrows a port)
   @doc false
   def pid_word(pid) when node(pid) == node() do
-    <<131, 88, _::binary>> = bin = :erlang.term_to_binary(pid)
-    <<id::32, serial::32, _creation::32>> = binary_part(bin, byte_size(bin) - 12, 12)
-    id * 4_294_967_296 + serial
+    with <<131, 88, _::binary>> = bin <- :erlang.term_to_binary(pid),
+         <<id::32, serial::32, _creation::32>> when id < 2_147_483_648 <-
+           binary_part(bin, byte_size(bin) - 12, 12) do
+      id * 4_294_967_296 + serial
+    else
+      _ -> nil
+    end
   end
 
   defp local_or_nil(pid) do
