@@ -46,6 +46,14 @@ defmodule NxJax.LentPortTest do
     result
   end
 
+  # a worker of this test that has served the busy loop once (through its GenServer, which sent
+  # the graph): its next busy calls can borrow the port
+  defp busy_worker do
+    w = start_worker()
+    slow_call(w, 1)
+    w
+  end
+
   defp start_worker(opts \\ []) do
     name = :"lent_port_#{System.unique_integer([:positive])}"
     start_supervised!({NxJax.Worker, [name: name] ++ opts}, id: name)
@@ -147,8 +155,7 @@ defmodule NxJax.LentPortTest do
   end
 
   test "a request made while a call holds the port waits for it; both are answered" do
-    w = start_worker()
-    slow_call(w, 1)
+    w = busy_worker()
     lent = lent_calls(w)
     slow = holding(w, fn -> slow_call(w) end)
 
@@ -163,10 +170,9 @@ defmodule NxJax.LentPortTest do
   end
 
   test "a caller killed while it holds the port: the worker serves on, its tensors intact" do
-    w = start_worker()
+    w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
     [kept] = NxJax.Worker.put([@ones], server: w)
-    slow_call(w, 1)
 
     log =
       capture_log(fn ->
@@ -247,8 +253,7 @@ defmodule NxJax.LentPortTest do
   end
 
   test "a borrowed call past its timeout: a Timeout error, and the worker is replaced" do
-    w = start_worker()
-    slow_call(w, 1)
+    w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
 
     capture_log(fn ->
@@ -264,8 +269,7 @@ defmodule NxJax.LentPortTest do
   end
 
   test "the Python process killed during a borrowed call: the call is retried on the new worker" do
-    w = start_worker()
-    slow_call(w, 1)
+    w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
 
     capture_log(fn ->
