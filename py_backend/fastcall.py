@@ -227,7 +227,7 @@ class Layouts:
             self.clear()
         if self._count >= MAX_LAYOUTS:
             self.clear()
-        same_head = self._by_head.setdefault((layout.size, d[start:head_end]), [])
+        same_head = self._by_head.setdefault((layout.size, layout.head), [])
         if layout not in same_head:
             same_head.append(layout)
             self._count += 1
