@@ -46,9 +46,10 @@ defmodule NxJax.Worker do
 
   ## Graphs by key
 
-  `run_cached/6` sends a graph once: the worker remembers it under its key (`graph_key/1`) and later calls carry only the key and the arguments. If the Python side does
-  not know a key (its cache dropped it), it answers `UnknownGraph` and this GenServer re-sends
-  the graph; the caller sees nothing of it. Client-side counters (`graph_sends`, `key_calls`,
+  `run_cached/5` sends a graph once: the worker remembers it under its key (`graph_key/1`)
+  and later calls carry only the key and the arguments. If the Python side does not know a key
+  (its cache dropped it), it answers `UnknownGraph` and this GenServer re-sends the graph; the
+  caller sees nothing of it. Client-side counters (`graph_sends`, `key_calls`,
   `graph_resends`) are part of `stats/1`.
 
   ## Lent port
@@ -65,8 +66,8 @@ defmodule NxJax.Worker do
   - The GenServer monitors a borrower it waits for (the lock names it). One that dies holding
     the port (at any step of its call) is taken for gone: the GenServer takes the port back and
     drops the dead call's reply; the Python process, its compiled graphs and resident tensors
-    are untouched. A live borrower is never dispossessed. (The borrower connects the port with the port
-    message `{owner, {:connect, pid}}`, which does not link it to the port, as
+    are untouched. A live borrower is never dispossessed. (The borrower connects the port with
+    the port message `{owner, {:connect, pid}}`, which does not link it to the port, as
     `:erlang.port_connect/2` would: a linked caller that is killed closes the port.)
   - A borrowed call enforces its own `:timeout`: past it, it gives the port back and has the
     GenServer replace the Python process, as for its own requests.
@@ -525,9 +526,9 @@ defmodule NxJax.Worker do
 
   # The reply address of a call, and whether it is the call's own: the process's kept alias,
   # the same from call to call (making and removing an alias for each call cost 0.7-0.9 us, a
-  # third of this client's time; docs/BENCHMARKS.md section 1). A call that gives up on its reply (past its
-  # limit, or its worker went down) removes the kept alias (drop_reply_alias/0), so a reply that
-  # comes later is dropped, and the next call makes a new one. A call made by a hook function
+  # third of this client's time; docs/BENCHMARKS.md section 1). A call that gives up on its
+  # reply (past its limit, or its worker went down) removes the kept alias (drop_reply_alias/0),
+  # so a reply that comes later is dropped, and the next call makes a new one. A call made by a hook function
   # while another call waits (`@in_hook`) has an alias of its own, so that its giving up cannot
   # drop the waiting call's reply.
   defp reply_to do
