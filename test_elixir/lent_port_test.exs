@@ -92,10 +92,65 @@ defmodule NxJax.LentPortTest do
     # the first call carries the graph, through the GenServer; all others borrow the port
     assert %{graph_sends: 1, key_calls: 49, lent_calls: 49} = NxJax.Worker.stats(server: lending)
     assert %{graph_sends: 1, key_calls: 49, lent_calls: 0} = NxJax.Worker.stats(server: holding)
-    # the port is back with the GenServer, and free
-    assert Port.info(port(lending), :connected) == {:connected, GenServer.whereis(lending)}
+    # the port is back with its keeper, suspended, and free
+    keeper = :sys.get_state(lending).keeper
+    assert Port.info(port(lending), :connected) == {:connected, keeper}
+    assert Process.info(keeper, :status) == {:status, :suspended}
     assert :atomics.get(:sys.get_state(lending).lend, 1) == 0
     refute Enum.member?(elem(Process.info(self(), :links), 1), port(lending))
+  end
+
+  test "borrowed calls wake neither the GenServer nor the keeper; the keeper is drained" do
+    w = start_worker()
+    f = Nx.Defn.jit(&Fns.affine/2, server: w)
+    x = Nx.tensor([1.0, 2.0])
+    f.(x, 1)
+    f.(x, 1)
+    %{keeper: keeper} = :sys.get_state(w)
+    gen_server = GenServer.whereis(w)
+    before = lent_calls(w)
+    {:reductions, gs_before} = Process.info(gen_server, :reductions)
+    {:reductions, keeper_before} = Process.info(keeper, :reductions)
+
+    for _ <- 1..200, do: assert(f.(x, 1) == Nx.tensor([3.0, 5.0]))
+
+    assert lent_calls(w) - before == 200
+    # (the stats call above and a drain tick or two cost a few hundred reductions; a GenServer
+    # woken by each call, as when it was the port's owner at rest, costs thousands)
+    {:reductions, gs_after} = Process.info(gen_server, :reductions)
+    {:reductions, keeper_after} = Process.info(keeper, :reductions)
+    assert gs_after - gs_before < 1_000
+    assert keeper_after - keeper_before < 200
+    # the keeper holds the port's answers to the borrowers' connects until its next drain
+    assert wait_until(
+             fn -> Process.info(keeper, :message_queue_len) == {:message_queue_len, 0} end,
+             300
+           )
+
+    assert Process.info(keeper, :status) == {:status, :suspended}
+  end
+
+  test "a Python process that dies while its port rests with the keeper: its exit status is " <>
+         "reported, and the worker is restarted" do
+    w = start_worker()
+    f = Nx.Defn.jit(&Fns.affine/2, server: w)
+    x = Nx.tensor([1.0, 2.0])
+    f.(x, 1)
+    f.(x, 1)
+    gen_server = GenServer.whereis(w)
+    ref = Process.monitor(gen_server)
+    assert Port.info(port(w), :connected) == {:connected, :sys.get_state(w).keeper}
+
+    log =
+      ExUnit.CaptureLog.capture_log(fn ->
+        System.cmd("kill", ["-KILL", Integer.to_string(NxJax.Worker.os_pid(w))])
+        assert_receive {:DOWN, ^ref, :process, _, reason}, 5_000
+        assert reason == {:shutdown, {:worker_exited, 137}}
+      end)
+
+    assert log =~ "exited with status 137 (killed by signal 9)"
+    assert wait_until(fn -> GenServer.whereis(w) not in [nil, gen_server] end, 500)
+    assert f.(x, 2) == Nx.tensor([4.0, 6.0])
   end
 
   test "calls with resident arguments, resident results or hooks go through the GenServer" do

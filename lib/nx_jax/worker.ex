@@ -57,10 +57,14 @@ defmodule NxJax.Worker do
   A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
   back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
   worker's port: the calling process connects the port to itself, writes its request, takes
-  its reply straight from the port, and connects the port back to the GenServer. The reply
-  skips one process hop (docs/BENCHMARKS.md section 1). A lock in the worker's atomics keeps
-  the GenServer and borrowers from writing at the same time, and names the borrower; every
-  request id comes from one counter, so a late reply can never be taken for another.
+  its reply straight from the port, and connects the port back. The reply skips one process
+  hop (docs/BENCHMARKS.md section 1). While no one uses it, the port rests with a keeper
+  process that the GenServer keeps suspended, so that a borrowed call wakes no other process
+  (the port answers each connect to its previous owner); what the port sends meanwhile (a log
+  line, an exit status) waits there until the GenServer collects it, within 20 ms while calls
+  borrow the port and within a second when the worker is idle. A lock in the worker's atomics
+  keeps the GenServer and borrowers from writing at the same time, and names the borrower;
+  every request id comes from one counter, so a late reply can never be taken for another.
 
   - Requests the GenServer gets meanwhile are held back until the port comes back.
   - The GenServer monitors a borrower it waits for (the lock names it). One that dies holding
@@ -116,6 +120,10 @@ defmodule NxJax.Worker do
   @lent_calls 4
   @lent_id 5
   @gen_server -1
+  # the port's keeper (start_keeper/1) is drained every this many milliseconds while calls borrow
+  # the port, and every @drain_idle_ms otherwise (handle_info/2 of :nx_jax_drain)
+  @drain_busy_ms 20
+  @drain_idle_ms 1_000
   # (the ids of the last this many requests of borrowers that died are kept, reclaim/1)
   @max_stale 64
   # (this process's pid_word/1, see lent_call/3)
@@ -414,13 +422,13 @@ defmodule NxJax.Worker do
       :atomics.put(lend, @lent_id, id)
 
       reply =
-        if take_port(dest, local.port, graph_call_frame(id, key, nil, args, false)) do
+        if take_port(local.keeper, local.port, graph_call_frame(id, key, nil, args, false)) do
           :atomics.add(lend, @lent_calls, 1)
           # (no grace: the caller enforces the deadline of its own request, after_lent/3)
           wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid})
         end
 
-      give_back(dest, local.port, lend, me)
+      give_back(dest, local, me)
       after_lent(dest, key, reply)
     else
       _ -> nil
@@ -471,24 +479,25 @@ defmodule NxJax.Worker do
   end
 
   # Connects the port to this process and writes `frame`; false if the port is closed. The
-  # connect is the port message `{owner, {:connect, pid}}` (the port answers the GenServer, its
-  # owner, `{port, :connected}`): port_connect/2 would link this process to the port, and a
-  # caller killed while linked, even in the instant before an unlink, closes the port (a test
-  # of 3000 kills closed it within 30). Nothing takes the port from a live borrower.
-  defp take_port(dest, port, frame) do
-    send(port, {dest, {:connect, self()}})
+  # connect is the port message `{owner, {:connect, pid}}`, `owner` being the port's keeper
+  # while the port is free (keeper/2), which the port answers `{port, :connected}`:
+  # port_connect/2 would link this process to the port, and a caller killed while linked, even
+  # in the instant before an unlink, closes the port (a test of 3000 kills closed it within 30).
+  # Nothing takes the port from a live borrower.
+  defp take_port(keeper, port, frame) do
+    send(port, {keeper, {:connect, self()}})
     Port.command(port, frame)
   rescue
     ArgumentError -> false
   end
 
-  # Connects the port back to the GenServer, frees the port (telling the GenServer if it waits
-  # for it) and hands the GenServer what came from the port after the reply, in order.
-  defp give_back(dest, port, lend, me) do
+  # Connects the port back to its keeper, frees the port (telling the GenServer if it waits for
+  # it) and hands the GenServer what came from the port after the reply, in order.
+  defp give_back(dest, %{port: port, keeper: keeper, lend: lend}, me) do
     try do
-      :erlang.port_connect(port, dest)
+      :erlang.port_connect(port, keeper)
     rescue
-      # the port closed, or the GenServer is gone
+      # the port closed (with it, its keeper)
       ArgumentError -> :ok
     end
 
@@ -924,6 +933,8 @@ defmodule NxJax.Worker do
     lend = :atomics.new(5, signed: true)
     # (a worker that lends no port holds it for good)
     unless lend_port, do: :atomics.put(lend, @lock, @gen_server)
+    keeper = if lend_port, do: start_keeper(port)
+    drain_timer = if lend_port, do: drain_timer(@drain_idle_ms)
 
     {:ok,
      %{
@@ -937,6 +948,11 @@ defmodule NxJax.Worker do
        # while it waits for it, the requests it holds back (newest first) and the borrower
        lend: lend,
        lend_port: lend_port,
+       keeper: keeper,
+       # {timer, due}: the keeper's next drain (start_keeper/1), and the lent_calls count at
+       # the last one
+       drain_timer: drain_timer,
+       drained_at: 0,
        holding: not lend_port,
        held_back: [],
        waiting: nil,
@@ -963,7 +979,7 @@ defmodule NxJax.Worker do
   end
 
   def handle_call(:local, _from, state) do
-    local = Map.take(state, [:live, :port, :lend, :known, :os_pid])
+    local = Map.take(state, [:live, :port, :lend, :known, :keeper, :os_pid])
     {:reply, local, state}
   end
 
@@ -1055,19 +1071,115 @@ defmodule NxJax.Worker do
 
   defp write(state, frame), do: %{state | held_back: [frame | state.held_back]}
 
+  # Takes the port (from its keeper, or from a borrower that died) for this GenServer's own
+  # requests; port_connect/2 links nothing new: this process opened the port.
   defp hold(state) do
     :atomics.put(state.lend, @gen_server_waits, 0)
+    :erlang.port_connect(state.port, self())
     %{state | holding: true}
   end
 
-  # Frees the port once no request is in flight, so a call may borrow it.
+  # Frees the port once no request is in flight, so a call may borrow it: the port rests with
+  # its keeper.
   defp free_port(%{holding: true, lend_port: true, pending: pending} = state)
        when map_size(pending) == 0 do
+    :erlang.port_connect(state.port, state.keeper)
     :atomics.put(state.lend, @lock, 0)
-    %{state | holding: false}
+    # (a line the Python process prints while answering may come after its reply)
+    drain_within(%{state | holding: false}, @drain_busy_ms)
   end
 
   defp free_port(state), do: state
+
+  # The port's keeper: the port's connected process while it is free, kept suspended
+  # (:erlang.suspend_process/1). A call that borrows the port connects it with the port message
+  # `{keeper, {:connect, pid}}`, which the port answers to the keeper: a suspended process is
+  # not scheduled for a message, so the answer wakes no process and no scheduler thread. (With
+  # this GenServer as the port's owner at rest, each borrowed call woke it, on another scheduler
+  # as often as not: 17 reductions of its own per call, and on 2 cores 4-10 us more per call on
+  # average and 5-9 us more CPU; docs/BENCHMARKS.md section 1.) What the port sends while it
+  # rests (a log line, the exit status of a Python process that died) waits in the keeper's
+  # queue until drain/1 hands it over. Linked to this GenServer, and through port_connect/2 to
+  # the port.
+  defp start_keeper(port) do
+    keeper = spawn_link(fn -> keeper(port, []) end)
+    :erlang.port_connect(port, keeper)
+    :erlang.suspend_process(keeper)
+    keeper
+  end
+
+  defp drain_timer(ms) do
+    now = System.monotonic_time(:millisecond)
+    {:erlang.start_timer(now + ms, self(), :nx_jax_drain, abs: true), now + ms}
+  end
+
+  # (moves the keeper's next drain up to within `ms`)
+  defp drain_within(%{drain_timer: {timer, due}} = state, ms) do
+    if due > System.monotonic_time(:millisecond) + ms do
+      :erlang.cancel_timer(timer)
+      %{state | drain_timer: drain_timer(ms)}
+    else
+      state
+    end
+  end
+
+  defp keeper(port, kept) do
+    receive do
+      {^port, :connected} ->
+        keeper(port, kept)
+
+      {:nx_jax_drain, from, ref} ->
+        send(from, {ref, Enum.reverse(kept)})
+        keeper(port, [])
+
+      message ->
+        keeper(port, [message | kept])
+    end
+  end
+
+  # What came from the port while it rested with the keeper (the keeper runs only for this).
+  defp drain(%{keeper: nil}), do: []
+
+  defp drain(%{keeper: keeper}) do
+    ref = make_ref()
+    :erlang.resume_process(keeper)
+
+    try do
+      send(keeper, {:nx_jax_drain, self(), ref})
+
+      receive do
+        {^ref, kept} -> kept
+      after
+        5_000 -> []
+      end
+    after
+      :erlang.suspend_process(keeper)
+    end
+  rescue
+    # the keeper is gone (and with it the port: the GenServer stops on its exit)
+    ArgumentError -> []
+  end
+
+  # Hands what the keeper holds to handle_info/2, in order (a reply-less frame of the port: a
+  # log line, a stale reply; or the exit status of the Python process).
+  defp drain_into(state) do
+    Enum.reduce_while(drain(state), {:noreply, state}, fn message, {:noreply, state} ->
+      case handle_info(message, state) do
+        {:noreply, state} -> {:cont, {:noreply, state}}
+        stop -> {:halt, stop}
+      end
+    end)
+  end
+
+  # (only when the keeper holds something: a log line must not pass one printed before it)
+  defp drain_pending(%{keeper: keeper} = state) when is_pid(keeper) do
+    case Process.info(keeper, :message_queue_len) do
+      {:message_queue_len, n} when n > 0 -> drain_into(state)
+      _ -> {:noreply, state}
+    end
+  end
+
+  defp drain_pending(state), do: {:noreply, state}
 
   # Waits for the borrower (`word`, its pid_word/1) to give the port back (its
   # :nx_jax_port_back), monitoring it: one that dies holding the port (before or after
@@ -1117,7 +1229,6 @@ defmodule NxJax.Worker do
     case :atomics.compare_exchange(state.lend, @lock, word, @gen_server) do
       :ok ->
         Logger.debug("nx_jax: took the worker's port back from a caller that died holding it")
-        :erlang.port_connect(state.port, self())
         stale = if MapSet.size(state.stale) < @max_stale, do: state.stale, else: MapSet.new()
         took(%{state | stale: MapSet.put(stale, :atomics.get(state.lend, @lent_id))})
 
@@ -1153,8 +1264,10 @@ defmodule NxJax.Worker do
         {:noreply, state |> complete(id, reply) |> free_port()}
 
       {:log, stream, line} ->
-        log_line(state, stream, line)
-        {:noreply, state}
+        with {:noreply, state} <- drain_pending(state) do
+          log_line(state, stream, line)
+          {:noreply, state}
+        end
 
       {:hook, id, index, tensors} ->
         # a hook fired while request `id` runs: its caller runs the Elixir function
@@ -1177,14 +1290,26 @@ defmodule NxJax.Worker do
   end
 
   def handle_info({:EXIT, port, reason}, %{port: port} = state) do
-    text =
-      "the Python worker (OS pid #{state.os_pid}) exited: its port closed " <>
-        "(#{inspect(reason)}) while a request was being written, so its exit status is unknown"
-
-    error = {"WorkerExited", text, ""}
-    fail_pending(state, error)
-    {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
+    # (the exit status went to the keeper if the port rested with it)
+    case drain_into(state) do
+      {:noreply, state} -> port_closed(state, reason)
+      stop -> stop
+    end
   end
+
+  # The keeper's drain (start_keeper/1): every @drain_busy_ms while calls borrow the port (the
+  # keeper holds an answer to each), else every @drain_idle_ms, and @drain_busy_ms after the
+  # GenServer's own requests (free_port/1).
+  def handle_info({:timeout, timer, :nx_jax_drain}, %{drain_timer: {timer, _}} = state) do
+    lent = :atomics.get(state.lend, @lent_calls)
+    next = if lent != state.drained_at, do: @drain_busy_ms, else: @drain_idle_ms
+    drain_pending(%{state | drain_timer: drain_timer(next), drained_at: lent})
+  end
+
+  def handle_info({:timeout, _moved, :nx_jax_drain}, state), do: {:noreply, state}
+
+  def handle_info({:EXIT, keeper, reason}, %{keeper: keeper} = state),
+    do: {:stop, {:shutdown, {:keeper_exited, reason}}, state}
 
   # The earliest deadline passed: answer every request past its deadline with a timeout and
   # replace the worker (kill its Python process; the exit_status that follows fails the other
@@ -1267,15 +1392,23 @@ defmodule NxJax.Worker do
     {:noreply, dispatch(message, from, limit, state)}
   end
 
-  # a call borrowed the port (take_port/5)
-  def handle_info({port, :connected}, %{port: port} = state), do: {:noreply, state}
-
   def handle_info(_other, state), do: {:noreply, state}
 
   @impl true
   def terminate(_reason, state) do
     if Port.info(state.port) != nil, do: Port.close(state.port)
+    # (a keeper outlives a GenServer that stops with reason :normal)
+    if state.keeper, do: Process.exit(state.keeper, :kill)
     :ok
+  end
+
+  defp port_closed(state, reason) do
+    text =
+      "the Python worker (OS pid #{state.os_pid}) exited: its port closed " <>
+        "(#{inspect(reason)}) while a request was being written, so its exit status is unknown"
+
+    fail_pending(state, {"WorkerExited", text, ""})
+    {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
   defp exited_text(os_pid, status),
