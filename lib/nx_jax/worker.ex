@@ -178,23 +178,24 @@ defmodule NxJax.Worker do
   """
   def run_cached(key, graph_bin, args, keep, opts \\ [])
       when is_binary(key) and is_binary(graph_bin) and is_list(args) and is_boolean(keep) do
-    refs = Enum.any?(args, &match?({:ref, _}, &1))
+    {refs, small} = arg_kinds(args, false, true)
     opts = if refs, do: [{:retryable, false} | opts], else: opts
     # (a call that may borrow the worker's port, see "Lent port": with resident arguments it
     # must not overtake a free that release/2 left to the GenServer)
     lendable = not keep and not refs
-    request(opts, {:graph_call, key, graph_bin, encode_args(args), keep, self()}, lendable)
+    # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
+    # case of a repeated call) are encoded in one term_to_binary; large data is never copied.
+    body = if small, do: small_body(args), else: encode_body(args)
+    request(opts, {:graph_call, key, graph_bin, body, keep, self()}, lendable)
   end
 
-  # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
-  # case of a repeated call) are encoded in one term_to_binary; large data is never copied.
-  defp encode_args(args) do
-    if Enum.all?(args, &small_arg?/1), do: small_body(args), else: encode_body(args)
-  end
+  # whether `args` hold a resident handle, and whether all of them are small
+  defp arg_kinds([{_type, _shape, data} | rest], refs, small) when is_binary(data),
+    do: arg_kinds(rest, refs, small and byte_size(data) < @big_binary)
 
-  defp small_arg?({_type, _shape, data}) when is_binary(data), do: byte_size(data) < @big_binary
-  defp small_arg?({:ref, _handle}), do: true
-  defp small_arg?(_other), do: false
+  defp arg_kinds([{:ref, _handle} | rest], _refs, small), do: arg_kinds(rest, true, small)
+  defp arg_kinds([_other | rest], refs, _small), do: arg_kinds(rest, refs, false)
+  defp arg_kinds([], refs, small), do: {refs, small}
 
   @doc """
   The key of an encoded graph: its MD5 digest followed by its byte size as a 64-bit
@@ -395,9 +396,16 @@ defmodule NxJax.Worker do
       lent: lent
     }
 
-    reply = await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1)
-    note_wait(spin_us, now)
-    reply
+    case await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1) do
+      # (a reply taken while polling came within reply_spin_us: no clock needed)
+      {:polled, reply} ->
+        if Process.get(@late_replies) != nil, do: Process.delete(@late_replies)
+        reply
+
+      reply ->
+        note_wait(spin_us, now)
+        reply
+    end
   end
 
   # Lent port (docs/ARCHITECTURE.md): a key-only graph call, of plain arguments, whose results
@@ -577,7 +585,8 @@ defmodule NxJax.Worker do
 
           reply ->
             unwatch(wait)
-            if failed, do: failed, else: reply
+            reply = if failed, do: failed, else: reply
+            if spin, do: {:polled, reply}, else: reply
         end
 
       {:nx_jax_hook, ^tag, index, tensors} ->
@@ -613,7 +622,7 @@ defmodule NxJax.Worker do
   defp settle(%{lent: {id, os_pid}, dest: dest}, port, message) do
     case message do
       {:data, frame} ->
-        case decode_reply(frame) do
+        case lent_reply(frame, id) do
           {^id, reply} ->
             reply
 
@@ -768,6 +777,8 @@ defmodule NxJax.Worker do
   # the function's atom, that of call (each graph call's) encoded once
   <<131, call_atom::binary>> = :erlang.term_to_binary(:call)
   @call_atom call_atom
+  # the head of a reply {:r, id, result} as the worker encodes it (lent_reply/2)
+  @reply_head <<131, 104, 3, 115, 1, ?r>>
   defp function_atom(:call), do: @call_atom
   defp function_atom(function), do: small_body(function)
 
@@ -804,6 +815,52 @@ defmodule NxJax.Worker do
         other
     end
   end
+
+  # The reply of a borrowed call: as decode_reply/1, read straight from the frame when it is the
+  # common one, `{:r, id, [tensor, ...]}` with this call's `id`, atoms as the worker encodes them
+  # (SMALL_ATOM_EXT; a third of the time of binary_to_term/1; the binaries are sub-binaries of
+  # the frame, as decode_frame/1's); anything else goes to decode_reply/1.
+  @doc false
+  def lent_reply(<<@reply_head, 98, id::32, 108, n::32, rest::binary>> = frame, id),
+    do: lent_results(n, rest, [], id, frame)
+
+  def lent_reply(<<@reply_head, 97, id, 108, n::32, rest::binary>> = frame, id),
+    do: lent_results(n, rest, [], id, frame)
+
+  def lent_reply(frame, _id), do: decode_reply(frame)
+
+  defp lent_results(0, <<106>>, acc, id, _frame), do: {id, {:ok, :lists.reverse(acc)}}
+
+  defp lent_results(
+         n,
+         <<104, 3, 104, 2, 115, 1, kind, 97, bits, 104, rank, rest::binary>>,
+         acc,
+         id,
+         frame
+       )
+       when kind in [?f, ?s, ?u, ?c] do
+    with {shape, <<109, size::32, data::binary-size(size), rest::binary>>} <-
+           lent_dims(rank, rest, []) do
+      lent_results(n - 1, rest, [{{kind_atom(kind), bits}, shape, data} | acc], id, frame)
+    else
+      _ -> decode_reply(frame)
+    end
+  end
+
+  defp lent_results(_n, _rest, _acc, _id, frame), do: decode_reply(frame)
+
+  defp lent_dims(0, rest, dims), do: {List.to_tuple(:lists.reverse(dims)), rest}
+  defp lent_dims(k, <<97, d, rest::binary>>, dims), do: lent_dims(k - 1, rest, [d | dims])
+
+  defp lent_dims(k, <<98, d::32, rest::binary>>, dims) when d < 2_147_483_648,
+    do: lent_dims(k - 1, rest, [d | dims])
+
+  defp lent_dims(_k, _rest, _dims), do: nil
+
+  defp kind_atom(?f), do: :f
+  defp kind_atom(?s), do: :s
+  defp kind_atom(?u), do: :u
+  defp kind_atom(?c), do: :c
 
   # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
   defp encode_id(id) when id < 256, do: <<97, id>>

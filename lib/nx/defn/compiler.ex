@@ -76,7 +76,7 @@ defmodule Nx.Defn.Compiler do
       case :persistent_term.get(key, nil) do
         nil ->
           {params, _concrete} = parameters(args)
-          compiled = compile(fun, params)
+          compiled = compile(fun, params, length(concrete))
           :counters.add(counters_ref(), 1, 1)
           :persistent_term.put(key, compiled)
           compiled
@@ -90,8 +90,26 @@ defmodule Nx.Defn.Compiler do
   end
 
   # the argument container with each leaf replaced by {type, shape, vectorized_axes}, and
-  # the concrete tensors in order
+  # the concrete tensors in order (a list of tensors, the common case, without the walk)
   defp signature(args) do
+    case flat_signature(args, [], []) do
+      nil -> walk_signature(args)
+      found -> found
+    end
+  end
+
+  defp flat_signature([], signature, concrete),
+    do: {List.to_tuple(:lists.reverse(signature)), :lists.reverse(concrete)}
+
+  defp flat_signature([%Nx.Tensor{data: %data{}} = tensor | rest], signature, concrete)
+       when data != Expr do
+    %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor
+    flat_signature(rest, [{type, shape, axes} | signature], [tensor | concrete])
+  end
+
+  defp flat_signature(_other, _signature, _concrete), do: nil
+
+  defp walk_signature(args) do
     {signature, concrete} =
       Composite.map_reduce(List.to_tuple(args), [], fn leaf, acc ->
         %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor = to_concrete(leaf)
@@ -118,18 +136,20 @@ defmodule Nx.Defn.Compiler do
   end
 
   # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index
-  defp compile(fun, params) do
+  defp compile(fun, params, count) do
     {result, hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
-    encode(result, hooks)
+    encode(result, hooks, count)
   end
 
-  defp encode(result, hooks) do
+  # `parameters`: the indices of the `count` concrete arguments the graph takes, or :all
+  defp encode(result, hooks, count) do
     case Composite.flatten_list([result]) do
       [] ->
         {:no_tensors, result}
 
       _leaves ->
         {graph, parameters, container} = NxJax.Graph.encode(result)
+        parameters = if parameters == Enum.to_list(0..(count - 1)//1), do: :all, else: parameters
         graph_bin = :erlang.term_to_binary(graph)
         templates = Composite.flatten_list([container])
 
@@ -144,17 +164,15 @@ defmodule Nx.Defn.Compiler do
   # Results stay resident when an argument was, or when the process's default backend is
   # NxJax.Backend.
   defp execute({:graph, graph_bin, key, parameters, container, templates, hooks}, args, opts) do
-    args = List.to_tuple(args)
-    args = Enum.map(parameters, &elem(args, &1))
+    args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
     home = Enum.find_value(args, &NxJax.Backend.worker/1)
     keep = home != nil or Nx.default_backend() == NxJax.Backend
 
     NxJax.Pool.with_worker(
-      opts[:server] || home,
+      Keyword.get(opts, :server) || home,
       fn server ->
         wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
-
-        call_opts = [server: server, on_hook: on_hook(hooks, opts[:hooks] || %{}, server)]
+        call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
         results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
         from_wire = &from_wire(&1, &2, server)
         NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
@@ -163,15 +181,19 @@ defmodule Nx.Defn.Compiler do
     )
   end
 
+  defp taken(parameters, args), do: Enum.map(parameters, &elem(args, &1))
+
   # vectorized arguments travel devectorized (their full shape)
   defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
   defp full_shape(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`
   # option overrides it by name) on the concrete values, in the hooked container.
-  defp on_hook(hooks, _overrides, _server) when hooks == %{}, do: nil
+  defp on_hook(hooks, _opts, _server) when hooks == %{}, do: nil
 
-  defp on_hook(hooks, overrides, server) do
+  defp on_hook(hooks, opts, server) do
+    overrides = Keyword.get(opts, :hooks) || %{}
+
     fn index, wire ->
       with {:ok, {name, fun, template}} <- Map.fetch(hooks, index),
            fun when is_function(fun, 1) <- (name && Map.get(overrides, name)) || fun do
