@@ -575,44 +575,62 @@ defmodule NxJax.Worker do
   # worker only once it stops polling: a call answered while it polls sends the worker no
   # monitor signals (and a local worker that dies meanwhile ends the polling: its liveness is
   # checked every @alive_every-th poll, as checking it costs more than a poll, `polls` counting
-  # them).
-  defp await_reply(tag, %{monitor: monitor} = wait, failed, spin, polls) do
+  # them). The polling receive is its own, with a literal `after 0` and no `:DOWN` clause (no
+  # monitor yet): with one receive for both phases (a timeout computed at run time, even 0, and
+  # a third clause), a borrowed call took 0.8 us longer (paired blocks, docs/BENCHMARKS.md
+  # section 1).
+  defp await_reply(tag, wait, failed, spin, polls) when spin != nil do
     receive do
       {^tag, reply} ->
-        case settle(wait, tag, reply) do
-          :more ->
-            await_reply(tag, wait, failed, spin, polls)
-
-          reply ->
-            unwatch(wait)
-            reply = if failed, do: failed, else: reply
-            if spin, do: {:polled, reply}, else: reply
-        end
+        got_reply(tag, wait, failed, spin, polls, reply)
 
       {:nx_jax_hook, ^tag, index, tensors} ->
-        await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
+        got_hook(tag, wait, failed, spin, polls, index, tensors)
+    after
+      0 ->
+        if System.monotonic_time(:microsecond) < spin and
+             (rem(polls, @alive_every) != 0 or alive?(wait.dest)) do
+          :erlang.yield()
+          await_reply(tag, wait, failed, spin, polls + 1)
+        else
+          await_reply(tag, watch(wait), failed, nil, polls)
+        end
+    end
+  end
+
+  defp await_reply(tag, %{monitor: monitor} = wait, failed, nil, polls) do
+    receive do
+      {^tag, reply} ->
+        got_reply(tag, wait, failed, nil, polls, reply)
+
+      {:nx_jax_hook, ^tag, index, tensors} ->
+        got_hook(tag, wait, failed, nil, polls, index, tensors)
 
       {:DOWN, ^monitor, _, _, reason} ->
         drop_reply_alias()
         failed || {:error, down_error(reason, wait.dest)}
     after
-      wait_ms(wait.limit, spin) ->
-        cond do
-          spin == nil ->
-            unwatch(wait)
-            drop_reply_alias()
-            failed || timed_out(wait)
-
-          System.monotonic_time(:microsecond) < spin and
-              (rem(polls, @alive_every) != 0 or alive?(wait.dest)) ->
-            :erlang.yield()
-            await_reply(tag, wait, failed, spin, polls + 1)
-
-          true ->
-            await_reply(tag, watch(wait), failed, nil, polls)
-        end
+      remaining(wait.limit) ->
+        unwatch(wait)
+        drop_reply_alias()
+        failed || timed_out(wait)
     end
   end
+
+  defp got_reply(tag, wait, failed, spin, polls, reply) do
+    case settle(wait, tag, reply) do
+      :more ->
+        await_reply(tag, wait, failed, spin, polls)
+
+      reply ->
+        unwatch(wait)
+        reply = if failed, do: failed, else: reply
+        if spin, do: {:polled, reply}, else: reply
+    end
+  end
+
+  defp got_hook(tag, wait, failed, spin, polls, index, tensors),
+    do: await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
 
   # The reply of a call (from its GenServer), or what came from the port of a lent call
   # (`tag` is then the port): its own reply, the exit status of a worker that died, or a frame
@@ -685,9 +703,6 @@ defmodule NxJax.Worker do
         :ok
     end
   end
-
-  defp wait_ms(limit, nil), do: remaining(limit)
-  defp wait_ms(_limit, _spin), do: 0
 
   # A hook that raises fails the call once its reply arrives (the worker finishes the run);
   # the hooks after it are not called.
