@@ -154,6 +154,37 @@ class Layouts:
 
         return follows
 
+    def one_reader(
+        self, layout: Layout
+    ) -> Callable[[channel.Chunk], tuple[bytes, np.ndarray] | None] | None:
+        """For a layout of one tensor, :meth:`matcher` and :func:`argument_views` in one call:
+        the request id's encoding and the tensor's view for a frame that follows ``layout``,
+        else ``None``. ``None`` for a layout of another number of tensors (or before any)."""
+        prefix, consts = self._prefix, layout.consts
+        if prefix is None or len(layout.tensors) != 1:
+            return None
+        ((tensor_at, dtype, shape, _),) = layout.tensors
+        at, size = len(prefix), layout.size
+        small, large = at + 2 + size, at + 5 + size  # the two id encodings
+        ndarray = np.ndarray
+
+        def read(frame: channel.Chunk) -> tuple[bytes, np.ndarray] | None:
+            n = len(frame)
+            if n == small:
+                if frame[at] != 97:
+                    return None
+            elif n != large or frame[at] != 98 or frame[at + 1] > 127:
+                return None
+            start = n - size
+            if type(frame) is memoryview or not frame.startswith(prefix):
+                return None
+            for offset, piece in consts:
+                if not frame.startswith(piece, start + offset):
+                    return None
+            return bytes(frame[at:start]), ndarray(shape, dtype, frame, start + tensor_at)
+
+        return read
+
     def arguments(self, frame: channel.Chunk, match: Match) -> list[np.ndarray]:
         """Views of the tensors' data in ``frame`` (no copy)."""
         return argument_views(frame, match.layout)
@@ -275,6 +306,7 @@ def _is_shape(term: Any) -> bool:
 
 _REPLY = b"\x83h\x03" + channel.encode(channel.atom("r"))[1:]  # {:r, id, result}
 _ONE = b"l" + _U32.pack(1)  # the head of a one-element list
+REPLY_HEAD, ONE_ELEMENT = _REPLY, _ONE  # (py_backend.worker's one-tensor hot path)
 
 
 def encode_tensor_reply(

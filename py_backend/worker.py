@@ -324,6 +324,9 @@ class Worker:
         (``fastcall.Layouts.matcher``) is run at once, while the cache has dropped nothing (and
         is the same cache); otherwise ``None``, and :meth:`handle` goes the usual way. A loop
         repeating one call skips the layout lookup, the runner lookup and the match object."""
+        one = self._hot_one(kept)
+        if one is not None:
+            return one
         follows = self.layouts.matcher(kept.layout)
         run, program, use, version = kept.run, kept.program, kept.use, kept.version
 
@@ -334,6 +337,48 @@ class Worker:
             try:
                 self.cache.touch(program, use)
                 return run(frame, id_bytes)
+            except Exception as exc:
+                return self.error_reply(fastcall.id_value(id_bytes), exc)
+
+        return hot
+
+    def _hot_one(self, kept: _Kept) -> Callable[[Chunk], list[Chunk] | None] | None:
+        """:meth:`_hot_path` for the commonest loop, one wire tensor in and one small wire tensor
+        out, in one function: the same steps as the runner of :meth:`_runner` and
+        :func:`to_host`, without their calls (0.3-0.4 us of a 10 us request; a small call's
+        whole overhead over JAX is 2 us). ``None`` for any other request."""
+        layout, program = kept.layout, kept.program
+        read = self.layouts.one_reader(layout)
+        if read is None or layout.keep or len(program.outs) != 1:
+            return None
+        (out,) = program.outs
+        dtype, shape = wire_dtype(out.type), out.shape
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes >= SMALL_TENSOR:
+            return None
+        header = fastcall.tensor_header(encode_type(out.type), shape, nbytes)
+        jitted, use, version, cache = program.jitted, kept.use, kept.version, self.cache
+        stats, asarray, join = cache.stats, np.asarray, b"".join
+        head, one, tail = fastcall.REPLY_HEAD, fastcall.ONE_ELEMENT, b"j"
+
+        def hot(frame: Chunk) -> list[Chunk] | None:
+            got = read(frame)
+            # (versions are unique across caches: a matching one is this same cache)
+            if got is None or self.cache.version != version:
+                return None
+            id_bytes, argument = got
+            try:
+                cache.touch(program, use)
+                results = jitted(argument)
+                stats.runs += 1
+                if len(results) != 1:
+                    raise ValueError(f"the run gave {len(results)} results for 1 output")
+                host = asarray(results[0])
+                if host.dtype != dtype:
+                    host = host.astype(dtype)
+                if host.shape != shape:
+                    raise ValueError(f"result shape {host.shape} is not the declared {shape}")
+                return [join((head, id_bytes, one, header, host.tobytes(), tail))]
             except Exception as exc:
                 return self.error_reply(fastcall.id_value(id_bytes), exc)
 
