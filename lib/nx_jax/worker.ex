@@ -126,8 +126,6 @@ defmodule NxJax.Worker do
   @drain_idle_ms 1_000
   # (the ids of the last this many requests of borrowers that died are kept, reclaim/1)
   @max_stale 64
-  # (this process's pid_word/1, see lent_call/3)
-  @my_word {__MODULE__, :pid_word}
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -257,13 +255,13 @@ defmodule NxJax.Worker do
   # takes `handles` out of a worker's table of live handles; how many were there
   defp take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, &1) != []))
 
-  # What callers on this node share with a worker (its table of live handles, its port, the
-  # atomics and the table of graph keys of "Lent port", its OS pid), asked once per calling
-  # process and worker.
+  # What callers on this node share with a worker (its table of live handles, its port and its
+  # keeper, the atomics and the table of graph keys of "Lent port", its OS pid), asked once per
+  # calling process and worker; with this process's pid_word/1 (`me`, "Lent port").
   defp local(pid) do
     case Process.get({__MODULE__, :local, pid}) do
       nil ->
-        local = GenServer.call(pid, :local)
+        local = Map.put(GenServer.call(pid, :local), :me, pid_word(self()))
         Process.put({__MODULE__, :local, pid}, local)
         local
 
@@ -414,16 +412,14 @@ defmodule NxJax.Worker do
   # process, writes its request, takes the reply from the port itself and gives the port back.
   # The reply skips the hop through the GenServer (1-5 us of a 22 us call in paired blocks;
   # docs/BENCHMARKS.md section 1). The worker's atomics (`lend`) say who holds the port: @lock
-  # is 0 (the GenServer has it, idle), @gen_server (it has requests in flight) or the borrower,
-  # as its pid_word/1, so that the GenServer can monitor it (watch_borrower/1); @lent_id is the
-  # borrower's request id. The ids of all requests come from @ids, so none is used twice.
-  # Returns nil where the call goes through the GenServer instead.
+  # is 0 (free: the port rests with its keeper), @gen_server (it has requests in flight) or the
+  # borrower, as its pid_word/1, so that the GenServer can monitor it (watch_borrower/1);
+  # @lent_id is the borrower's request id. The ids of all requests come from @ids, so none is
+  # used twice. Returns nil where the call goes through the GenServer instead.
   defp lent_call(dest, {:graph_call, key, _graph, args, false, _owner}, limits)
        when is_pid(dest) and node(dest) == node() do
-    with me when me != nil <- my_word(),
-         %{lend: lend} = local <- local_or_nil(dest),
+    with %{lend: lend, me: me} = local when me != nil <- local_or_nil(dest),
          0 <- :atomics.get(lend, @gen_server_waits),
-         0 <- :atomics.get(lend, @lock),
          true <- known?(local.known, key),
          :ok <- :atomics.compare_exchange(lend, @lock, 0, me) do
       id = :atomics.add_get(lend, @ids, 1)
@@ -447,19 +443,7 @@ defmodule NxJax.Worker do
 
   # This process as one positive integer: the ID and serial of its pid, from the external term
   # format (NEW_PID_EXT: ..., ID::32, Serial::32, Creation::32); the GenServer turns it back into
-  # the pid with its node's own encoding (pid_of_word/1). Kept in the process dictionary.
-  defp my_word do
-    case Process.get(@my_word, :unset) do
-      :unset ->
-        word = pid_word(self())
-        Process.put(@my_word, word)
-        word
-
-      word ->
-        word
-    end
-  end
-
+  # the pid with its node's own encoding (pid_of_word/1). Kept with the worker's local/1.
   # (nil for an encoding other than NEW_PID_EXT, or an ID past 31 bits: then no call of this
   # process borrows a port)
   @doc false

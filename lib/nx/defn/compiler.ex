@@ -174,14 +174,22 @@ defmodule Nx.Defn.Compiler do
         wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
         call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
         results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
-        from_wire = &from_wire(&1, &2, server)
-        NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
+        rebuild(container, templates, results, server)
       end,
       opts
     )
   end
 
   defp taken(parameters, args), do: Enum.map(parameters, &elem(args, &1))
+
+  # the result container (one tensor, the common case, without the walk)
+  defp rebuild(%Nx.Tensor{} = template, _templates, [result], server),
+    do: from_wire(template, result, server)
+
+  defp rebuild(container, templates, results, server) do
+    from_wire = &from_wire(&1, &2, server)
+    NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
+  end
 
   # vectorized arguments travel devectorized (their full shape)
   defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
