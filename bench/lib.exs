@@ -201,7 +201,8 @@ defmodule Bench do
       floor_poll: fn -> <<_::32>> = port_call_polling(floor_port, <<1.5::float-32-little>>) end
     ]
 
-    rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n)
+    # (20 rounds: a slow spell of the machine, seconds long, then lands on every row alike)
+    rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n, 20)
     Enum.each([echo_port, spin_port, floor_port], &close_port/1)
     GenServer.stop(held)
     rows
@@ -209,13 +210,13 @@ defmodule Bench do
 
   @doc """
   Percentiles of each of `variants` (`{name, fun}`, `fun.(k)` giving `k` samples in us), `n`
-  samples each, taken in 4 interleaved rounds (each round runs every variant in turn), so that
-  drift on a shared machine spreads over all of them.
+  samples each, taken in `rounds` interleaved rounds (each round runs every variant in turn),
+  so that drift on a shared machine spreads over all of them.
   """
-  def interleaved(variants, n) do
-    Enum.reduce(1..4, %{}, fn _, acc ->
+  def interleaved(variants, n, rounds \\ 4) do
+    Enum.reduce(1..rounds, %{}, fn _, acc ->
       Enum.reduce(variants, acc, fn {name, fun}, acc ->
-        got = fun.(div(n, 4))
+        got = fun.(div(n, rounds))
         Map.update(acc, name, got, &(&1 ++ got))
       end)
     end)

@@ -13,6 +13,9 @@ IO.puts("1. small call")
 x = Nx.tensor(1.5)
 Bench.small(x)
 spin_us = NxJax.Worker.spin_us()
+# the in-process JAX call, measured before the rows, between them and the fresh VMs, and after
+# (the fastest of the three is the baseline's: a slow spell never flatters the ratio)
+inproc_runs = [Bench.inprocess(n_small)]
 
 %{
   ours: ours,
@@ -32,6 +35,7 @@ spin_us = NxJax.Worker.spin_us()
 echo = Enum.min_by([echo_sleep, echo_spin, echo_poll], & &1.p50)
 floor = Enum.min_by([floor_sleep, floor_poll], & &1.p50)
 polling = Bench.scheduler_polling?()
+inproc_runs = [Bench.inprocess(n_small) | inproc_runs]
 # the same rows in fresh VMs, with and without scheduler polling, alternately
 fresh_vms =
   for round <- 1..4, flags <- ["+IOs true", "+IOs false"] do
@@ -39,7 +43,8 @@ fresh_vms =
     {round, flags, Bench.in_vm(flags, "small", n_small)}
   end
 
-inproc = Bench.inprocess(n_small)
+inproc_runs = [Bench.inprocess(n_small) | inproc_runs]
+inproc = Enum.min_by(inproc_runs, & &1["scalar"].p50)
 baseline_p50 = echo.p50 + inproc["scalar"].p50
 baseline_p99 = echo.p99 + inproc["scalar"].p99
 # the worker's side of the same call, in-process (bench/handle_profile.py)
@@ -366,14 +371,15 @@ same run; absolute times are given only to read the ratios.
 ## 1. Small call (scalar f32 in and out, jitted defn `x * 2 + 1`), #{n_small} calls
 
 This VM #{if s.polling, do: "polls the worker's pipe from its schedulers (`+IOs true`, OTP's default, as `make bench` starts it)", else: "reads the worker's pipe from its poll thread (`+IOs false`, set in `ERL_FLAGS`; docs/DEPLOYMENT.md)"}.
-Measured in 4 interleaved rounds (each round runs every row in turn).
+Measured in 20 interleaved rounds of #{div(n_small, 20)} calls (each round runs every row in turn, after 50
+untimed calls), so that a slow spell of the shared machine falls on every row alike.
 
 | | p50 (us) | p99 (us) |
 | --- | --- | --- |
 | nx_jax `Bench.small(x)` (its caller polls for the reply up to #{s.reply_spin_us} us, the default) | #{f.(s.ours.p50, 1)} | #{f.(s.ours.p99, 1)} |
 | baseline: raw port echo + in-process jitted JAX | #{f.(s.base.p50, 1)} | #{f.(s.base.p99, 1)} |
 | — raw port echo round trip (the fastest of the three echoes below) | #{f.(s.echo.p50, 1)} | #{f.(s.echo.p99, 1)} |
-| — in-process jitted JAX call (`np.asarray(f(x))`, hot loop) | #{f.(s.jax.p50, 1)} | #{f.(s.jax.p99, 1)} |
+| — in-process jitted JAX call (`np.asarray(f(x))`, hot loop; the fastest of 3 runs: #{Enum.map_join(Enum.reverse(inproc_runs), " / ", &f.(&1["scalar"].p50, 1))}) | #{f.(s.jax.p50, 1)} | #{f.(s.jax.p99, 1)} |
 | **ratio nx_jax / baseline** | **#{ratio.(s.ours.p50, s.base.p50)}** | **#{ratio.(s.ours.p99, s.base.p99)}** |
 | nx_jax, its caller sleeping in `receive` at once (`reply_spin_us: 0`) | #{f.(s.ours_sleeping.p50, 1)} | #{f.(s.ours_sleeping.p99, 1)} |
 | nx_jax on a worker that lends no port (`lend_port: false`: every call through its GenServer) | #{f.(s.ours_held.p50, 1)} | #{f.(s.ours_held.p99, 1)} |
@@ -422,7 +428,56 @@ worker GenServer polling its mailbox too (a `gen_server` timeout of 0 that yield
 **Where ours exceeds the floor** (2026-11-30, default flags unless said,
 `mix run bench/hops.exs` and scripts like it: the small defn's key-only request bytes, 4
 interleaved rounds, every caller polling for its reply; p50):
-- **The lent port** (the newest version; `NxJax.Worker`, "Lent port"). The bullets below
+- **Step by step, seventh session** (paired blocks: every row in turn, 40 blocks of 100 calls,
+  the median of the blocks' p50s; three runs in a quiet hour, in us). Each row adds one layer
+  of the client to the one before:
+
+  | row | us |
+  | --- | --- |
+  | floor, its caller polling (`bench/jax_echo.py`) | 18.3-18.4 |
+  | our worker, a hand-written borrow of its port through the keeper, fixed request bytes | 18.7-18.9 |
+  | the same with the lock, a new id per request and `lent_reply/2` | 19.1-19.3 |
+  | ... waiting with the client's `wait_reply` | 19.5-19.6 |
+  | ... giving the port back with the client's `give_back` | 19.6-19.7 |
+  | the client's whole borrowed call (`lent_call`) | 19.9-20.1 |
+  | ... with the request's option handling (`request`) | 20.3-20.4 |
+  | `NxJax.Worker.run_cached/5` | 20.6-20.7 |
+  | the defn | 21.5 |
+
+  With the keeper but the old wait, the same runs read (from the third row on) 18.7-19.7,
+  19.9-20.8, 20.3-21.0, 20.7-21.5, 21.0-21.8, 21.4-22.2 and 22.3-23.2, the floor 17.9-18.7.
+  What changed:
+  - **The reply wait** (1.1-1.2 us over a hand-written poll, now 0.3-0.6): the polling phase
+    has a receive of its own, with a literal `after 0` and no `:DOWN` clause, where one receive
+    served both phases with a timeout computed at run time. Against the previous commit's
+    worker in paired blocks: borrowed calls 0.2-1 us faster in the best blocks (more in the
+    medians), the GenServer path and `ping` unchanged (8 runs over two hours, quiet and noisy).
+    The sixth session had tried this and not kept it (its noisy medians were 0-6 us worse);
+    these runs, with both versions in one VM, show no loss anywhere.
+  - **The port's keeper.** At rest the port was connected to the GenServer, and each borrowed
+    call's connect was answered to it, waking it (3384 reductions of the GenServer per 200
+    borrowed calls; now 8). The port now rests with a process the GenServer keeps suspended.
+    The p50 in quiet paired blocks did not move (20.8 against 20.7 us over 6 runs), but the
+    mean of 20,000 calls did: 21.8-25.4 us against 27.8-35.3, and the BEAM's CPU time per call
+    17.9-20.9 us against 24.7-30.2 (two runs of 4 alternating blocks, in either order). In
+    noisy spells the old version's median blocks reached 26-30 us where the suspended owner's
+    stayed at 20-24.
+  - Smaller: the borrowed call's reply read straight from the frame (`lent_reply/2`, 114 ns
+    against 259 for `binary_to_term/1`), no clock read for a reply taken while polling, one
+    pass over the arguments, the defn's signature of a list of tensors without the container
+    walk and its one-tensor result without the rebuild walk, the process's pid word kept with
+    the worker's shared state.
+  - **Python**: one function for the commonest loop, one wire tensor in and one small one out
+    (`Worker._hot_one`): `Worker.handle` in a tight loop 10.0 -> 9.46 us. On the port the
+    difference is below the noise of these runs (the sixth session saw none either for its
+    version of it; this one is kept for the CPU it saves the worker).
+  - Tried and not kept: the raw XLA executable (`runtime_executable().execute`) in place of the
+    jitted call: 6.08 us in-process against 7.0 for the jitted call with its NumPy conversions;
+    the execution itself, not JAX's dispatch, is most of the in-process time. Reading the two
+    application-environment values of a call (`reply_spin_us`, the pool's `:remote`; 0.13 us
+    each) from a `:persistent_term` snapshot would save 0.25 us, but `Application.put_env` at
+    run time would then no longer take effect; not done.
+- **The lent port** (the sixth session; `NxJax.Worker`, "Lent port"). The bullets below
   found the process hop the bound: a bare forwarding process between caller and port cost
   21.3-22 us where a port owned by the caller cost 17.5-18. A repeated graph call now borrows
   the worker's port when its GenServer has nothing in flight: it connects the port to itself,
@@ -437,18 +492,12 @@ interleaved rounds, every caller polling for its reply; p50):
   caller killed in the instant before its `unlink` closed the port, within 30 of 3000 random
   kills of callers in their calls, so that version was not kept (test_elixir/lent_port_test.exs
   kills 500). Measured against a hand-written borrow of the same bytes (no plumbing), the
-  client around the borrowed round trip costs 2.5-3 us, in pieces of 0.05-0.35 us each
+  client around the borrowed round trip cost 2.5-3 us then, in pieces of 0.05-0.35 us each
   (removed one at a time in paired blocks: the `reply_spin_us` environment lookup 0.15, the
   request's option handling 0.2-0.35, encoding the arguments 0.2-0.3, the known-key check
-  0.05, the late-reply bookkeeping 0.1-0.2). Tried and not kept: waiting for the reply with a
-  literal `after 0` while polling (the receive now computes its timeout) and no `:DOWN` clause
-  until the caller monitors: 0.8-1.3 us faster than the current wait in quiet paired blocks of
-  one run, but 0-6 us slower in the medians of noisy runs (paired against the current code,
-  with and without `:erlang.monotonic_time/1` in place of `System.monotonic_time/1`), and the
-  GenServer path 3 us slower in its best blocks (24.5-25.7 against 21.5 us). The Python side
-  now reads a result with
-  `np.asarray(result)` where it passed a dtype and an order (0.27 us less per result,
-  in-process).
+  0.05, the late-reply bookkeeping 0.1-0.2); the bullet above has what it costs now. The Python
+  side reads a result with `np.asarray(result)` where it passed a dtype and an order (0.27 us
+  less per result, in-process).
 - Our worker's Python loop on a port owned by the caller answers in 17.5-17.8 us in some VMs
   and 20.8-21.0 in others (the same code in VMs started the same way: a mode of the machine,
   whose cause is not pinned down). The polling floor is 17.3-17.7.
@@ -502,15 +551,17 @@ port against 7.9 in a tight loop), and the baseline's in-process JAX, measured i
 does not: so any worker behind a port starts at about 1.3x, and 1.5x leaves about 2.7 us for
 everything else.
 
-What is left to cut. With the lent port, the small call took 21.4-22.2 us p50 in the main VM
-in quiet rounds of 2026-11-30 (1.60-1.67x; the previous version 22.4-27 us, 1.65-2.0x, in its
-quieter fresh VMs) and 29-46 us in noisy ones; the floor 1.27-1.33x. The target needs nx_jax
-within about 2.7 us of the floor, and it is 4-4.5 us above it in quiet rounds: the front end
-(about 1 us), the client around the borrowed round trip (2.5-3 us over a hand-written borrow,
-in pieces of at most 0.35 us), the GenServer's wake-up by the port's `connected` answer, and
-the Python around the jitted call (2 us in a tight loop). No single piece is large any more;
-reaching 1.5x would need nearly all of them gone, and the machine's modes move the figure by
-3-8 us from VM to VM.
+What is left to cut. In the seventh session's quiet rounds the small call took 21.0-21.2 us
+p50 in the main VM (`mix run` of the rows above: 1.56-1.59x against a baseline of 13.4 us;
+the sixth session's version 21.4-22.4 us, 1.60-1.67x), and a fresh VM of `make bench` measured
+1.50x in its quietest round; the floor is 1.27-1.33x. The target needs nx_jax within about
+2 us of the floor, and it is 3-3.5 us above it: the defn front end (1 us: about 25 small steps,
+the largest the pool's placement at 0.3 with its environment lookup), the client around the
+round trip (1.5 us over a hand-written borrow of the same port: the wait 0.4, the lock and the
+known-key check 0.4, the request's options 0.3 with the other environment lookup, giving the
+port back 0.1-0.2, the arguments' encoding 0.2), and the Python around the jitted call (0.4-1
+us on the port). No piece is above 0.4 us; the machine's slow spells move the figure by 3-8 us
+from run to run.
 
 **What changed for this figure** (issue #4, 2026-11-29):
 - The worker polls its request pipe for #{s.spin_us} us after each reply before sleeping in
@@ -529,11 +580,14 @@ reaching 1.5x would need nearly all of them gone, and the machine's modes move t
   reordering or hashing; a small frame is read with fewer steps (2026-11-30).
 - A repeated call borrows the worker's port when its GenServer has nothing in flight, skipping
   the hop through it (the lent port, 2026-11-30, sixth session).
+- The port rests with a suspended keeper, so a borrowed call wakes no process; the polling
+  wait has a receive of its own; a borrowed reply is read straight from its frame; the worker
+  runs a one-in, one-out call in one function (2026-11-30, seventh session).
 
 With the default flags the small call went from 153 us (first version) to 60-80 us p50 before
 the caller polled for its reply, to about 28 us after (on a quiet hour of this VM), to
-22.6-27 us in fresh VMs with the alias and liveness changes, and to 21.4-22.2 us in quiet
-rounds of the main VM with the lent port.
+22.6-27 us in fresh VMs with the alias and liveness changes, to 21.4-22.2 us in quiet
+rounds of the main VM with the lent port, and to 21.0-21.2 us with the keeper and the new wait.
 
 The Elixir side (`mix run bench/profile_small.exs`, each piece in isolation, mean of 10,000
 calls):
