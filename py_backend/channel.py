@@ -47,6 +47,11 @@ _IOV_MAX = 1024
 Chunk = bytes | bytearray | memoryview
 
 
+def frame_header(size: int) -> bytes:
+    """The 4-byte length header of a ``{packet, 4}`` frame of ``size`` bytes."""
+    return _HEADER.pack(size)
+
+
 class ChannelError(Exception):
     """Base class of framing errors."""
 
@@ -319,14 +324,27 @@ class FrameWriter:
             if n:
                 chunks[0] = chunks[0][n:]
 
+    def write_framed(self, framed: bytes) -> None:
+        """Writes ``framed``, a whole frame with its 4-byte length header (``frame_header``),
+        as :meth:`write_frame` writes a small one."""
+        fd = self._fd
+        with self._lock:
+            if fd is not None:
+                try:
+                    written = os.write(fd, framed)
+                except BlockingIOError:  # a non-blocking fd, full
+                    written = 0
+                if written != len(framed):
+                    self._write_all(memoryview(framed)[written:])
+                return
+            self._write_all(framed)
+            self._flush()
+
     def write_frame(self, payload: Chunk | Sequence[Chunk]) -> None:
         if type(payload) is list and len(payload) == 1 and type(payload[0]) is bytes:
             payload = payload[0]  # a small reply in one piece (py_backend/fastcall.py)
         if type(payload) is bytes and len(payload) <= _BUFFER:
-            framed = _HEADER.pack(len(payload)) + payload
-            with self._lock:
-                self._write_all(framed)
-                self._flush()
+            self.write_framed(_HEADER.pack(len(payload)) + payload)
             return
         chunks: Sequence[Chunk] = (
             [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload

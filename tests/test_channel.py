@@ -375,3 +375,22 @@ def test_a_small_frame_partly_written_by_one_write_is_completed(full: bool) -> N
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_write_framed_writes_a_whole_frame_as_write_frame_does() -> None:
+    # Worker._hot_one builds its reply with the length header (channel.frame_header); on a bare
+    # fd and on a file-like sink the bytes that go out are those of write_frame(payload)
+    payload = b"reply bytes \x00\xff" * 3
+    framed = channel.frame_header(len(payload)) + payload
+    assert framed[:4] == struct.pack(">I", len(payload))
+    sink, expected = io.BytesIO(), io.BytesIO()
+    FrameWriter(sink).write_framed(framed)
+    FrameWriter(expected).write_frame(payload)
+    assert sink.getvalue() == expected.getvalue() == framed
+    r, w = os.pipe()
+    try:
+        FrameWriter(w).write_framed(framed)
+        assert FrameReader(r).read_frame() == payload
+    finally:
+        os.close(r)
+        os.close(w)

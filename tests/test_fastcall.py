@@ -392,6 +392,17 @@ def scale_graph(shape: tuple[int, ...] = (3,)) -> bytes:
     return g.binary([g.op("multiply", three, x, out=("f32", shape))])
 
 
+def framed_reply(worker: Worker, frame: Any) -> bytes:
+    """The reply ``serve()`` would write for ``frame`` (``Worker.handle_framed``), without its
+    length header, which must match its length."""
+    reply = worker.handle_framed(frame)
+    data = reply if type(reply) is bytes else b"".join([*(bytes(c) for c in reply)])
+    if type(reply) is bytes:
+        assert struct.unpack(">I", data[:4])[0] == len(data) - 4
+        return data[4:]
+    return data
+
+
 def test_the_one_tensor_hot_path_gives_the_generic_bytes_and_falls_back_on_anything_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -405,34 +416,36 @@ def test_the_one_tensor_hot_path_gives_the_generic_bytes_and_falls_back_on_anyth
         value = x * request_id
         frame = elixir_call(request_id, key, None, [value])
         expected = reply_bytes(generic.handle(bytearray(frame)))
+        assert framed_reply(worker, bytearray(frame)) == expected
         assert reply_bytes(worker.handle(bytearray(frame))) == expected
         np.testing.assert_array_equal(from_wire(decode(expected)[2][0]), 3 * value)
-    assert worker._hot is not None and "_hot_one" in worker._hot.__qualname__
+    assert worker._one is not None and type(worker._one(bytearray(frame))) is bytes
     runs = stats(worker)["runs"]
     # what does not follow the layout is answered the generic way: another shape, another key,
     # a frame in a memoryview; the hot path is still there for the next learned call
     other = scale_graph((2,))
-    assert worker._hot(elixir_call(9, key_of(other), other, [x[:2]])) is None
-    reply = decode(reply_bytes(worker.handle(elixir_call(9, key_of(other), other, [x[:2]]))))
+    assert worker._one(elixir_call(9, key_of(other), other, [x[:2]])) is None
+    reply = decode(framed_reply(worker, elixir_call(9, key_of(other), other, [x[:2]])))
     np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * x[:2])
     view = memoryview(bytes(elixir_call(10, key, None, [x])))
-    assert worker._hot(view) is None
-    np.testing.assert_array_equal(from_wire(decode(reply_bytes(worker.handle(view)))[2][0]), 3 * x)
+    assert worker._one(view) is None
+    np.testing.assert_array_equal(from_wire(decode(framed_reply(worker, view))[2][0]), 3 * x)
     assert stats(worker)["runs"] == runs + 2
     # a negative id (INTEGER_EXT, sign bit set) is no learned call's
     frame = elixir_call(11, key, None, [x])
     id_at = len(b"\x83h\x05" + _atom("C"))
     negative = frame[:id_at] + b"b\xff\xff\xff\xff" + frame[id_at + 2:]
-    assert worker._hot(negative) is None
-    reply = decode(reply_bytes(worker.handle(negative)))
+    assert worker._one(negative) is None
+    reply = decode(framed_reply(worker, negative))
     assert reply[0] == atom("e") and reply[1] == -1
+
     # an error on the hot path is an error reply with the request's id
     def broken(*_args: Any) -> None:
         raise RuntimeError("broken on purpose")
 
-    worker._hot = worker._hot_path(worker._hot_kept)
+    worker._one = worker._hot_one(worker._hot_kept)
     monkeypatch.setattr(worker.cache, "touch", broken)
-    reply = decode(reply_bytes(worker.handle(elixir_call(70001, key, None, [x]))))
+    reply = decode(framed_reply(worker, elixir_call(70001, key, None, [x])))
     assert reply[0] == atom("e") and reply[1] == 70001
     assert channel.binary_bytes(reply[2][1]) == b"RuntimeError"
 
@@ -443,20 +456,20 @@ def test_the_one_tensor_hot_path_stops_when_the_cache_drops_its_program() -> Non
     x = np.ones(3, np.float32)
     worker = primed_worker(graph, [x])
     for request_id in (2, 3):
-        assert decode(reply_bytes(worker.handle(elixir_call(request_id, key, None, [x]))))[0] \
+        assert decode(framed_reply(worker, elixir_call(request_id, key, None, [x])))[0] \
             == atom("r")
-    assert "_hot_one" in worker._hot.__qualname__
+    assert worker._one is not None
     worker.cache.max_entries = 1
     other = scale_graph((2,))
     worker.handle(elixir_call(4, key_of(other), other, [x[:2]]))
-    reply = decode(reply_bytes(worker.handle(elixir_call(300, key, None, [x]))))
+    reply = decode(framed_reply(worker, elixir_call(300, key, None, [x])))
     assert reply[0] == atom("e") and reply[1] == 300
     assert channel.binary_bytes(reply[2][1]) == b"UnknownGraph"
     # a new cache altogether (its versions are its own): not served from the old one either
-    assert decode(reply_bytes(worker.handle(elixir_call(5, key, graph, [x]))))[0] == atom("r")
-    assert decode(reply_bytes(worker.handle(elixir_call(6, key, None, [x]))))[0] == atom("r")
+    assert decode(framed_reply(worker, elixir_call(5, key, graph, [x])))[0] == atom("r")
+    assert decode(framed_reply(worker, elixir_call(6, key, None, [x])))[0] == atom("r")
     worker.cache = Cache()
-    reply = decode(reply_bytes(worker.handle(elixir_call(7, key, None, [x]))))
+    reply = decode(framed_reply(worker, elixir_call(7, key, None, [x])))
     assert reply[0] == atom("e") and channel.binary_bytes(reply[2][1]) == b"UnknownGraph"
 
 
