@@ -367,7 +367,7 @@ class Worker:
         rest = len(head) + len(one) + len(header) + nbytes + len(tail)
         lengths = {2: channel.frame_header(rest + 2), 5: channel.frame_header(rest + 5)}
 
-        def hot(frame: Chunk) -> list[Chunk] | None:
+        def hot(frame: Chunk) -> bytes | list[Chunk] | None:
             got = read(frame)
             # (versions are unique across caches: a matching one is this same cache)
             if got is None or self.cache.version != version:
@@ -690,6 +690,7 @@ def serve(
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker = worker or Worker()
     worker.emit = replies.write_frame
+    reply: bytes | list[Chunk]
     while True:
         try:
             frame = frames.read_frame()
