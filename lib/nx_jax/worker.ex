@@ -102,6 +102,7 @@ defmodule NxJax.Worker do
   # the same for a caller awaiting its reply (await_reply/5): a small call is answered in well
   # under this, and a busy scheduler sees the reply on the port at once
   @default_reply_spin_us 100
+  @reply_spin_us {__MODULE__, :reply_spin_us}
   # (a per-process count of late replies in a row; see spin_until/3)
   @late_replies {__MODULE__, :late_replies}
   # (the process's kept reply alias, and whether a hook function of a call runs; see reply_to/0)
@@ -296,14 +297,25 @@ defmodule NxJax.Worker do
 
   @doc """
   How long a caller polls for its reply before it sleeps, in microseconds
-  (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default; 0 never polls; per
-  call, the `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies keep coming
+  (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default, read when the
+  application starts or by `NxJax.Pool.reload_config/0`; 0 never polls; per call, the
+  `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies keep coming
   after its polling is over (long steps, a queue of calls ahead of its own) stops polling until
   a reply comes within it again, trying again every #{@respin_every}th call.
   """
   def reply_spin_us do
-    # (:application's own lookup: Application.get_env/3 adds a check of the key per call)
-    :application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
+    # (read when the application starts, NxJax.Pool.reload_config/0; the environment itself
+    # where it did not start)
+    case :persistent_term.get(@reply_spin_us, :unset) do
+      :unset -> :application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
+      us -> us
+    end
+  end
+
+  @doc false
+  def load_config do
+    us = Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
+    :persistent_term.put(@reply_spin_us, us)
   end
 
   @doc "The Python executable a worker started now would use."
