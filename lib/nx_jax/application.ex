@@ -5,6 +5,7 @@ defmodule NxJax.Application do
   @impl true
   def start(_type, _args) do
     NxJax.Pool.reload_config()
+
     children =
       if Application.get_env(:nx_jax, :start_worker, true) do
         [NxJax.Distribution, NxJax.Pool]
