@@ -468,15 +468,18 @@ interleaved rounds, every caller polling for its reply; p50):
     walk and its one-tensor result without the rebuild walk, the process's pid word kept with
     the worker's shared state.
   - **Python**: one function for the commonest loop, one wire tensor in and one small one out
-    (`Worker._hot_one`): `Worker.handle` in a tight loop 10.0 -> 9.46 us. On the port the
-    difference is below the noise of these runs (the sixth session saw none either for its
-    version of it; this one is kept for the CPU it saves the worker).
+    (`Worker._hot_one`), whose reply is the whole frame with its length header
+    (`Worker.handle_framed`, `FrameWriter.write_framed`): handling and writing the small call
+    in a tight loop in-process, 12.1 -> 11.2 us. On the port the difference is below the noise
+    of these runs (the sixth session saw none either for its version of it; this one is kept
+    for the CPU it saves the worker).
+  - **The two settings every call read** from the application environment (`reply_spin_us`,
+    the pool's `:remote`; 0.13 us each) are read when the application starts
+    (`NxJax.Pool.reload_config/0` after a change at run time): with both lookups gone, the
+    rows from `request` on were 0.2-0.3 us faster (the defn 21.3-21.5 against 21.6-21.7 us).
   - Tried and not kept: the raw XLA executable (`runtime_executable().execute`) in place of the
     jitted call: 6.08 us in-process against 7.0 for the jitted call with its NumPy conversions;
-    the execution itself, not JAX's dispatch, is most of the in-process time. Reading the two
-    application-environment values of a call (`reply_spin_us`, the pool's `:remote`; 0.13 us
-    each) from a `:persistent_term` snapshot would save 0.25 us, but `Application.put_env` at
-    run time would then no longer take effect; not done.
+    the execution itself, not JAX's dispatch, is most of the in-process time.
 - **The lent port** (the sixth session; `NxJax.Worker`, "Lent port"). The bullets below
   found the process hop the bound: a bare forwarding process between caller and port cost
   21.3-22 us where a port owned by the caller cost 17.5-18. A repeated graph call now borrows
