@@ -81,11 +81,15 @@ defmodule NxJax.LentPortTest do
     assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 1_000)
   end
 
-  test "repeated calls borrow the port and give what a worker that lends nothing gives" do
+  # `fun` jitted on a worker that lends its port and on one that does not
+  defp lending_and_holding(fun) do
     lending = start_worker()
     holding = start_worker(lend_port: false)
-    on = Nx.Defn.jit(&Fns.affine/2, server: lending)
-    off = Nx.Defn.jit(&Fns.affine/2, server: holding)
+    {lending, holding, Nx.Defn.jit(fun, server: lending), Nx.Defn.jit(fun, server: holding)}
+  end
+
+  test "repeated calls borrow the port and give what a worker that lends nothing gives" do
+    {lending, holding, on, off} = lending_and_holding(&Fns.affine/2)
 
     for i <- 1..50 do
       x = Nx.tensor([i * 1.0, i / 2])
@@ -105,13 +109,19 @@ defmodule NxJax.LentPortTest do
     refute Enum.member?(elem(Process.info(self(), :links), 1), port(lending))
   end
 
-  test "borrowed calls do not wake the GenServer; the port's answers wait in the suspended " <>
-         "keeper until it is drained" do
+  # a worker that has served Fns.affine/2 on `x` twice (its next calls borrow the port)
+  defp affine_worker do
     w = start_worker()
     f = Nx.Defn.jit(&Fns.affine/2, server: w)
     x = Nx.tensor([1.0, 2.0])
     f.(x, 1)
     f.(x, 1)
+    {w, f, x}
+  end
+
+  test "borrowed calls do not wake the GenServer; the port's answers wait in the suspended " <>
+         "keeper until it is drained" do
+    {w, f, x} = affine_worker()
     %{keeper: keeper} = :sys.get_state(w)
     gen_server = GenServer.whereis(w)
     before = lent_calls(w)
@@ -135,11 +145,7 @@ defmodule NxJax.LentPortTest do
 
   test "a Python process that dies while its port rests with the keeper: its exit status is " <>
          "reported, and the worker is restarted" do
-    w = start_worker()
-    f = Nx.Defn.jit(&Fns.affine/2, server: w)
-    x = Nx.tensor([1.0, 2.0])
-    f.(x, 1)
-    f.(x, 1)
+    {w, f, x} = affine_worker()
     gen_server = GenServer.whereis(w)
     ref = Process.monitor(gen_server)
     assert Port.info(port(w), :connected) == {:connected, :sys.get_state(w).keeper}
@@ -157,10 +163,7 @@ defmodule NxJax.LentPortTest do
   end
 
   test "borrowed calls of several results of several types give what the GenServer gives" do
-    lending = start_worker()
-    holding = start_worker(lend_port: false)
-    on = Nx.Defn.jit(&Fns.several/1, server: lending)
-    off = Nx.Defn.jit(&Fns.several/1, server: holding)
+    {lending, _holding, on, off} = lending_and_holding(&Fns.several/1)
 
     for i <- 1..20 do
       x = Nx.tensor([i * 1.5, -i * 1.0, 100.0 + i])
