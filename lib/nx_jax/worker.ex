@@ -541,9 +541,9 @@ defmodule NxJax.Worker do
   # the same from call to call (making and removing an alias for each call cost 0.7-0.9 us, a
   # third of this client's time; docs/BENCHMARKS.md section 1). A call that gives up on its
   # reply (past its limit, or its worker went down) removes the kept alias (drop_reply_alias/0),
-  # so a reply that comes later is dropped, and the next call makes a new one. A call made by a hook function
-  # while another call waits (`@in_hook`) has an alias of its own, so that its giving up cannot
-  # drop the waiting call's reply.
+  # so a reply that comes later is dropped, and the next call makes a new one. A call made by a
+  # hook function while another call waits (`@in_hook`) has an alias of its own, so that its
+  # giving up cannot drop the waiting call's reply.
   defp reply_to do
     if Process.get(@in_hook), do: {:erlang.alias(), true}, else: {kept_alias(), false}
   end
