@@ -462,7 +462,7 @@ interleaved rounds, every caller polling for its reply; p50):
     has a receive of its own, with a literal `after 0` and no `:DOWN` clause, where one receive
     served both phases with a timeout computed at run time. Against the previous commit's
     worker in paired blocks: borrowed calls 0.2-1 us faster in the best blocks (more in the
-    medians), the GenServer path and `ping` unchanged (8 runs over two hours, quiet and noisy).
+    medians), the GenServer path and `ping` unchanged (8 runs of 40 blocks, quiet and noisy).
     The sixth session had tried this and not kept it (its noisy medians were 0-6 us worse);
     these runs, with both versions in one VM, show no loss anywhere.
   - **The port's keeper.** At rest the port was connected to the GenServer, and each borrowed
