@@ -130,29 +130,7 @@ class Layouts:
         layout it served last): the request id's encoding when the frame follows ``layout``, as
         :meth:`match` would find, else ``None`` (then :meth:`match` decides). Valid while the
         client's encoding (the prefix) stays the one ``layout`` was learned under."""
-        prefix, consts = self._prefix, layout.consts
-        if prefix is None:
-            return lambda frame: None
-        at = len(prefix)
-        small, large = at + 2 + layout.size, at + 5 + layout.size  # the two id encodings
-
-        def follows(frame: channel.Chunk) -> bytes | None:
-            n = len(frame)
-            if n == small:
-                if frame[at] != 97:
-                    return None
-                start = small - layout.size
-            elif n == large:
-                if frame[at] != 98 or frame[at + 1] > 127:
-                    return None
-                start = large - layout.size
-            else:
-                return None
-            if type(frame) is memoryview or not frame.startswith(prefix):
-                return None
-            return bytes(frame[at:start]) if _follows(frame, start, consts) else None
-
-        return follows
+        return self._reader(layout, with_view=False) or (lambda frame: None)
 
     def one_reader(
         self, layout: Layout
@@ -160,15 +138,22 @@ class Layouts:
         """For a layout of one tensor, :meth:`matcher` and :func:`argument_views` in one call:
         the request id's encoding and the tensor's view for a frame that follows ``layout``,
         else ``None``. ``None`` for a layout of another number of tensors (or before any)."""
-        prefix, consts = self._prefix, layout.consts
-        if prefix is None or len(layout.tensors) != 1:
+        if len(layout.tensors) != 1:
             return None
-        ((tensor_at, dtype, shape, _),) = layout.tensors
+        return self._reader(layout, with_view=True)
+
+    def _reader(self, layout: Layout, with_view: bool) -> Callable[[channel.Chunk], Any] | None:
+        """:meth:`matcher`, or with ``with_view`` :meth:`one_reader`; ``None`` before any
+        layout was learned."""
+        prefix, consts = self._prefix, layout.consts
+        if prefix is None:
+            return None
+        tensor_at, dtype, shape, _ = layout.tensors[0] if with_view else (0, None, (), 0)
         at, size = len(prefix), layout.size
         small, large = at + 2 + size, at + 5 + size  # the two id encodings
         ndarray = np.ndarray
 
-        def read(frame: channel.Chunk) -> tuple[bytes, np.ndarray] | None:
+        def read(frame: channel.Chunk) -> Any:
             n = len(frame)
             if n == small:
                 if frame[at] != 97:
@@ -178,9 +163,11 @@ class Layouts:
             start = n - size
             if type(frame) is memoryview or not frame.startswith(prefix):
                 return None
-            for offset, piece in consts:
+            for offset, piece in consts:  # (_follows, inline: this runs on every request)
                 if not frame.startswith(piece, start + offset):
                     return None
+            if not with_view:
+                return bytes(frame[at:start])
             return bytes(frame[at:start]), ndarray(shape, dtype, frame, start + tensor_at)
 
         return read
