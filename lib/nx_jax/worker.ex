@@ -1015,7 +1015,7 @@ defmodule NxJax.Worker do
        # "Lent port": who holds the port (lent_call/3), whether this GenServer holds it, and
        # while it waits for it, the requests it holds back (newest first) and the borrower
        lend: lend,
-       lend_port: lend_port,
+       # (nil on a worker that lends no port)
        keeper: keeper,
        # {timer, due}: the keeper's next drain (start_keeper/1), and the lent_calls count at
        # the last one
@@ -1149,9 +1149,9 @@ defmodule NxJax.Worker do
 
   # Frees the port once no request is in flight, so a call may borrow it: the port rests with
   # its keeper.
-  defp free_port(%{holding: true, lend_port: true, pending: pending} = state)
-       when map_size(pending) == 0 do
-    :erlang.port_connect(state.port, state.keeper)
+  defp free_port(%{holding: true, keeper: keeper, pending: pending} = state)
+       when is_pid(keeper) and map_size(pending) == 0 do
+    :erlang.port_connect(state.port, keeper)
     :atomics.put(state.lend, @lock, 0)
     # (a line the Python process prints while answering may come after its reply)
     drain_within(%{state | holding: false}, @drain_busy_ms)
