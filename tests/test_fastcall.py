@@ -383,13 +383,13 @@ def test_the_hot_path_answers_resident_calls_and_errors_with_their_ids(
     assert channel.binary_bytes(reply[2][1]) == b"RuntimeError"
 
 
-def scale_graph(shape: tuple[int, ...] = (3,)) -> bytes:
-    """One f32 tensor in, one out: ``3 * x`` (the one-tensor hot path, Worker._hot_one)."""
+def scale_graph(shape: tuple[int, ...] = (3,), type_name: str = "f32") -> bytes:
+    """One tensor in, one out: ``3 * x`` (the one-tensor hot path, Worker._hot_one)."""
     g = GraphBuilder()
-    x = g.param(0, "f32", shape)
-    three = g.const(3, "f32", ())
-    three = g.op("broadcast", three, out=("f32", shape), axes=[]) if shape else three
-    return g.binary([g.op("multiply", three, x, out=("f32", shape))])
+    x = g.param(0, type_name, shape)
+    three = g.const(3, type_name, ())
+    three = g.op("broadcast", three, out=(type_name, shape), axes=[]) if shape else three
+    return g.binary([g.op("multiply", three, x, out=(type_name, shape))])
 
 
 def framed_reply(worker: Worker, frame: Any) -> bytes:
@@ -448,6 +448,71 @@ def test_the_one_tensor_hot_path_gives_the_generic_bytes_and_falls_back_on_anyth
     reply = decode(framed_reply(worker, elixir_call(70001, key, None, [x])))
     assert reply[0] == atom("e") and reply[1] == 70001
     assert channel.binary_bytes(reply[2][1]) == b"RuntimeError"
+
+
+def hot_direct(worker: Worker) -> bool | None:
+    """Whether the worker's one-tensor hot path puts its results into replies as they are
+    (``Worker._hot_one``'s ``direct``: None before its first run)."""
+    hot = worker._one
+    assert hot is not None and hot.__closure__ is not None
+    cells = dict(zip(hot.__code__.co_freevars, hot.__closure__, strict=True))
+    return cells["direct"].cell_contents
+
+
+@pytest.mark.parametrize("type_name,shape,direct", [
+    ("f32", (), True), ("f32", (3,), True), ("f64", (2, 2), True), ("s64", (3,), True),
+    ("u8", (5,), True), ("f16", (3,), True), ("c64", (2,), True), ("bf16", (3,), False),
+])
+def test_the_one_tensor_hot_path_replies_with_the_result_buffer_where_it_can(
+    type_name: str, shape: tuple[int, ...], direct: bool,
+) -> None:
+    # from its second run on, the result's buffer goes into the reply as it is (no NumPy
+    # conversion) for the types whose buffer is the wire's bytes; bfloat16's buffer cannot be
+    # read that way, and takes the conversion on every call. Either way the bytes are the
+    # generic path's, for values that change on every call.
+    from py_backend.nxtypes import NxType, wire_dtype
+    kind = type_name.rstrip("0123456789")
+    bits = int(type_name[len(kind):])
+    dtype = wire_dtype(NxType(kind, bits))
+    graph = scale_graph(shape, type_name)
+    key = key_of(graph)
+    rng = np.random.default_rng(7)
+
+    def sample() -> np.ndarray:
+        return (rng.standard_normal(shape) * 20).astype(dtype)
+
+    worker = primed_worker(graph, [sample()])
+    generic = Worker()
+    generic.handle(elixir_call(0, key, graph, [sample()]))
+    for request_id in range(2, 40):
+        x = sample()
+        frame = elixir_call(request_id, key, None, [x])
+        expected = reply_bytes(generic.handle(bytearray(frame)))
+        assert framed_reply(worker, bytearray(frame)) == expected
+        # (request 2 takes the layout's runner and sets up the hot path; 3 is its first run)
+        if request_id >= 3:
+            assert hot_direct(worker) is direct
+        if kind in ("f", "c") and bits >= 32:
+            np.testing.assert_allclose(from_wire(decode(expected)[2][0]), 3 * x, rtol=1e-6)
+
+
+def test_results_go_into_replies_as_they_are_only_when_their_buffer_is_the_wire_bytes() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from py_backend.worker import _joins_as
+    f32 = np.dtype("<f4")
+    value = jax.jit(lambda v: v * 3)(jnp.arange(4, dtype=jnp.float32))
+    data = np.asarray(value).tobytes()
+    assert _joins_as(value, data, f32, (4,))
+    # another dtype or shape than the reply declares, other bytes, NumPy arrays, bfloat16
+    assert not _joins_as(value, data, np.dtype("<f8"), (4,))
+    assert not _joins_as(value, data, f32, (2, 2))
+    assert not _joins_as(value, data[:-1] + b"\x01", f32, (4,))
+    assert not _joins_as(np.asarray(value), data, f32, (4,))
+    assert not _joins_as(np.asarray(value).astype(">f4"), data, f32, (4,))
+    half = value.astype(jnp.bfloat16)
+    assert not _joins_as(half, np.asarray(half).tobytes(), np.asarray(half).dtype, (4,))
 
 
 def test_the_one_tensor_hot_path_stops_when_the_cache_drops_its_program() -> None:
