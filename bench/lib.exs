@@ -60,8 +60,8 @@ defmodule Bench do
 
   @doc """
   `port_call/2` waiting as an nx_jax caller does (`NxJax.Worker`'s reply polling): polls its
-  mailbox for `NxJax.Worker.reply_spin_us/0` microseconds, yielding, before it sleeps in
-  `receive`.
+  mailbox for `NxJax.Worker.reply_spin_us/0` microseconds, each poll counting a time slice of
+  reductions (`NxJax.Worker.poll_reductions/0`), before it sleeps in `receive`.
   """
   def port_call_polling(port, data) do
     true = Port.command(port, data)
@@ -73,17 +73,18 @@ defmodule Bench do
   does (whoever sends it: the port, or a process forwarding its replies).
   """
   def await_polling(port) do
-    poll_reply(port, System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us())
+    until = System.monotonic_time(:microsecond) + NxJax.Worker.reply_spin_us()
+    poll_reply(port, until, NxJax.Worker.poll_reductions())
   end
 
-  defp poll_reply(port, until) do
+  defp poll_reply(port, until, reductions) do
     receive do
       {^port, {:data, reply}} -> reply
     after
       0 ->
         if System.monotonic_time(:microsecond) < until do
-          :erlang.yield()
-          poll_reply(port, until)
+          :erlang.bump_reductions(reductions)
+          poll_reply(port, until, reductions)
         else
           receive do
             {^port, {:data, reply}} -> reply

@@ -82,6 +82,38 @@ defmodule NxJax.WorkerTest do
       assert polling > asleep + 20_000
     end
 
+    # each poll counts a time slice of reductions (NxJax.Worker.poll_reductions/0), so that its
+    # scheduler, which checks the worker's pipe once enough reductions have run, checks it
+    # between polls (a poll that yielded counted a few reductions and the reply waited)
+    test "each poll counts a time slice of reductions and schedules the caller out",
+         %{worker: w} do
+      graph = dot_chain({0, :constant, [], %{value: @entry}, @dims}, 1)
+      reductions_of_call(w, 0, graph)
+      me = self()
+
+      tracer =
+        spawn_link(fn ->
+          count = fn count, outs ->
+            receive do
+              {:trace, ^me, :out, _} -> count.(count, outs + 1)
+              {:trace, ^me, :in, _} -> count.(count, outs)
+              {:outs, from} -> send(from, {:outs, outs})
+            end
+          end
+
+          count.(count, 0)
+        end)
+
+      :erlang.trace(me, true, [:running, {:tracer, tracer}])
+      reductions = reductions_of_call(w, 60_000_000, graph)
+      :erlang.trace(me, false, [:running])
+      send(tracer, {:outs, me})
+      assert_receive {:outs, outs}, 5_000
+      # (the dot takes milliseconds: many polls)
+      assert outs > 20
+      assert reductions >= div(outs, 2) * NxJax.Worker.poll_reductions()
+    end
+
     # (twenty-four dots: more than the 100 ms of polling even on a many-core machine)
     test "a caller whose replies come after its polling stops polling, until a reply comes " <>
            "within it or every 16th call",

@@ -109,10 +109,15 @@ defmodule NxJax.Worker do
   @reply_alias {__MODULE__, :reply_alias}
   @in_hook {__MODULE__, :in_hook}
   @respin_every 16
-  # a polling caller checks that a local worker is alive every this many polls (a poll and a
-  # yield take about a microsecond; Process.alive?/1 on every one of them made the small call
-  # 1.8 us slower, docs/BENCHMARKS.md section 1)
+  # a polling caller checks that a local worker is alive every this many polls (a poll takes
+  # about a microsecond; Process.alive?/1 on every one of them made the small call 1.8 us
+  # slower, docs/BENCHMARKS.md section 1)
   @alive_every 64
+  # each poll counts this many reductions: one time slice (OTP's CONTEXT_REDS), so that the
+  # caller gives way to other processes after each poll, as `:erlang.yield/0` did, and so that
+  # its scheduler, which checks the worker's pipe for input once enough reductions have run
+  # since its last check, checks it every poll or two (poll_reductions/0)
+  @poll_reductions 4000
   # "Lent port" (lent_call/3): the worker's atomics, and what @lock holds while the GenServer
   # has requests in flight
   @lock 1
@@ -294,6 +299,11 @@ defmodule NxJax.Worker do
       Application.get_env(:nx_jax, :spin_us, @default_spin_us)
     end)
   end
+
+  # The reductions each poll of a polling caller counts (@poll_reductions): bench/lib.exs polls
+  # the raw echo of its baseline the same way.
+  @doc false
+  def poll_reductions, do: @poll_reductions
 
   @doc """
   How long a caller polls for its reply before it sleeps, in microseconds
@@ -564,17 +574,21 @@ defmodule NxJax.Worker do
     :ok
   end
 
-  # `spin` is nil or the monotonic microsecond until which the caller polls its mailbox (and
-  # yields) instead of sleeping in `receive`: a busy scheduler notices the worker's reply on the
-  # port at once, where a sleeping one is woken tens of microseconds late under OTP's default
-  # scheduler polling (`+IOs true`; docs/BENCHMARKS.md section 1). The caller monitors the
-  # worker only once it stops polling: a call answered while it polls sends the worker no
-  # monitor signals (and a local worker that dies meanwhile ends the polling: its liveness is
-  # checked every @alive_every-th poll, as checking it costs more than a poll, `polls` counting
-  # them). The polling receive is its own, with a literal `after 0` and no `:DOWN` clause (no
-  # monitor yet): with one receive for both phases (a timeout computed at run time, even 0, and
-  # a third clause), a borrowed call took 0.8 us longer (paired blocks, docs/BENCHMARKS.md
-  # section 1).
+  # `spin` is nil or the monotonic microsecond until which the caller polls its mailbox instead
+  # of sleeping in `receive`: a busy scheduler notices the worker's reply on the port soon,
+  # where a sleeping one is woken tens of microseconds late under OTP's default scheduler
+  # polling (`+IOs true`; docs/BENCHMARKS.md section 1). How soon depends on the reductions
+  # run on the scheduler, as it checks its pollset once enough have run since its last check:
+  # so each poll counts a whole time slice (@poll_reductions), which also schedules the caller
+  # out, as a yield would. Polls that yielded with `:erlang.yield/0` counted a few reductions
+  # each, and the reply waited for many of them: the small call took 2.5-3 us longer (paired
+  # blocks). The caller monitors the worker only once it stops polling: a call answered while
+  # it polls sends the worker no monitor signals (and a local worker that dies meanwhile ends
+  # the polling: its liveness is checked every @alive_every-th poll, as checking it costs more
+  # than a poll, `polls` counting them). The polling receive is its own, with a literal
+  # `after 0` and no `:DOWN` clause (no monitor yet): with one receive for both phases (a
+  # timeout computed at run time, even 0, and a third clause), a borrowed call took 0.8 us
+  # longer (paired blocks, docs/BENCHMARKS.md section 1).
   defp await_reply(tag, wait, failed, spin, polls) when spin != nil do
     receive do
       {^tag, reply} ->
@@ -586,7 +600,7 @@ defmodule NxJax.Worker do
       0 ->
         if System.monotonic_time(:microsecond) < spin and
              (rem(polls, @alive_every) != 0 or alive?(wait.dest)) do
-          :erlang.yield()
+          :erlang.bump_reductions(@poll_reductions)
           await_reply(tag, wait, failed, spin, polls + 1)
         else
           await_reply(tag, watch(wait), failed, nil, polls)
