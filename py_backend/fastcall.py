@@ -70,7 +70,7 @@ def _id_end(frame: Any, i: int) -> int:
     return 0
 
 
-def id_value(id_bytes: bytes) -> int:
+def id_value(id_bytes: channel.Chunk) -> int:
     """The value of a request id ``_id_end`` accepted, from its encoding (the inverse of
     :func:`id_bytes`)."""
     return id_bytes[1] if len(id_bytes) == 2 else int.from_bytes(id_bytes[1:], "big")
@@ -134,10 +134,11 @@ class Layouts:
 
     def one_reader(
         self, layout: Layout
-    ) -> Callable[[channel.Chunk], tuple[bytes, np.ndarray] | None] | None:
+    ) -> Callable[[channel.Chunk], tuple[channel.Chunk, np.ndarray] | None] | None:
         """For a layout of one tensor, :meth:`matcher` and :func:`argument_views` in one call:
-        the request id's encoding and the tensor's view for a frame that follows ``layout``,
-        else ``None``. ``None`` for a layout of another number of tensors (or before any)."""
+        the request id's encoding (a slice of the frame) and the tensor's view for a frame that
+        follows ``layout``, else ``None``. ``None`` for a layout of another number of tensors (or
+        before any)."""
         if len(layout.tensors) != 1:
             return None
         return self._reader(layout, with_view=True)
@@ -152,6 +153,10 @@ class Layouts:
         at, size = len(prefix), layout.size
         small, large = at + 2 + size, at + 5 + size  # the two id encodings
         ndarray = np.ndarray
+        # the constant pieces (_follows, inline: this runs on every request), the first two
+        # tested without a loop (a layout of one tensor has two: before its data and after;
+        # one of none has one, and an empty piece follows any frame)
+        (at0, piece0), (at1, piece1), *more = (*consts, (0, b""))[:max(2, len(consts))]
 
         def read(frame: channel.Chunk) -> Any:
             n = len(frame)
@@ -161,14 +166,19 @@ class Layouts:
             elif n != large or frame[at] != 98 or frame[at + 1] > 127:
                 return None
             start = n - size
-            if type(frame) is memoryview or not frame.startswith(prefix):
+            if type(frame) is memoryview or not (
+                frame.startswith(prefix)
+                and frame.startswith(piece0, start + at0)
+                and frame.startswith(piece1, start + at1)
+            ):
                 return None
-            for offset, piece in consts:  # (_follows, inline: this runs on every request)
+            for offset, piece in more:
                 if not frame.startswith(piece, start + offset):
                     return None
             if not with_view:
                 return bytes(frame[at:start])
-            return bytes(frame[at:start]), ndarray(shape, dtype, frame, start + tensor_at)
+            # (the id's encoding as a slice of the frame: a reply joins it as it is)
+            return frame[at:start], ndarray(shape, dtype, frame, start + tensor_at)
 
         return read
 

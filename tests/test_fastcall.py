@@ -163,6 +163,39 @@ def test_every_byte_outside_the_id_and_the_data_is_checked() -> None:
     assert layouts.match(frame + b"j") is None
 
 
+@pytest.mark.parametrize("arrays", [
+    [], [np.float32(2.0).reshape(())], [np.arange(3, dtype=np.int32), np.zeros(0, np.float64)],
+    [np.arange(3, dtype=np.int32), np.float32(2.0).reshape(()), np.arange(2, dtype=np.uint8)],
+])
+def test_the_one_layout_readers_check_every_byte_outside_the_id_and_the_data(
+    arrays: list[np.ndarray],
+) -> None:
+    # matcher/1 (the layout served last) and one_reader/1 (its one-tensor form) test a frame
+    # against one layout without match/1: each byte of the prefix and of every constant piece
+    layouts, frame = learned(arrays)
+    layout = layouts.match(frame).layout
+    readers = [layouts.matcher(layout)]
+    if len(arrays) == 1:
+        one = layouts.one_reader(layout)
+        assert one is not None
+        readers.append(lambda f: None if (got := one(f)) is None else bytes(got[0]))
+    id_at = len(b"\x83h\x05" + _atom("C"))
+    start = len(frame) - layout.size
+    holes = {start + at + k for at, dtype, _, count in layout.tensors
+             for k in range(count * dtype.itemsize)}
+    for read in readers:
+        assert read(bytearray(frame)) == bytes(frame[id_at:start])
+        for i in range(len(frame)):
+            if i in holes or id_at < i < start:
+                continue
+            for flip in (1, 0x80):
+                changed = bytearray(frame)
+                changed[i] ^= flip
+                assert read(changed) is None, f"byte {i} changed and still read"
+        assert read(frame[:-1]) is None
+        assert read(frame + b"j") is None
+
+
 def test_layouts_of_one_size_and_head_alternate_without_mixing_up() -> None:
     # f32[3] and s32[3] (and u8[12]) frames have the same length and head: only the tensor's
     # type bytes tell them apart, so the last-matched shortcut must check them too
