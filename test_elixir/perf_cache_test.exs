@@ -81,16 +81,17 @@ defmodule NxJax.PerfCacheTest do
   end
 
   test "a restarted worker is sent the graph again", ctx do
-    {:ok, worker} = NxJax.Worker.start_link([])
-    on_exit(fn -> if Process.alive?(worker), do: GenServer.stop(worker) end)
+    # (ExUnit's supervisor stops them: an on_exit that stopped a worker it had just seen alive
+    # raised when the worker, linked to the test process, was already going down)
+    worker = start_supervised!({NxJax.Worker, []}, id: :first_worker)
     f = Nx.Defn.jit(&Fns.affine/3, server: worker)
     expected = f.(ctx.x, ctx.w, ctx.b)
     assert f.(ctx.x, ctx.w, ctx.b) == expected
     assert %{graph_sends: 1, key_calls: 1, compiles: 1} = NxJax.Worker.stats(server: worker)
-    GenServer.stop(worker)
+    :ok = stop_supervised!(:first_worker)
+    refute Process.alive?(worker)
 
-    {:ok, fresh} = NxJax.Worker.start_link([])
-    on_exit(fn -> if Process.alive?(fresh), do: GenServer.stop(fresh) end)
+    fresh = start_supervised!({NxJax.Worker, []}, id: :fresh_worker)
     assert Nx.Defn.jit(&Fns.affine/3, server: fresh).(ctx.x, ctx.w, ctx.b) == expected
     assert %{graph_sends: 1, key_calls: 0, compiles: 1} = NxJax.Worker.stats(server: fresh)
   end
