@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -265,6 +266,18 @@ def test_a_no_argument_call_and_random_garbage() -> None:
 # --- the worker: fast and generic paths give the same bytes ----------------------------------
 
 
+def sampler(type_name: str, shape: tuple[int, ...], scale: float,
+            seed: int) -> tuple[str, int, Callable[[], np.ndarray]]:
+    """The Nx kind and bits of ``type_name`` ("f32", "bf16", ...) and a function giving random
+    arrays of ``shape`` in its wire dtype (normal, times ``scale``)."""
+    from py_backend.nxtypes import NxType, wire_dtype
+    kind = type_name.rstrip("0123456789")
+    bits = int(type_name[len(kind):])
+    dtype = wire_dtype(NxType(kind, bits))
+    rng = np.random.default_rng(seed)
+    return kind, bits, lambda: (rng.standard_normal(shape) * scale).astype(dtype)
+
+
 def primed_worker(graph: bytes, arrays: list[np.ndarray], keep: bool = False) -> Worker:
     """A worker that has loaded ``graph`` and served one key-only call (learned)."""
     worker = Worker()
@@ -278,17 +291,9 @@ def primed_worker(graph: bytes, arrays: list[np.ndarray], keep: bool = False) ->
                                              ("f64", (0,)), ("bf16", (4,)), ("c64", (2,)),
                                              ("u8", (100, 300))])
 def test_fast_replies_equal_generic_replies(type_name: str, shape: tuple[int, ...]) -> None:
-    from py_backend.nxtypes import NxType, wire_dtype
-    kind, bits = {"f32": ("f", 32), "s64": ("s", 64), "f64": ("f", 64), "bf16": ("bf", 16),
-                  "c64": ("c", 64), "u8": ("u", 8)}[type_name]
-    dtype = wire_dtype(NxType(kind, bits))
+    kind, bits, sample = sampler(type_name, shape, 50, seed=1)
     graph = axpy_graph(type_name, shape)
     key = key_of(graph)
-    rng = np.random.default_rng(1)
-
-    def sample() -> np.ndarray:
-        return (rng.standard_normal(shape) * 50).astype(dtype)
-
     fast = primed_worker(graph, [sample(), sample()])
     assert len(fast.layouts) == 1
     for request_id in (2, 300, 99999):
@@ -503,17 +508,9 @@ def test_the_one_tensor_hot_path_replies_with_the_result_buffer_where_it_can(
     # conversion) for the types whose buffer is the wire's bytes; bfloat16's buffer cannot be
     # read that way, and takes the conversion on every call. Either way the bytes are the
     # generic path's, for values that change on every call.
-    from py_backend.nxtypes import NxType, wire_dtype
-    kind = type_name.rstrip("0123456789")
-    bits = int(type_name[len(kind):])
-    dtype = wire_dtype(NxType(kind, bits))
+    kind, bits, sample = sampler(type_name, shape, 20, seed=7)
     graph = scale_graph(shape, type_name)
     key = key_of(graph)
-    rng = np.random.default_rng(7)
-
-    def sample() -> np.ndarray:
-        return (rng.standard_normal(shape) * 20).astype(dtype)
-
     worker = primed_worker(graph, [sample()])
     generic = Worker()
     generic.handle(elixir_call(0, key, graph, [sample()]))
