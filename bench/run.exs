@@ -624,11 +624,16 @@ measurements; in the eighth, with the reply seen sooner, the floor is 1.17-1.31x
 
 What is left. In the eighth session's quiet paired blocks the small call took 17.0-17.1 us
 p50, 1.40x a baseline of 12.2 us (the polling echo 5.2, in-process JAX 7.0); the seventh
-session's version took 21.0-21.5 us, 1.54-1.59x a baseline then of 13.3-13.4. Two `make bench`
-runs of the eighth session: main VM 17.6 us, 1.45x the run's strictest baseline, its fresh VMs
-1.43-1.49x; and a run whose main VM sat in a slow mode for the whole of section 1 (23.5 us,
-its ping 23.0 against 17.4-17.7 in the fresh VMs; 1.93x), its four fresh VMs 1.38-1.47x
-(median of the five 1.44). Over the floor (15.7-15.9 us in the paired blocks) the defn front
+session's version took 21.0-21.5 us, 1.54-1.59x a baseline then of 13.3-13.4. Three earlier
+`make bench` runs of the eighth session, each VM against its run's strictest baseline: main VM
+17.6 us, 1.45x, its fresh VMs 1.43-1.49x (median of the five 1.45); a run whose main VM sat in
+a slow mode for the whole of section 1 (23.5 us, its ping 23.0 against 17.4-17.7 in the fresh
+VMs; 1.93x), its four fresh VMs 1.38-1.47x (median 1.44); and a run in a noisy hour, main VM
+1.46x, fresh VMs 1.41, 1.77, 1.65 and 2.35x (median 1.65, not met; their pings 17.9-25.3 us).
+In noisy spells nx_jax slows down more than the floor does (in that run's slowest fresh VM
+30.4 against 20.5 us; 18.2 against 15.9 in its quietest), and the ping as much as nx_jax, so
+the cause lies in the worker's round trip rather than in JAX; it is not pinned down. Over the
+floor (15.7-15.9 us in the paired blocks) the defn front
 end costs 0.9 us (about 25 small steps, the largest the pool's placement at 0.2) and the client
 1.0 us around a round trip that our worker answers 0.7 us faster than the floor; no piece is
 above 0.4 us. The machine's slow spells and the VM modes move the figure by 3-8 us from run to
