@@ -623,8 +623,8 @@ measurements; in the eighth, with the reply seen sooner, the floor is 1.17-1.31x
 What is left. In the eighth session's quiet paired blocks the small call took 17.0-17.1 us
 p50, 1.40x a baseline of 12.2 us (the polling echo 5.2, in-process JAX 7.0); the seventh
 session's version took 21.0-21.5 us, 1.54-1.59x a baseline then of 13.3-13.4. The eighth
-session's `make bench` runs, each VM against its run's strictest baseline (main VM; fresh VMs
-with the default flags):
+session's earlier `make bench` runs, each VM against its run's strictest baseline (main VM;
+fresh VMs with the default flags):
 
 | run | main VM | fresh VMs | fresh VMs' pings (us) |
 | --- | --- | --- | --- |
