@@ -545,6 +545,28 @@ def test_results_go_into_replies_as_they_are_only_when_their_buffer_is_the_wire_
     assert not _joins_as(half, np.asarray(half).tobytes(), np.asarray(half).dtype, (4,))
 
 
+def test_a_result_whose_buffer_cannot_be_lent_takes_the_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # an accelerator's array raises its runtime's own error when asked for its buffer: the
+    # probe says no (the hot path then converts it), it does not fail the call
+    import jax
+    import jax.numpy as jnp
+
+    from py_backend import worker as worker_module
+    from py_backend.worker import _joins_as
+    value = jax.jit(lambda v: v * 3)(jnp.arange(4, dtype=jnp.float32))
+    data = np.asarray(value).tobytes()
+
+    def no_buffer(_obj: Any) -> memoryview:
+        raise RuntimeError("INVALID_ARGUMENT: no host buffer on this device")
+
+    monkeypatch.setattr(worker_module, "memoryview", no_buffer, raising=False)
+    assert not _joins_as(value, data, np.dtype("<f4"), (4,))
+    monkeypatch.undo()
+    assert _joins_as(value, data, np.dtype("<f4"), (4,))
+
+
 def test_the_one_tensor_hot_path_stops_when_the_cache_drops_its_program() -> None:
     graph = scale_graph()
     key = key_of(graph)
