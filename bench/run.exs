@@ -635,11 +635,13 @@ fresh VMs with the default flags):
 
 So the target is met where the machine is quiet, and missed in its noisy spells, which last
 tens of seconds and so land on whole fresh VMs (each measured in one go), while the main VM's
-rows are interleaved over 20 rounds with the baseline's. In those spells a call through the
-worker slows down more than the echo does: in run 4's slowest fresh VM nx_jax took 26.6 us, its
-ping 27.2, the floor 24.5, the polling echo 8.3 (17.3, 17.5, 15.7 and 5.1 in its quietest), so
-the cost is in the round trip through a Python process that calls JAX (the floor has it too),
-which the baseline's parts, measured apart, do not pay together. It is not pinned down.
+rows are interleaved over 20 rounds with the baseline's. In such a spell the whole machine is
+slower, JAX included: in one (2026-11-30, about 06:28) the in-process JAX call took 14.2-15.0
+us (`Bench.inprocess/1`; 7.0-7.3 when quiet), and in paired blocks as in the step-by-step table
+above the floor took 21.0 us (15.7-15.9), our worker's answer to fixed request bytes 21.1-21.3
+(14.9-15.1) and the defn 24.0-24.1 (17.0-17.1). The baseline's two parts are the fastest of the
+whole run, measured at its quietest moments, so a VM that ran in a noisy spell reads high
+against it; its own rows (the polling echo, the floor) rise with nx_jax.
 
 Over the floor (15.7-15.9 us in the paired blocks) the defn front end costs 0.9 us (about 25
 small steps, the largest the pool's placement at 0.2) and the client 1.0 us around a round trip
