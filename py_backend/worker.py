@@ -140,7 +140,6 @@ class _Kept(NamedTuple):
     run: Runner
 
 
-
 def _joins_as(result: Any, data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> bool:
     """Whether ``result``, a run's result, can go into a reply as it is (``Worker._hot_one``):
     a JAX array of the wire's dtype and ``shape`` whose buffer gives the bytes ``data`` (its
@@ -152,6 +151,7 @@ def _joins_as(result: Any, data: bytes, dtype: np.dtype, shape: tuple[int, ...])
         return memoryview(result).c_contiguous and b"".join((result,)) == data
     except Exception:  # a probe: an array that cannot lend its buffer (bfloat16; an
         return False  # accelerator's, whose export raises its runtime's error) takes the copy
+
 
 class Worker:
     """Request handling, independent of where frames come from.
@@ -384,10 +384,10 @@ class Worker:
 
         # whether the run's result goes into the reply as it is (``b"".join`` reads a JAX array
         # through the buffer protocol, as ``np.asarray`` does, without making a NumPy array and
-        # its bytes: 0.4 us of the call, and 1 us with the checks it makes unneeded). Decided by
-        # the first run: the same program on arguments of one layout gives results of one type,
-        # dtype and shape. Not for a dtype the buffer protocol does not carry (bfloat16) or one
-        # that is not the wire's.
+        # its bytes; with the checks this makes unneeded, about 1 us of the call in-process).
+        # Decided by the first run: the same program on arguments of one layout gives results
+        # of one type, dtype and shape. Not for a dtype the buffer protocol does not carry
+        # (bfloat16) or one that is not the wire's.
         direct: bool | None = None
 
         def hot(frame: Chunk) -> bytes | list[Chunk] | None:
