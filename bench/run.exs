@@ -641,7 +641,13 @@ us (`Bench.inprocess/1`; 7.0-7.3 when quiet), and in paired blocks as in the ste
 above the floor took 21.0 us (15.7-15.9), our worker's answer to fixed request bytes 21.1-21.3
 (14.9-15.1) and the defn 24.0-24.1 (17.0-17.1). The baseline's two parts are the fastest of the
 whole run, measured at its quietest moments, so a VM that ran in a noisy spell reads high
-against it; its own rows (the polling echo, the floor) rise with nx_jax.
+against it; its own rows (the polling echo, the floor) rise with nx_jax. Where the worker's
+Python process runs matters too: with the callers bound to one scheduler and the scheduler
+threads and the Python process pinned (`taskset`; 20,000 calls, three rounds), the small call
+took 17.1-20.4 us with Python on the other vCPU, 133-136 us with Python on the caller's vCPU
+(the polling caller and the worker then take turns on one vCPU), and 18.0-23.8 us unpinned.
+Whether the slow spells of whole VMs are partly such placements is not pinned down; nx_jax
+pins nothing.
 
 Over the floor (15.7-15.9 us in the paired blocks) the defn front end costs 0.9 us (about 25
 small steps, the largest the pool's placement at 0.2) and the client 1.0 us around a round trip
