@@ -359,9 +359,9 @@ class Worker:
     def _hot_one(self, kept: _Kept) -> Callable[[Chunk], bytes | list[Chunk] | None] | None:
         """:meth:`_hot_path` for the commonest loop, one wire tensor in and one small wire tensor
         out, in one function that gives the whole reply frame, its length header included
-        (:meth:`handle_framed`): the same steps as the runner of :meth:`_runner`,
-        :func:`to_host` and ``FrameWriter.write_frame``, without their calls (about 0.5 us of a
-        10 us request in-process), and from the second run on without the NumPy conversion of
+        (:meth:`handle_framed`): the same steps as the runner of :meth:`_runner` and
+        ``FrameWriter.write_frame``, without their calls (about 0.5 us of a 10 us request
+        in-process), and from the second run on without :func:`to_host`'s NumPy conversion of
         the result, whose buffer goes into the reply as it is where the first run showed it can
         (:func:`_joins_as`; 1 us more). An error is an error reply (chunks). ``None`` for any
         other request."""
@@ -376,7 +376,7 @@ class Worker:
             return None
         header = fastcall.tensor_header(encode_type(out.type), shape, nbytes)
         jitted, use, version, cache = program.jitted, kept.use, kept.version, self.cache
-        stats, asarray, join = cache.stats, np.asarray, b"".join
+        stats, join = cache.stats, b"".join
         head, one, tail = fastcall.REPLY_HEAD, fastcall.ONE_ELEMENT, b"j"
         # the frame's length header for each of the two id encodings (2 or 5 bytes)
         rest = len(head) + len(one) + len(header) + nbytes + len(tail)
@@ -407,12 +407,7 @@ class Worker:
                     )
                 if len(results) != 1:
                     raise ValueError(f"the run gave {len(results)} results for 1 output")
-                host = asarray(results[0])
-                if host.dtype != dtype:
-                    host = host.astype(dtype)
-                if host.shape != shape:
-                    raise ValueError(f"result shape {host.shape} is not the declared {shape}")
-                data = host.tobytes()
+                data = to_host(results[0], dtype, shape).tobytes()
                 if direct is None:
                     direct = _joins_as(results[0], data, dtype, shape)
                 return join((lengths[len(id_bytes)], head, id_bytes, one, header, data, tail))
