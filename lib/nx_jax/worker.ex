@@ -419,7 +419,7 @@ defmodule NxJax.Worker do
     case await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1) do
       # (a reply taken while polling came within reply_spin_us: no clock needed)
       {:polled, reply} ->
-        if Process.get(@late_replies) != nil, do: Process.delete(@late_replies)
+        in_time()
         reply
 
       reply ->
@@ -702,16 +702,15 @@ defmodule NxJax.Worker do
   defp note_wait(0, _sent), do: :ok
 
   defp note_wait(us, sent) do
-    cond do
-      System.monotonic_time(:microsecond) - sent > us ->
-        Process.put(@late_replies, Process.get(@late_replies, 0) + 1)
+    if System.monotonic_time(:microsecond) - sent > us,
+      do: Process.put(@late_replies, Process.get(@late_replies, 0) + 1),
+      else: in_time()
+  end
 
-      Process.get(@late_replies) != nil ->
-        Process.delete(@late_replies)
-
-      true ->
-        :ok
-    end
+  # a reply within the polling time: the count of late replies starts over
+  defp in_time do
+    if Process.get(@late_replies) != nil, do: Process.delete(@late_replies)
+    :ok
   end
 
   # A hook that raises fails the call once its reply arrives (the worker finishes the run);
