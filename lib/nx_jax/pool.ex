@@ -22,10 +22,12 @@ defmodule NxJax.Pool do
   `config :nx_jax, worker_env: [env0, env1, ...]` gives worker `i` the extra environment
   variables `env_i` (`[{"NAME", "value"}]`), e.g. one accelerator each (docs/DEPLOYMENT.md).
 
-  With more than one worker, each runs XLA's CPU client on one thread
-  (`XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`, appended to
-  any `XLA_FLAGS` of the node): the pool's parallelism is its workers. `config :nx_jax,
-  worker_threads: :all` keeps XLA's default; an `XLA_FLAGS` in `worker_env` replaces both.
+  With more than one worker, each runs XLA's CPU client on one thread: the pool's
+  parallelism is its workers. Each such worker gets `NPROC=1`, the variable from which XLA sizes
+  the CPU client's thread pool (JAX 0.10 and later ignore the older flags), and
+  `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1` appended to any
+  `XLA_FLAGS` of the node (for earlier JAX). `config :nx_jax, worker_threads: :all` keeps XLA's
+  default; a `NPROC` or an `XLA_FLAGS` in a worker's `worker_env` replaces that one.
 
   Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
 
@@ -77,19 +79,22 @@ defmodule NxJax.Pool do
     Supervisor.init(children, strategy: :one_for_one, max_restarts: max_restarts, max_seconds: 5)
   end
 
-  # With more than one worker, each one's XLA CPU client runs single-threaded (Eigen's and the
-  # intra-op thread pools), so workers on a small machine do not fight over every core for
-  # each small op; `config :nx_jax, worker_threads: :all` keeps XLA's default, and an explicit
-  # XLA_FLAGS in `worker_env` wins.
+  # With more than one worker, each one's XLA CPU client runs single-threaded, so workers on a
+  # small machine do not fight over every core for each op; `config :nx_jax, worker_threads:
+  # :all` keeps XLA's default, and a variable given in `worker_env` wins. XLA sizes the CPU
+  # client's intra-op pool from NPROC (else from the CPUs the process may run on); the flags
+  # were how earlier versions were told, and JAX 0.10 runs a large elementwise op on 1.5 of 2
+  # cores with them alone (test_elixir/pool_threads_test.exs).
   @single_thread_flags "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
   @doc false
   def thread_env(size, env) do
-    single? = size > 1 and Application.get_env(:nx_jax, :worker_threads, :one) == :one
-
-    if single? and not List.keymember?(env, "XLA_FLAGS", 0) do
+    if size > 1 and Application.get_env(:nx_jax, :worker_threads, :one) == :one do
       flags = String.trim("#{System.get_env("XLA_FLAGS", "")} #{@single_thread_flags}")
-      [{"XLA_FLAGS", flags} | env]
+
+      [{"NPROC", "1"}, {"XLA_FLAGS", flags}]
+      |> Enum.reject(fn {name, _} -> List.keymember?(env, name, 0) end)
+      |> Enum.concat(env)
     else
       env
     end
