@@ -7,6 +7,11 @@ defmodule Bench do
 
   defn small(x), do: x * 2 + 1
 
+  # section 5's compute-bound call: about 1.6 ms of one core's XLA work per call here
+  defn wide(x) do
+    Nx.iota({400_000}, type: :f32) |> Nx.multiply(x) |> Nx.sin() |> Nx.cos() |> Nx.sum()
+  end
+
   defn loss({w1, w2}, x, y) do
     pred = Nx.dot(Nx.tanh(Nx.dot(x, w1)), w2)
     Nx.mean((pred - y) * (pred - y))
@@ -145,9 +150,10 @@ defmodule Bench do
     (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) / 100
   end
 
-  def restart_pool(size) do
+  def restart_pool(size, worker_env \\ []) do
     :ok = Supervisor.terminate_child(NxJax.Supervisor, NxJax.Pool)
     Application.put_env(:nx_jax, :pool_size, size)
+    Application.put_env(:nx_jax, :worker_env, worker_env)
     {:ok, _} = Supervisor.restart_child(NxJax.Supervisor, NxJax.Pool)
     for w <- NxJax.Pool.workers(), do: :pong = NxJax.Worker.call(:ping, [], server: w)
   end
@@ -324,15 +330,20 @@ defmodule Bench do
   end
 
   @doc """
-  Calls per second of `callers` processes each making `calls` small calls (`small/1`) through a
-  pool of `size` workers, and the cores each OS process kept busy meanwhile (CPU time over
-  wall time, from /proc): `%{rate:, beam:, workers: [..]}`.
+  Calls per second of `callers` processes each making `calls` calls of `fun` (default
+  `&small/1`, on the scalar 1.5) through a pool of `size` workers, and the cores each OS
+  process kept busy meanwhile (CPU time over wall time, from /proc): `%{rate:, beam:,
+  workers: [..]}`. Options: `:fun`, and `:one_thread` (true: every worker runs XLA on one
+  thread, the single worker too; by default only a pool of more than one does, as
+  `NxJax.Pool` starts them).
   """
-  def pool_throughput(size, callers \\ 8, calls \\ 400) do
-    restart_pool(size)
+  def pool_throughput(size, callers \\ 8, calls \\ 400, opts \\ []) do
+    fun = Keyword.get(opts, :fun, &small/1)
+    env = if opts[:one_thread], do: [{"NPROC", "1"}], else: []
+    restart_pool(size, List.duplicate(env, size))
     x = Nx.tensor(1.5)
-    small(x)
-    for w <- NxJax.Pool.workers(), do: Nx.Defn.jit(&small/1, server: w).(x)
+    fun.(x)
+    for w <- NxJax.Pool.workers(), do: Nx.Defn.jit(fun, server: w).(x)
     os_pids = for w <- NxJax.Pool.workers(), do: NxJax.Worker.os_pid(w)
     beam = System.pid()
     cpu0 = Enum.map([beam | os_pids], &cpu_s/1)
@@ -340,7 +351,7 @@ defmodule Bench do
     us =
       time_us(fn ->
         1..callers
-        |> Enum.map(fn _ -> Task.async(fn -> for _ <- 1..calls, do: small(x) end) end)
+        |> Enum.map(fn _ -> Task.async(fn -> for _ <- 1..calls, do: fun.(x) end) end)
         |> Enum.each(&Task.await(&1, 600_000))
       end)
 

@@ -238,8 +238,17 @@ IO.puts("5. pool")
 
 pool1 = Bench.pool_throughput(1)
 pool2 = Bench.pool_throughput(2)
+
+# the same with a compute-bound call (Bench.wide/1), every worker on one XLA thread: 3 rounds,
+# 1 worker and 2 alternately
+wide =
+  for _ <- 1..3 do
+    opts = [fun: &Bench.wide/1, one_thread: true]
+    {Bench.pool_throughput(1, 8, 40, opts), Bench.pool_throughput(2, 8, 40, opts)}
+  end
+
 Bench.restart_pool(1)
-r = Map.put(r, :pool, %{one: pool1, two: pool2})
+r = Map.put(r, :pool, %{one: pool1, two: pool2, wide: wide})
 
 # --- 6. load ---------------------------------------------------------------------------------
 # test_elixir/load_test.exs's load: 50 processes x 200 random eager ops (add, multiply, max,
@@ -356,6 +365,17 @@ pool_verdict =
     else:
       "not saturated in this run, which was bound by latency (wake-ups on a shared " <>
         "machine) rather than CPU"
+
+wide_ratios = Enum.map(r.pool.wide, fn {one, two} -> two.rate / one.rate end)
+
+wide_rows =
+  r.pool.wide
+  |> Enum.with_index(1)
+  |> Enum.map_join("\n", fn {{one, two}, k} ->
+    "| #{k} | #{f.(one.rate, 0)} | #{f.(one.beam, 2)} / #{f.(hd(one.workers), 2)} | " <>
+      "#{f.(two.rate, 0)} | #{f.(two.beam, 2)} / #{Enum.map_join(two.workers, " / ", &f.(&1, 2))} | " <>
+      "#{ratio.(two.rate, one.rate)} |"
+  end)
 
 pool_row = fn n, p ->
   total = pool_total.(p)
@@ -814,6 +834,22 @@ gave 2.07x, 1.91x, 1.81x and 1.95x with 2 workers and 2.90-3.21x with 4, the one
 varying most (17,300-33,000 calls/s). Polling callers raise the BEAM's share: with one worker
 it kept 0.80 cores busy without polling, 3.88 with every caller polling 100 us per call (8
 callers queued on one worker), and 1.94 since a caller whose replies come late stops polling.
+
+**The pool with calls that are mostly JAX's work.** The same 8 callers, 40 calls each, of a
+defn whose XLA work takes about 1.6 ms of one core (`Bench.wide/1`: sin and cos of 400,000
+f32), every worker running XLA on one thread, the single worker too (`NPROC=1`), in 3 rounds:
+
+| round | 1 worker: calls/s | cores busy: BEAM / worker | 2 workers: calls/s | cores busy: BEAM / each worker | ratio |
+| --- | --- | --- | --- | --- | --- |
+#{wide_rows}
+
+Median ratio #{f.(Enum.at(Enum.sort(wide_ratios), 1), 2)}: when the calls leave the BEAM a small
+share of the machine, a second worker on the second core nearly doubles the throughput here,
+so the small defn's ratio above is bound by this machine's 2 cores, not by the pool. (Before
+2026-11-30 the workers of a pool did not run XLA on one thread with JAX 0.10, whose CPU client
+ignored the `XLA_FLAGS` that `NxJax.Pool` set: one such call kept 1.5 of the 2 cores busy, and
+2 workers ran 4 busy threads on 2 cores. `NxJax.Pool` now sets `NPROC=1` too, from which XLA
+sizes its thread pool; `test_elixir/pool_threads_test.exs` checks where the CPU time goes.)
 
 #{pool_scaling_note}
 
