@@ -844,8 +844,8 @@ f32), every worker running XLA on one thread, the single worker too (`NPROC=1`),
 #{wide_rows}
 
 Median ratio #{f.(Enum.at(Enum.sort(wide_ratios), 1), 2)}: when the calls leave the BEAM a small
-share of the machine, a second worker on the second core nearly doubles the throughput here,
-so the small defn's ratio above is bound by this machine's 2 cores, not by the pool. (Before
+share of the machine, a second worker takes the second core and the throughput follows (target
+1.6), so the small defn's ratio above is bound by this machine's 2 cores, not by the pool. (Before
 2026-11-30 the workers of a pool did not run XLA on one thread with JAX 0.10, whose CPU client
 ignored the `XLA_FLAGS` that `NxJax.Pool` set: one such call kept 1.5 of the 2 cores busy, and
 2 workers ran 4 busy threads on 2 cores. `NxJax.Pool` now sets `NPROC=1` too, from which XLA
