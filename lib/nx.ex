@@ -2116,6 +2116,41 @@ defmodule Nx do
     end
   end
 
+  @doc """
+  A slice along one axis: `length` elements from `start_index` (an integer, or a scalar
+  integer tensor for a dynamic start) on `:axis` (default 0), every `:strides`-th one
+  (default 1); the other axes whole. The same as `slice/4` with those axes full.
+
+  ## Examples
+
+      iex> Nx.slice_along_axis(Nx.iota({2, 5}), 1, 3, axis: 1)
+      #Nx.Tensor<
+        s64[2][3]
+        [
+          [1, 2, 3],
+          [6, 7, 8]
+        ]
+      >
+
+      iex> Nx.slice_along_axis(Nx.tensor([0, 1, 2, 3, 4, 5]), 0, 6, strides: 2)
+      #Nx.Tensor<
+        s64[3]
+        [0, 2, 4]
+      >
+
+  """
+  def slice_along_axis(tensor, start_index, length, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, axis: 0, strides: 1)
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+    dims = Tuple.to_list(tensor.shape)
+    at = fn k, here, other -> if k == axis, do: here, else: other end
+    starts = for k <- 0..(length(dims) - 1), do: at.(k, start_index, 0)
+    lengths = for {dim, k} <- Enum.with_index(dims), do: at.(k, length, dim)
+    strides = for k <- 0..(length(dims) - 1), do: at.(k, opts[:strides], 1)
+    slice(tensor, starts, lengths, strides: strides)
+  end
+
   defp static_slice(tensor, start_indices, lengths, strides) do
     starts = Enum.map(start_indices, &static_index!/1)
     {starts, shape} = Nx.Shape.slice(tensor.shape, starts, lengths, strides)

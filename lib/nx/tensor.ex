@@ -10,6 +10,40 @@ defmodule Nx.Tensor do
   first (see `Nx.vectorize/2`): `shape` excludes them, the data holds them as leading axes.
 
   Two concrete tensors with the same type, shape and data are `==`.
+
+  ## Access (`tensor[index]`)
+
+  `tensor[index]` reads a part of a tensor, eagerly and inside `defn`, where `index` is, for
+  the first axis:
+
+    * an integer (negative counts from the end): that position, the axis removed;
+    * a range `first..last//step` (negative ends count from the end, `..` is the whole axis,
+      `step` positive): those positions, the axis kept;
+    * a scalar integer tensor: that position, the axis removed; a tensor index is dynamic (it
+      may be a `defn` argument) and, as every dynamic start of `Nx.slice/4`, clamped into
+      bounds;
+
+  or a list of those, one per leading axis (`tensor[[0, 1..2]]`, `tensor[[.., 1]]`). Each
+  `tensor[index]` is one `Nx.slice/4`, then one `Nx.squeeze/2` of the axes indexed by a
+  number. Integers and ranges out of bounds raise. Writing (`put_in/3`, `update_in/3`,
+  `pop_in/2`) is not supported: use `Nx.put_slice/3` or `Nx.indexed_put/3`.
+
+      iex> t = Nx.tensor([[1, 2, 3], [4, 5, 6]])
+      iex> t[1]
+      #Nx.Tensor<
+        s64[3]
+        [4, 5, 6]
+      >
+      iex> t[[.., -1]]
+      #Nx.Tensor<
+        s64[2]
+        [3, 6]
+      >
+      iex> t[[0, 0..2//2]]
+      #Nx.Tensor<
+        s64[2]
+        [1, 3]
+      >
   """
   @enforce_keys [:type, :shape]
   defstruct [:data, :type, :shape, names: [], vectorized_axes: []]
@@ -22,4 +56,130 @@ defmodule Nx.Tensor do
           names: [atom | nil],
           vectorized_axes: [{atom, pos_integer}]
         }
+
+  @behaviour Access
+
+  @impl Access
+  def fetch(%__MODULE__{shape: {}} = tensor, index) do
+    raise ArgumentError,
+          "cannot use tensor[index] on a scalar tensor (index #{inspect(index)}, " <>
+            "tensor type #{Nx.Type.to_string(tensor.type)})"
+  end
+
+  def fetch(%__MODULE__{} = tensor, [{name, _} | _] = index) when is_atom(name) do
+    raise ArgumentError,
+          "tensor[index] with axis names (#{inspect(index)}) is not supported: nx_jax does not " <>
+            "implement axis names; give a list of indices, one per leading axis, for a tensor " <>
+            "of shape #{inspect(tensor.shape)}"
+  end
+
+  def fetch(%__MODULE__{} = tensor, indices) when is_list(indices) do
+    rank = tuple_size(tensor.shape)
+
+    if indices == [] or length(indices) > rank do
+      raise ArgumentError,
+            "tensor[index] takes 1 to #{rank} indices (one per leading axis) for a tensor of " <>
+              "shape #{inspect(tensor.shape)}, got: #{inspect(indices)}"
+    end
+
+    {:ok, read(tensor, indices)}
+  end
+
+  def fetch(%__MODULE__{} = tensor, index), do: fetch(tensor, [index])
+
+  @impl Access
+  def get_and_update(%__MODULE__{}, index, _fun) do
+    raise ArgumentError,
+          "writing tensor[#{inspect(index)}] (put_in/update_in/get_and_update_in) is not " <>
+            "supported: tensors are immutable; use Nx.put_slice/3 or Nx.indexed_put/3"
+  end
+
+  @impl Access
+  def pop(%__MODULE__{}, index) do
+    raise ArgumentError,
+          "pop_in/pop on tensor[#{inspect(index)}] is not supported: use Nx.slice/4 and " <>
+            "Nx.concatenate/2"
+  end
+
+  # One slice over every axis (the unindexed ones whole), then one squeeze of the axes an
+  # integer or a tensor indexed.
+  defp read(tensor, indices) do
+    dims = Tuple.to_list(tensor.shape)
+
+    parts =
+      for {{index, dim}, axis} <- Enum.with_index(Enum.zip(indices, dims)),
+          do: axis_part(index, dim, axis, tensor.shape)
+
+    whole = for dim <- Enum.drop(dims, length(indices)), do: {{0, dim, 1}, false}
+    {slices, drops} = Enum.unzip(parts ++ whole)
+    starts = Enum.map(slices, &elem(&1, 0))
+    lengths = Enum.map(slices, &elem(&1, 1))
+    strides = Enum.map(slices, &elem(&1, 2))
+    sliced = Nx.slice(tensor, starts, lengths, strides: strides)
+
+    case for({true, axis} <- Enum.with_index(drops), do: axis) do
+      [] -> sliced
+      axes -> Nx.squeeze(sliced, axes: axes)
+    end
+  end
+
+  # {{start, length, stride}, remove the axis?} for the index of one axis of size `dim`.
+  defp axis_part(index, dim, axis, shape) when is_integer(index) do
+    at = if index < 0, do: index + dim, else: index
+
+    if at < 0 or at >= dim do
+      raise ArgumentError,
+            "index #{index} is out of bounds for axis #{axis} of size #{dim} (shape " <>
+              "#{inspect(shape)})"
+    end
+
+    {{at, 1, 1}, true}
+  end
+
+  defp axis_part(%Range{first: first, last: last, step: step} = range, dim, axis, shape) do
+    from = if first < 0, do: first + dim, else: first
+    to = if last < 0, do: last + dim, else: last
+
+    # (`1..-1` without a step has step -1 in Elixir: read it as 1..-1//1, the whole rest)
+    step = if step < 0 and (first < 0 or last < 0) and from <= to, do: -step, else: step
+
+    cond do
+      step < 1 ->
+        raise ArgumentError,
+              "tensor[index] takes ranges with a positive step, got #{inspect(range)} for " <>
+                "axis #{axis}"
+
+      from < 0 or to >= dim or from > to ->
+        raise ArgumentError,
+              "range #{inspect(range)} is out of bounds or empty for axis #{axis} of size " <>
+                "#{dim} (shape #{inspect(shape)})"
+
+      true ->
+        {{from, to - from + 1, step}, false}
+    end
+  end
+
+  defp axis_part(%__MODULE__{} = index, _dim, axis, shape) do
+    cond do
+      index.shape != {} or index.vectorized_axes != [] ->
+        raise ArgumentError,
+              "a tensor index must be a scalar, got shape #{inspect(index.shape)} for axis " <>
+                "#{axis} of a tensor of shape #{inspect(shape)}; use Nx.take/3 to pick several " <>
+                "positions"
+
+      elem(index.type, 0) not in [:s, :u] ->
+        raise ArgumentError,
+              "a tensor index must have an integer type, got #{Nx.Type.to_string(index.type)} " <>
+                "for axis #{axis}"
+
+      true ->
+        {{index, 1, 1}, true}
+    end
+  end
+
+  defp axis_part(index, _dim, axis, shape) do
+    raise ArgumentError,
+          "tensor[index] takes integers, ranges and scalar integer tensors, got " <>
+            "#{inspect(index)} for axis #{axis} of a tensor of shape #{inspect(shape)}"
+  end
 end

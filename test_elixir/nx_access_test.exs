@@ -1,0 +1,221 @@
+# The tensor[index] syntax (the Access behaviour of Nx.Tensor): integers, ranges, the full range
+# `..`, per-axis lists, scalar tensor indices (dynamic inside defn), eagerly and through the
+# worker, gradients through an index, and the errors for what it does not take.
+defmodule Nx.AccessTest do
+  use ExUnit.Case, async: true
+
+  doctest Nx.Tensor
+
+  defmodule Indexing do
+    import Nx.Defn
+
+    defn pick(t, i), do: t[i]
+    defn column(t), do: t[[.., 1]]
+    defn corner(t), do: t[[1..2, 0..-1//2]]
+    defn last_row_first(t), do: t[-1][0]
+    defn sum_of_middle(x), do: Nx.sum(x[1..2] * x[1..2])
+    defn grad_middle(x), do: grad(x, &sum_of_middle/1)
+    defn square_at(x, i), do: x[i] * x[i]
+    defn grad_at(x, i), do: grad(x, &square_at(&1, i))
+    defn window(t, start), do: Nx.slice_along_axis(t, start, 2, axis: -1)
+  end
+
+  # 0..11 in a 4x3 matrix: row r is [3r, 3r + 1, 3r + 2]
+  defp grid(type \\ :s64), do: Nx.iota({4, 3}, type: type)
+
+  defp values(t), do: Nx.to_flat_list(t)
+
+  describe "eagerly" do
+    test "an integer takes one position of the first axis and removes that axis" do
+      assert grid()[1].shape == {3}
+      assert values(grid()[1]) == [3, 4, 5]
+      assert values(grid()[0]) == [0, 1, 2]
+      assert values(grid()[-1]) == [9, 10, 11]
+      assert values(grid()[-4]) == [0, 1, 2]
+      assert values(Nx.tensor([7, 8, 9])[2]) == [9]
+      assert Nx.tensor([7, 8, 9])[2].shape == {}
+    end
+
+    test "chained indices read one element" do
+      assert Nx.to_number(grid()[2][1]) == 7
+      assert Nx.to_number(grid()[-1][-1]) == 11
+    end
+
+    test "a range keeps the axis; negative ends count from the end" do
+      assert grid()[1..2].shape == {2, 3}
+      assert values(grid()[1..2]) == [3, 4, 5, 6, 7, 8]
+      assert values(grid()[2..-1//1]) == [6, 7, 8, 9, 10, 11]
+      assert values(grid()[-2..-1//1]) == [6, 7, 8, 9, 10, 11]
+      assert values(grid()[0..0]) == [0, 1, 2]
+      assert grid()[0..0].shape == {1, 3}
+      # Elixir gives 1..-1 (no step) the step -1: it reads as the rest of the axis
+      assert values(Nx.tensor([1, 2, 3, 4])[1..-1]) == [2, 3, 4]
+    end
+
+    test "a range with a step takes every step-th position" do
+      assert values(Nx.tensor([0, 1, 2, 3, 4, 5, 6])[0..6//3]) == [0, 3, 6]
+      assert values(Nx.tensor([0, 1, 2, 3, 4, 5, 6])[1..-1//2]) == [1, 3, 5]
+      assert values(grid()[0..3//2]) == [0, 1, 2, 6, 7, 8]
+    end
+
+    test "a list indexes the leading axes in order, the rest whole" do
+      assert values(grid()[[1, 2]]) == [5]
+      assert grid()[[1, 2]].shape == {}
+      assert values(grid()[[.., 1]]) == [1, 4, 7, 10]
+      assert values(grid()[[1..2, 0..-1//2]]) == [3, 5, 6, 8]
+      assert grid()[[1..2, 0..-1//2]].shape == {2, 2}
+      assert grid()[[1]] == grid()[1]
+
+      cube = Nx.iota({2, 3, 4})
+      assert cube[[1, .., 3]].shape == {3}
+      assert values(cube[[1, .., 3]]) == [15, 19, 23]
+      assert cube[[0, 1]].shape == {4}
+      assert values(cube[[0, 1]]) == [4, 5, 6, 7]
+    end
+
+    test "each index is the same as Nx.slice/4 and Nx.squeeze/2" do
+      t = Nx.iota({5, 4, 3}, type: :f32)
+      assert t[[2, 1..3, -1]] == Nx.squeeze(Nx.slice(t, [2, 1, 2], [1, 3, 1]), axes: [0, 2])
+      assert t[1..3] == Nx.slice_along_axis(t, 1, 3, axis: 0)
+      assert t[[.., .., 0..2//2]] == Nx.slice(t, [0, 0, 0], [5, 4, 3], strides: [1, 1, 2])
+    end
+
+    test "a scalar integer tensor index is a position (clamped, as a dynamic start)" do
+      assert values(grid()[Nx.tensor(2)]) == [6, 7, 8]
+      assert values(grid()[[Nx.tensor(1), Nx.tensor(2, type: :u8)]]) == [5]
+      assert values(grid()[Nx.tensor(9)]) == [9, 10, 11]
+    end
+
+    test "types and vectorized axes are kept" do
+      t = Nx.iota({2, 3}, type: :f32)
+      assert t[1].type == {:f, 32}
+      assert values(t[1]) == [3.0, 4.0, 5.0]
+
+      v = Nx.vectorize(grid(), :rows)
+      assert v[2].vectorized_axes == [rows: 4]
+      assert values(Nx.devectorize(v[2])) == [2, 5, 8, 11]
+    end
+  end
+
+  describe "inside defn, on the worker" do
+    test "integer, range and list indices" do
+      t = grid(:f32)
+      assert values(Indexing.column(t)) == [1.0, 4.0, 7.0, 10.0]
+      assert values(Indexing.corner(t)) == [3.0, 5.0, 6.0, 8.0]
+      assert Nx.to_number(Indexing.last_row_first(t)) == 9.0
+    end
+
+    test "an argument as the index is a dynamic position, clamped into bounds" do
+      t = grid(:f32)
+      assert values(Indexing.pick(t, 2)) == [6.0, 7.0, 8.0]
+      assert values(Indexing.pick(t, Nx.tensor(3))) == [9.0, 10.0, 11.0]
+      assert values(Indexing.pick(t, Nx.tensor(0))) == [0.0, 1.0, 2.0]
+      assert values(Indexing.pick(t, Nx.tensor(40))) == [9.0, 10.0, 11.0]
+    end
+
+    test "gradients flow back to the indexed positions only" do
+      x = Nx.tensor([1.0, 2.0, 3.0, 4.0], type: :f64)
+      assert values(Indexing.grad_middle(x)) == [0.0, 4.0, 6.0, 0.0]
+      assert values(Indexing.grad_at(x, 2)) == [0.0, 0.0, 6.0, 0.0]
+
+      :ok =
+        NxJax.GradCheck.check_grads!(
+          &Indexing.sum_of_middle/1,
+          &Indexing.grad_middle/1,
+          Nx.tensor([0.5, -1.25, 2.0, 3.5], type: :f64)
+        )
+    end
+  end
+
+  describe "Nx.slice_along_axis/4" do
+    test "slices one axis, the others whole, with strides" do
+      assert values(Nx.slice_along_axis(grid(), 1, 2)) == [3, 4, 5, 6, 7, 8]
+      assert values(Nx.slice_along_axis(grid(), 1, 2, axis: 1)) == [1, 2, 4, 5, 7, 8, 10, 11]
+
+      assert values(Nx.slice_along_axis(grid(), 0, 3, axis: -1, strides: 2)) ==
+               [0, 2, 3, 5, 6, 8, 9, 11]
+
+      assert Nx.slice_along_axis(grid(), 0, 3, axis: 1, strides: 2).shape == {4, 2}
+    end
+
+    test "a dynamic start inside defn, clamped into bounds" do
+      t = grid(:f32)
+      assert values(Indexing.window(t, 1)) == [1.0, 2.0, 4.0, 5.0, 7.0, 8.0, 10.0, 11.0]
+      assert values(Indexing.window(t, Nx.tensor(5))) == values(Indexing.window(t, 1))
+    end
+
+    test "bad options and axes raise" do
+      assert_raise ArgumentError, ~r/unknown keys \[:axes\]/, fn ->
+        Nx.slice_along_axis(grid(), 0, 1, axes: 1)
+      end
+
+      assert_raise ArgumentError, ~r/given axis \(2\) invalid for shape with rank 2/, fn ->
+        Nx.slice_along_axis(grid(), 0, 1, axis: 2)
+      end
+    end
+  end
+
+  describe "errors" do
+    test "a scalar tensor cannot be indexed" do
+      assert_raise ArgumentError, ~r/cannot use tensor\[index\] on a scalar tensor/, fn ->
+        Nx.tensor(1.0)[0]
+      end
+    end
+
+    test "integers and ranges out of bounds raise" do
+      assert_raise ArgumentError, ~r/index 4 is out of bounds for axis 0 of size 4/, fn ->
+        grid()[4]
+      end
+
+      assert_raise ArgumentError, ~r/index -5 is out of bounds for axis 0 of size 4/, fn ->
+        grid()[-5]
+      end
+
+      assert_raise ArgumentError, ~r/index 3 is out of bounds for axis 1 of size 3/, fn ->
+        grid()[[0, 3]]
+      end
+
+      assert_raise ArgumentError, ~r/out of bounds or empty for axis 0 of size 4/, fn ->
+        grid()[2..5]
+      end
+
+      assert_raise ArgumentError, ~r/out of bounds or empty/, fn -> grid()[3..1//1] end
+    end
+
+    test "a range with a negative step raises" do
+      assert_raise ArgumentError, ~r/positive step/, fn -> grid()[3..1] end
+      assert_raise ArgumentError, ~r/positive step/, fn -> grid()[3..0//-2] end
+    end
+
+    test "too many indices, an empty list and other index terms raise" do
+      assert_raise ArgumentError, ~r/takes 1 to 2 indices/, fn -> grid()[[0, 1, 2]] end
+      assert_raise ArgumentError, ~r/takes 1 to 2 indices/, fn -> grid()[[]] end
+
+      assert_raise ArgumentError, ~r/takes integers, ranges and scalar integer tensors/, fn ->
+        grid()[1.5]
+      end
+    end
+
+    test "axis names are not supported" do
+      assert_raise ArgumentError, ~r/axis names .* is not supported/, fn -> grid()[x: 1] end
+    end
+
+    test "a tensor index must be a scalar of an integer type" do
+      assert_raise ArgumentError, ~r/must be a scalar, got shape \{2\}.*Nx.take/, fn ->
+        grid()[Nx.tensor([0, 1])]
+      end
+
+      assert_raise ArgumentError, ~r/must have an integer type, got f32/, fn ->
+        grid()[Nx.tensor(1.0)]
+      end
+    end
+
+    test "writing through Access raises and says what to use" do
+      assert_raise ArgumentError, ~r/Nx.put_slice/, fn ->
+        put_in(grid()[0], Nx.tensor([1, 1, 1]))
+      end
+
+      assert_raise ArgumentError, ~r/Nx.slice/, fn -> pop_in(grid()[0]) end
+    end
+  end
+end
