@@ -169,13 +169,13 @@ defmodule Nx do
     type = Nx.Type.normalize!(type)
     bytes = Nx.Type.byte_size(type)
 
-    if rem(byte_size(binary), bytes) != 0 do
+    if rem(Kernel.byte_size(binary), bytes) != 0 do
       raise ArgumentError,
             "binary does not match the given type #{inspect(type)}, " <>
-              "its size (#{byte_size(binary)}) is not a multiple of #{bytes}"
+              "its size (#{Kernel.byte_size(binary)}) is not a multiple of #{bytes}"
     end
 
-    from_binary_data(binary, type, {div(byte_size(binary), bytes)})
+    from_binary_data(binary, type, {div(Kernel.byte_size(binary), bytes)})
   end
 
   @doc """
@@ -2855,5 +2855,710 @@ defmodule Nx do
 
     # all: no element is not close (1 for empty tensors, as Nx.all/1)
     equal(sum(subtract(1, as_type(close, {:s, 64}))), 0)
+  end
+
+  ## More of Nx 0.7's API, composed of the ops above (docs/COMPATIBILITY.md)
+
+  @doc """
+  The axes of a tensor, a shape or a number: `[0, 1, ..., rank - 1]`.
+
+  ## Examples
+
+      iex> Nx.axes(Nx.iota({2, 3}))
+      [0, 1]
+      iex> Nx.axes({1, 2, 3})
+      [0, 1, 2]
+      iex> Nx.axes(1)
+      []
+
+  """
+  def axes(shape_or_tensor), do: Enum.to_list(0..(tuple_size(shape(shape_or_tensor)) - 1)//1)
+
+  @doc """
+  The size of the tensor's data in bytes: its elements (vectorized axes included) times the
+  byte width of its type.
+
+  ## Examples
+
+      iex> Nx.byte_size(Nx.tensor([[1, 2, 3], [4, 5, 6]]))
+      48
+      iex> Nx.byte_size(Nx.tensor([1, 2, 3], type: :f32))
+      12
+      iex> Nx.byte_size(1)
+      8
+
+  """
+  def byte_size(tensor) do
+    tensor = to_tensor(tensor)
+    vectorized = tensor.vectorized_axes |> Keyword.values() |> Enum.product()
+    size(tensor) * vectorized * Nx.Type.byte_size(tensor.type)
+  end
+
+  @doc """
+  Flattens the tensor to one axis, or merges the consecutive `:axes` into one (a scalar
+  becomes `{1}`).
+
+  ## Examples
+
+      iex> Nx.flatten(Nx.iota({2, 2}))
+      #Nx.Tensor<
+        s64[4]
+        [0, 1, 2, 3]
+      >
+      iex> Nx.flatten(Nx.iota({1, 2, 3}), axes: [1, 2]).shape
+      {1, 6}
+
+  """
+  def flatten(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:axes])
+    dims = Tuple.to_list(tensor.shape)
+
+    case opts[:axes] do
+      nil ->
+        reshape(tensor, {size(tensor)})
+
+      axes ->
+        axes = Enum.sort(Nx.Shape.normalize_axes(tensor.shape, axes))
+
+        if axes == [] or axes != Enum.to_list(hd(axes)..List.last(axes)) do
+          raise ArgumentError,
+                "flatten axes must be consecutive, got: #{inspect(opts[:axes])} for shape " <>
+                  "#{inspect(tensor.shape)}"
+        end
+
+        {before, rest} = Enum.split(dims, hd(axes))
+        {merged, later} = Enum.split(rest, length(axes))
+        reshape(tensor, List.to_tuple(before ++ [Enum.product(merged)] ++ later))
+    end
+  end
+
+  @doc """
+  Repeats the tensor `repetitions[k]` times along axis `k`. A list shorter than the rank
+  applies to the last axes; a longer one adds leading axes.
+
+  ## Examples
+
+      iex> Nx.tile(Nx.tensor([0, 1, 2]), [2])
+      #Nx.Tensor<
+        s64[6]
+        [0, 1, 2, 0, 1, 2]
+      >
+      iex> Nx.tile(Nx.tensor([[1, 2], [3, 4]]), [2, 1])
+      #Nx.Tensor<
+        s64[4][2]
+        [
+          [1, 2],
+          [3, 4],
+          [1, 2],
+          [3, 4]
+        ]
+      >
+
+  """
+  def tile(tensor, repetitions) do
+    tensor = to_tensor(tensor)
+
+    unless is_list(repetitions) and Enum.all?(repetitions, &(is_integer(&1) and &1 >= 1)) do
+      raise ArgumentError,
+            "repetitions must be a list of integers of at least 1, got: #{inspect(repetitions)}"
+    end
+
+    dims = Tuple.to_list(tensor.shape)
+    extra = length(repetitions) - length(dims)
+    dims = List.duplicate(1, Kernel.max(extra, 0)) ++ dims
+    reps = List.duplicate(1, Kernel.max(-extra, 0)) ++ repetitions
+
+    # {d0, d1, ...} into {r0, d0, r1, d1, ...}, then each pair merged
+    pairs = Enum.flat_map(Enum.zip(reps, dims), fn {r, d} -> [r, d] end)
+    inner = Enum.map(0..(length(dims) - 1)//1, &(2 * &1 + 1))
+
+    composite(
+      fn t ->
+        t
+        |> reshape(List.to_tuple(dims))
+        |> broadcast(List.to_tuple(pairs), axes: inner)
+        |> reshape(List.to_tuple(Enum.zip_with(reps, dims, &(&1 * &2))))
+      end,
+      [tensor]
+    )
+  end
+
+  @doc """
+  `n` evenly spaced values from `start` to `stop` (numbers, or tensors of one shape `s`,
+  giving `s` with an axis of `n` appended).
+
+  ## Options
+
+    * `:n` - the number of values (required, a positive integer)
+    * `:type` - the output type (`{:f, 32}`); integer types truncate values computed in `f32`
+    * `:endpoint` - whether `stop` is the last value (`true`) or excluded (`false`)
+    * `:name` - accepted and ignored (axis names are not supported)
+
+  ## Examples
+
+      iex> Nx.linspace(5, 8, n: 5)
+      #Nx.Tensor<
+        f32[5]
+        [5.0, 5.75, 6.5, 7.25, 8.0]
+      >
+      iex> Nx.linspace(0, 24, n: 8, type: :u8)
+      #Nx.Tensor<
+        u8[8]
+        [0, 3, 6, 10, 13, 17, 20, 24]
+      >
+      iex> Nx.linspace(0, 10, n: 4, endpoint: false)
+      #Nx.Tensor<
+        f32[4]
+        [0.0, 2.5, 5.0, 7.5]
+      >
+
+  """
+  def linspace(start, stop, opts) do
+    opts = Keyword.validate!(opts, [:n, :name, type: {:f, 32}, endpoint: true])
+    n = opts[:n]
+
+    unless is_integer(n) and n >= 1 do
+      raise ArgumentError, "linspace expects :n to be a positive integer, got: #{inspect(n)}"
+    end
+
+    type = Nx.Type.normalize!(opts[:type])
+    {start, stop} = {to_tensor(start), to_tensor(stop)}
+
+    if start.shape != stop.shape do
+      raise ArgumentError,
+            "linspace expects start and stop to have the same shape, got: " <>
+              "#{inspect(start.shape)} and #{inspect(stop.shape)}"
+    end
+
+    divisor = if opts[:endpoint], do: n - 1, else: n
+    float = Nx.Type.to_floating(type)
+
+    composite(
+      fn a, b ->
+        {a, b} = {as_type(a, float), as_type(b, float)}
+        step = if divisor == 0, do: multiply(a, 0), else: divide(subtract(b, a), divisor)
+        axis = tuple_size(a.shape)
+        steps = iota(Tuple.append(a.shape, n), axis: axis, type: float)
+        at = fn x -> new_axis(x, axis) end
+        as_type(add(at.(a), multiply(steps, at.(step))), type)
+      end,
+      [start, stop]
+    )
+  end
+
+  @doc """
+  A `{n, m}` matrix of type `u8` with 1 on and below the diagonal `:k` (0 by default:
+  the main one; positive above it, negative below) and 0 elsewhere.
+
+  ## Examples
+
+      iex> Nx.tri(3, 3, k: 1)
+      #Nx.Tensor<
+        u8[3][3]
+        [
+          [1, 1, 0],
+          [1, 1, 1],
+          [1, 1, 1]
+        ]
+      >
+
+  """
+  def tri(n, m, opts \\ []) do
+    k = Keyword.validate!(opts, k: 0)[:k]
+    composite(fn -> triangle_mask({n, m}, k, :lower) end, [])
+  end
+
+  @doc """
+  The lower triangle of the last two axes (on and below the diagonal `:k`, 0 by default;
+  positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
+
+  ## Examples
+
+      iex> Nx.tril(Nx.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]))
+      #Nx.Tensor<
+        s64[3][3]
+        [
+          [1, 0, 0],
+          [4, 5, 0],
+          [7, 8, 9]
+        ]
+      >
+
+  """
+  def tril(tensor, opts \\ []), do: triangle(tensor, opts, :lower, "tril")
+
+  @doc """
+  The upper triangle of the last two axes (on and above the diagonal `:k`, 0 by default;
+  positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
+
+  ## Examples
+
+      iex> Nx.triu(Nx.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]), k: 1)
+      #Nx.Tensor<
+        s64[3][3]
+        [
+          [0, 2, 3],
+          [0, 0, 6],
+          [0, 0, 0]
+        ]
+      >
+
+  """
+  def triu(tensor, opts \\ []), do: triangle(tensor, opts, :upper, "triu")
+
+  defp triangle(tensor, opts, side, fun) do
+    tensor = to_tensor(tensor)
+    k = Keyword.validate!(opts, k: 0)[:k]
+
+    if tuple_size(tensor.shape) < 2 do
+      raise ArgumentError,
+            "#{fun}/2 expects a tensor with at least 2 dimensions, got: #{inspect(tensor.shape)}"
+    end
+
+    composite(
+      fn t -> select(triangle_mask(t.shape, k, side), t, tensor(0, type: t.type)) end,
+      [tensor]
+    )
+  end
+
+  # 1 where the last two axes' (row, col) is on the `side` of the diagonal k (inclusive)
+  defp triangle_mask(shape, k, side) do
+    rank = tuple_size(shape)
+    rows = add(iota(shape, axis: rank - 2), k)
+    cols = iota(shape, axis: rank - 1)
+    mask = if side == :lower, do: less_equal(cols, rows), else: greater_equal(cols, rows)
+    as_type(mask, {:u, 8})
+  end
+
+  @doc """
+  Splits the tensor in two along `:axis` (0 by default): `split` is the size of the first
+  part (a negative integer counts from the end) or, as a float, the fraction of the axis it
+  takes (rounded up). Returns `{first, second}`.
+
+  ## Examples
+
+      iex> {a, b} = Nx.split(Nx.tensor([1, 2, 3, 4]), -1)
+      iex> {Nx.to_flat_list(a), Nx.to_flat_list(b)}
+      {[1, 2, 3], [4]}
+      iex> {a, b} = Nx.split(Nx.iota({3, 4}), 0.75, axis: 1)
+      iex> {a.shape, b.shape}
+      {{3, 3}, {3, 1}}
+
+  """
+  def split(tensor, split, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, axis: 0)
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+    size = elem(tensor.shape, axis)
+
+    first =
+      cond do
+        is_integer(split) and split < 0 -> size + split
+        is_integer(split) -> split
+        is_float(split) -> Kernel.ceil(split * size)
+        true -> raise ArgumentError, "split must be an integer or a float, got: #{inspect(split)}"
+      end
+
+    unless first > 0 and first < size do
+      raise ArgumentError,
+            "split #{inspect(split)} leaves an empty part of axis #{axis} of size #{size}: " <>
+              "it must give between 1 and #{size - 1} elements to the first part"
+    end
+
+    {slice_along_axis(tensor, 0, first, axis: axis),
+     slice_along_axis(tensor, first, size - first, axis: axis)}
+  end
+
+  @doc """
+  The diagonal `:offset` (0 by default; positive above the main one, negative below) of the
+  last two axes; leading axes are batches.
+
+  ## Examples
+
+      iex> Nx.take_diagonal(Nx.iota({3, 3}))
+      #Nx.Tensor<
+        s64[3]
+        [0, 4, 8]
+      >
+      iex> Nx.take_diagonal(Nx.iota({3, 3}), offset: 1)
+      #Nx.Tensor<
+        s64[2]
+        [1, 5]
+      >
+
+  """
+  def take_diagonal(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    offset = Keyword.validate!(opts, offset: 0)[:offset]
+    rank = tuple_size(tensor.shape)
+
+    if rank < 2 do
+      raise ArgumentError,
+            "take_diagonal/2 expects a tensor of rank 2 or higher, got rank #{rank}"
+    end
+
+    {rows, cols} = {elem(tensor.shape, rank - 2), elem(tensor.shape, rank - 1)}
+    positions = diagonal_positions(rows, cols, offset)
+    flat = Enum.map(positions, fn {r, c} -> r * cols + c end)
+    batch = tensor.shape |> Tuple.delete_at(rank - 1) |> Tuple.delete_at(rank - 2)
+
+    composite(
+      fn t ->
+        t
+        |> reshape(Tuple.append(batch, rows * cols))
+        |> take(tensor(flat, type: {:s, 64}), axis: rank - 2)
+      end,
+      [tensor]
+    )
+  end
+
+  @doc """
+  Writes `diagonal` (a vector of the diagonal's length) on the diagonal `:offset` (0 by
+  default) of a matrix. The output type merges both types.
+
+  ## Examples
+
+      iex> Nx.put_diagonal(Nx.broadcast(0, {3, 3}), Nx.tensor([1, 2]), offset: -1)
+      #Nx.Tensor<
+        s64[3][3]
+        [
+          [0, 0, 0],
+          [1, 0, 0],
+          [0, 2, 0]
+        ]
+      >
+
+  """
+  def put_diagonal(tensor, diagonal, opts \\ []) do
+    {tensor, diagonal} = {to_tensor(tensor), to_tensor(diagonal)}
+    offset = Keyword.validate!(opts, offset: 0)[:offset]
+
+    unless tuple_size(tensor.shape) == 2 and tuple_size(diagonal.shape) == 1 do
+      raise ArgumentError,
+            "put_diagonal/3 expects a tensor of rank 2 and a diagonal of rank 1, got shapes " <>
+              "#{inspect(tensor.shape)} and #{inspect(diagonal.shape)}"
+    end
+
+    {rows, cols} = tensor.shape
+    positions = diagonal_positions(rows, cols, offset)
+
+    if length(positions) != elem(diagonal.shape, 0) do
+      raise ArgumentError,
+            "expected a diagonal of length #{length(positions)} for offset #{offset} of shape " <>
+              "#{inspect(tensor.shape)}, got one of length #{elem(diagonal.shape, 0)}"
+    end
+
+    indices = tensor(Enum.map(positions, &Tuple.to_list/1), type: {:s, 64})
+    indexed_put(tensor, indices, diagonal)
+  end
+
+  # the {row, col} of each element of the diagonal `offset` of a rows x cols matrix
+  defp diagonal_positions(rows, cols, offset) do
+    cond do
+      offset >= 0 and offset >= cols ->
+        raise ArgumentError,
+              "offset must be less than the size of the last axis (#{cols}), got: #{offset}"
+
+      offset < 0 and -offset >= rows ->
+        raise ArgumentError,
+              "the absolute value of a negative offset must be less than the size of the " <>
+                "second to last axis (#{rows}), got: #{offset}"
+
+      true ->
+        {row0, col0} = if offset >= 0, do: {0, offset}, else: {-offset, 0}
+        length = Kernel.min(rows - row0, cols - col0)
+        for i <- 0..(length - 1), do: {row0 + i, col0 + i}
+    end
+  end
+
+  @doc """
+  The `:k` (1 by default) largest values along the last axis and their indices:
+  `{values, indices}` (indices `s64`; among equal values the lower index comes first).
+
+  ## Examples
+
+      iex> {values, indices} = Nx.top_k(Nx.tensor([1, 5, 3, 4, 2]), k: 2)
+      iex> {Nx.to_flat_list(values), Nx.to_flat_list(indices)}
+      {[5, 4], [1, 3]}
+
+  """
+  def top_k(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    k = Keyword.validate!(opts, k: 1)[:k]
+    rank = tuple_size(tensor.shape)
+
+    if rank == 0 do
+      raise ArgumentError, "top_k input must have at least rank 1"
+    end
+
+    last = elem(tensor.shape, rank - 1)
+
+    unless is_integer(k) and k >= 1 and k <= last do
+      raise ArgumentError,
+            "top_k expects :k between 1 and the last axis size (#{last}), got: #{inspect(k)}"
+    end
+
+    composite(
+      fn t ->
+        indices =
+          t
+          |> argsort(axis: rank - 1, direction: :desc)
+          |> slice_along_axis(0, k, axis: rank - 1)
+
+        {take_along_axis(t, indices, axis: rank - 1), indices}
+      end,
+      [tensor]
+    )
+  end
+
+  @doc """
+  The median over all elements, or along `:axis` (`:keep_axis` keeps it with size 1). With an
+  odd count it is the middle element (the input's type); with an even count the mean of the
+  two middle ones (integers give `f32`).
+
+  ## Examples
+
+      iex> Nx.median(Nx.tensor([3, 1, 2]))
+      #Nx.Tensor<
+        s64
+        2
+      >
+      iex> Nx.median(Nx.tensor([[1, 2, 3], [4, 5, 6]]), axis: 0)
+      #Nx.Tensor<
+        f32[3]
+        [2.5, 3.5, 4.5]
+      >
+
+  """
+  def median(tensor, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, axis: nil, keep_axis: false)
+    no_complex!(tensor, :median, 2)
+
+    {tensor, axis, keep} =
+      case opts[:axis] do
+        nil -> {flatten(tensor), 0, false}
+        axis -> {tensor, Nx.Shape.normalize_axis(tensor.shape, axis), opts[:keep_axis]}
+      end
+
+    n = elem(tensor.shape, axis)
+
+    composite(
+      fn t ->
+        sorted = sort(t, axis: axis)
+
+        middle =
+          if rem(n, 2) == 1,
+            do: slice_along_axis(sorted, div(n, 2), 1, axis: axis),
+            else:
+              mean(slice_along_axis(sorted, div(n, 2) - 1, 2, axis: axis),
+                axes: [axis],
+                keep_axes: true
+              )
+
+        if keep, do: middle, else: squeeze(middle, axes: [axis])
+      end,
+      [tensor]
+    )
+  end
+
+  @doc """
+  A tensor of `tensor`'s shape (vectorized axes included) filled with `value`, of type
+  `:type` (by default the tensor's and the value's types merged).
+
+  ## Examples
+
+      iex> Nx.fill(Nx.iota({2, 2}), 5)
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [5, 5],
+          [5, 5]
+        ]
+      >
+
+  """
+  def fill(tensor, value, opts \\ []) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:type])
+    type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, type(value)))
+    composite(fn t -> as_type(select(1, value, t), type) end, [tensor])
+  end
+
+  @doc """
+  The complex tensor `real + imag * i` (neither may be complex); the type is the merged type
+  made complex (`c64` from integers and `f32`).
+
+  ## Examples
+
+      iex> Nx.complex(Nx.tensor([1, 2]), Nx.tensor([3, 4]))
+      #Nx.Tensor<
+        c64[2]
+        [1.0+3.0i, 2.0+4.0i]
+      >
+
+  """
+  def complex(real, imag) do
+    {real, imag} = {to_tensor(real), to_tensor(imag)}
+
+    if Nx.Type.complex?(real.type) or Nx.Type.complex?(imag.type) do
+      raise ArgumentError,
+            "complex/2 expects real tensors, got types #{Nx.Type.to_string(real.type)} and " <>
+              "#{Nx.Type.to_string(imag.type)}"
+    end
+
+    type = Nx.Type.to_complex(Nx.Type.merge(real.type, imag.type))
+
+    composite(
+      fn re, im ->
+        add(as_type(re, type), multiply(as_type(im, type), tensor(Complex.new(0, 1), type: type)))
+      end,
+      [real, imag]
+    )
+  end
+
+  @doc """
+  The angle of each element in the complex plane, `atan2(imag, real)`: `f32` for `c64` and
+  real inputs, `f64` for `c128`.
+
+  ## Examples
+
+      iex> Nx.phase(Nx.tensor([Complex.new(0, 1), Complex.new(-1, 0)]))
+      #Nx.Tensor<
+        f32[2]
+        [1.5707964, 3.1415927]
+      >
+
+  """
+  def phase(tensor) do
+    tensor = to_tensor(tensor)
+    type = Nx.Type.to_real(tensor.type)
+
+    composite(
+      fn t -> atan2(as_type(imag(t), type), as_type(real(t), type)) end,
+      [tensor]
+    )
+  end
+
+  @doc """
+  The mean weighted by `weights`: `sum(t * w) / sum(w)` over all axes or `:axes`
+  (`:keep_axes` keeps them with size 1). Weights of another shape than the tensor's have one
+  axis per entry of `:axes`, laid along those axes. Integers give `f32`.
+
+  ## Examples
+
+      iex> Nx.weighted_mean(Nx.tensor([1, 2, 3]), Nx.tensor([3, 2, 1]))
+      #Nx.Tensor<
+        f32
+        1.6666666
+      >
+      iex> Nx.weighted_mean(Nx.iota({3, 4}), Nx.tensor([1, 2, 3, 4]), axes: [1])
+      #Nx.Tensor<
+        f32[3]
+        [2.0, 6.0, 10.0]
+      >
+
+  """
+  def weighted_mean(tensor, weights, opts \\ []) do
+    {tensor, weights} = {to_tensor(tensor), to_tensor(weights)}
+    opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+    axes = if opts[:axes], do: Nx.Shape.normalize_axes(tensor.shape, opts[:axes])
+
+    weights =
+      cond do
+        weights.shape == tensor.shape ->
+          weights
+
+        axes == nil ->
+          raise ArgumentError,
+                "weighted_mean needs :axes when the weights' shape #{inspect(weights.shape)} " <>
+                  "differs from the tensor's #{inspect(tensor.shape)}"
+
+        tuple_size(weights.shape) != length(axes) ->
+          raise ArgumentError,
+                "weighted_mean expects weights of rank #{length(axes)} (one axis per entry of " <>
+                  ":axes), got shape #{inspect(weights.shape)}"
+
+        true ->
+          broadcast(weights, tensor.shape, axes: axes)
+      end
+
+    type = Nx.Type.to_floating(Nx.Type.merge(tensor.type, weights.type))
+    sum_opts = [axes: axes, keep_axes: opts[:keep_axes]]
+
+    composite(
+      fn t, w ->
+        {t, w} = {as_type(t, type), as_type(w, type)}
+        divide(sum(multiply(t, w), sum_opts), sum(w, sum_opts))
+      end,
+      [tensor, weights]
+    )
+  end
+
+  @doc """
+  The mean of every window: `window_sum/3` (same options) divided by the number of elements
+  of a window, padded positions counting as zeros. Integers give `f32`.
+
+  ## Examples
+
+      iex> Nx.window_mean(Nx.tensor([1, 2, 3, 4]), {2})
+      #Nx.Tensor<
+        f32[3]
+        [1.5, 2.5, 3.5]
+      >
+
+  """
+  def window_mean(tensor, window_dimensions, opts \\ []) do
+    tensor = to_tensor(tensor)
+    count = window_dimensions |> Tuple.to_list() |> Enum.product()
+    composite(fn t -> divide(window_sum(t, window_dimensions, opts), count) end, [tensor])
+  end
+
+  @doc """
+  A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
+  (the default: the last batch is completed with the first entries) or `:discard` (an
+  incomplete last batch is dropped).
+
+  ## Examples
+
+      iex> Nx.iota({5, 2}) |> Nx.to_batched(2) |> Enum.map(&Nx.to_flat_list/1)
+      [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+      iex> Nx.iota({5}) |> Nx.to_batched(2, leftover: :discard) |> Enum.map(&Nx.to_flat_list/1)
+      [[0, 1], [2, 3]]
+
+  """
+  def to_batched(tensor, batch_size, opts \\ [])
+      when is_integer(batch_size) and batch_size >= 1 do
+    tensor = to_tensor(tensor)
+    leftover = Keyword.validate!(opts, leftover: :repeat)[:leftover]
+
+    unless leftover in [:repeat, :discard] do
+      raise ArgumentError,
+            "expected :leftover to be :repeat or :discard, got: #{inspect(leftover)}"
+    end
+
+    if tensor.shape == {}, do: raise(ArgumentError, "cannot batch a scalar tensor")
+    size = elem(tensor.shape, 0)
+
+    if size < batch_size do
+      raise ArgumentError,
+            "cannot batch #{size} entries into batches of #{batch_size}"
+    end
+
+    full = div(size, batch_size)
+    rest = rem(size, batch_size)
+    last = if rest > 0 and leftover == :repeat, do: [:leftover], else: []
+
+    Stream.map(Enum.to_list(0..(full - 1)) ++ last, fn
+      :leftover ->
+        concatenate([
+          slice_along_axis(tensor, full * batch_size, rest),
+          slice_along_axis(tensor, 0, batch_size - rest)
+        ])
+
+      i ->
+        slice_along_axis(tensor, i * batch_size, batch_size)
+    end)
   end
 end
