@@ -82,7 +82,8 @@ defmodule NxJax.Backend do
   # Called by Inspect for tensors whose data is this struct.
   def inspect(%Nx.Tensor{} = tensor, opts) do
     body =
-      Kernel.inspect(binary_tensor(tensor, to_binary(tensor)), opts)
+      binary_tensor(tensor, to_binary(tensor))
+      |> Inspect.inspect(opts)
       |> String.split("\n")
       |> Enum.slice(2..-2//1)
       |> Enum.map_join("\n", &String.replace_prefix(&1, "  ", ""))
