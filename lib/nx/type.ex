@@ -281,6 +281,80 @@ defmodule Nx.Type do
   def integer?({class, _}), do: class in [:s, :u]
 
   @doc """
+  The largest finite value of `type` (an integer for integer types).
+
+  ## Examples
+
+      iex> Nx.Type.max_finite({:u, 8})
+      255
+      iex> Nx.Type.max_finite({:f, 16})
+      65504.0
+
+  """
+  def max_finite({:u, bits}), do: Integer.pow(2, bits) - 1
+  def max_finite({:s, bits}), do: Integer.pow(2, bits - 1) - 1
+  def max_finite(type), do: (2 - epsilon(type)) * :math.pow(2, max_exponent(type))
+
+  @doc """
+  The smallest (most negative) finite value of `type`.
+
+  ## Examples
+
+      iex> Nx.Type.min_finite({:s, 8})
+      -128
+      iex> Nx.Type.min_finite({:f, 64})
+      -1.7976931348623157e308
+
+  """
+  def min_finite({:u, _}), do: 0
+  def min_finite({:s, bits}), do: -Integer.pow(2, bits - 1)
+  def min_finite(type), do: -max_finite(type)
+
+  @doc """
+  The distance from 1.0 to the next value of a floating-point `type`.
+
+  ## Examples
+
+      iex> Nx.Type.epsilon({:f, 32})
+      1.1920928955078125e-7
+      iex> Nx.Type.epsilon({:bf, 16})
+      0.0078125
+
+  """
+  def epsilon(type), do: :math.pow(2, -mantissa_bits(type))
+
+  @doc """
+  The smallest positive normal value of a floating-point `type`.
+
+  ## Examples
+
+      iex> Nx.Type.smallest_positive_normal({:f, 16})
+      6.103515625e-5
+
+  """
+  def smallest_positive_normal(type), do: :math.pow(2, 1 - max_exponent(type))
+
+  # the stored mantissa bits and the largest exponent of each floating-point type (IEEE 754;
+  # bfloat16 has f32's exponent); complex types have their parts' values
+  defp mantissa_bits({:f, 16}), do: 10
+  defp mantissa_bits({:bf, 16}), do: 7
+  defp mantissa_bits({:f, 32}), do: 23
+  defp mantissa_bits({:f, 64}), do: 52
+  defp mantissa_bits({:c, bits}), do: mantissa_bits({:f, div(bits, 2)})
+
+  defp mantissa_bits(type),
+    do: raise(ArgumentError, "expected a floating-point type, got: #{inspect(type)}")
+
+  defp max_exponent({:f, 16}), do: 15
+  defp max_exponent({:bf, 16}), do: 127
+  defp max_exponent({:f, 32}), do: 127
+  defp max_exponent({:f, 64}), do: 1023
+  defp max_exponent({:c, bits}), do: max_exponent({:f, div(bits, 2)})
+
+  defp max_exponent(type),
+    do: raise(ArgumentError, "expected a floating-point type, got: #{inspect(type)}")
+
+  @doc """
   The type's name as Nx prints it.
 
   ## Examples
