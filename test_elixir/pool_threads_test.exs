@@ -72,7 +72,7 @@ defmodule NxJax.PoolThreadsTest do
     end
   end
 
-  # How the CPU time of 150 calls of `wide/1` on a worker started with `env` spread over its
+  # How the CPU time of 300 calls of `wide/1` on a worker started with `env` spread over its
   # threads: {ticks of the busiest thread, ticks of all threads}.
   defp spread(env) do
     {:ok, w} = NxJax.Worker.start_link(env: env)
@@ -83,7 +83,7 @@ defmodule NxJax.PoolThreadsTest do
       expected = f.(x)
       os_pid = NxJax.Worker.os_pid(w)
       before = thread_ticks(os_pid)
-      for _ <- 1..150, do: assert(f.(x) == expected)
+      for _ <- 1..300, do: assert(f.(x) == expected)
       used = for {tid, t} <- thread_ticks(os_pid), do: t - Map.get(before, tid, 0)
       {Enum.max(used), Enum.sum(used)}
     after
@@ -95,7 +95,7 @@ defmodule NxJax.PoolThreadsTest do
   # 2 cores then ran 4 busy threads); NPROC=1 keeps the work on one thread.
   test "a pool worker's XLA does its work on one thread" do
     {busiest, total} = spread(NxJax.Pool.thread_env(2, []))
-    assert busiest > 10
+    assert busiest >= 10
     assert total <= busiest * 1.25, "threads' ticks: #{busiest} of #{total}"
 
     # the control: where more than one CPU is there, XLA's default spreads the same work

@@ -24,9 +24,9 @@ defmodule NxJax.Pool do
 
   With more than one worker, each runs XLA's CPU client on one thread: the pool's
   parallelism is its workers. Each such worker gets `NPROC=1`, the variable from which XLA sizes
-  the CPU client's thread pool (JAX 0.10 and later ignore the older flags), and
+  the CPU client's thread pool (JAX 0.10.2, the version measured, ignores the older flags), and
   `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1` appended to any
-  `XLA_FLAGS` of the node (for earlier JAX). `config :nx_jax, worker_threads: :all` keeps XLA's
+  `XLA_FLAGS` of the node (the flags earlier versions read). `config :nx_jax, worker_threads: :all` keeps XLA's
   default; a `NPROC` or an `XLA_FLAGS` in a worker's `worker_env` replaces that one.
 
   Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
@@ -83,7 +83,7 @@ defmodule NxJax.Pool do
   # small machine do not fight over every core for each op; `config :nx_jax, worker_threads:
   # :all` keeps XLA's default, and a variable given in `worker_env` wins. XLA sizes the CPU
   # client's intra-op pool from NPROC (else from the CPUs the process may run on); the flags
-  # were how earlier versions were told, and JAX 0.10 runs a large elementwise op on 1.5 of 2
+  # were how earlier versions were told, and JAX 0.10.2 runs a large elementwise op on 1.5 of 2
   # cores with them alone (test_elixir/pool_threads_test.exs).
   @single_thread_flags "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
