@@ -2139,15 +2139,15 @@ defmodule Nx do
       >
 
   """
-  def slice_along_axis(tensor, start_index, length, opts \\ []) do
+  def slice_along_axis(tensor, start_index, len, opts \\ []) do
     tensor = to_tensor(tensor)
     opts = Keyword.validate!(opts, axis: 0, strides: 1)
     axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
-    dims = Tuple.to_list(tensor.shape)
+    dims = Enum.with_index(Tuple.to_list(tensor.shape))
     at = fn k, here, other -> if k == axis, do: here, else: other end
-    starts = for k <- 0..(length(dims) - 1), do: at.(k, start_index, 0)
-    lengths = for {dim, k} <- Enum.with_index(dims), do: at.(k, length, dim)
-    strides = for k <- 0..(length(dims) - 1), do: at.(k, opts[:strides], 1)
+    starts = for {_, k} <- dims, do: at.(k, start_index, 0)
+    lengths = for {dim, k} <- dims, do: at.(k, len, dim)
+    strides = for {_, k} <- dims, do: at.(k, opts[:strides], 1)
     slice(tensor, starts, lengths, strides: strides)
   end
 
