@@ -2875,6 +2875,56 @@ defmodule Nx do
   def axes(shape_or_tensor), do: Enum.to_list(0..(tuple_size(shape(shape_or_tensor)) - 1)//1)
 
   @doc """
+  The index of `axis` in a tensor (or shape): negative axes count from the end. Axis names
+  are not supported.
+
+  ## Examples
+
+      iex> Nx.axis_index(Nx.iota({2, 3, 4}), -1)
+      2
+
+  """
+  def axis_index(tensor, axis), do: Nx.Shape.normalize_axis(shape(tensor), axis)
+
+  @doc """
+  `tensor_or_container` with every tensor (and number) replaced by a template: the same
+  type, shape and vectorized axes, no data (as `template/3` makes). Tuples and maps keep
+  their structure.
+
+  ## Examples
+
+      iex> Nx.to_template({Nx.iota({2, 3}), 1.0}) == {Nx.template({2, 3}, :s64), Nx.template({}, :f32)}
+      true
+
+  """
+  def to_template(tensor_or_container) do
+    Nx.Defn.Composite.traverse(tensor_or_container, &%T{to_tensor(&1) | data: nil})
+  end
+
+  @doc """
+  Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
+  the same structure and, leaf by leaf, the same type, shape and vectorized axes.
+
+  ## Examples
+
+      iex> Nx.compatible?(Nx.iota({2}), Nx.tensor([5, 6]))
+      true
+      iex> Nx.compatible?({Nx.iota({2})}, {Nx.iota({2}, type: :f32)})
+      false
+
+  """
+  def compatible?(left, right) do
+    describe = fn container ->
+      Nx.Defn.Composite.traverse(container, fn leaf ->
+        %T{type: type, shape: shape, vectorized_axes: vectorized} = to_tensor(leaf)
+        {:leaf, type, shape, vectorized}
+      end)
+    end
+
+    describe.(left) == describe.(right)
+  end
+
+  @doc """
   The size of the tensor's data in bytes: its elements (vectorized axes included) times the
   byte width of its type.
 

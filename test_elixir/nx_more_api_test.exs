@@ -37,6 +37,34 @@ defmodule Nx.MoreApiTest do
              Kernel.byte_size(Nx.to_binary(Nx.iota({4, 3}, type: :f32)))
   end
 
+  test "axis_index, to_template and compatible?" do
+    assert Nx.axis_index(Nx.iota({2, 3}), 1) == 1
+    assert Nx.axis_index({2, 3, 4}, -3) == 0
+
+    assert_raise ArgumentError, ~r/given axis \(2\) invalid for shape with rank 2/, fn ->
+      Nx.axis_index(Nx.iota({2, 3}), 2)
+    end
+
+    assert_raise ArgumentError, ~r/expected an integer axis, got: :x/, fn ->
+      Nx.axis_index(Nx.iota({2, 3}), :x)
+    end
+
+    t = Nx.iota({2, 3}, type: :f32)
+    template = Nx.to_template(%{a: t, b: {Nx.vectorize(t, :rows), 2}})
+    assert %{a: %Nx.Tensor{data: nil, shape: {2, 3}, type: {:f, 32}}} = template
+    assert {%Nx.Tensor{data: nil, vectorized_axes: [rows: 2], shape: {3}}, scalar} = template.b
+    assert {scalar.data, scalar.type, scalar.shape} == {nil, {:s, 64}, {}}
+    assert Nx.compatible?(template, %{a: Nx.add(t, 1), b: {Nx.vectorize(t, :rows), 7}})
+
+    refute Nx.compatible?(t, Nx.iota({3, 2}, type: :f32))
+    refute Nx.compatible?(t, Nx.iota({2, 3}, type: :f64))
+    refute Nx.compatible?(Nx.vectorize(t, :rows), Nx.vectorize(t, :other))
+    refute Nx.compatible?({t, t}, {t})
+    refute Nx.compatible?(%{a: t}, %{b: t})
+    assert Nx.compatible?(1, Nx.tensor(5))
+    refute Nx.compatible?(1, 1.0)
+  end
+
   describe "flatten" do
     test "to one axis, or merging consecutive axes" do
       t = Nx.iota({2, 3, 4})
