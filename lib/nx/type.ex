@@ -334,25 +334,19 @@ defmodule Nx.Type do
   """
   def smallest_positive_normal(type), do: :math.pow(2, 1 - max_exponent(type))
 
-  # the stored mantissa bits and the largest exponent of each floating-point type (IEEE 754;
-  # bfloat16 has f32's exponent); complex types have their parts' values
-  defp mantissa_bits({:f, 16}), do: 10
-  defp mantissa_bits({:bf, 16}), do: 7
-  defp mantissa_bits({:f, 32}), do: 23
-  defp mantissa_bits({:f, 64}), do: 52
-  defp mantissa_bits({:c, bits}), do: mantissa_bits({:f, div(bits, 2)})
+  # {stored mantissa bits, largest exponent} of each floating-point type (IEEE 754; bfloat16
+  # has f32's exponent); complex types have their parts' values
+  defp float_format({:f, 16}), do: {10, 15}
+  defp float_format({:bf, 16}), do: {7, 127}
+  defp float_format({:f, 32}), do: {23, 127}
+  defp float_format({:f, 64}), do: {52, 1023}
+  defp float_format({:c, bits}), do: float_format({:f, div(bits, 2)})
 
-  defp mantissa_bits(type),
+  defp float_format(type),
     do: raise(ArgumentError, "expected a floating-point type, got: #{inspect(type)}")
 
-  defp max_exponent({:f, 16}), do: 15
-  defp max_exponent({:bf, 16}), do: 127
-  defp max_exponent({:f, 32}), do: 127
-  defp max_exponent({:f, 64}), do: 1023
-  defp max_exponent({:c, bits}), do: max_exponent({:f, div(bits, 2)})
-
-  defp max_exponent(type),
-    do: raise(ArgumentError, "expected a floating-point type, got: #{inspect(type)}")
+  defp mantissa_bits(type), do: elem(float_format(type), 0)
+  defp max_exponent(type), do: elem(float_format(type), 1)
 
   @doc """
   The type's name as Nx prints it.
