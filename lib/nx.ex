@@ -3547,6 +3547,63 @@ defmodule Nx do
   end
 
   @doc """
+  The covariance matrix of `tensor` `{..., n, d}` (`n` observations of `d` variables; leading
+  axes are batches): `{..., d, d}`, the products of the deviations from `mean` summed over the
+  observations and divided by `n - ddof`. `mean` (`{..., d}` or `{d}`) defaults to the mean of
+  the observations. Option `:ddof` (delta degrees of freedom), 0 by default. Integers give
+  `f32`.
+
+  ## Examples
+
+      iex> Nx.covariance(Nx.tensor([[1, 2], [3, 4], [5, 6]]), ddof: 1)
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [4.0, 4.0],
+          [4.0, 4.0]
+        ]
+      >
+
+  """
+  def covariance(tensor, mean_or_opts \\ [], opts \\ [])
+
+  def covariance(tensor, opts, []) when is_list(opts), do: covariance_of(tensor, nil, opts)
+  def covariance(tensor, mean, opts), do: covariance_of(tensor, to_tensor(mean), opts)
+
+  defp covariance_of(tensor, mean, opts) do
+    tensor = to_tensor(tensor)
+    ddof = Keyword.validate!(opts, ddof: 0)[:ddof]
+    rank = tuple_size(tensor.shape)
+
+    if rank < 2 do
+      raise ArgumentError,
+            "expected input tensor of rank at least 2 (observations and variables), got: " <>
+              inspect(tensor.shape)
+    end
+
+    if mean && mean.shape == {} do
+      raise ArgumentError, "expected mean of rank at least 1, got 0"
+    end
+
+    n = elem(tensor.shape, rank - 2)
+    type = Nx.Type.to_floating(Nx.Type.merge(tensor.type, (mean || tensor).type))
+
+    composite(
+      fn t, m ->
+        t = as_type(t, type)
+        m = if mean, do: as_type(m, type), else: mean(t, axes: [rank - 2])
+        centered = subtract(t, new_axis(m, -2))
+        batch = Enum.to_list(0..(rank - 3)//1)
+
+        centered
+        |> dot([rank - 2], batch, centered, [rank - 2], batch)
+        |> divide(n - ddof)
+      end,
+      [tensor, mean || tensor]
+    )
+  end
+
+  @doc """
   The mean of every window: `window_sum/3` (same options) divided by the number of elements
   of a window, padded positions counting as zeros. Integers give `f32`.
 

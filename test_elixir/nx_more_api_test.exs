@@ -372,6 +372,45 @@ defmodule Nx.MoreApiTest do
       end
     end
 
+    test "covariance: ddof, a given mean, batches" do
+      t = Nx.tensor([[1, 2], [3, 4], [5, 6]])
+      assert Nx.covariance(t).type == {:f, 32}
+
+      for {got, want} <- Enum.zip(values(Nx.covariance(t)), List.duplicate(8 / 3, 4)),
+          do: assert_in_delta(got, want, 1.0e-6)
+
+      assert values(Nx.covariance(t, ddof: 1)) == [4.0, 4.0, 4.0, 4.0]
+
+      for {got, want} <-
+            Enum.zip(values(Nx.covariance(t, Nx.tensor([4, 3]))), [11 / 3, 5 / 3, 5 / 3, 11 / 3]),
+          do: assert_in_delta(got, want, 1.0e-6)
+
+      # against the definition, in f64, for a batch of random-looking data
+      x = Nx.remainder(Nx.multiply(Nx.iota({2, 5, 3}, type: :f64), 7.3), 4.1)
+      cov = Nx.covariance(x, ddof: 1)
+      assert cov.shape == {2, 3, 3}
+
+      for b <- 0..1, i <- 0..2, j <- 0..2 do
+        rows = Nx.to_list(x) |> Enum.at(b)
+        col = fn k -> Enum.map(rows, &Enum.at(&1, k)) end
+        mean = fn list -> Enum.sum(list) / length(list) end
+        {ci, cj} = {col.(i), col.(j)}
+
+        want =
+          Enum.sum(Enum.zip_with(ci, cj, fn a, c -> (a - mean.(ci)) * (c - mean.(cj)) end)) / 4
+
+        assert_in_delta Nx.to_number(cov[[b, i, j]]), want, 1.0e-12
+      end
+    end
+
+    test "covariance errors" do
+      assert_raise ArgumentError, ~r/rank at least 2/, fn -> Nx.covariance(Nx.tensor([1, 2])) end
+
+      assert_raise ArgumentError, ~r/expected mean of rank at least 1, got 0/, fn ->
+        Nx.covariance(Nx.iota({3, 2}), Nx.tensor(1))
+      end
+    end
+
     test "window means, padding counting as zeros" do
       assert values(Nx.window_mean(Nx.tensor([1, 2, 3, 4]), {2})) == [1.5, 2.5, 3.5]
       assert values(Nx.window_mean(Nx.tensor([2.0, 4.0]), {2}, padding: :same)) == [3.0, 2.0]
