@@ -649,6 +649,12 @@ interleaved rounds, every caller polling for its reply; p50):
   where the forwarder writes, but `NxJax.Worker` built that way was not: in paired blocks of
   200 calls, sorted by whether a caller-owned port was in its fast mode at the time, it was
   0.3-0.4 us slower in both (and -0.3 to +0.2 us in plain paired blocks), so it was not kept.
+- Tried and not kept (ninth session): JAX's synchronous CPU dispatch
+  (`JAX_CPU_ENABLE_ASYNC_DISPATCH=false` in the worker's environment). Two workers in one VM,
+  40 paired blocks of 200 calls, 3 runs: the small call 0.2-0.56 us faster (16.4-16.6 against
+  16.6-17.2 us), but the resident MLP step of section 3 (30 paired blocks of 100 steps, 2 runs)
+  8-12 us slower, as the worker then replies only once the step has run. In-process, in a hot
+  loop, the two modes take the same 7.1-7.2 us.
 
 Why the floor is 1.3x the baseline and what that leaves. Timed inside the serving loop of the
 worker (a temporary `perf_counter_ns` around `Worker.handle`, 20,000 small calls), handling a
