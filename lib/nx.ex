@@ -3317,8 +3317,8 @@ defmodule Nx do
 
       true ->
         {row0, col0} = if offset >= 0, do: {0, offset}, else: {-offset, 0}
-        length = Kernel.min(rows - row0, cols - col0)
-        for i <- 0..(length - 1), do: {row0 + i, col0 + i}
+        count = Kernel.min(rows - row0, cols - col0)
+        for i <- 0..(count - 1), do: {row0 + i, col0 + i}
     end
   end
 
