@@ -3386,17 +3386,18 @@ defmodule Nx do
     opts = Keyword.validate!(opts, axis: nil, keep_axis: false)
     no_complex!(tensor, :median, 2)
 
-    {tensor, axis, keep} =
+    # (over all elements: the flattened tensor's axis 0, flattened inside the one graph)
+    {flat?, axis, keep} =
       case opts[:axis] do
-        nil -> {flatten(tensor), 0, false}
-        axis -> {tensor, Nx.Shape.normalize_axis(tensor.shape, axis), opts[:keep_axis]}
+        nil -> {true, 0, false}
+        axis -> {false, Nx.Shape.normalize_axis(tensor.shape, axis), opts[:keep_axis]}
       end
 
-    n = elem(tensor.shape, axis)
+    n = if flat?, do: size(tensor), else: elem(tensor.shape, axis)
 
     composite(
       fn t ->
-        sorted = sort(t, axis: axis)
+        sorted = sort(if(flat?, do: flatten(t), else: t), axis: axis)
 
         middle =
           if rem(n, 2) == 1,
@@ -3515,10 +3516,10 @@ defmodule Nx do
     opts = Keyword.validate!(opts, [:axes, keep_axes: false])
     axes = if opts[:axes], do: Nx.Shape.normalize_axes(tensor.shape, opts[:axes])
 
-    weights =
+    laid =
       cond do
         weights.shape == tensor.shape ->
-          weights
+          :same_shape
 
         axes == nil ->
           raise ArgumentError,
@@ -3531,7 +3532,7 @@ defmodule Nx do
                   ":axes), got shape #{inspect(weights.shape)}"
 
         true ->
-          broadcast(weights, tensor.shape, axes: axes)
+          :along_axes
       end
 
     type = Nx.Type.to_floating(Nx.Type.merge(tensor.type, weights.type))
@@ -3539,6 +3540,8 @@ defmodule Nx do
 
     composite(
       fn t, w ->
+        # (weights laid along :axes are broadcast inside the one graph)
+        w = if laid == :along_axes, do: broadcast(w, t.shape, axes: axes), else: w
         {t, w} = {as_type(t, type), as_type(w, type)}
         divide(sum(multiply(t, w), sum_opts), sum(w, sum_opts))
       end,
@@ -3588,19 +3591,21 @@ defmodule Nx do
     n = elem(tensor.shape, rank - 2)
     type = Nx.Type.to_floating(Nx.Type.merge(tensor.type, (mean || tensor).type))
 
-    composite(
-      fn t, m ->
-        t = as_type(t, type)
-        m = if mean, do: as_type(m, type), else: mean(t, axes: [rank - 2])
-        centered = subtract(t, new_axis(m, -2))
-        batch = Enum.to_list(0..(rank - 3)//1)
+    covariance = fn t, m ->
+      t = as_type(t, type)
+      m = if m, do: as_type(m, type), else: mean(t, axes: [rank - 2])
+      centered = subtract(t, new_axis(m, -2))
+      batch = Enum.to_list(0..(rank - 3)//1)
 
-        centered
-        |> dot([rank - 2], batch, centered, [rank - 2], batch)
-        |> divide(n - ddof)
-      end,
-      [tensor, mean || tensor]
-    )
+      centered
+      |> dot([rank - 2], batch, centered, [rank - 2], batch)
+      |> divide(n - ddof)
+    end
+
+    # (without a mean, the graph takes the tensor alone)
+    if mean,
+      do: composite(covariance, [tensor, mean]),
+      else: composite(&covariance.(&1, nil), [tensor])
   end
 
   @doc """
