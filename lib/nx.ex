@@ -3216,8 +3216,13 @@ defmodule Nx do
               "it must give between 1 and #{size - 1} elements to the first part"
     end
 
-    {slice_along_axis(tensor, 0, first, axis: axis),
-     slice_along_axis(tensor, first, size - first, axis: axis)}
+    composite(
+      fn t ->
+        {slice_along_axis(t, 0, first, axis: axis),
+         slice_along_axis(t, first, size - first, axis: axis)}
+      end,
+      [tensor]
+    )
   end
 
   @doc """

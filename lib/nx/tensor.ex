@@ -102,7 +102,8 @@ defmodule Nx.Tensor do
   end
 
   # One slice over every axis (the unindexed ones whole), then one squeeze of the axes an
-  # integer or a tensor indexed.
+  # integer or a tensor indexed: one graph when eager, the starts its arguments (so t[0] and
+  # t[1] share one trace; integer starts are in bounds, so a dynamic start reads the same).
   defp read(tensor, indices) do
     dims = Tuple.to_list(tensor.shape)
 
@@ -115,12 +116,14 @@ defmodule Nx.Tensor do
     starts = Enum.map(slices, &elem(&1, 0))
     lengths = Enum.map(slices, &elem(&1, 1))
     strides = Enum.map(slices, &elem(&1, 2))
-    sliced = Nx.slice(tensor, starts, lengths, strides: strides)
+    squeezed = for {true, axis} <- Enum.with_index(drops), do: axis
 
-    case for({true, axis} <- Enum.with_index(drops), do: axis) do
-      [] -> sliced
-      axes -> Nx.squeeze(sliced, axes: axes)
+    read = fn t, starts ->
+      sliced = Nx.slice(t, Tuple.to_list(starts), lengths, strides: strides)
+      if squeezed == [], do: sliced, else: Nx.squeeze(sliced, axes: squeezed)
     end
+
+    Nx.Defn.Compiler.jit_apply(read, [tensor, List.to_tuple(starts)], [])
   end
 
   # {{start, length, stride}, remove the axis?} for the index of one axis of size `dim`.
