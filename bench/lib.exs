@@ -339,7 +339,8 @@ defmodule Bench do
   """
   def pool_throughput(size, callers \\ 8, calls \\ 400, opts \\ []) do
     fun = Keyword.get(opts, :fun, &small/1)
-    env = if opts[:one_thread], do: [{"NPROC", "1"}], else: []
+    # (the one-thread environment NxJax.Pool gives each worker of a pool of more than one)
+    env = if opts[:one_thread], do: NxJax.Pool.thread_env(2, []), else: []
     restart_pool(size, List.duplicate(env, size))
     x = Nx.tensor(1.5)
     fun.(x)
