@@ -4,9 +4,12 @@
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
+# Every pip install takes its versions from this file (see its header; `make lock` refreshes it).
+LOCK := requirements.lock
+PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean
+.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock
 
 deps: elixir python-deps compile
 
@@ -15,10 +18,12 @@ elixir:
 	  echo "==> installing Elixir and Erlang from apt"; \
 	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q elixir erlang-dev; }
 
-$(VENV)/.installed: pyproject.toml
+# pip, setuptools and wheel come from the lock too: the editable install is built without
+# build isolation, so no unpinned setuptools is fetched for it.
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(PIP) pip setuptools wheel
+	$(PIP) --no-build-isolation -e '.[test]'
 	@touch $@
 
 python-deps: $(VENV)/.installed
@@ -53,5 +58,18 @@ clean:
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
 .PHONY: bench
 bench: deps
-	$(VPY) -m pip install -q -e '.[bench]'
+	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
+
+# Resolve pyproject.toml's dependencies and extras again, newest versions, in a scratch venv,
+# and write them to $(LOCK) (keeping its header). On purpose only: then `make test`, commit.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install -q --no-build-isolation -e '.[test,bench]'
+	{ grep '^#' $(LOCK); $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf $(LOCK_VENV)
+	@echo "wrote $(LOCK); run make test, then commit it"
