@@ -16,9 +16,12 @@ Nothing here imports JAX or py_backend: the expected values never come from the 
 
 from __future__ import annotations
 
+import inspect
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -48,6 +51,25 @@ TOL: dict[str, tuple[float, float]] = {
     "c64": (3e-6, 1e-6),
     "c128": (1e-12, 1e-14),
 }
+
+
+# Machine epsilon of the result types that get an accumulation floor (complex: of its parts).
+# Half-precision results are left to TOL: XLA accumulates them in f32 and rounds once, so a
+# floor of n ulp of the result would only loosen their check.
+EPS: dict[str, float] = {"f32": 2.0 ** -23, "f64": 2.0 ** -52, "c64": 2.0 ** -23,
+                         "c128": 2.0 ** -52}
+
+# Calls whose every result element is a sum over many terms (decompositions, solves,
+# contractions, reductions, transforms). Their rounding error scales with the terms, not with
+# the element: an entry that is mathematically zero comes out as a few ulp of the matrix's
+# magnitude, with a sign and last bits that depend on the LAPACK and CPU at hand. Their absolute
+# tolerance has a floor of FLOOR_ULPS * eps * n * max|result| (n: the longest axis of the
+# inputs), so a computed zero compares as zero (see accumulation_floor).
+ACCUMULATING = frozenset({
+    "conv", "dot", "outer", "fft", "ifft", "sum", "mean", "variance", "standard_deviation",
+    "logsumexp", "reduce", "window_reduce",
+})
+FLOOR_ULPS = 4
 
 
 def type_kind(name: str) -> tuple[str, int]:
@@ -186,6 +208,65 @@ CANONICAL = {
 }
 
 
+def accumulates(fun: str, module: str) -> bool:
+    """Whether the call's results are sums over many terms (``ACCUMULATING``, ``Nx.LinAlg``)."""
+    return module == "Nx.LinAlg" or fun in ACCUMULATING
+
+
+def accumulation_floor(out: str, values: np.ndarray, n: int) -> float:
+    """``FLOOR_ULPS * eps(out) * n * max|values|`` over the finite values (0 for integer and
+    half-precision types)."""
+    if out not in EPS:
+        return 0.0
+    finite = np.abs(values[np.isfinite(values)]) if values.size else values
+    largest = float(finite.max()) if finite.size else 0.0
+    return FLOOR_ULPS * EPS[out] * max(n, 1) * largest
+
+
+def formula(fn: Any, _seen: frozenset[int] = frozenset()) -> str:
+    """What defines a reference function, as text: the source of a function written in this
+    project with the values its defaults and closure hold (recursively), or the qualified name
+    of a library function (``numpy.exp``): never the numbers it computes, which may differ in
+    the last bit from one NumPy, LAPACK or CPU to another."""
+    module = getattr(fn, "__module__", None) or ""
+    if inspect.isfunction(fn) and _ours(fn):
+        if id(fn) in _seen:  # a function that calls itself (held in its own closure)
+            return fn.__qualname__
+        seen = _seen | {id(fn)}
+        parts = [textwrap.dedent(inspect.getsource(fn))]
+        parts += [_held(v, seen) for v in fn.__defaults__ or ()]
+        parts += [_held(cell.cell_contents, seen) for cell in fn.__closure__ or ()]
+        return "\n".join(parts)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:
+        raise TypeError(f"cannot name the reference function {fn!r}: use a def or a lambda")
+    return f"{module or type(fn).__module__}.{name}"
+
+
+# Where the project's own reference functions live (not the .venv beside them).
+_OURS = tuple(Path(__file__).resolve().parent.parent / d for d in ("conformance", "tests"))
+
+
+def _ours(fn: Any) -> bool:
+    """Whether ``fn`` is written in this project (not in NumPy, mpmath, ...)."""
+    source = inspect.getsourcefile(fn)
+    return source is not None and any(Path(source).resolve().is_relative_to(d) for d in _OURS)
+
+
+def _held(value: Any, seen: frozenset[int]) -> str:
+    """A value a reference function holds, as text that names it without memory addresses."""
+    if callable(value):
+        return formula(value, seen)
+    if isinstance(value, np.ndarray):
+        return f"array({value.dtype}, {value.shape}, {value.tobytes().hex()})"
+    if isinstance(value, tuple | list):
+        return type(value).__name__ + "(" + ", ".join(_held(v, seen) for v in value) + ")"
+    text = repr(value)
+    if " at 0x" in text:
+        raise TypeError(f"a reference function holds {text}, which has no stable text")
+    return text
+
+
 @dataclass
 class Result:
     """One expected output: type, shape and flat row-major values."""
@@ -211,6 +292,9 @@ class Case:
     is_tuple: bool = False  # the call returns a tuple of ``results``
     canonical: str | None = None  # a key of CANONICAL
     name: str = field(default="")
+    # what defines the expected values besides the arguments: formula(ref), or the literal
+    # values given with expected= (conformance/generate.py puts it in the case's definition)
+    reference: str = ""
 
     @property
     def out(self) -> str:
@@ -339,15 +423,18 @@ def case(
         with np.errstate(all="ignore"):
             raw = ref(*[_ref_arg(a) for a in args])
         source = source or "numpy float64"
+        reference = formula(ref)
     else:
         raw = expected
         source = source or "nx docs"
+        reference = "expected=" + repr(expected)
     if vectorized_out and isinstance(out, tuple):
         raise ValueError(f"{fun}: vectorized_out is for a single result")
     parts = list(raw) if isinstance(out, tuple) else [raw]
     if len(parts) != len(outs):
         raise ValueError(f"{fun}: {len(outs)} outputs declared, the reference gave {len(parts)}")
     results = []
+    n = _longest_axis(args)
     for o, part in zip(outs, parts, strict=True):
         if ref is None:
             part = np.asarray(part, dtype=_exact_dtype(o))
@@ -356,12 +443,26 @@ def case(
         lead = len(vectorized_out)
         if tuple(part.shape[:lead]) != tuple(k for _, k in vectorized_out):
             raise ValueError(f"{fun}: vectorized axes {vectorized_out} do not lead {part.shape}")
-        results.append(Result(o, tuple(part.shape[lead:]), _round(fun, part, o), rtol, atol,
+        values = _round(fun, part, o)
+        if accumulates(fun, module):
+            atol = max(atol, accumulation_floor(o, np.asarray(values), n))
+        results.append(Result(o, tuple(part.shape[lead:]), values, rtol, atol,
                               tuple(vectorized_out)))
     c = Case(fun, list(args), opts, results, node, grad, source, module=module,
-             is_tuple=isinstance(out, tuple), canonical=canonical)
+             is_tuple=isinstance(out, tuple), canonical=canonical, reference=reference)
     c.name = name or _default_name(c)
     return c
+
+
+def _longest_axis(args: Sequence[Any]) -> int:
+    """The longest axis of the tensor arguments (lists searched too; vectorized axes count)."""
+    longest = 1
+    for arg in args:
+        if isinstance(arg, Tensor):
+            longest = max([longest, *arg.array.shape])
+        elif isinstance(arg, list):
+            longest = max(longest, _longest_axis(arg))
+    return longest
 
 
 def _default_name(c: Case) -> str:

@@ -9,7 +9,7 @@ The file is one Erlang term, a list of maps (one per case)::
       opts: nil | keyword, tuple: boolean, canonical: nil | atom,
       results: [%{out: type, shape: tuple, values: [value], rtol: float, atol: float,
                   vectorized: [{atom, size}]}],
-      grad: boolean, source: binary,
+      grad: boolean, source: binary, definition: binary,
       node: nil | %{op: atom, opts: map, inputs: [{type, shape, data}]}}
 
 where ``arg`` is ``{:tensor, type, shape, data}`` (data: little-endian bytes, as on the wire;
@@ -21,10 +21,19 @@ a number, or any other term (tuples, lists, atoms, nil, booleans) passed to Nx a
 struct (a map with ``:__struct__``) whose parts are such numbers or atoms. ``results`` has one
 entry, or one per element when ``tuple`` is true (``Nx.LinAlg.qr/2``...). Encoding is
 deterministic: the same cases give the same bytes.
+
+``definition`` is the SHA-256 (hex) of everything that defines the case except the numbers its
+reference computes: the term above without ``values`` and ``atol`` (whose floor scales with the
+values, conformance/case.py ``accumulation_floor``), and the reference itself (the source of
+its ``ref`` function, conformance/case.py ``formula``, or the literal ``expected`` values).
+``tests/test_conformance.py`` holds the committed file up to date by comparing definitions,
+and the values within each case's tolerance: another NumPy or CPU may round a reference's
+last bit differently without making the file stale.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import math
 import pkgutil
@@ -126,18 +135,33 @@ def node_term(node: Wire | None, c: Case) -> Any:
     }
 
 
-def result_term(r: Result) -> Any:
-    return {
+def result_term(r: Result, computed: bool = True) -> Any:
+    """One result; ``computed=False`` leaves out what the reference's numbers decide."""
+    term = {
         atom("out"): type_term(r.out),
         atom("shape"): r.shape,
-        atom("values"): [value_term(v) for v in r.values],
         atom("rtol"): float(r.rtol),
-        atom("atol"): float(r.atol),
         atom("vectorized"): [(atom(name), size) for name, size in r.vectorized],
     }
+    if computed:
+        term[atom("values")] = [value_term(v) for v in r.values]
+        term[atom("atol")] = float(r.atol)
+    return term
+
+
+def definition(family: str, c: Case) -> str:
+    """The case's definition digest (see the module doc)."""
+    defining = encode(_case_fields(family, c, computed=False))
+    return hashlib.sha256(defining + b"\0" + c.reference.encode()).hexdigest()
 
 
 def case_term(family: str, c: Case) -> Any:
+    term = _case_fields(family, c, computed=True)
+    term[atom("definition")] = text(definition(family, c))
+    return term
+
+
+def _case_fields(family: str, c: Case, computed: bool) -> dict[Any, Any]:
     opts = None if c.opts is None else [(atom(k), elixir(v)) for k, v in c.opts.items()]
     return {
         atom("name"): text(c.name),
@@ -148,7 +172,7 @@ def case_term(family: str, c: Case) -> Any:
         atom("opts"): opts,
         atom("tuple"): c.is_tuple,
         atom("canonical"): None if c.canonical is None else atom(c.canonical),
-        atom("results"): [result_term(r) for r in c.results],
+        atom("results"): [result_term(r, computed) for r in c.results],
         atom("grad"): c.grad,
         atom("source"): text(c.source),
         atom("node"): node_term(c.node, c),

@@ -12,6 +12,7 @@ test_elixir/conformance_test.exs.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +67,18 @@ def _number(v: Any) -> Any:
     return SPECIAL[name] if name else v
 
 
-def expected_array(result: dict[str, Any]) -> np.ndarray:
+def flat_values(result: dict[str, Any]) -> np.ndarray:
+    """A result's values, flat (vectorized axes included), in the type references use."""
     values = [_number(v) for v in result["values"]]
     out = nx_type(result["out"])
     dtype: Any = np.complex128 if out.is_complex else np.float64 if out.is_float else np.int64
     if out == NxType("u", 64):
         dtype = np.uint64
-    return np.array(values, dtype=dtype).reshape(shape_of(result["shape"]))
+    return np.array(values, dtype=dtype)
+
+
+def expected_array(result: dict[str, Any]) -> np.ndarray:
+    return flat_values(result).reshape(shape_of(result["shape"]))
 
 
 def reducer_graph(name: str, type_term: Any) -> Any:
@@ -193,10 +199,63 @@ def test_canonical_forms_fix_the_signs() -> None:
         np.testing.assert_allclose(x, y)
 
 
+STALE = "conformance/cases.etf is stale: run .venv/bin/python -m conformance.generate"
+
+
 def test_cases_etf_is_up_to_date() -> None:
-    assert generate.etf_bytes() == ETF.read_bytes(), (
-        "conformance/cases.etf is stale: run .venv/bin/python -m conformance.generate"
-    )
+    """The committed table defines the same cases as the families (conformance/generate.py
+    ``definition``: everything but the computed numbers, and each reference's formula), and its
+    expected values agree with this machine's NumPy within each case's own tolerance: another
+    NumPy, LAPACK or CPU may round a last bit differently without making the table stale."""
+    fresh = [_keys(c) for c in decode(generate.etf_bytes())]
+    assert [text(c["name"]) for c in fresh] == [text(c["name"]) for c in CASES], STALE
+    changed = [text(c["name"]) for c, f in zip(CASES, fresh, strict=True)
+               if text(c["definition"]) != text(f["definition"])]
+    assert changed == [], f"{STALE} (cases defined differently: {changed})"
+    for stored, now in zip(CASES, fresh, strict=True):
+        for r, f in zip(results(stored), results(now), strict=True):
+            assert_same_reference(flat_values(f), r, text(stored["name"]))
+
+
+def assert_same_reference(fresh: np.ndarray, stored: dict[str, Any], name: str) -> None:
+    """A reference recomputed here against the committed one: integers exactly, floats and
+    complex numbers within the stored tolerance (NaN equal to NaN)."""
+    expected = flat_values(stored)
+    assert fresh.shape == expected.shape, f"{name}: {STALE}"
+    if fresh.dtype.kind in "iu":
+        np.testing.assert_array_equal(fresh, expected, err_msg=f"{name}: {STALE}")
+        return
+    np.testing.assert_allclose(fresh, expected, rtol=stored["rtol"], atol=stored["atol"],
+                               equal_nan=True, err_msg=f"{name}: {STALE}")
+
+
+def test_the_table_is_stale_when_a_definition_changes_but_not_when_a_last_bit_does() -> None:
+    family, c = generate.all_cases()[0]
+    base = generate.definition(family, c)
+    moved = copy.deepcopy(c)
+    moved.results[0].values = [v * (1 + 2.0 ** -52) if isinstance(v, float) else v
+                               for v in moved.results[0].values]
+    assert generate.definition(family, moved) == base
+    for change in ("fun", "opts", "reference", "grad"):
+        other = copy.deepcopy(c)
+        setattr(other, change, {"fun": "subtract", "opts": {"axes": [0]},
+                                "reference": c.reference + " + 1", "grad": not c.grad}[change])
+        assert generate.definition(family, other) != base, change
+    wider = copy.deepcopy(c)
+    wider.results[0].rtol *= 2
+    assert generate.definition(family, wider) != base
+
+
+def test_a_reference_formula_names_code_not_numbers() -> None:
+    from conformance.case import formula
+
+    def scaled(k: float) -> Any:
+        return lambda x: x * k
+
+    assert formula(np.exp) == "numpy.exp"
+    assert formula(np.linalg.solve) == "numpy.linalg.solve"
+    assert "lambda x: x * k" in formula(scaled(2.0)) and formula(scaled(2.0)) != formula(
+        scaled(3.0))
 
 
 def test_every_case_names_a_reference_and_a_tolerance() -> None:
@@ -239,3 +298,24 @@ def test_the_table_covers_every_wire_op_in_two_types_and_a_broadcast() -> None:
     elementwise = ["add", "subtract", "multiply", "divide", "pow", "max", "min", "equal",
                    "not_equal", "less", "less_equal", "greater", "greater_equal", "select"]
     assert [op for op in elementwise if op not in broadcast] == []
+
+
+def test_a_computed_zero_of_a_decomposition_compares_as_zero() -> None:
+    """Seen on a fresh machine: an entry of LinAlg.qr(f64[2][3][3]) that is mathematically zero
+    came out -3.3e-17 against a stored 2.7e-18, and rtol 1e-12 with atol 1e-300 refused it.
+    The accumulation floor (a few ulp times n times the largest magnitude) accepts it; an
+    error of 1e-10 in the same place is still refused."""
+    by_name = {text(c["name"]): c for c in CASES}
+    case = by_name["LinAlg.qr(f64[2][3][3]) -> {f64, f64}"]
+    q, r = (expected_array(res) for res in results(case))
+    assert 1e-15 < results(case)[0]["atol"] < 1e-13
+    zero = np.unravel_index(np.argmin(np.abs(q)), q.shape)
+    assert abs(q[zero]) < 1e-15, "the reference has a mathematically zero entry of q"
+    for error, passes in ((-3.3e-17, True), (1e-10, False)):
+        got = q.copy()
+        got[zero] = error
+        if passes:
+            assert_close(got, results(case)[0])
+        else:
+            with pytest.raises(AssertionError):
+                assert_close(got, results(case)[0])
