@@ -16,6 +16,29 @@ from py_backend.nxtypes import NxType, from_dtype
 
 REPO = Path(__file__).resolve().parent.parent
 
+# One factor for every time limit of both suites (test_elixir/test_helper.exs reads it too):
+# raise it on a slow or loaded machine, e.g. NX_JAX_TEST_TIME_SCALE=3 make test.
+TIME_SCALE_VAR = "NX_JAX_TEST_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """``NX_JAX_TEST_TIME_SCALE`` (a positive number; 1 when unset)."""
+    raw = os.environ.get(TIME_SCALE_VAR, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{TIME_SCALE_VAR}={raw!r}: expected a positive number, such as 2")
+    return value
+
+
+def scaled(seconds: float) -> float:
+    """A time limit of the suites, in seconds, times ``NX_JAX_TEST_TIME_SCALE``."""
+    return seconds * time_scale()
+
 TYPES = {
     "u8": ("u", 8), "u16": ("u", 16), "u32": ("u", 32), "u64": ("u", 64),
     "s8": ("s", 8), "s16": ("s", 16), "s32": ("s", 32), "s64": ("s", 64),
@@ -155,8 +178,9 @@ class WorkerProcess:
         return self.receive()
 
     def close(self, timeout: float = 30.0) -> int:
+        """Close the request pipe and wait (``timeout`` seconds, scaled) for the exit code."""
         os.close(self._req_w)
-        code = self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=scaled(timeout))
         os.close(self._rep_r)
         if self.proc.stderr is not None:
             self.proc.stderr.close()

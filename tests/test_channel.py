@@ -268,6 +268,8 @@ def test_a_spinning_reader_gets_frames_sent_late_and_eof(spin_us: int) -> None:
     r, w = os.pipe()
     sent = [b"first", os.urandom(100_000), b"last"]
 
+    # the sleeps only shape the timing (late, split, then EOF): the reader must return the
+    # same frames whatever the machine makes of them
     def send() -> None:
         time.sleep(0.05)
         os.write(w, frame(sent[0]))
@@ -370,7 +372,7 @@ def test_a_small_frame_partly_written_by_one_write_is_completed(full: bool) -> N
         reader = threading.Thread(target=read_later)
         reader.start()
         writer.write_frame(payload)
-        reader.join(10)
+        reader.join()  # unbounded: the suite's per-test limit (tests/conftest.py) bounds it
         assert got == frames
     finally:
         os.close(r)

@@ -27,12 +27,14 @@ from py_backend.channel import (
     text,
 )
 
+from .helpers import scaled
+
 
 def erl_eval(expr: str, opts: str = "[]") -> bytes:
     """term_to_binary of an Erlang expression, computed by a real Erlang VM."""
     code = f"ok = file:write_file(\"/dev/stdout\", term_to_binary({expr}, {opts})), halt()."
     return subprocess.run(["erl", "-noshell", "-eval", code], capture_output=True,
-                          check=True, timeout=60).stdout
+                          check=True, timeout=scaled(60)).stdout
 
 
 TERMS: list[Any] = [
@@ -103,7 +105,7 @@ def test_our_encoding_is_read_by_real_erlang(tmp_path: Path) -> None:
     path.write_bytes(encode(reply))
     code = f"IO.write(inspect(:erlang.binary_to_term(File.read!({str(path)!r}))))".replace("'", '"')
     out = subprocess.run(["elixir", "-e", code],
-                         capture_output=True, check=True, timeout=60).stdout
+                         capture_output=True, check=True, timeout=scaled(60)).stdout
     assert out.decode() == '{:e, 3, {:python, "GraphError", "node 1 (exp): é", ""}}'
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from py_backend import channel
 from py_backend.channel import Atom, Binary, CodecError, _NotFast, decode, decode_fast, encode
 from py_backend.worker import Worker, graph_key
-from tests.helpers import GraphBuilder, request, wire_tensor
+from tests.helpers import GraphBuilder, request, scaled, wire_tensor
 
 
 def fuzz(max_examples: int) -> settings:
@@ -100,7 +100,7 @@ def test_decode_goes_through_the_fast_path_and_agrees(term: Any) -> None:
 def erl_terms(expr: str, opts: str = "[]") -> bytes:
     code = f'ok = file:write_file("/dev/stdout", term_to_binary({expr}, {opts})), halt().'
     return subprocess.run(["erl", "-noshell", "-eval", code], capture_output=True,
-                          check=True, timeout=60).stdout
+                          check=True, timeout=scaled(60)).stdout
 
 
 @pytest.mark.parametrize("opts", ["[]", "[{minor_version, 2}]"])

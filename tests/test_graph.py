@@ -11,7 +11,7 @@ from py_backend.channel import atom, encode
 from py_backend.graph import GraphError, TensorOut, TupleOut, decode_graph, parse_graph
 from py_backend.nxtypes import NxType
 
-from .helpers import GraphBuilder, out_term, type_term
+from .helpers import GraphBuilder, out_term, scaled, type_term
 
 
 def simple() -> GraphBuilder:
@@ -79,7 +79,7 @@ def test_a_graph_written_by_real_elixir_decodes() -> None:
     IO.write(:erlang.term_to_binary(graph))
     """
     data = subprocess.run(["elixir", "-e", script], capture_output=True, check=True,
-                          timeout=60).stdout
+                          timeout=scaled(60)).stdout
     graph = decode_graph(data)
     assert [n.op for n in graph.nodes] == ["parameter", "exp", "sum", "constant", "iota",
                                            "metadata"]

@@ -410,7 +410,7 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
 
     from py_backend.channel import FrameReader, FrameWriter
 
-    from .helpers import REPO
+    from .helpers import REPO, scaled
 
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -454,7 +454,7 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
         ])
     finally:
         os.close(req_w)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=scaled(30)) == 0
         assert proc.stdout is not None and proc.stdout.read() == b""  # nothing escaped to fd 1
         os.close(rep_r)
 
