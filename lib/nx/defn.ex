@@ -29,7 +29,8 @@ defmodule Nx.Defn do
   alias Nx.Defn.Compiler
 
   @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
-                [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2]
+                [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2] ++
+                [max: 2, min: 2, rem: 2, div: 2, and: 2, or: 2, not: 1]
 
   @doc """
   Defines a public numerical function; see the module documentation.

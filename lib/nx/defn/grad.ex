@@ -16,7 +16,8 @@ defmodule Nx.Defn.Grad do
   already an expression) and `grad` the gradient of `transform.(value)` with respect to
   `x`, a tensor or a tuple/map of tensors, in the same container as `x`.
 
-  `transform.(value)` must be a scalar tensor.
+  `transform.(value)` must be a tensor (or a number); one that is not a scalar is
+  differentiated with a seed of ones, as its sum (as Nx 0.7 does).
   """
   @spec value_and_grad(term, term, (term -> term)) :: {term, term}
   def value_and_grad(x, fun_or_expr, transform \\ & &1) do
@@ -53,15 +54,10 @@ defmodule Nx.Defn.Grad do
     Nx.as_type(y, Nx.Type.to_floating(y.type))
   end
 
+  # as Nx 0.7: a non-scalar value is differentiated with a seed of ones, that is as its sum
+  defp scalar!(%Nx.Tensor{} = y), do: y |> Expr.to_expr() |> Nx.sum() |> scalar!()
   defp scalar!(y) when is_number(y), do: scalar!(Expr.to_expr(y))
   defp scalar!(y), do: not_scalar!(y)
-
-  defp not_scalar!(%Nx.Tensor{shape: shape}) do
-    raise ArgumentError,
-          "expected a scalar tensor as the value to differentiate in grad/2, got a tensor " <>
-            "with shape #{inspect(shape)}. Reduce it first (for example with Nx.sum/1), or " <>
-            "pass a transform to value_and_grad/3 that picks a scalar"
-  end
 
   defp not_scalar!(other) do
     raise ArgumentError,

@@ -38,29 +38,36 @@ defmodule Nx.Defn.Kernel do
       elem: 2,
       if: 2,
       then: 2,
-      tap: 2
+      tap: 2,
+      max: 2,
+      min: 2,
+      rem: 2,
+      div: 2,
+      and: 2,
+      or: 2,
+      not: 1
     ]
 
   alias Nx.Defn.{ControlFlow, Expr, Grad}
 
   @doc "Adds `left` and `right`; see `Nx.add/2`."
-  def left + right when is_number(left) and is_number(right), do: Kernel.+(left, right)
+  def left + right when Kernel.and(is_number(left), is_number(right)), do: Kernel.+(left, right)
   def left + right, do: Nx.add(left, right)
 
   @doc "Subtracts `right` from `left`; see `Nx.subtract/2`."
-  def left - right when is_number(left) and is_number(right), do: Kernel.-(left, right)
+  def left - right when Kernel.and(is_number(left), is_number(right)), do: Kernel.-(left, right)
   def left - right, do: Nx.subtract(left, right)
 
   @doc "Multiplies `left` and `right`; see `Nx.multiply/2`."
-  def left * right when is_number(left) and is_number(right), do: Kernel.*(left, right)
+  def left * right when Kernel.and(is_number(left), is_number(right)), do: Kernel.*(left, right)
   def left * right, do: Nx.multiply(left, right)
 
   @doc "Divides `left` by `right` (always a float division); see `Nx.divide/2`."
-  def left / right when is_number(left) and is_number(right), do: Kernel./(left, right)
+  def left / right when Kernel.and(is_number(left), is_number(right)), do: Kernel./(left, right)
   def left / right, do: Nx.divide(left, right)
 
   @doc "Raises `left` to the power `right`; see `Nx.pow/2`."
-  def left ** right when is_number(left) and is_number(right), do: Kernel.**(left, right)
+  def left ** right when Kernel.and(is_number(left), is_number(right)), do: Kernel.**(left, right)
   def left ** right, do: Nx.pow(left, right)
 
   @doc "Negates `value`; see `Nx.negate/1`."
@@ -86,6 +93,95 @@ defmodule Nx.Defn.Kernel do
     def unquote(op)(left, %Nx.Tensor{} = right), do: Nx.unquote(nx_fun)(left, right)
     def unquote(op)(left, right), do: Kernel.unquote(op)(left, right)
   end
+
+  for {fun, {nx_fun, doc}} <- [
+        max: {:max, "The element-wise maximum"},
+        min: {:min, "The element-wise minimum"},
+        rem: {:remainder, "The element-wise remainder of the division (sign of `left`)"},
+        div: {:quotient, "The element-wise integer division, truncated towards zero"}
+      ] do
+    @doc """
+    #{doc} of `left` and `right` when either is a tensor (`Nx.#{nx_fun}/2`); two
+    numbers give `Kernel.#{fun}/2`.
+
+    ## Examples
+
+        iex> Nx.Defn.Kernel.#{fun}(7, 2)
+        #{apply(Kernel, fun, [7, 2])}
+    """
+    def unquote(fun)(left, right) when Kernel.and(is_number(left), is_number(right)),
+      do: Kernel.unquote(fun)(left, right)
+
+    def unquote(fun)(left, right), do: Nx.unquote(nx_fun)(left, right)
+  end
+
+  @doc """
+  Element-wise logical AND: a `u8` tensor, 1 where both sides are nonzero. Both sides are
+  evaluated (no short circuit); `true`/`false` count as 1/0, and two numbers give a scalar
+  `u8` tensor. In a guard it is `Kernel.and/2`.
+
+  ## Examples
+
+      defn both_positive(a, b), do: a > 0 and b > 0
+  """
+  defmacro left and right do
+    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+      do: quote(do: Kernel.and(unquote(left), unquote(right))),
+      else: quote(do: Nx.Defn.Kernel.__and__(unquote(left), unquote(right)))
+    )
+  end
+
+  @doc """
+  Element-wise logical OR: a `u8` tensor, 1 where either side is nonzero (both sides are
+  evaluated); see `and/2`. In a guard it is `Kernel.or/2`.
+  """
+  defmacro left or right do
+    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+      do: quote(do: Kernel.or(unquote(left), unquote(right))),
+      else: quote(do: Nx.Defn.Kernel.__or__(unquote(left), unquote(right)))
+    )
+  end
+
+  @doc """
+  Element-wise logical NOT: a `u8` tensor, 1 where `value` is zero; `true`/`false` give
+  0/1. In a guard it is `Kernel.not/1`.
+  """
+  defmacro not value do
+    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+      do: quote(do: Kernel.not(unquote(value))),
+      else: quote(do: Nx.Defn.Kernel.__not__(unquote(value)))
+    )
+  end
+
+  @doc false
+  def __and__(left, right), do: Nx.logical_and(truth(left), truth(right))
+  @doc false
+  def __or__(left, right), do: Nx.logical_or(truth(left), truth(right))
+  @doc false
+  def __not__(value), do: Nx.logical_not(truth(value))
+
+  defp truth(true), do: 1
+  defp truth(false), do: 0
+  defp truth(value), do: value
+
+  for {op, nx_fun, bitwise} <- [
+        {:&&&, :bitwise_and, "AND"},
+        {:|||, :bitwise_or, "OR"},
+        {:<<<, :left_shift, "left shift"},
+        {:>>>, :right_shift, "right shift (arithmetic for signed types)"}
+      ] do
+    @doc """
+    Element-wise bitwise #{bitwise} (`Nx.#{nx_fun}/2`); two integers give `Bitwise.#{op}/2`.
+    """
+    def unquote(op)(left, right) when Kernel.and(is_integer(left), is_integer(right)),
+      do: Bitwise.unquote(op)(left, right)
+
+    def unquote(op)(left, right), do: Nx.unquote(nx_fun)(left, right)
+  end
+
+  @doc "Element-wise bitwise NOT (`Nx.bitwise_not/1`); an integer gives `Bitwise.~~~/1`."
+  def ~~~value when is_integer(value), do: Bitwise.~~~(value)
+  def ~~~value, do: Nx.bitwise_not(value)
 
   @doc """
   Returns the element at zero-based `index` of the Elixir tuple `tuple`.
@@ -117,7 +213,7 @@ defmodule Nx.Defn.Kernel do
       defn relu(x), do: if(x > 0, do: x, else: 0.0)
   """
   defmacro if(condition, clauses) do
-    unless Keyword.keyword?(clauses) and Keyword.has_key?(clauses, :do) do
+    unless Kernel.and(Keyword.keyword?(clauses), Keyword.has_key?(clauses, :do)) do
       raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
     end
 
@@ -148,7 +244,7 @@ defmodule Nx.Defn.Kernel do
     true_leaves = Nx.Defn.Composite.flatten_list([on_true])
     false_leaves = Nx.Defn.Composite.flatten_list([on_false])
 
-    Kernel.if length(true_leaves) != length(false_leaves) or true_leaves == [] do
+    Kernel.if Kernel.or(length(true_leaves) != length(false_leaves), true_leaves == []) do
       raise ArgumentError,
             "both branches of an if/cond on a tensor condition must return tensors in the " <>
               "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
@@ -295,7 +391,7 @@ defmodule Nx.Defn.Kernel do
         key when is_atom(key) -> key
       end)
 
-    case Enum.find(keyword, fn {key, _} -> key not in keys end) do
+    case Enum.find(keyword, fn {key, _} -> Kernel.not(key in keys) end) do
       {key, _} ->
         raise ArgumentError,
               "unknown key #{inspect(key)} in #{inspect(keyword)}, expected one of #{inspect(keys)}"

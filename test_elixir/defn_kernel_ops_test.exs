@@ -1,0 +1,80 @@
+defmodule NxJax.DefnKernelOpsTest do
+  # Inside defn, max/min/rem/div, and/or/not and the bitwise operators are element-wise tensor
+  # ops, as in Nx 0.7.2 (they were Kernel's: max(x, 0) returned x unchanged). Expected values
+  # are what real Nx 0.7.2 answers for the same calls.
+  use ExUnit.Case, async: true
+
+  import Nx.Defn
+
+  defn relu(x), do: max(x, 0)
+  defn clamp01(x), do: min(max(x, 0.0), 1.0)
+  defn logic(a, b), do: {a and b, a or b, not a}
+  defn integer_division(a), do: {rem(a, 2), div(a, 2)}
+  defn bits(a, b), do: {a &&& b, a ||| b, a <<< 1, a >>> 1, ~~~a}
+  defn both_positive(a, b), do: a > 0 and b > 0
+  defn folded_numbers(x), do: x + max(2, 5) + rem(7, 4) + div(9, 2)
+  defn booleans(x), do: {true and x, not false}
+
+  test "max/2 and min/2 are element-wise on tensors, and their gradients follow" do
+    assert relu(Nx.tensor([-1.0, 2.0])) == Nx.tensor([0.0, 2.0])
+    assert clamp01(Nx.tensor([-1.0, 0.5, 2.0])) == Nx.tensor([0.0, 0.5, 1.0])
+    assert Nx.Defn.grad(Nx.tensor([-1.0, 2.0]), &Nx.sum(relu(&1))) == Nx.tensor([0.0, 1.0])
+  end
+
+  test "and, or, not give u8 tensors; both sides are evaluated" do
+    {conj, disj, neg} = logic(Nx.tensor([0, 1, 5]), Nx.tensor([1, 0, 3]))
+    assert conj == Nx.tensor([0, 0, 1], type: :u8)
+    assert disj == Nx.tensor([1, 1, 1], type: :u8)
+    assert neg == Nx.tensor([1, 0, 0], type: :u8)
+
+    assert both_positive(Nx.tensor([1.0, -1.0, 2.0]), Nx.tensor([3.0, 3.0, -3.0])) ==
+             Nx.tensor([1, 0, 0], type: :u8)
+
+    {with_true, not_false} = booleans(Nx.tensor([0, 2]))
+    assert with_true == Nx.tensor([0, 1], type: :u8)
+    assert not_false == Nx.tensor(1, type: :u8)
+  end
+
+  test "rem/2 and div/2 are Nx.remainder and Nx.quotient (truncated towards zero)" do
+    {r, q} = integer_division(Nx.tensor([0, 1, 5, -5]))
+    assert r == Nx.tensor([0, 1, 1, -1])
+    assert q == Nx.tensor([0, 0, 2, -2])
+  end
+
+  test "the bitwise operators are Nx's bitwise ops" do
+    {band, bor, shl, shr, bnot} = bits(Nx.tensor([12, -8]), Nx.tensor([10, 3]))
+    assert band == Nx.tensor([8, 0])
+    assert bor == Nx.tensor([14, -5])
+    assert shl == Nx.tensor([24, -16])
+    assert shr == Nx.tensor([6, -4])
+    assert bnot == Nx.tensor([-13, 7])
+  end
+
+  test "two numbers still fold with Kernel's functions at trace time" do
+    assert folded_numbers(Nx.tensor(1)) == Nx.tensor(1 + 5 + 3 + 4)
+    assert Nx.Defn.Kernel.max(7, 2) == 7 and Nx.Defn.Kernel.div(7, 2) == 3
+  end
+
+  defmodule GuardUse do
+    import Kernel, except: [and: 2, or: 2, not: 1]
+    import Nx.Defn.Kernel, only: [and: 2, or: 2, not: 1]
+
+    def kind(a, b) when is_integer(a) and is_integer(b), do: :integers
+    def kind(a, _b) when not is_number(a) or a < 0, do: :other
+    def kind(_a, _b), do: :numbers
+  end
+
+  test "in a guard, and/or/not are Kernel's" do
+    assert GuardUse.kind(1, 2) == :integers
+    assert GuardUse.kind(:x, 2) == :other
+    assert GuardUse.kind(1.5, 2) == :numbers
+  end
+
+  test "a non-scalar value is differentiated with a seed of ones (as its sum), as in Nx" do
+    square = &Nx.multiply(&1, &1)
+    assert Nx.Defn.grad(Nx.tensor([1.0, 2.0]), square) == Nx.tensor([2.0, 4.0])
+
+    assert Nx.Defn.value_and_grad(Nx.tensor([1.0, 2.0]), square) ==
+             {Nx.tensor([1.0, 4.0]), Nx.tensor([2.0, 4.0])}
+  end
+end
