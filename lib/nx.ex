@@ -80,6 +80,8 @@ defmodule Nx do
   def tensor(data, opts \\ [])
 
   def tensor(%T{} = tensor, opts) do
+    opts = keyword!(opts, [:type, :names, :backend])
+
     case opts[:type] do
       nil -> tensor
       type -> as_type(tensor, type)
@@ -87,6 +89,7 @@ defmodule Nx do
   end
 
   def tensor(data, opts) when is_list(opts) do
+    opts = keyword!(opts, [:type, :names, :backend])
     shape = data_shape(data)
     flat = flatten_data(data, [])
     check_values!(flat)
@@ -165,7 +168,8 @@ defmodule Nx do
       ** (ArgumentError) binary does not match the given type {:s, 16}, its size (3) is not a multiple of 2
 
   """
-  def from_binary(binary, type, _opts \\ []) when is_binary(binary) do
+  def from_binary(binary, type, opts \\ []) when is_binary(binary) do
+    keyword!(opts, [:backend])
     type = Nx.Type.normalize!(type)
     bytes = Nx.Type.byte_size(type)
 
@@ -181,17 +185,44 @@ defmodule Nx do
   @doc """
   Returns the native-endian bytes of a concrete tensor.
 
+  ## Options
+
+    * `:limit` - only the first `limit` elements (row-major)
+
   ## Examples
 
       iex> Nx.to_binary(Nx.tensor([1, 2], type: :u8))
       <<1, 2>>
 
+      iex> Nx.to_binary(Nx.tensor([1, 2, 3], type: :u8), limit: 2)
+      <<1, 2>>
+
   """
-  def to_binary(tensor) do
-    case concrete!(to_tensor(tensor), :to_binary) do
-      %T{data: %Nx.BinaryBackend{state: binary}} -> binary
-      %T{data: %NxJax.Backend{}} = resident -> NxJax.Backend.to_binary(resident)
+  def to_binary(tensor, opts \\ []) do
+    opts = keyword!(opts, [:limit])
+
+    binary =
+      case concrete!(to_tensor(tensor), :to_binary) do
+        %T{data: %Nx.BinaryBackend{state: binary}} -> binary
+        %T{data: %NxJax.Backend{}} = resident -> NxJax.Backend.to_binary(resident)
+      end
+
+    case opts[:limit] do
+      nil ->
+        binary
+
+      limit ->
+        binary_part(
+          binary,
+          0,
+          Kernel.min(Kernel.byte_size(binary), limit * element_bytes(tensor))
+        )
     end
+  end
+
+  defp element_bytes(tensor) do
+    {_kind, bits} = to_tensor(tensor).type
+    Kernel.div(bits, 8)
   end
 
   defp concrete!(%T{data: %Nx.BinaryBackend{}} = tensor, _fun), do: tensor
@@ -239,17 +270,22 @@ defmodule Nx do
   end
 
   @doc """
-  Returns the elements of a tensor as a flat list, in row-major order.
+  Returns the elements of a tensor as a flat list, in row-major order; `limit: n` returns
+  only the first `n`.
 
   ## Examples
 
       iex> Nx.to_flat_list(Nx.tensor([[1, 2], [3, 4]]))
       [1, 2, 3, 4]
 
+      iex> Nx.to_flat_list(Nx.tensor([1.0, 2.0, 3.0]), limit: 2)
+      [1.0, 2.0]
+
   """
-  def to_flat_list(tensor) do
+  def to_flat_list(tensor, opts \\ []) do
+    opts = keyword!(opts, [:limit])
     tensor = to_tensor(tensor)
-    Nx.BinaryBackend.to_list(to_binary(tensor), tensor.type)
+    Nx.BinaryBackend.to_list(to_binary(tensor, opts), tensor.type)
   end
 
   @doc """
@@ -380,7 +416,8 @@ defmodule Nx do
       {{2, 3}, {:f, 32}}
 
   """
-  def template(shape, type, _opts \\ []) do
+  def template(shape, type, opts \\ []) do
+    keyword!(opts, [:names])
     shape = Nx.Shape.validate!(shape)
     %T{data: nil, type: Nx.Type.normalize!(type), shape: shape, names: names(shape)}
   end
@@ -556,7 +593,7 @@ defmodule Nx do
   """
   def devectorize(tensor, opts \\ []) do
     %T{} = tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, keep_names: true)
+    opts = keyword!(opts, keep_names: true)
     {names, sizes} = Enum.unzip(tensor.vectorized_axes)
     leading = if opts[:keep_names], do: names, else: Enum.map(names, fn _ -> nil end)
 
@@ -583,7 +620,7 @@ defmodule Nx do
   """
   def revectorize(tensor, vectorized_axes, opts \\ []) when is_list(vectorized_axes) do
     %T{} = tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, [:target_shape, :target_names])
+    opts = keyword!(opts, [:target_shape, :target_names])
 
     target =
       case opts[:target_shape] do
@@ -964,6 +1001,11 @@ defmodule Nx do
     end
   end
 
+  # Options are checked with Nx.Defn.Kernel.keyword!/2, whose error reads as Nx 0.7.2's
+  # ("unknown key :axis in [axis: 1], expected one of [:axes, :keep_axes]"); the keys are
+  # listed in Nx 0.7.2's order, so the message is the same.
+  defp keyword!(opts, keys), do: Nx.Defn.Kernel.keyword!(opts, keys)
+
   ## Reductions
 
   @reductions [
@@ -1008,7 +1050,8 @@ defmodule Nx do
     """
     def unquote(name)(tensor, opts \\ []) do
       tensor = to_tensor(tensor)
-      keep_axes = Keyword.get(opts, :keep_axes, false)
+      opts = keyword!(opts, [:axes, keep_axes: false])
+      keep_axes = opts[:keep_axes]
       {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], keep_axes)
 
       type = output_type(unquote(kind), tensor.type)
@@ -1391,7 +1434,7 @@ defmodule Nx do
     """
     def unquote(name)(tensor, opts \\ []) do
       tensor = to_tensor(tensor)
-      opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+      opts = keyword!(opts, [:axes, keep_axes: false])
       {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
       opts = %{axes: axes, keep_axes: opts[:keep_axes]}
       apply_op(unquote(name), [tensor], opts, {:u, 8}, shape)
@@ -1421,7 +1464,7 @@ defmodule Nx do
     """
     def unquote(name)(tensor, opts \\ []) do
       tensor = tensor |> to_tensor() |> no_complex!(unquote(name), 2)
-      opts = Keyword.validate!(opts, [:axis, keep_axis: false, tie_break: :low, type: {:s, 64}])
+      opts = keyword!(opts, [:axis, tie_break: :low, keep_axis: false, type: {:s, 64}])
       type = integer_only!(Nx.Type.normalize!(opts[:type]), "#{unquote(name)}/2 (:type)")
 
       unless opts[:tie_break] in [:low, :high] do
@@ -1473,7 +1516,7 @@ defmodule Nx do
   """
   def variance(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, [:axes, ddof: 0, keep_axes: false])
+    opts = keyword!(opts, [:axes, ddof: 0, keep_axes: false])
     {_shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], false)
     axes = axes || Enum.to_list(0..(tuple_size(tensor.shape) - 1)//1)
     count = axes |> Enum.map(&elem(tensor.shape, &1)) |> Enum.reduce(1, &*/2)
@@ -1519,6 +1562,8 @@ defmodule Nx do
   ## Options
 
     * `:axes` - the axes to reduce; all by default
+    * `:exp_scaling_factor` - a tensor `b` broadcast against `tensor`: the result is
+      `log(sum(b * exp(tensor)))`
     * `:keep_axes` - keep the reduced axes with size 1; `false` by default
 
   ## Examples
@@ -1532,19 +1577,23 @@ defmodule Nx do
   """
   def logsumexp(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+    opts = keyword!(opts, [:axes, :exp_scaling_factor, keep_axes: false])
     {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+    # exp_scaling_factor b: log(sum(b * exp(t))), b broadcast against the tensor
+    factor = to_tensor(Keyword.get(opts, :exp_scaling_factor, 1.0))
 
-    one_graph([tensor], fn t ->
+    one_graph([tensor, factor], fn t, b ->
       t = as_type(t, Nx.Type.to_floating(t.type))
       max = reduce_max(t, axes: axes, keep_axes: true)
       max = Nx.Defn.Expr.metadata(max, %{stop_grad: true})
       finite = logical_not(logical_or(is_nan(max), is_infinity(max)))
       max = select(finite, max, 0)
+      exponentials = t |> subtract(max) |> exp()
 
-      t
-      |> subtract(max)
-      |> exp()
+      exponentials =
+        if opts[:exp_scaling_factor], do: multiply(b, exponentials), else: exponentials
+
+      exponentials
       |> sum(axes: axes, keep_axes: opts[:keep_axes])
       |> log()
       |> add(reshape(max, shape))
@@ -1591,7 +1640,7 @@ defmodule Nx do
     """
     def unquote(name)(tensor, opts \\ []) do
       tensor = to_tensor(tensor)
-      opts = Keyword.validate!(opts, axis: 0, reverse: false)
+      opts = keyword!(opts, axis: 0, reverse: false)
 
       if unquote(name) in [:cumulative_max, :cumulative_min],
         do: no_complex!(tensor, unquote(name), 2)
@@ -1640,7 +1689,7 @@ defmodule Nx do
     def unquote(name)(tensor, window_dimensions, opts \\ []) do
       tensor = tensor |> to_tensor()
       if unquote(name) != :window_sum, do: no_complex!(tensor, unquote(name), 3)
-      opts = Keyword.validate!(opts, strides: 1, padding: :valid, window_dilations: 1)
+      opts = keyword!(opts, window_dilations: 1, padding: :valid, strides: 1)
 
       {shape, config} =
         Nx.Shape.window(
@@ -1678,7 +1727,7 @@ defmodule Nx do
     def unquote(name)(tensor, source, init_value, window_dimensions, opts \\ []) do
       tensor = tensor |> to_tensor() |> no_complex!(unquote(name), 5)
       source = to_tensor(source)
-      opts = Keyword.validate!(opts, strides: 1, padding: :valid)
+      opts = keyword!(opts, padding: :valid, strides: 1)
       {source, init_value, type} = binary_args(source, init_value)
 
       if init_value.shape != {} do
@@ -1727,7 +1776,7 @@ defmodule Nx do
   """
   def reduce(tensor, acc, opts \\ [], fun) when is_list(opts) and is_function(fun, 2) do
     {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
-    opts = Keyword.validate!(opts, [:axes, :type, keep_axes: false])
+    opts = keyword!(opts, [:axes, :type, keep_axes: false])
     scalar_acc!(acc, "reduce/4")
     type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, acc.type))
     {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
@@ -1759,7 +1808,7 @@ defmodule Nx do
   def window_reduce(tensor, acc, window_dimensions, opts \\ [], fun)
       when is_list(opts) and is_function(fun, 2) do
     {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
-    opts = Keyword.validate!(opts, strides: 1, padding: :valid, window_dilations: 1)
+    opts = keyword!(opts, window_dilations: 1, strides: 1, padding: :valid)
     scalar_acc!(acc, "window_reduce/5")
     type = Nx.Type.merge(tensor.type, acc.type)
 
@@ -2004,6 +2053,7 @@ defmodule Nx do
 
   """
   def transpose(tensor, opts \\ []) do
+    opts = keyword!(opts, [:axes])
     tensor = to_tensor(tensor)
     rank = tuple_size(tensor.shape)
     axes = opts[:axes] || Enum.to_list((rank - 1)..0//-1)
@@ -2043,6 +2093,7 @@ defmodule Nx do
 
   """
   def broadcast(tensor, shape, opts \\ []) do
+    opts = keyword!(opts, [:axes, :names])
     tensor = to_tensor(tensor)
     shape = Nx.Shape.validate!(shape_of(shape))
 
@@ -2079,6 +2130,7 @@ defmodule Nx do
 
   """
   def iota(shape, opts \\ []) do
+    opts = keyword!(opts, [:axis, :names, :backend, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis)
@@ -2100,6 +2152,7 @@ defmodule Nx do
 
   """
   def slice(tensor, start_indices, lengths, opts \\ []) do
+    opts = keyword!(opts, strides: 1)
     tensor = to_tensor(tensor)
     rank = tuple_size(tensor.shape)
 
@@ -2141,7 +2194,7 @@ defmodule Nx do
   """
   def slice_along_axis(tensor, start_index, len, opts \\ []) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, axis: 0, strides: 1)
+    opts = keyword!(opts, strides: 1, axis: 0)
     axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
     dims = Enum.with_index(Tuple.to_list(tensor.shape))
     at = fn k, here, other -> if k == axis, do: here, else: other end
@@ -2190,9 +2243,13 @@ defmodule Nx do
 
   def concatenate([], _opts), do: raise(ArgumentError, "empty list passed to concatenate")
 
-  def concatenate([tensor], _opts), do: to_tensor(tensor)
+  def concatenate([tensor], opts) do
+    keyword!(opts, axis: 0)
+    to_tensor(tensor)
+  end
 
   def concatenate(tensors, opts) when is_list(tensors) do
+    opts = keyword!(opts, axis: 0)
     tensors = Enum.map(tensors, &to_tensor/1)
     [first | _] = tensors
     axis = Nx.Shape.normalize_axis(first.shape, Keyword.get(opts, :axis, 0))
@@ -2235,6 +2292,7 @@ defmodule Nx do
 
   """
   def squeeze(tensor, opts \\ []) do
+    opts = keyword!(opts, [:axes])
     tensor = to_tensor(tensor)
 
     axes =
@@ -2318,6 +2376,7 @@ defmodule Nx do
 
   """
   def reverse(tensor, opts \\ []) do
+    opts = keyword!(opts, [:axes])
     tensor = to_tensor(tensor)
     rank = tuple_size(tensor.shape)
     axes = Nx.Shape.normalize_axes(tensor.shape, opts[:axes] || Enum.to_list(0..(rank - 1)//1))
@@ -2414,6 +2473,7 @@ defmodule Nx do
 
   """
   def stack(tensors, opts \\ []) when is_list(tensors) do
+    opts = keyword!(opts, axis: 0, name: nil)
     axis = Keyword.get(opts, :axis, 0)
     tensors |> Enum.map(&new_axis(to_tensor(&1), axis)) |> concatenate(axis: axis)
   end
@@ -2442,6 +2502,7 @@ defmodule Nx do
 
   """
   def gather(tensor, indices, opts \\ []) do
+    opts = keyword!(opts, [:axes])
     tensor = to_tensor(tensor)
     indices = integer_tensor!(indices, "gather", "indices")
     axes = index_axes(tensor, indices, opts)
@@ -2502,6 +2563,7 @@ defmodule Nx do
     do: indexed(:indexed_put, tensor, indices, updates, opts)
 
   defp indexed(op, tensor, indices, updates, opts) do
+    opts = keyword!(opts, [:axes])
     {tensor, updates, type} = binary_args(tensor, updates)
     indices = integer_tensor!(indices, op, "indices")
     axes = index_axes(tensor, indices, opts)
@@ -2527,6 +2589,7 @@ defmodule Nx do
 
   """
   def take(tensor, indices, opts \\ []) do
+    opts = keyword!(opts, axis: 0)
     tensor = to_tensor(tensor)
     indices = integer_tensor!(indices, "take", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
@@ -2553,6 +2616,7 @@ defmodule Nx do
 
   """
   def take_along_axis(tensor, indices, opts \\ []) do
+    opts = keyword!(opts, axis: 0)
     tensor = to_tensor(tensor)
     indices = integer_tensor!(indices, "take_along_axis", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
@@ -2592,6 +2656,7 @@ defmodule Nx do
 
   """
   def sort(tensor, opts \\ []) do
+    opts = keyword!(opts, axis: 0, direction: :asc, stable: false)
     tensor = to_tensor(tensor)
     apply_op(:sort, [tensor], sort_opts!(tensor, opts, "sort"), tensor.type, tensor.shape)
   end
@@ -2612,6 +2677,7 @@ defmodule Nx do
 
   """
   def argsort(tensor, opts \\ []) do
+    opts = keyword!(opts, axis: 0, direction: :asc, stable: false, type: {:s, 64})
     tensor = to_tensor(tensor)
     type = Nx.Type.normalize!(Keyword.get(opts, :type, {:s, 64}))
 
@@ -2643,6 +2709,7 @@ defmodule Nx do
   def eye(n, opts) when is_integer(n), do: eye({n, n}, opts)
 
   def eye(shape, opts) do
+    opts = keyword!(opts, [:names, :backend, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     rank = tuple_size(shape)
@@ -2678,6 +2745,7 @@ defmodule Nx do
 
   """
   def make_diagonal(tensor, opts \\ []) do
+    opts = keyword!(opts, offset: 0)
     tensor = to_tensor(tensor)
     offset = Keyword.get(opts, :offset, 0)
 
@@ -2759,6 +2827,19 @@ defmodule Nx do
 
   """
   def conv(input, kernel, opts \\ []) do
+    opts =
+      keyword!(opts, [
+        :input_permutation,
+        :kernel_permutation,
+        :output_permutation,
+        padding: :valid,
+        strides: 1,
+        input_dilation: 1,
+        kernel_dilation: 1,
+        feature_group_size: 1,
+        batch_group_size: 1
+      ])
+
     {input, kernel} = {to_tensor(input), to_tensor(kernel)}
     rank = tuple_size(input.shape)
     spatial = Kernel.max(rank - 2, 0)
@@ -2837,7 +2918,7 @@ defmodule Nx do
 
   """
   def all_close(a, b, opts \\ []) do
-    opts = Keyword.validate!(opts, rtol: 1.0e-5, atol: 1.0e-8, equal_nan: false)
+    opts = keyword!(opts, equal_nan: false, rtol: 1.0e-5, atol: 1.0e-8)
     {a, b} = {to_tensor(a), to_tensor(b)}
     composite(fn a, b -> all_close_expr(a, b, opts) end, [a, b])
   end
@@ -3065,7 +3146,7 @@ defmodule Nx do
 
   """
   def linspace(start, stop, opts) do
-    opts = Keyword.validate!(opts, [:n, :name, type: {:f, 32}, endpoint: true])
+    opts = keyword!(opts, [:n, :name, type: {:f, 32}, endpoint: true])
     n = opts[:n]
 
     unless is_integer(n) and n >= 1 do
@@ -3115,7 +3196,7 @@ defmodule Nx do
 
   """
   def tri(n, m, opts \\ []) do
-    k = Keyword.validate!(opts, k: 0)[:k]
+    k = keyword!(opts, k: 0)[:k]
     composite(fn -> triangle_mask({n, m}, k, :lower) end, [])
   end
 
@@ -3159,7 +3240,7 @@ defmodule Nx do
 
   defp triangle(tensor, opts, side, fun) do
     tensor = to_tensor(tensor)
-    k = Keyword.validate!(opts, k: 0)[:k]
+    k = keyword!(opts, k: 0)[:k]
 
     if tuple_size(tensor.shape) < 2 do
       raise ArgumentError,
@@ -3198,7 +3279,7 @@ defmodule Nx do
   """
   def split(tensor, split, opts \\ []) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, axis: 0)
+    opts = keyword!(opts, axis: 0)
     axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
     size = elem(tensor.shape, axis)
 
@@ -3245,7 +3326,7 @@ defmodule Nx do
   """
   def take_diagonal(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
-    offset = Keyword.validate!(opts, offset: 0)[:offset]
+    offset = keyword!(opts, offset: 0)[:offset]
     rank = tuple_size(tensor.shape)
 
     if rank < 2 do
@@ -3287,7 +3368,7 @@ defmodule Nx do
   """
   def put_diagonal(tensor, diagonal, opts \\ []) do
     {tensor, diagonal} = {to_tensor(tensor), to_tensor(diagonal)}
-    offset = Keyword.validate!(opts, offset: 0)[:offset]
+    offset = keyword!(opts, offset: 0)[:offset]
 
     unless tuple_size(tensor.shape) == 2 and tuple_size(diagonal.shape) == 1 do
       raise ArgumentError,
@@ -3388,7 +3469,7 @@ defmodule Nx do
   """
   def median(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, axis: nil, keep_axis: false)
+    opts = keyword!(opts, axis: nil, keep_axis: false)
     no_complex!(tensor, :median, 2)
 
     # (over all elements: the flattened tensor's axis 0, flattened inside the one graph)
@@ -3518,7 +3599,7 @@ defmodule Nx do
   """
   def weighted_mean(tensor, weights, opts \\ []) do
     {tensor, weights} = {to_tensor(tensor), to_tensor(weights)}
-    opts = Keyword.validate!(opts, [:axes, keep_axes: false])
+    opts = keyword!(opts, [:axes, keep_axes: false])
     axes = if opts[:axes], do: Nx.Shape.normalize_axes(tensor.shape, opts[:axes])
 
     laid =
@@ -3580,7 +3661,7 @@ defmodule Nx do
 
   defp covariance_of(tensor, mean, opts) do
     tensor = to_tensor(tensor)
-    ddof = Keyword.validate!(opts, ddof: 0)[:ddof]
+    ddof = keyword!(opts, ddof: 0)[:ddof]
     rank = tuple_size(tensor.shape)
 
     if rank < 2 do
@@ -3648,7 +3729,7 @@ defmodule Nx do
   def to_batched(tensor, batch_size, opts \\ [])
       when is_integer(batch_size) and batch_size >= 1 do
     tensor = to_tensor(tensor)
-    leftover = Keyword.validate!(opts, leftover: :repeat)[:leftover]
+    leftover = keyword!(opts, leftover: :repeat)[:leftover]
 
     unless leftover in [:repeat, :discard] do
       raise ArgumentError,

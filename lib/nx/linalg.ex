@@ -76,6 +76,9 @@ defmodule Nx.LinAlg do
     end
   end
 
+  # Nx 0.7.2's wording for unknown options (see Nx's keyword!/2 use)
+  defp keyword!(opts, keys), do: Nx.Defn.Kernel.keyword!(opts, keys)
+
   @doc """
   Solves `a . x = b` (or `x . a = b` with `left_side: false`) for a triangular `a`.
 
@@ -96,7 +99,7 @@ defmodule Nx.LinAlg do
 
   """
   def triangular_solve(a, b, opts \\ []) do
-    opts = Keyword.validate!(opts, lower: true, left_side: true, transform_a: :none)
+    opts = keyword!(opts, lower: true, left_side: true, transform_a: :none)
     {a, b} = {Nx.to_tensor(a), Nx.to_tensor(b)}
     Nx.Shape.matrix!(a.shape, true, "triangular_solve")
     check_rhs!(a, b, opts[:left_side], "triangular_solve")
@@ -215,7 +218,7 @@ defmodule Nx.LinAlg do
 
   """
   def qr(a, opts \\ []) do
-    opts = Keyword.validate!(opts, mode: :reduced, eps: nil)
+    opts = keyword!(opts, mode: :reduced, eps: nil)
     a = Nx.to_tensor(a)
     Nx.Shape.matrix!(a.shape, false, "qr")
     {batch, m, n} = batch_and_matrix(a.shape)
@@ -265,7 +268,7 @@ defmodule Nx.LinAlg do
 
   """
   def lu(a, opts \\ []) do
-    Keyword.validate!(opts, eps: nil)
+    keyword!(opts, eps: nil)
     a = Nx.to_tensor(a)
     Nx.Shape.matrix!(a.shape, true, "lu")
     type = float_type([a])
@@ -296,7 +299,7 @@ defmodule Nx.LinAlg do
 
   """
   def svd(a, opts \\ []) do
-    opts = Keyword.validate!(opts, full_matrices?: true, max_iter: nil)
+    opts = keyword!(opts, max_iter: nil, full_matrices?: true)
     a = Nx.to_tensor(a)
     Nx.Shape.matrix!(a.shape, false, "svd")
     {batch, m, n} = batch_and_matrix(a.shape)
