@@ -990,6 +990,9 @@ defmodule Nx do
       >
 
   """
+  def as_type(number, type) when is_number(number) or is_struct(number, Complex),
+    do: tensor(number, type: type)
+
   def as_type(tensor, type) do
     tensor = to_tensor(tensor)
     type = Nx.Type.normalize!(type)
@@ -2928,6 +2931,8 @@ defmodule Nx do
     {a, b} = {as_type(a, type), as_type(b, type)}
     tolerance = add(opts[:atol], multiply(opts[:rtol], Nx.abs(b)))
     close = select(equal(a, b), 1, less_equal(Nx.abs(subtract(a, b)), tolerance))
+    # an infinity is close only to itself (inf - -inf is inf, within an infinite tolerance)
+    close = select(logical_or(is_infinity(a), is_infinity(b)), equal(a, b), close)
 
     close =
       if opts[:equal_nan],

@@ -264,6 +264,24 @@ defmodule Nx.ShapeOpsTest do
       assert Nx.all_close(Nx.tensor(:nan), Nx.tensor(:nan)) == Nx.tensor(0, type: :u8)
       assert Nx.all_close(Nx.tensor([1, 2]), 1) == Nx.tensor(0, type: :u8)
     end
+
+    # it answered 1 for these: |inf - -inf| = inf is within atol + rtol * inf (Nx 0.7.2: 0)
+    test "an infinity is close only to the same infinity" do
+      assert Nx.all_close(Nx.tensor(:infinity), Nx.tensor(:neg_infinity)) ==
+               Nx.tensor(0, type: :u8)
+
+      assert Nx.all_close(Nx.tensor([:infinity, 1.0]), Nx.tensor([1.0e30, 1.0])) ==
+               Nx.tensor(0, type: :u8)
+
+      assert Nx.all_close(Nx.tensor([:neg_infinity, 1.0]), Nx.tensor([:neg_infinity, 1.0])) ==
+               Nx.tensor(1, type: :u8)
+    end
+  end
+
+  # it went through a default f32 tensor first, so 1.0e-128 came back as 0.0 (Nx 0.7.2: 1.0e-128)
+  test "as_type/2 of a number builds the tensor in the target type directly" do
+    assert Nx.to_number(Nx.as_type(1.0e-128, :f64)) == 1.0e-128
+    assert Nx.as_type(3, :u8) == Nx.tensor(3, type: :u8)
   end
 
   describe "existing shape ops follow Nx" do
