@@ -32,7 +32,7 @@ defmodule GradHelpers do
   defn stopped(x), do: grad(x, fn x -> stop_grad(Nx.exp(x)) + x * x end)
 end
 
-# Numbers printed as Nx prints them: the shortest decimal that round-trips in the tensor's type.
+# Numbers printed as Nx 0.7.2 prints them: the shortest decimal of the value as a double.
 format = fn tensor -> Inspect.Nx.Tensor.format_number(Nx.to_number(tensor), Nx.type(tensor)) end
 
 rows = [

@@ -1303,7 +1303,8 @@ defmodule Nx do
        "Nx.tensor([7, -7, 9])", "2", "s64[3]", "[3, -3, 4]"},
     atan2:
       {"The angle of the point `(right, left)`: `atan(left / right)` in the right quadrant",
-       :float, "Nx.tensor([1.0, -1.0])", "-1.0", "f32[2]", "[2.3561945, -2.3561945]"},
+       :float, "Nx.tensor([1.0, -1.0])", "-1.0", "f32[2]",
+       "[2.356194496154785, -2.356194496154785]"},
     bitwise_and:
       {"Bitwise and (integer tensors only)", :integer, "Nx.tensor([12, 10])", "6", "s64[2]",
        "[4, 2]"},
@@ -1552,7 +1553,7 @@ defmodule Nx do
       iex> Nx.standard_deviation(Nx.tensor([1, 2, 3, 4, 5, 6, 7, 8]))
       #Nx.Tensor<
         f32
-        2.291288
+        2.291287899017334
       >
 
   """
@@ -1574,7 +1575,7 @@ defmodule Nx do
       iex> Nx.logsumexp(Nx.tensor([1000.0, 1000.0]))
       #Nx.Tensor<
         f32
-        1000.6932
+        1000.6931762695312
       >
 
   """
@@ -3569,7 +3570,7 @@ defmodule Nx do
       iex> Nx.phase(Nx.tensor([Complex.new(0, 1), Complex.new(-1, 0)]))
       #Nx.Tensor<
         f32[2]
-        [1.5707964, 3.1415927]
+        [1.5707963705062866, 3.1415927410125732]
       >
 
   """
@@ -3593,7 +3594,7 @@ defmodule Nx do
       iex> Nx.weighted_mean(Nx.tensor([1, 2, 3]), Nx.tensor([3, 2, 1]))
       #Nx.Tensor<
         f32
-        1.6666666
+        1.6666666269302368
       >
       iex> Nx.weighted_mean(Nx.iota({3, 4}), Nx.tensor([1, 2, 3, 4]), axes: [1])
       #Nx.Tensor<

@@ -51,13 +51,14 @@ defmodule Nx.BinaryBackendTest do
     assert round_trip([70000.0], {:f, 16}) == [:infinity]
   end
 
-  test "bf16 rounds to nearest even" do
-    # 1.1 in f32 is 0x3F8CCCCD; bf16 rounds it up to 0x3F8D (1.1015625)
-    assert B.from_list([1.1], {:bf, 16}) == <<0x3F8D::16-native>>
-    assert round_trip([1.1], {:bf, 16}) == [1.1015625]
-    # exactly halfway (0x3F808000) rounds to the even 0x3F80
-    <<halfway::float-32>> = <<0x3F808000::32>>
+  # Nx 0.7.2's binary backend keeps the top half of the f32 (it rounded to nearest before)
+  test "bf16 truncates the f32, as Nx 0.7.2" do
+    # 1.1 in f32 is 0x3F8CCCCD: its top half is 0x3F8C (1.09375)
+    assert B.from_list([1.1], {:bf, 16}) == <<0x3F8C::16-native>>
+    assert round_trip([1.1], {:bf, 16}) == [1.09375]
+    <<halfway::float-32>> = <<0x3F80FFFF::32>>
     assert B.from_list([halfway], {:bf, 16}) == <<0x3F80::16-native>>
+    assert B.from_list([-1.1], {:bf, 16}) == <<0xBF8C::16-native>>
   end
 
   test "f16 subnormals decode" do

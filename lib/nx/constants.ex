@@ -8,7 +8,7 @@ defmodule Nx.Constants do
       iex> Nx.Constants.pi()
       #Nx.Tensor<
         f32
-        3.1415927
+        3.1415927410125732
       >
       iex> Nx.Constants.max_finite({:s, 8})
       #Nx.Tensor<
@@ -55,7 +55,7 @@ defmodule Nx.Constants do
       iex> Nx.Constants.max_finite({:f, 16})
       #Nx.Tensor<
         f16
-        6.55e4
+        65504.0
       >
   """
   def max_finite(type, opts \\ []), do: limit(&Nx.Type.max_finite/1, type, opts)

@@ -11,9 +11,9 @@ defmodule Nx.Defn do
       end
 
       MyMath.log1pexp(3.0)
-      #=> #Nx.Tensor<f32 3.0485873>
+      #=> #Nx.Tensor<f32 3.0485873222351074>
       MyMath.grad_log1pexp(3.0)
-      #=> #Nx.Tensor<f32 0.95257413>
+      #=> #Nx.Tensor<f32 0.9525741338729858>
 
   Inside a `defn` body `Nx.Defn.Kernel` is imported in place of `Kernel`'s numeric
   operators, so `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers, and

@@ -10,9 +10,10 @@ defimpl Inspect, for: Nx.Tensor do
         ]
       >
 
-  Floats are printed as the shortest decimal that reads back to the same value in the
-  tensor's own precision (`3.0485873` for an f32, not `3.048587322235107`); non-finite
-  values print as `NaN`, `Inf` and `-Inf`; complex elements as `1.0+2.0i`. At most `limit` elements are printed, then `...`.
+  Floats are printed as Nx 0.7.2 prints them: the shortest decimal of the element's value
+  as a double, so an f32 that stores 3.0485873 prints `3.0485873222351074` and one that
+  stores 0.1 prints `0.10000000149011612`; non-finite values print as `NaN`, `Inf` and
+  `-Inf`; complex elements as `1.0+2.0i`. At most `limit` elements are printed, then `...`.
   Tensors whose data is an expression delegate their body to `data.__struct__.inspect/2`.
   """
 
@@ -116,28 +117,9 @@ defimpl Inspect, for: Nx.Tensor do
   def format_number(:neg_infinity, _type), do: "-Inf"
   def format_number(int, _type) when is_integer(int), do: Integer.to_string(int)
 
-  # complex elements print as `re+imi`, each part in the precision of the part type
-  def format_number(%Complex{} = z, {:c, size}),
-    do: Complex.to_string(z, &format_number(&1, {:f, div(size, 2)}))
-
+  # As Nx 0.7.2: every float prints as the shortest decimal of its double (an f32's stored
+  # value widened), so an f32 holding 0.1 prints 0.10000000149011612; complex elements
+  # print as `re+imi` the same way.
   def format_number(%Complex{} = z, _type), do: Complex.to_string(z)
-  def format_number(float, {:f, 64}), do: Float.to_string(float)
-  def format_number(float, type), do: shortest(float, type)
-
-  # The shortest decimal that reads back to the same value in `type`: try 1, 2, ...
-  # significant digits (the nearest decimal with that many digits each time).
-  defp shortest(float, type) do
-    Enum.find_value(0..17, fn digits ->
-      {candidate, ""} = float |> :erlang.float_to_binary(scientific: digits) |> Float.parse()
-
-      if round_trip(candidate, type) == float do
-        Float.to_string(candidate)
-      end
-    end) || Float.to_string(float)
-  end
-
-  defp round_trip(float, type) do
-    [value] = float |> BinaryBackend.number_to_binary(type) |> BinaryBackend.to_list(type)
-    value
-  end
+  def format_number(float, _type) when is_float(float), do: Float.to_string(float)
 end
