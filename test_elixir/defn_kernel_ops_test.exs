@@ -77,4 +77,21 @@ defmodule NxJax.DefnKernelOpsTest do
     assert Nx.Defn.value_and_grad(Nx.tensor([1.0, 2.0]), square) ==
              {Nx.tensor([1.0, 4.0]), Nx.tensor([2.0, 4.0])}
   end
+
+  # the values real Nx 0.7.2 gives for the same calls (grad refused integer inputs before)
+  test "grad with respect to integer tensors is computed as for floats, in f32" do
+    assert Nx.Defn.grad(Nx.tensor(3), &Nx.multiply(&1, &1)) == Nx.tensor(6.0)
+    assert Nx.Defn.grad(Nx.tensor(3, type: :s8), &Nx.multiply(&1, 2.5)) == Nx.tensor(2.5)
+    assert Nx.Defn.grad(Nx.tensor(2, type: :u8), &Nx.pow(&1, 2)) == Nx.tensor(4.0)
+
+    assert Nx.Defn.grad(Nx.tensor([1, 2]), &Nx.sum(Nx.sin(&1))) ==
+             Nx.tensor([0.5403022766113281, -0.416146844625473])
+
+    # the value is computed from the integer input as given
+    assert Nx.Defn.value_and_grad(Nx.tensor(3), &Nx.multiply(&1, &1)) ==
+             {Nx.tensor(9), Nx.tensor(6.0)}
+
+    assert Nx.Defn.grad({Nx.tensor(2), Nx.tensor(3.0)}, fn {a, b} -> Nx.multiply(a, b) end) ==
+             {Nx.tensor(3.0), Nx.tensor(2.0)}
+  end
 end

@@ -29,14 +29,9 @@ defmodule Nx.Defn.Grad do
             "grad/2 expects a tensor or a tuple/map of tensors to differentiate, got: #{inspect(x)}"
     end
 
-    if integer = Enum.find(xs, &(not Nx.Type.float?(&1.type))) do
-      raise ArgumentError,
-            "grad/2 differentiates with respect to floating-point tensors only, got one of type " <>
-              "#{Nx.Type.to_string(integer.type)}. Pass a float (3.0, not 3) or convert it with Nx.as_type/2"
-    end
-
     value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
-    y = value |> transform.() |> scalar!()
+    {x, xs, differentiated} = floating_inputs(x, xs, fun_or_expr, value)
+    y = differentiated |> transform.() |> scalar!()
     Nx.Defn.ControlFlow.check_differentiable!(y, xs)
     # As in Nx 0.7, a vectorized y is differentiated as the sum of its entries, and each
     # gradient has the vectorized axes of its x: since every op treats entries independently,
@@ -45,6 +40,34 @@ defmodule Nx.Defn.Grad do
     y = if y.vectorized_axes == [], do: y, else: y |> Nx.devectorize() |> Nx.sum()
     grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template_of/1))
     {value, Composite.fill(x, Tuple.to_list(grads))}
+  end
+
+  # As Nx 0.7: an integer input is differentiated as a float (its gradient is floating, f32
+  # for the integer types), while the value is computed from the input as given. JAX
+  # differentiates floats only, so the function is traced a second time on floating copies of
+  # the integer inputs, and that trace is differentiated.
+  defp floating_inputs(x, xs, fun_or_expr, value) do
+    cond do
+      Enum.all?(xs, &Nx.Type.float?(&1.type)) ->
+        {x, xs, value}
+
+      is_function(fun_or_expr, 1) ->
+        floats = Composite.traverse(x, &to_floating/1)
+        {floats, Composite.flatten_list([floats]), fun_or_expr.(floats)}
+
+      true ->
+        integer = Enum.find(xs, &(not Nx.Type.float?(&1.type)))
+
+        raise ArgumentError,
+              "grad/2 with an expression (not a function) differentiates with respect to " <>
+                "floating-point tensors only, got one of type " <>
+                "#{Nx.Type.to_string(integer.type)}. Pass a function of x, a float (3.0, not 3) " <>
+                "or convert it with Nx.as_type/2"
+    end
+  end
+
+  defp to_floating(%Nx.Tensor{type: type} = t) do
+    if Nx.Type.float?(type), do: t, else: Nx.as_type(t, Nx.Type.to_floating(type))
   end
 
   defp scalar!(%Nx.Tensor{type: {:tuple, _}} = y), do: not_scalar!(y)
