@@ -2946,6 +2946,141 @@ defmodule Nx do
 
   ## More of Nx 0.7's API, composed of the ops above (docs/COMPATIBILITY.md)
 
+  for t <- [:u8, :u16, :u32, :u64, :s8, :s16, :s32, :s64, :bf16, :f16, :f32, :f64] do
+    @doc """
+    `Nx.tensor(data, type: :#{t})`.
+
+    ## Examples
+
+        iex> Nx.#{t}([1, 2]) |> Nx.type()
+        #{inspect(Nx.Type.normalize!(t))}
+    """
+    def unquote(t)(data), do: tensor(data, type: unquote(t))
+  end
+
+  @doc """
+  The number of elements, vectorized axes included (`size/1` counts the inner shape only).
+
+  ## Examples
+
+      iex> Nx.flat_size(Nx.vectorize(Nx.iota({2, 3}), :x))
+      6
+
+  """
+  def flat_size(tensor) do
+    tensor = to_tensor(tensor)
+    Enum.reduce(tensor.vectorized_axes, size(tensor), fn {_name, n}, acc -> acc * n end)
+  end
+
+  @doc """
+  The element-wise logarithm in base 2: `log(tensor) / log(2)`.
+
+  ## Examples
+
+      iex> Nx.log2(Nx.tensor([1, 2, 4, 8]))
+      #Nx.Tensor<
+        f32[4]
+        [0.0, 1.0, 2.0, 3.0]
+      >
+
+  """
+  def log2(tensor), do: log(tensor, 2)
+
+  @doc """
+  The element-wise logarithm in base 10: `log(tensor) / log(10)`.
+
+  ## Examples
+
+      iex> Nx.log10(Nx.tensor([1, 1000]))
+      #Nx.Tensor<
+        f32[2]
+        [0.0, 3.0]
+      >
+
+  XLA's f32 logarithm can differ from Nx's binary backend (which computes in double) in the
+  last bit: `Nx.log10(10)` is `0.9999999403953552` here, `1.0` there.
+
+  """
+  def log10(tensor), do: log(tensor, 10)
+
+  @doc """
+  The element-wise logarithm in `base`: `log(tensor) / log(base)`, the base's logarithm in
+  the base's own type (an integer or float base is an f32: `Nx.log(8.0 in f64, 2)` is
+  `2.9999999917564937`, as in Nx).
+
+  ## Examples
+
+      iex> Nx.log(Nx.tensor([3, 9, 27, 81]), 3)
+      #Nx.Tensor<
+        f32[4]
+        [1.0, 2.0, 3.0, 4.0]
+      >
+
+  """
+  def log(tensor, base) do
+    if is_number(base) and (base <= 0 or base == 1) do
+      raise ArgumentError,
+            "expected base to be greater than 0 and different than 1, got: #{inspect(base)}"
+    end
+
+    one_graph([to_tensor(tensor), to_tensor(base)], fn t, b -> divide(log(t), log(b)) end)
+  end
+
+  @doc """
+  The `:order`-th discrete difference along `:axis` (the last by default): `out[i] =
+  t[i + 1] - t[i]`, applied `order` times (each shortens the axis by one).
+
+  ## Options
+
+    * `:order` - how many times to take the difference; `1` by default, `0` returns the tensor
+    * `:axis` - the axis; `-1` by default
+
+  ## Examples
+
+      iex> Nx.diff(Nx.tensor([1, 3, 6, 10]))
+      #Nx.Tensor<
+        s64[3]
+        [2, 3, 4]
+      >
+
+      iex> Nx.diff(Nx.tensor([[1, 3, 7], [2, 2, 5]]), order: 2)
+      #Nx.Tensor<
+        s64[2][1]
+        [
+          [2],
+          [3]
+        ]
+      >
+
+  """
+  def diff(tensor, opts \\ []) do
+    opts = keyword!(opts, order: 1, axis: -1)
+    tensor = to_tensor(tensor)
+    n = opts[:order]
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+
+    if n < 0, do: raise(ArgumentError, "order must be non-negative but got: #{inspect(n)}")
+
+    size = elem(tensor.shape, axis)
+
+    if n >= size and n > 0 do
+      raise ArgumentError,
+            "diff of order #{n} needs more than #{n} elements along axis #{axis}, the tensor " <>
+              "has #{size}"
+    end
+
+    one_graph([tensor], fn t ->
+      Enum.reduce(0..(n - 1)//1, t, fn step, acc ->
+        len = size - step - 1
+
+        subtract(
+          slice_along_axis(acc, 1, len, axis: axis),
+          slice_along_axis(acc, 0, len, axis: axis)
+        )
+      end)
+    end)
+  end
+
   @doc """
   The axes of a tensor, a shape or a number: `[0, 1, ..., rank - 1]`.
 
@@ -3151,7 +3286,7 @@ defmodule Nx do
       >
 
   """
-  def linspace(start, stop, opts) do
+  def linspace(start, stop, opts \\ []) do
     opts = keyword!(opts, [:n, :name, type: {:f, 32}, endpoint: true])
     n = opts[:n]
 

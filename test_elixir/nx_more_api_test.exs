@@ -447,4 +447,43 @@ defmodule Nx.MoreApiTest do
       end
     end
   end
+
+  # the answers of real Nx 0.7.2 for the same calls
+  describe "log/2, log2, log10, diff, flat_size and the type shorthands" do
+    test "values and types" do
+      assert Nx.log(Nx.tensor([3, 9, 27, 81]), 3) == Nx.tensor([1.0, 2.0, 3.0, 4.0])
+      assert Nx.log2(Nx.tensor([1, 2, 4, 8])) == Nx.tensor([0.0, 1.0, 2.0, 3.0])
+      assert Nx.to_number(Nx.log(Nx.tensor(8.0, type: :f64), 2)) == 2.9999999917564937
+      assert Nx.flat_size(Nx.vectorize(Nx.iota({2, 3}), :x)) == 6
+      assert Nx.diff(Nx.tensor([1, 3, 6, 10])) == Nx.tensor([2, 3, 4])
+      assert Nx.diff(Nx.tensor([[1, 3, 7], [2, 2, 5]]), order: 2) == Nx.tensor([[2], [3]])
+      assert Nx.diff(Nx.tensor([[1, 3], [2, 7]]), axis: 0) == Nx.tensor([[1, 4]])
+      assert Nx.diff(Nx.tensor([1, 2, 4]), order: 0) == Nx.tensor([1, 2, 4])
+      assert Nx.u8([1, 2]) == Nx.tensor([1, 2], type: :u8)
+      assert Nx.f64(0.1) == Nx.tensor(0.1, type: :f64)
+      assert Nx.bf16([1.1]) |> Nx.to_flat_list() == [1.09375]
+    end
+
+    test "errors" do
+      assert_raise ArgumentError,
+                   "expected base to be greater than 0 and different than 1, got: 1",
+                   fn -> Nx.log(2, 1) end
+
+      assert_raise ArgumentError, "order must be non-negative but got: -1", fn ->
+        Nx.diff(Nx.tensor([1, 2]), order: -1)
+      end
+
+      assert_raise ArgumentError, ~r/diff of order 3 needs more than 3 elements/, fn ->
+        Nx.diff(Nx.tensor([1, 2, 4]), order: 3)
+      end
+    end
+
+    test "diff is one graph eagerly, and differentiable in defn" do
+      grad =
+        Nx.Defn.grad(Nx.tensor([1.0, 4.0, 9.0]), &Nx.sum(Nx.multiply(Nx.diff(&1), Nx.diff(&1))))
+
+      # d/dx of (x1 - x0)^2 + (x2 - x1)^2 = [-2(x1 - x0), 2(x1 - x0) - 2(x2 - x1), 2(x2 - x1)]
+      assert grad == Nx.tensor([-6.0, -4.0, 10.0])
+    end
+  end
 end
