@@ -2959,6 +2959,50 @@ defmodule Nx do
   end
 
   @doc """
+  Applies `fun`, a function of one scalar tensor, to every element (vectorized axes
+  included). `fun` is traced once, on a vectorized scalar standing for all the elements, so it
+  must be made of `Nx` operations; the result is one graph (inlined inside `defn`).
+
+  ## Options
+
+    * `:type` - the type of the result; the tensor's type by default (`fun`'s results are
+      converted to it)
+
+  ## Examples
+
+      iex> Nx.map(Nx.tensor([[1, 2, 3], [4, 5, 6]]), [type: :f64], fn x -> Nx.add(x, 1) end)
+      #Nx.Tensor<
+        f64[2][3]
+        [
+          [2.0, 3.0, 4.0],
+          [5.0, 6.0, 7.0]
+        ]
+      >
+
+  """
+  def map(tensor, opts \\ [], fun) when is_list(opts) and is_function(fun, 1) do
+    tensor = to_tensor(tensor)
+    opts = keyword!(opts, type: tensor.type)
+    type = Nx.Type.normalize!(opts[:type])
+    axes = tensor.vectorized_axes
+
+    one_graph([devectorize(tensor, keep_names: false)], fn t ->
+      n = size(t)
+      result = t |> reshape({n}) |> vectorize(:__nx_map__) |> fun.() |> to_tensor()
+      result = as_type(result, type)
+
+      # a result that does not depend on the element is not vectorized: one value for all
+      flat =
+        if result.vectorized_axes == [],
+          do: broadcast(result, {n}),
+          else: devectorize(result, keep_names: false)
+
+      flat = reshape(flat, t.shape)
+      if axes == [], do: flat, else: vectorize(flat, axes)
+    end)
+  end
+
+  @doc """
   The number of elements, vectorized axes included (`size/1` counts the inner shape only).
 
   ## Examples

@@ -486,4 +486,26 @@ defmodule Nx.MoreApiTest do
       assert grad == Nx.tensor([-6.0, -4.0, 10.0])
     end
   end
+
+  describe "map/3" do
+    # real Nx 0.7.2 gives the same for each
+    test "applies a scalar function to every element, in the tensor's type or :type" do
+      t = Nx.tensor([[1, 2, 3], [4, 5, 6]])
+      assert Nx.map(t, &Nx.add(&1, 1)) == Nx.tensor([[2, 3, 4], [5, 6, 7]])
+      assert Nx.map(Nx.tensor(1), &Nx.add(&1, 1)) == Nx.tensor(2)
+      assert Nx.map(t, [type: :f64], &Nx.add(&1, 1)) == Nx.add(t, 1) |> Nx.as_type(:f64)
+      assert Nx.map(Nx.tensor([1.5, -2.0]), &Nx.multiply(&1, &1)) == Nx.tensor([2.25, 4.0])
+      assert Nx.map(Nx.tensor([1, 2]), fn _ -> 7 end) == Nx.tensor([7, 7])
+
+      vectorized = Nx.map(Nx.vectorize(t, :x), [type: :f64], &Nx.add(&1, 1))
+      assert vectorized.vectorized_axes == [x: 2]
+      assert Nx.devectorize(vectorized, keep_names: false) == Nx.as_type(Nx.add(t, 1), :f64)
+    end
+
+    test "an unknown option raises as in Nx" do
+      assert_raise ArgumentError, "unknown key :axis in [axis: 0], expected one of [:type]", fn ->
+        Nx.map(Nx.tensor([1]), [axis: 0], & &1)
+      end
+    end
+  end
 end
