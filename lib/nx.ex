@@ -1998,12 +1998,108 @@ defmodule Nx do
   """
   def ifft(tensor, opts \\ []), do: fourier(:ifft, tensor, opts)
 
+  # Nx 0.7.2 checks the FFT options with Keyword.validate!/2 (Elixir's wording), so do we.
   defp fourier(op, tensor, opts) do
     tensor = to_tensor(tensor)
-    opts = Keyword.validate!(opts, [:length, eps: 1.0e-10])
-    shape = Nx.Shape.fft(tensor.shape, opts[:length], Atom.to_string(op))
-    length = elem(shape, tuple_size(shape) - 1)
-    apply_op(op, [tensor], %{length: length}, Nx.Type.to_complex(tensor.type), shape)
+    opts = Keyword.validate!(opts, [:length, axis: -1, eps: 1.0e-10])
+    rank = tuple_size(tensor.shape)
+    axis = if rank > 0, do: Nx.Shape.normalize_axis(tensor.shape, opts[:axis]), else: -1
+
+    if axis in [-1, rank - 1] do
+      shape = Nx.Shape.fft(tensor.shape, opts[:length], Atom.to_string(op))
+      length = elem(shape, tuple_size(shape) - 1)
+      apply_op(op, [tensor], %{length: length}, Nx.Type.to_complex(tensor.type), shape)
+    else
+      # the transform runs along the last axis: bring `axis` there and back (one graph)
+      perm = Enum.to_list(0..(rank - 1)) |> List.replace_at(axis, rank - 1)
+      perm = List.replace_at(perm, rank - 1, axis)
+      inner = [length: opts[:length], eps: opts[:eps]]
+
+      one_graph([tensor], fn t ->
+        t |> transpose(axes: perm) |> then(&fourier(op, &1, inner)) |> transpose(axes: perm)
+      end)
+    end
+  end
+
+  @doc """
+  The 2-D discrete Fourier transform: `fft/2` along the two `:axes` (the last two by
+  default), each padded or cut to its entry of `:lengths`.
+
+  ## Options
+
+    * `:axes` - the two axes; `[-2, -1]` by default
+    * `:lengths` - a length (or `:power_of_two`) per axis; the axes' sizes by default
+    * `:eps` - accepted for Nx's sake (the worker does not clean results up)
+
+  ## Examples
+
+      iex> Nx.fft2(Nx.tensor([[1, 0], [0, 1]]))
+      #Nx.Tensor<
+        c64[2][2]
+        [
+          [2.0+0.0i, 0.0+0.0i],
+          [0.0+0.0i, 2.0+0.0i]
+        ]
+      >
+
+  """
+  def fft2(tensor, opts \\ []), do: fourier2(:fft, tensor, opts)
+
+  @doc """
+  The inverse of `fft2/2` (same options): `ifft/2` along the two `:axes`.
+
+  ## Examples
+
+      iex> Nx.ifft2(Nx.tensor([[2, 0], [0, 2]]))
+      #Nx.Tensor<
+        c64[2][2]
+        [
+          [1.0+0.0i, 0.0+0.0i],
+          [0.0+0.0i, 1.0+0.0i]
+        ]
+      >
+
+  """
+  def ifft2(tensor, opts \\ []), do: fourier2(:ifft, tensor, opts)
+
+  defp fourier2(op, tensor, opts) do
+    tensor = to_tensor(tensor)
+    opts = Keyword.validate!(opts, [:lengths, axes: [-2, -1], eps: 1.0e-10])
+    rank = tuple_size(tensor.shape)
+
+    if rank < 2 do
+      raise ArgumentError, "expected a tensor with rank > 1, got tensor with rank #{rank}"
+    end
+
+    [ax1, ax2] =
+      case opts[:axes] do
+        [_, _] = axes ->
+          Nx.Shape.normalize_axes(tensor.shape, axes)
+
+        axes ->
+          raise ArgumentError, "expected :axes to be a list with 2 axes, got: #{inspect(axes)}"
+      end
+
+    [l1, l2] =
+      case opts[:lengths] do
+        nil ->
+          [nil, nil]
+
+        [l1, l2] = lengths
+        when (is_integer(l1) or l1 == :power_of_two) and (is_integer(l2) or l2 == :power_of_two) ->
+          lengths
+
+        lengths ->
+          raise ArgumentError,
+                "expected :lengths to be a list of lengths or :power_of_two, got: " <>
+                  inspect(lengths)
+      end
+
+    one_graph([tensor], fn t ->
+      t
+      |> then(&fourier(op, &1, length: l2, axis: ax2))
+      |> then(&fourier(op, &1, length: l1, axis: ax1))
+    end)
   end
 
   ## Shape ops

@@ -182,8 +182,8 @@ defmodule Nx.FftTest do
 
       assert Nx.shape(Nx.fft(Nx.iota({2, 0}), length: 2)) == {2, 2}
 
-      assert_raise ArgumentError, ~r/unknown keys \[:axis\]/, fn ->
-        Nx.fft(Nx.iota({4}), axis: 0)
+      assert_raise ArgumentError, ~r/unknown keys \[:axes\]/, fn ->
+        Nx.fft(Nx.iota({4}), axes: [0])
       end
 
       assert Nx.fft(Nx.iota({4}), eps: 1.0e-6) == Nx.fft(Nx.iota({4}))
@@ -216,6 +216,57 @@ defmodule Nx.FftTest do
 
       truncated = Nx.Defn.grad(x, fn x -> Nx.sum(Nx.pow(Nx.abs(Nx.fft(x, length: 3)), 2)) end)
       assert_close(truncated, [1.8, -7.2, 4.2, 0.0, 0.0])
+    end
+  end
+
+  describe ":axis, fft2 and ifft2" do
+    # Nx 0.7.2 gives the same for these
+    test "fft along another axis, with a length" do
+      t = Nx.tensor([[1, 2], [3, 4], [5, 7]])
+
+      assert Nx.fft(t, axis: 0, length: 4) ==
+               Nx.tensor([
+                 [Complex.new(9.0, 0.0), Complex.new(13.0, 0.0)],
+                 [Complex.new(-4.0, -3.0), Complex.new(-5.0, -4.0)],
+                 [Complex.new(3.0, 0.0), Complex.new(5.0, 0.0)],
+                 [Complex.new(-4.0, 3.0), Complex.new(-5.0, 4.0)]
+               ])
+
+      assert Nx.ifft(Nx.fft(Nx.tensor([[1.0, 2.0], [3.0, 5.0]]), axis: 0), axis: 0) ==
+               Nx.tensor([[1.0, 2.0], [3.0, 5.0]]) |> Nx.as_type(:c64)
+    end
+
+    test "fft2 with lengths, vectorized, and back with ifft2" do
+      t = Nx.tensor([[1, 0, 1, 0, 10, 10], [1, 1, 1, 1, 10, 10]])
+
+      assert Nx.fft2(t, lengths: [2, 4]) ==
+               Nx.tensor([[6, 0, 2, 0], [-2, 0, 2, 0]]) |> Nx.as_type(:c64)
+
+      x = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
+      assert Nx.ifft2(Nx.fft2(x)) == Nx.as_type(x, :c64)
+      assert Nx.fft2(Nx.vectorize(Nx.stack([x, x]), :v)).vectorized_axes == [v: 2]
+    end
+
+    # Nx 0.7.2 returns wrong numbers here (its entries come out of order); these are NumPy's
+    # np.fft.fft2(np.arange(12).reshape(2, 3, 2), axes=(0, 2))
+    test "fft2 over axes that are not the last two transforms those axes" do
+      got = Nx.fft2(Nx.iota({2, 3, 2}), axes: [0, 2])
+
+      assert Nx.real(got) ==
+               Nx.tensor([[[14, -2], [22, -2], [30, -2]], [[-12, 0], [-12, 0], [-12, 0]]])
+               |> Nx.as_type(:f32)
+
+      assert Nx.imag(got) == Nx.broadcast(0.0, {2, 3, 2})
+    end
+
+    test "errors as Nx 0.7.2's" do
+      assert_raise ArgumentError,
+                   "expected :lengths to be a list of lengths or :power_of_two, got: [:invalid, 2]",
+                   fn -> Nx.fft2(Nx.tensor([[1, 1]]), lengths: [:invalid, 2]) end
+
+      assert_raise ArgumentError, "expected a tensor with rank > 1, got tensor with rank 1", fn ->
+        Nx.fft2(Nx.tensor([1, 1]))
+      end
     end
   end
 end
