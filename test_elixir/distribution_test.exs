@@ -4,7 +4,7 @@ defmodule NxJax.DistributionTest do
   # calls are in flight. async: false: it makes this node distributed.
   use ExUnit.Case, async: false
 
-  @moduletag timeout: 300_000
+  @moduletag timeout: NxJax.TestTime.ms(300_000)
 
   defmodule Fns do
     import Nx.Defn

@@ -4,7 +4,7 @@ defmodule NxJax.FaultsTest do
   import NxJax.TestAssertions, only: [wait_until: 2, replaced?: 2]
   import ExUnit.CaptureLog
 
-  @moduletag timeout: 300_000
+  @moduletag timeout: NxJax.TestTime.ms(300_000)
 
   defmodule Fns do
     import Nx.Defn

@@ -5,8 +5,6 @@ defmodule NxJax.LentPortTest do
   import NxJax.TestAssertions, only: [wait_until: 2, replaced?: 2]
   import ExUnit.CaptureLog
 
-  @moduletag timeout: 120_000
-
   defmodule Fns do
     import Nx.Defn
     defn affine(x, k), do: x * 2 + k

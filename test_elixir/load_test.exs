@@ -5,7 +5,7 @@ defmodule NxJax.LoadTest do
   # No timing assertions: latency is measured by bench/run.exs (docs/BENCHMARKS.md).
   use ExUnit.Case, async: false
 
-  @moduletag timeout: 600_000
+  @moduletag timeout: NxJax.TestTime.ms(600_000)
 
   @processes 50
   @calls 200

@@ -3,8 +3,6 @@ defmodule NxJax.OrphanTest do
   # Python process sees EOF on fd 3 and exits on its own: no orphans.
   use ExUnit.Case, async: true
 
-  @moduletag timeout: 120_000
-
   test "a worker exits when the Elixir OS process that owns it is killed" do
     ebin = Path.dirname(:code.which(NxJax.Worker))
 

@@ -1,3 +1,39 @@
+defmodule NxJax.TestTime do
+  @moduledoc """
+  The one factor by which the tests' waits are scaled: `NX_JAX_TEST_TIME_SCALE`, a positive
+  number (default 1), read here and by the Python suite's helper (tests/); on a slow or busy
+  machine, `NX_JAX_TEST_TIME_SCALE=3 mix test` gives every bounded wait three times as long.
+  """
+
+  @variable "NX_JAX_TEST_TIME_SCALE"
+
+  @doc "The factor: #{@variable} as a positive number, 1 when it is unset (or empty)."
+  def scale do
+    case System.get_env(@variable) do
+      nil -> 1
+      text -> parse(String.trim(text))
+    end
+  end
+
+  defp parse(""), do: 1
+
+  defp parse(text) do
+    case Float.parse(text) do
+      {scale, ""} when scale > 0 ->
+        scale
+
+      _ ->
+        raise ArgumentError,
+              "#{@variable} must be a positive number (the factor by which the tests' waits " <>
+                "are scaled, e.g. 3 or 2.5), got: #{inspect(text)}"
+    end
+  end
+
+  @doc "`base` milliseconds times the scale, rounded to an integer (`:infinity` stays)."
+  def ms(:infinity), do: :infinity
+  def ms(base) when is_number(base) and base >= 0, do: round(base * scale())
+end
+
 defmodule NxJax.TestPool do
   @moduledoc false
   # For test modules (async: false) that need a pool of their own: replaces the application's
@@ -77,4 +113,9 @@ defmodule NxJax.TestGraphs do
   end
 end
 
-ExUnit.start()
+# The outer bound of every test, set once (a module with longer tests raises it with a
+# @moduletag scaled the same way); waits on real work inside a test may be :infinity.
+ExUnit.start(
+  timeout: NxJax.TestTime.ms(120_000),
+  assert_receive_timeout: NxJax.TestTime.ms(1_000)
+)
