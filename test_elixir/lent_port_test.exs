@@ -76,7 +76,7 @@ defmodule NxJax.LentPortTest do
   # waits until `pid` holds the port of worker `name`
   defp await_holder(name, pid) do
     port = port(name)
-    assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 1_000)
+    assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 10_000)
   end
 
   # `fun` jitted on a worker that lends its port and on one that does not
@@ -135,7 +135,7 @@ defmodule NxJax.LentPortTest do
     # the keeper holds the port's answers to the borrowers' connects until its next drain
     assert wait_until(
              fn -> Process.info(keeper, :message_queue_len) == {:message_queue_len, 0} end,
-             300
+             3_000
            )
 
     assert Process.info(keeper, :status) == {:status, :suspended}
@@ -156,7 +156,7 @@ defmodule NxJax.LentPortTest do
       end)
 
     assert log =~ "exited with status 137 (killed by signal 9)"
-    assert wait_until(fn -> GenServer.whereis(w) not in [nil, gen_server] end, 500)
+    assert wait_until(fn -> GenServer.whereis(w) not in [nil, gen_server] end, 5_000)
     assert f.(x, 2) == Nx.tensor([4.0, 6.0])
   end
 

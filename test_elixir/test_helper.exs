@@ -76,18 +76,29 @@ defmodule NxJax.TestAssertions do
     assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
   end
 
-  # polls `check` every 10 ms until it returns true (then true) or `tries` polls have failed
-  def wait_until(check, tries \\ 200) do
+  # polls `check` every 10 ms until it returns a truthy value (then true) or `base_ms`
+  # milliseconds, scaled by NxJax.TestTime, have passed (then false: assert the result)
+  def wait_until(check, base_ms \\ 2_000), do: wait_for(check, base_ms) not in [nil, false]
+
+  # as wait_until/2, but returns `fun`'s first truthy value (or its last value, nil or false)
+  def wait_for(fun, base_ms \\ 2_000) do
+    poll(fun, System.monotonic_time(:millisecond) + NxJax.TestTime.ms(base_ms))
+  end
+
+  defp poll(fun, deadline) do
+    value = fun.()
+
     cond do
-      check.() -> true
-      tries == 0 -> false
-      true -> Process.sleep(10) && wait_until(check, tries - 1)
+      value -> value
+      System.monotonic_time(:millisecond) >= deadline -> value
+      true -> Process.sleep(10) && poll(fun, deadline)
     end
   end
 
   # whether the worker registered as `name` runs another Python process than `os_pid` within
-  # `tries` polls (while its supervisor restarts it, the name is briefly unregistered)
-  def replaced?(name, os_pid, tries \\ 500) do
+  # `base_ms` milliseconds, scaled (while its supervisor restarts it, the name is briefly
+  # unregistered)
+  def replaced?(name, os_pid, base_ms \\ 5_000) do
     wait_until(
       fn ->
         try do
@@ -96,7 +107,7 @@ defmodule NxJax.TestAssertions do
           :exit, _ -> false
         end
       end,
-      tries
+      base_ms
     )
   end
 end

@@ -148,7 +148,7 @@ defmodule NxJax.WorkerTest do
             catch_error(NxJax.Worker.run(slow_graph(), [], server: w, reply_spin_us: spin))
           end)
 
-        assert wait_until(fn -> NxJax.Worker.pending(w) == 1 end, 1_000)
+        assert wait_until(fn -> NxJax.Worker.pending(w) == 1 end, 10_000)
         started = System.monotonic_time(:millisecond)
         Process.exit(w, :kill)
         assert {:ok, %NxJax.WorkerError{class: "WorkerExited"}} = Task.yield(caller, 5_000)
@@ -289,7 +289,7 @@ defmodule NxJax.WorkerTest do
   # certainly in flight, however fast this machine runs the graph (regression: a fixed 50 ms
   # sleep let a fast dot finish first, and the caller got its result instead of an error)
   defp kill_in_flight(name) do
-    assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 1_000)
+    assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000)
     System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
   end
 
@@ -368,7 +368,7 @@ defmodule NxJax.WorkerTest do
   end
 
   defp wait_for_new_pid(name, old) do
-    assert wait_until(fn -> Process.whereis(name) not in [nil, old] end, 1_000)
+    assert wait_until(fn -> Process.whereis(name) not in [nil, old] end, 10_000)
     Process.whereis(name)
   end
 end
