@@ -59,7 +59,7 @@ defmodule NxJax.FaultsTest do
           end
         end)
       end)
-      |> Enum.flat_map(&Task.await(&1, 240_000))
+      |> Enum.flat_map(&Task.await(&1, :infinity))
 
     assert_receive :killer_done, 60_000
     refute Process.alive?(killer)
@@ -118,12 +118,12 @@ defmodule NxJax.FaultsTest do
         end)
 
       assert %NxJax.WorkerError{class: "Timeout", message: message} =
-               Task.await(slow_caller, 30_000)
+               Task.await(slow_caller, :infinity)
 
       assert message =~ "within 200 ms"
       assert message =~ "replaced"
 
-      assert [{{:s, 64}, {}, <<42::64-signed-native>>}] = Task.await(queued, 60_000)
+      assert [{{:s, 64}, {}, <<42::64-signed-native>>}] = Task.await(queued, :infinity)
       assert NxJax.Worker.os_pid(name) != stuck_os_pid
       refute File.exists?("/proc/#{stuck_os_pid}/cmdline") and not zombie?(stuck_os_pid)
       assert NxJax.Worker.call(:ping, [], server: name) == :pong

@@ -100,7 +100,7 @@ defmodule NxJax.ResidentHandlesTest do
         {t.data.__struct__, Nx.backend_transfer(t)}
       end)
 
-    assert Task.await(task) == {NxJax.Backend, Nx.tensor([3, 6])}
+    assert Task.await(task, :infinity) == {NxJax.Backend, Nx.tensor([3, 6])}
   end
 
   test "handles owned by a process are freed when it exits (nothing leaks)" do

@@ -271,7 +271,8 @@ defmodule NxJax.WorkerTest do
 
           {i, y}
         end,
-        max_concurrency: 20
+        max_concurrency: 20,
+        timeout: :infinity
       )
       |> Enum.map(fn {:ok, r} -> r end)
 
@@ -334,7 +335,7 @@ defmodule NxJax.WorkerTest do
     kill_in_flight(name)
 
     # the new worker has never seen the graph: it is sent again and compiled there
-    assert [{{:f, 64}, {@side, @side}, data}] = Task.await(caller, 120_000)
+    assert [{{:f, 64}, {@side, @side}, data}] = Task.await(caller, :infinity)
     assert data == :binary.copy(<<@entry::float-64-native>>, @side * @side)
     Supervisor.stop(sup)
   end
@@ -352,7 +353,7 @@ defmodule NxJax.WorkerTest do
       end)
 
     kill_in_flight(name)
-    assert %NxJax.WorkerError{class: "WorkerExited"} = Task.await(caller, 5_000)
+    assert %NxJax.WorkerError{class: "WorkerExited"} = Task.await(caller, :infinity)
     Supervisor.stop(sup)
   end
 
