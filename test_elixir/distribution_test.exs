@@ -32,12 +32,16 @@ defmodule NxJax.DistributionTest do
         name: :"nx_jax_peer_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
+        # (:peer's own bound on the peer's boot, 15 s by default)
+        wait_boot: NxJax.TestTime.ms(15_000),
         args: [~c"-setcookie", Atom.to_charlist(Node.get_cookie())]
       })
 
     Process.unlink(peer)
     :ok = :erpc.call(node, :code, :add_paths, [:code.get_path()])
-    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:nx_jax], 60_000)
+
+    {:ok, _} =
+      :erpc.call(node, Application, :ensure_all_started, [:nx_jax], NxJax.TestTime.ms(60_000))
 
     on_exit(fn ->
       if Process.alive?(peer), do: :peer.stop(peer)

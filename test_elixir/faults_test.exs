@@ -61,7 +61,7 @@ defmodule NxJax.FaultsTest do
       end)
       |> Enum.flat_map(&Task.await(&1, :infinity))
 
-    assert_receive :killer_done, 60_000
+    assert_receive :killer_done, NxJax.TestTime.ms(60_000)
     refute Process.alive?(killer)
 
     assert length(outcomes) == 12 * 40
@@ -137,10 +137,12 @@ defmodule NxJax.FaultsTest do
       os_pid = NxJax.Worker.os_pid(name)
 
       for timeout <- [1_500, 400, 1_000, 300, 300, 2_000] do
-        assert NxJax.Worker.call(:ping, [], server: name, timeout: timeout) == :pong
+        opts = [server: name, timeout: NxJax.TestTime.ms(timeout)]
+        assert NxJax.Worker.call(:ping, [], opts) == :pong
       end
 
-      Process.sleep(2_100)
+      # until every deadline above has passed
+      Process.sleep(NxJax.TestTime.ms(2_100))
       assert NxJax.Worker.call(:ping, [], server: name) == :pong
       assert NxJax.Worker.os_pid(name) == os_pid
       assert NxJax.Worker.pending(name) == 0
@@ -205,8 +207,9 @@ defmodule NxJax.FaultsTest do
         send(outer, :go)
       end
 
-      assert NxJax.Worker.call(:ping, [], server: outer, on_hook: on_hook, timeout: 15_000) ==
-               :outer_result
+      # (longer than the nested call's own limit, 100 ms + 5 s)
+      opts = [server: outer, on_hook: on_hook, timeout: NxJax.TestTime.ms(15_000)]
+      assert NxJax.Worker.call(:ping, [], opts) == :outer_result
 
       assert_received {:nested, %NxJax.WorkerError{class: "Timeout"}}
     end
@@ -236,7 +239,7 @@ defmodule NxJax.FaultsTest do
         for {stream, how} <- [stdout: :print, stderr: :stderr, stdout: :fd, stdout: :libc] do
           line = "hello via #{how}"
           stream = Atom.to_string(stream)
-          assert_receive {:nx_jax_stdio, ^stream, ^line}, 10_000
+          assert_receive {:nx_jax_stdio, ^stream, ^line}, NxJax.TestTime.ms(10_000)
         end
 
         # frames are intact after the output

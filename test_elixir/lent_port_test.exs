@@ -151,7 +151,7 @@ defmodule NxJax.LentPortTest do
     log =
       ExUnit.CaptureLog.capture_log(fn ->
         System.cmd("kill", ["-KILL", Integer.to_string(NxJax.Worker.os_pid(w))])
-        assert_receive {:DOWN, ^ref, :process, _, reason}, 5_000
+        assert_receive {:DOWN, ^ref, :process, _, reason}, NxJax.TestTime.ms(5_000)
         assert reason == {:shutdown, {:worker_exited, 137}}
       end)
 
@@ -324,7 +324,7 @@ defmodule NxJax.LentPortTest do
             for _ <- 1..100_000, do: affine.(x, 1)
           end)
 
-        assert_receive {:ready, ^caller}, 10_000
+        assert_receive {:ready, ^caller}, NxJax.TestTime.ms(10_000)
         wait_until_us(System.monotonic_time(:microsecond) + rem(i * 7919, 100))
         Process.exit(caller, :kill)
       end

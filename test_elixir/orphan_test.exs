@@ -26,7 +26,7 @@ defmodule NxJax.OrphanTest do
     assert alive?(python)
 
     System.cmd("kill", ["-9", Integer.to_string(beam)])
-    assert_receive {^port, {:exit_status, _}}, 10_000
+    assert_receive {^port, {:exit_status, _}}, NxJax.TestTime.ms(10_000)
 
     assert wait_until(fn -> not alive?(python) end, 10_000),
            "worker #{python} still running after its BEAM died"
@@ -44,7 +44,7 @@ defmodule NxJax.OrphanTest do
       {^port, {:exit_status, status}} ->
         flunk("the Elixir process exited with status #{status} before starting its worker")
     after
-      60_000 -> flunk("the Elixir process did not report its worker")
+      NxJax.TestTime.ms(60_000) -> flunk("the Elixir process did not report its worker")
     end
   end
 
