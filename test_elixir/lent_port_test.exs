@@ -325,6 +325,8 @@ defmodule NxJax.LentPortTest do
           end)
 
         assert_receive {:ready, ^caller}, NxJax.TestTime.ms(10_000)
+        # (killed at a moment that varies with i: timing for coverage, the test passes however
+        # it falls)
         wait_until_us(System.monotonic_time(:microsecond) + rem(i * 7919, 100))
         Process.exit(caller, :kill)
       end
@@ -358,6 +360,7 @@ defmodule NxJax.LentPortTest do
     holder = spawn(fn -> Process.sleep(:infinity) end)
     :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.pid_word(holder))
     ping = Task.async(fn -> NxJax.Worker.call(:ping, [], server: w) end)
+    # (a window to see it wait in, as refute_receive's: not scaled)
     assert Task.yield(ping, 300) == nil
     Process.exit(holder, :kill)
     assert Task.await(ping, :infinity) == :pong

@@ -47,7 +47,8 @@ defmodule NxJax.WorkerTest do
                  Enum.take(Enum.drop_while(argv, &(&1 != "--spin-us")), 2)
 
         # idle for a second after the last request: a spin that never stopped would burn
-        # about 100 ticks (one core) here
+        # about 100 ticks (one core) here (a window to measure in, not a wait for anything:
+        # not scaled)
         before = cpu_ticks(pid)
         Process.sleep(1_000)
         assert cpu_ticks(pid) - before <= 10
