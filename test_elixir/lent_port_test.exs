@@ -424,7 +424,9 @@ defmodule NxJax.LentPortTest do
     os_pid = NxJax.Worker.os_pid(w)
 
     capture_log(fn ->
-      slow = holding(w, fn -> slow_call(w) end)
+      # (ten thousand products, a second or two: the half second of the default call could
+      # end, on a busy machine, before `kill` had run, and then nothing was retried)
+      slow = holding(w, fn -> slow_call(w, 10_000) end)
       System.cmd("kill", ["-9", Integer.to_string(os_pid)])
       assert Task.await(slow, :infinity) == Nx.broadcast(1.0, {200, 200})
     end)
