@@ -108,12 +108,19 @@ defmodule NxJax.FaultsTest do
         )
 
       stuck_os_pid = NxJax.Worker.os_pid(name)
+      # (scaled, unlike the deadlines of other tests that only watch them pass: this test must
+      # see the slow request at the worker and queue the next one before it; the slow graph
+      # takes seconds however long it is)
+      timeout = NxJax.TestTime.ms(200)
 
       slow_caller =
-        Task.async(fn -> catch_error(NxJax.Worker.run(slow, [], server: name, timeout: 200)) end)
+        Task.async(fn ->
+          catch_error(NxJax.Worker.run(slow, [], server: name, timeout: timeout))
+        end)
 
       # the slow request is at the worker, and the next one is queued behind it
-      assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000)
+      assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000),
+             "the slow request was not seen at the worker before its deadline"
 
       queued =
         Task.async(fn ->
@@ -123,7 +130,7 @@ defmodule NxJax.FaultsTest do
       assert %NxJax.WorkerError{class: "Timeout", message: message} =
                Task.await(slow_caller, :infinity)
 
-      assert message =~ "within 200 ms"
+      assert message =~ "within #{timeout} ms"
       assert message =~ "replaced"
 
       assert [{{:s, 64}, {}, <<42::64-signed-native>>}] = Task.await(queued, :infinity)
@@ -156,9 +163,13 @@ defmodule NxJax.FaultsTest do
     test "a call whose caller died is still stopped at its deadline", %{name: name} do
       stuck_os_pid = NxJax.Worker.os_pid(name)
       slow = slow_graph()
-      caller = spawn(fn -> NxJax.Worker.run(slow, [], server: name, timeout: 300) end)
+      # (scaled: the caller must be seen at the worker and killed before its deadline)
+      timeout = NxJax.TestTime.ms(300)
+      caller = spawn(fn -> NxJax.Worker.run(slow, [], server: name, timeout: timeout) end)
       # killed once its request is at the worker (the deadline is the worker's to keep)
-      assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000)
+      assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000),
+             "the request was not seen at the worker before its deadline"
+
       Process.exit(caller, :kill)
 
       assert replaced?(name, stuck_os_pid)
