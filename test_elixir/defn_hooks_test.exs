@@ -225,7 +225,7 @@ defmodule NxJax.DefnHooksTest do
           end
         end,
         max_concurrency: 8,
-        timeout: 60_000
+        timeout: :infinity
       )
       |> Enum.map(fn {:ok, runs} -> runs end)
 

@@ -3,8 +3,9 @@ defmodule NxJax.DistributionTest do
   # places calls on it through the :pg group (remote: true), then the peer goes down while
   # calls are in flight. async: false: it makes this node distributed.
   use ExUnit.Case, async: false
+  import NxJax.TestAssertions, only: [wait_until: 2, wait_for: 2]
 
-  @moduletag timeout: 300_000
+  @moduletag timeout: NxJax.TestTime.ms(300_000)
 
   defmodule Fns do
     import Nx.Defn
@@ -15,10 +16,7 @@ defmodule NxJax.DistributionTest do
     {_, 0} = System.cmd("epmd", ["-daemon"])
     # `epmd -daemon` returns before a new epmd listens: Node.start/2 would fail to register
     # (econnrefused), as it did once here when this module ran first
-    assert NxJax.TestAssertions.wait_until(
-             fn -> match?({:ok, _}, :erl_epmd.names({127, 0, 0, 1})) end,
-             1_000
-           )
+    assert wait_until(fn -> match?({:ok, _}, :erl_epmd.names({127, 0, 0, 1})) end, 10_000)
 
     started_here =
       if Node.alive?() do
@@ -34,26 +32,29 @@ defmodule NxJax.DistributionTest do
         name: :"nx_jax_peer_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
+        # (:peer's own bound on the peer's boot, 15 s by default)
+        wait_boot: NxJax.TestTime.ms(15_000),
         args: [~c"-setcookie", Atom.to_charlist(Node.get_cookie())]
       })
 
     Process.unlink(peer)
     :ok = :erpc.call(node, :code, :add_paths, [:code.get_path()])
-    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:nx_jax], 60_000)
+
+    {:ok, _} =
+      :erpc.call(node, Application, :ensure_all_started, [:nx_jax], NxJax.TestTime.ms(60_000))
 
     on_exit(fn ->
       if Process.alive?(peer), do: :peer.stop(peer)
       if started_here, do: Node.stop()
     end)
 
-    %{peer: peer, node: node, remote: await_remote_worker(node, 600)}
-  end
+    remote =
+      wait_for(
+        fn -> Enum.find(NxJax.Distribution.remote_members(), &(node(&1) == node)) end,
+        30_000
+      )
 
-  defp await_remote_worker(node, tries) do
-    case Enum.filter(NxJax.Distribution.remote_members(), &(node(&1) == node)) do
-      [worker | _] -> worker
-      [] when tries > 0 -> Process.sleep(50) && await_remote_worker(node, tries - 1)
-    end
+    %{peer: peer, node: node, remote: remote || flunk("no worker of #{node} joined the group")}
   end
 
   defp expected(i, k), do: Nx.tensor([i * 2.0 + k, -i * 2.0 + k])
@@ -76,7 +77,7 @@ defmodule NxJax.DistributionTest do
     |> Enum.map(fn i ->
       Task.async(fn -> for k <- 1..10, do: assert(call(i, k, remote: true) == expected(i, k)) end)
     end)
-    |> Enum.each(&Task.await(&1, 120_000))
+    |> Enum.each(&Task.await(&1, :infinity))
 
     assert NxJax.Worker.stats(server: remote).runs > before
 
@@ -101,47 +102,28 @@ defmodule NxJax.DistributionTest do
       end
 
     # stop the peer once it has served some of these calls
-    await_runs(remote, NxJax.Worker.stats(server: remote).runs + 20, 400)
+    runs = NxJax.Worker.stats(server: remote).runs + 20
+    assert wait_until(fn -> NxJax.Worker.stats(server: remote).runs >= runs end, 10_000)
     :ok = :peer.stop(peer)
 
-    outcomes = Enum.flat_map(tasks, &Task.await(&1, 120_000))
+    outcomes = Enum.flat_map(tasks, &Task.await(&1, :infinity))
     assert length(outcomes) == 16 * 100
     assert Enum.all?(outcomes, &(&1 in [{:ok, true}, {:error, "WorkerExited"}]))
 
     refute node in Node.list()
-    assert await_gone(remote, 200)
+    assert wait_until(fn -> remote not in NxJax.Distribution.members() end, 10_000)
 
     for i <- 1..10, do: assert(call(i, 3, remote: true) == expected(i, 3))
 
     # the peer's Python worker saw EOF and exited: no orphan on this host
-    assert python_gone?(remote_python, 200)
+    assert wait_until(fn -> python_gone?(remote_python) end, 10_000)
   end
 
-  defp await_runs(worker, runs, tries) do
-    if NxJax.Worker.stats(server: worker).runs >= runs or tries == 0,
-      do: :ok,
-      else: Process.sleep(5) && await_runs(worker, runs, tries - 1)
-  end
-
-  defp await_gone(worker, tries) do
-    cond do
-      worker not in NxJax.Distribution.members() -> true
-      tries == 0 -> false
-      true -> Process.sleep(50) && await_gone(worker, tries - 1)
-    end
-  end
-
-  defp python_gone?(os_pid, tries) do
-    gone =
-      case File.read("/proc/#{os_pid}/stat") do
-        {:ok, stat} -> String.contains?(stat, ") Z ")
-        {:error, _} -> true
-      end
-
-    cond do
-      gone -> true
-      tries == 0 -> false
-      true -> Process.sleep(50) && python_gone?(os_pid, tries - 1)
+  # gone, or a zombie waiting to be reaped
+  defp python_gone?(os_pid) do
+    case File.read("/proc/#{os_pid}/stat") do
+      {:ok, stat} -> String.contains?(stat, ") Z ")
+      {:error, _} -> true
     end
   end
 end

@@ -5,8 +5,6 @@ defmodule NxJax.LentPortTest do
   import NxJax.TestAssertions, only: [wait_until: 2, replaced?: 2]
   import ExUnit.CaptureLog
 
-  @moduletag timeout: 120_000
-
   defmodule Fns do
     import Nx.Defn
     defn affine(x, k), do: x * 2 + k
@@ -78,7 +76,7 @@ defmodule NxJax.LentPortTest do
   # waits until `pid` holds the port of worker `name`
   defp await_holder(name, pid) do
     port = port(name)
-    assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 1_000)
+    assert wait_until(fn -> Port.info(port, :connected) == {:connected, pid} end, 10_000)
   end
 
   # `fun` jitted on a worker that lends its port and on one that does not
@@ -125,23 +123,59 @@ defmodule NxJax.LentPortTest do
     %{keeper: keeper} = :sys.get_state(w)
     gen_server = GenServer.whereis(w)
     before = lent_calls(w)
-    {:reductions, gs_before} = Process.info(gen_server, :reductions)
 
-    for _ <- 1..200, do: assert(f.(x, 1) == Nx.tensor([3.0, 5.0]))
+    received =
+      received_during(gen_server, fn ->
+        for _ <- 1..200, do: assert(f.(x, 1) == Nx.tensor([3.0, 5.0]))
+      end)
 
     assert lent_calls(w) - before == 200
-    # (the stats call above and a drain or two cost a few hundred reductions; a GenServer woken
-    # by each call, as when it was the port's owner at rest, costs thousands: 3384 measured)
-    {:reductions, gs_after} = Process.info(gen_server, :reductions)
-    assert gs_after - gs_before < 1_000
+    # the GenServer only drains the keeper meanwhile, every 20 ms (its timer's ticks and the
+    # keeper's answers, as many as the calls took time: a count of its reductions, under 1000
+    # on an idle machine, passed 1000 on a busy one); a GenServer woken by each call, as when
+    # it was the port's owner at rest, got the port's answer to each connect
+    assert Enum.reject(received, &drain_message?/1) == []
     # the keeper holds the port's answers to the borrowers' connects until its next drain
     assert wait_until(
              fn -> Process.info(keeper, :message_queue_len) == {:message_queue_len, 0} end,
-             300
+             3_000
            )
 
     assert Process.info(keeper, :status) == {:status, :suspended}
   end
+
+  # the messages process `pid` receives while `fun` runs
+  defp received_during(pid, fun) do
+    parent = self()
+
+    tracer =
+      spawn_link(fn ->
+        collect = fn collect, messages ->
+          receive do
+            {:trace, ^pid, :receive, message} -> collect.(collect, [message | messages])
+            :collected -> send(parent, {:received, Enum.reverse(messages)})
+          end
+        end
+
+        collect.(collect, [])
+      end)
+
+    :erlang.trace(pid, true, [:receive, {:tracer, tracer}])
+    fun.()
+    :erlang.trace(pid, false, [:receive])
+    # (every trace message is with the tracer before :collected)
+    delivered = :erlang.trace_delivered(pid)
+    assert_receive {:trace_delivered, ^pid, ^delivered}
+    send(tracer, :collected)
+    assert_receive {:received, messages}
+    messages
+  end
+
+  # the worker's drain of its keeper: its timer, and the keeper's answers (to Process.info/2
+  # and to the drain request)
+  defp drain_message?({:timeout, _timer, :nx_jax_drain}), do: true
+  defp drain_message?({ref, _answer}) when is_reference(ref), do: true
+  defp drain_message?(_other), do: false
 
   test "a Python process that dies while its port rests with the keeper: its exit status is " <>
          "reported, and the worker is restarted" do
@@ -153,12 +187,12 @@ defmodule NxJax.LentPortTest do
     log =
       ExUnit.CaptureLog.capture_log(fn ->
         System.cmd("kill", ["-KILL", Integer.to_string(NxJax.Worker.os_pid(w))])
-        assert_receive {:DOWN, ^ref, :process, _, reason}, 5_000
+        assert_receive {:DOWN, ^ref, :process, _, reason}, NxJax.TestTime.ms(5_000)
         assert reason == {:shutdown, {:worker_exited, 137}}
       end)
 
     assert log =~ "exited with status 137 (killed by signal 9)"
-    assert wait_until(fn -> GenServer.whereis(w) not in [nil, gen_server] end, 500)
+    assert wait_until(fn -> GenServer.whereis(w) not in [nil, gen_server] end, 5_000)
     assert f.(x, 2) == Nx.tensor([4.0, 6.0])
   end
 
@@ -275,7 +309,7 @@ defmodule NxJax.LentPortTest do
 
     # the GenServer holds this one back until the port is given back
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
-    assert Task.await(slow, 60_000) == Nx.broadcast(1.0, {200, 200})
+    assert Task.await(slow, :infinity) == Nx.broadcast(1.0, {200, 200})
     assert lent_calls(w) == lent + 1
 
     # free again: the next repeated call borrows it
@@ -326,7 +360,9 @@ defmodule NxJax.LentPortTest do
             for _ <- 1..100_000, do: affine.(x, 1)
           end)
 
-        assert_receive {:ready, ^caller}, 10_000
+        assert_receive {:ready, ^caller}, NxJax.TestTime.ms(10_000)
+        # (killed at a moment that varies with i: timing for coverage, the test passes however
+        # it falls)
         wait_until_us(System.monotonic_time(:microsecond) + rem(i * 7919, 100))
         Process.exit(caller, :kill)
       end
@@ -360,9 +396,10 @@ defmodule NxJax.LentPortTest do
     holder = spawn(fn -> Process.sleep(:infinity) end)
     :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.pid_word(holder))
     ping = Task.async(fn -> NxJax.Worker.call(:ping, [], server: w) end)
+    # (a window to see it wait in, as refute_receive's: not scaled)
     assert Task.yield(ping, 300) == nil
     Process.exit(holder, :kill)
-    assert Task.await(ping, 10_000) == :pong
+    assert Task.await(ping, :infinity) == :pong
     assert :atomics.get(lend, 1) == 0
   end
 
@@ -373,7 +410,7 @@ defmodule NxJax.LentPortTest do
     capture_log(fn ->
       # (a hundred thousand products: many seconds)
       slow = holding(w, fn -> catch_error(slow_call(w, 100_000, timeout: 300)) end)
-      assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, 30_000)
+      assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, :infinity)
       assert message =~ "within 300 ms"
       assert message =~ "replaced"
     end)
@@ -387,9 +424,11 @@ defmodule NxJax.LentPortTest do
     os_pid = NxJax.Worker.os_pid(w)
 
     capture_log(fn ->
-      slow = holding(w, fn -> slow_call(w) end)
+      # (ten thousand products, a second or two: the half second of the default call could
+      # end, on a busy machine, before `kill` had run, and then nothing was retried)
+      slow = holding(w, fn -> slow_call(w, 10_000) end)
       System.cmd("kill", ["-9", Integer.to_string(os_pid)])
-      assert Task.await(slow, 60_000) == Nx.broadcast(1.0, {200, 200})
+      assert Task.await(slow, :infinity) == Nx.broadcast(1.0, {200, 200})
     end)
 
     assert NxJax.Worker.os_pid(w) != os_pid

@@ -5,7 +5,7 @@ defmodule NxJax.LoadTest do
   # No timing assertions: latency is measured by bench/run.exs (docs/BENCHMARKS.md).
   use ExUnit.Case, async: false
 
-  @moduletag timeout: 600_000
+  @moduletag timeout: NxJax.TestTime.ms(600_000)
 
   @processes 50
   @calls 200
@@ -75,7 +75,7 @@ defmodule NxJax.LoadTest do
               do: {caller, call, spec, Nx.to_flat_list(result)}
         end)
       end)
-      |> Enum.flat_map(&Task.await(&1, 600_000))
+      |> Enum.flat_map(&Task.await(&1, :infinity))
 
     assert failures == []
 

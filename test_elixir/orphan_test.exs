@@ -2,8 +2,7 @@ defmodule NxJax.OrphanTest do
   # When the BEAM that owns a worker dies (here: SIGKILL, so no cleanup code runs), the
   # Python process sees EOF on fd 3 and exits on its own: no orphans.
   use ExUnit.Case, async: true
-
-  @moduletag timeout: 120_000
+  import NxJax.TestAssertions, only: [wait_until: 2]
 
   test "a worker exits when the Elixir OS process that owns it is killed" do
     ebin = Path.dirname(:code.which(NxJax.Worker))
@@ -27,9 +26,10 @@ defmodule NxJax.OrphanTest do
     assert alive?(python)
 
     System.cmd("kill", ["-9", Integer.to_string(beam)])
-    assert_receive {^port, {:exit_status, _}}, 10_000
+    assert_receive {^port, {:exit_status, _}}, NxJax.TestTime.ms(10_000)
 
-    assert wait_until_gone(python, 100), "worker #{python} still running after its BEAM died"
+    assert wait_until(fn -> not alive?(python) end, 10_000),
+           "worker #{python} still running after its BEAM died"
   end
 
   defp read_pids(port) do
@@ -44,7 +44,7 @@ defmodule NxJax.OrphanTest do
       {^port, {:exit_status, status}} ->
         flunk("the Elixir process exited with status #{status} before starting its worker")
     after
-      60_000 -> flunk("the Elixir process did not report its worker")
+      NxJax.TestTime.ms(60_000) -> flunk("the Elixir process did not report its worker")
     end
   end
 
@@ -53,14 +53,6 @@ defmodule NxJax.OrphanTest do
     case File.read("/proc/#{pid}/stat") do
       {:ok, stat} -> not String.contains?(stat, ") Z ")
       {:error, _} -> false
-    end
-  end
-
-  defp wait_until_gone(pid, tries) do
-    cond do
-      not alive?(pid) -> true
-      tries == 0 -> false
-      true -> Process.sleep(100) && wait_until_gone(pid, tries - 1)
     end
   end
 end

@@ -100,7 +100,7 @@ defmodule NxJax.ResidentHandlesTest do
         {t.data.__struct__, Nx.backend_transfer(t)}
       end)
 
-    assert Task.await(task) == {NxJax.Backend, Nx.tensor([3, 6])}
+    assert Task.await(task, :infinity) == {NxJax.Backend, Nx.tensor([3, 6])}
   end
 
   test "handles owned by a process are freed when it exits (nothing leaks)" do
@@ -116,7 +116,7 @@ defmodule NxJax.ResidentHandlesTest do
         exit(:normal)
       end)
 
-    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, 30_000
+    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, NxJax.TestTime.ms(30_000)
     # the worker frees them when it sees the owner's DOWN: wait for that message to be handled
     assert wait_until(fn -> resident_count() == before end)
   end
@@ -151,12 +151,12 @@ defmodule NxJax.ResidentHandlesTest do
         receive do: (:exit -> :ok)
       end)
 
-    assert_receive {:tensors, a, b}, 30_000
+    assert_receive {:tensors, a, b}, NxJax.TestTime.ms(30_000)
     assert Nx.backend_deallocate(a) == :ok
     assert Nx.backend_deallocate(a) == :already_deallocated
     assert resident_count() == before + 1
     send(pid, :exit)
-    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, 30_000
+    assert_receive {:DOWN, ^monitor, :process, ^pid, :normal}, NxJax.TestTime.ms(30_000)
     assert wait_until(fn -> resident_count() == before end)
     assert Nx.backend_deallocate(b) == :already_deallocated
   end

@@ -1,3 +1,39 @@
+defmodule NxJax.TestTime do
+  @moduledoc """
+  The one factor by which the tests' waits are scaled: `NX_JAX_TEST_TIME_SCALE`, a positive
+  number (default 1), read here and by the Python suite's helper (tests/); on a slow or busy
+  machine, `NX_JAX_TEST_TIME_SCALE=3 mix test` gives every bounded wait three times as long.
+  """
+
+  @variable "NX_JAX_TEST_TIME_SCALE"
+
+  @doc "The factor: #{@variable} as a positive number, 1 when it is unset (or empty)."
+  def scale do
+    case System.get_env(@variable) do
+      nil -> 1
+      text -> parse(String.trim(text))
+    end
+  end
+
+  defp parse(""), do: 1
+
+  defp parse(text) do
+    case Float.parse(text) do
+      {scale, ""} when scale > 0 ->
+        scale
+
+      _ ->
+        raise ArgumentError,
+              "#{@variable} must be a positive number (the factor by which the tests' waits " <>
+                "are scaled, e.g. 3 or 2.5), got: #{inspect(text)}"
+    end
+  end
+
+  @doc "`base` milliseconds times the scale, rounded to an integer (`:infinity` stays)."
+  def ms(:infinity), do: :infinity
+  def ms(base) when is_number(base) and base >= 0, do: round(base * scale())
+end
+
 defmodule NxJax.TestPool do
   @moduledoc false
   # For test modules (async: false) that need a pool of their own: replaces the application's
@@ -40,18 +76,29 @@ defmodule NxJax.TestAssertions do
     assert :ok = Nx.Defn.check_grads!(scalar, fn x -> Nx.Defn.grad(x, scalar) end, x)
   end
 
-  # polls `check` every 10 ms until it returns true (then true) or `tries` polls have failed
-  def wait_until(check, tries \\ 200) do
+  # polls `check` every 10 ms until it returns a truthy value (then true) or `base_ms`
+  # milliseconds, scaled by NxJax.TestTime, have passed (then false: assert the result)
+  def wait_until(check, base_ms \\ 2_000), do: wait_for(check, base_ms) not in [nil, false]
+
+  # as wait_until/2, but returns `fun`'s first truthy value (or its last value, nil or false)
+  def wait_for(fun, base_ms \\ 2_000) do
+    poll(fun, System.monotonic_time(:millisecond) + NxJax.TestTime.ms(base_ms))
+  end
+
+  defp poll(fun, deadline) do
+    value = fun.()
+
     cond do
-      check.() -> true
-      tries == 0 -> false
-      true -> Process.sleep(10) && wait_until(check, tries - 1)
+      value -> value
+      System.monotonic_time(:millisecond) >= deadline -> value
+      true -> Process.sleep(10) && poll(fun, deadline)
     end
   end
 
   # whether the worker registered as `name` runs another Python process than `os_pid` within
-  # `tries` polls (while its supervisor restarts it, the name is briefly unregistered)
-  def replaced?(name, os_pid, tries \\ 500) do
+  # `base_ms` milliseconds, scaled (while its supervisor restarts it, the name is briefly
+  # unregistered)
+  def replaced?(name, os_pid, base_ms \\ 5_000) do
     wait_until(
       fn ->
         try do
@@ -60,7 +107,7 @@ defmodule NxJax.TestAssertions do
           :exit, _ -> false
         end
       end,
-      tries
+      base_ms
     )
   end
 end
@@ -77,4 +124,9 @@ defmodule NxJax.TestGraphs do
   end
 end
 
-ExUnit.start()
+# The outer bound of every test, set once (a module with longer tests raises it with a
+# @moduletag scaled the same way); waits on real work inside a test may be :infinity.
+ExUnit.start(
+  timeout: NxJax.TestTime.ms(120_000),
+  assert_receive_timeout: NxJax.TestTime.ms(1_000)
+)
