@@ -76,7 +76,7 @@ defmodule NxJax.DefnContainersTest do
         assert grads[key].type == @f64
 
         :ok =
-          Nx.Defn.check_grads!(
+          NxJax.GradCheck.check_grads!(
             fn leaf -> loss(Map.put(params, key, leaf), x, y) end,
             fn leaf -> grad_loss(Map.put(params, key, leaf), x, y)[key] end,
             params[key]
@@ -116,7 +116,7 @@ defmodule NxJax.DefnContainersTest do
 
       for key <- [:a, :b] do
         :ok =
-          Nx.Defn.check_grads!(
+          NxJax.GradCheck.check_grads!(
             fn leaf -> looped_map(Map.put(params, key, leaf)) end,
             fn leaf -> Nx.Defn.grad(Map.put(params, key, leaf), f)[key] end,
             params[key]

@@ -5,6 +5,7 @@ defmodule NxJax.JaxCustomDerivativesTest do
   use ExUnit.Case, async: true
 
   import Nx.Defn
+  import NxJax.GradCheck, only: [check_grads!: 3]
 
   # Identity forward; backward, the incoming cotangent is clipped to [lo, hi].
   defn clip_gradient(x, lo, hi) do

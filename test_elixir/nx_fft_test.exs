@@ -32,7 +32,8 @@ defmodule Nx.FftTest do
     end
   end
 
-  defp check(x, loss), do: assert(:ok = Nx.Defn.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
+  defp check(x, loss),
+    do: assert(:ok = NxJax.GradCheck.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
 
   @x [1.0, 2.0, 3.0, 4.0, 5.0]
   @s3 :math.sqrt(3) / 2

@@ -6,7 +6,8 @@ defmodule Nx.LinAlgTest do
 
   defp f64(list), do: Nx.tensor(list, type: :f64)
 
-  defp check(x, loss), do: assert(:ok = Nx.Defn.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
+  defp check(x, loss),
+    do: assert(:ok = NxJax.GradCheck.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
 
   defp weighted(t) do
     w = Nx.iota(t.shape, type: :f64) |> Nx.add(1.0) |> Nx.sin()

@@ -5,7 +5,8 @@ defmodule Nx.ShapeOpsTest do
 
   defp f64(list), do: Nx.tensor(list, type: :f64)
 
-  defp check(x, loss), do: assert(:ok = Nx.Defn.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
+  defp check(x, loss),
+    do: assert(:ok = NxJax.GradCheck.check_grads!(loss, &Nx.Defn.grad(&1, loss), x))
 
   # a weighted sum, so every element of the output matters differently
   defp weighted(t) do

@@ -1,7 +1,8 @@
 defmodule NxJax.GradCheck do
   @moduledoc """
-  Checks gradients against central finite differences (also reachable as
-  `Nx.Defn.check_grads!/4`).
+  Checks gradients against central finite differences. It lives here, not in `Nx.Defn`
+  (which Nx 0.7.2 does not give such a function), so that code importing both `Nx.Defn` and
+  a `check_grads!` of its own (as Nx's own test helpers do) compiles.
 
   For every element `x_i` of `x` the finite difference is
   `(fun(x + h e_i) - fun(x - h e_i)) / 2h`; all the `fun` evaluations run in one jitted
