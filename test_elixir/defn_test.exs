@@ -27,6 +27,11 @@ defmodule NxJax.DefnTest do
 
   defn relu(x), do: if(x > 0, do: x, else: 0.0)
 
+  # defn heads with unquote fragments, as Nx's own test files write them
+  for {name, factor} <- [times_two: 2, times_three: 3] do
+    defn unquote(name)(x), do: x * unquote(factor)
+  end
+
   defn sign(x) do
     cond do
       x < 0 -> -1.0
@@ -164,5 +169,10 @@ defmodule NxJax.DefnTest do
       assert Nx.exp(Nx.tensor(0.0)) == Nx.tensor(1.0)
       assert Nx.add(Nx.tensor([1, 2]), 1) == Nx.tensor([2, 3])
     end
+  end
+
+  test "defn heads may be unquote fragments (defined in a for)" do
+    assert times_two(Nx.tensor(5)) == Nx.tensor(10)
+    assert times_three(Nx.tensor(5)) == Nx.tensor(15)
   end
 end

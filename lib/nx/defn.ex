@@ -65,7 +65,17 @@ defmodule Nx.Defn do
   defp define(kind, call, body) do
     {name, args, guards} = decompose(call)
     arity = length(args)
-    impl = :"__defn:#{name}__"
+
+    # `name` is an atom, or an unquote fragment (`defn unquote(name)(x)` inside a `for`): then
+    # the implementation's name is one too, and the module body refers to the fragment's value
+    {impl, name_value} =
+      case name do
+        {:unquote, meta, [value]} ->
+          {{:unquote, meta, [quote(do: :"__defn:#{unquote(value)}__")]}, value}
+
+        name ->
+          {:"__defn:#{name}__", name}
+      end
 
     vars = Enum.map(1..arity//1, &Macro.var(:"arg#{&1}", __MODULE__))
 
@@ -84,10 +94,12 @@ defmodule Nx.Defn do
     impl_head =
       if guards, do: {:when, [], [{impl, [], impl_args}, guards]}, else: {impl, [], impl_args}
 
-    capture = {:&, [], [{:/, [], [{impl, [], nil}, arity]}]}
+    # the wrapper's call of the implementation (a local call, so defnp works too; a closure
+    # without free variables, equal from call to call, so the trace cache finds it)
+    capture = {:fn, [], [{:->, [], [vars, {impl, [], vars}]}]}
 
     quote do
-      unless Module.defines?(__MODULE__, {unquote(name), unquote(arity)}) do
+      unless Module.defines?(__MODULE__, {unquote(name_value), unquote(arity)}) do
         unquote(kind)(unquote(name)(unquote_splicing(wrapper_args))) do
           Nx.Defn.Compiler.__runtime__(unquote(capture), unquote(vars))
         end
@@ -128,6 +140,9 @@ defmodule Nx.Defn do
   end
 
   defp decompose({name, _meta, args}) when is_atom(name) and is_list(args), do: {name, args, nil}
+
+  defp decompose({{:unquote, _, [_]} = name, _meta, args}) when is_list(args),
+    do: {name, args, nil}
 
   defp decompose({name, _meta, context}) when is_atom(name) and is_atom(context),
     do: {name, [], nil}
