@@ -772,17 +772,55 @@ defmodule Nx do
   defp sigil_special!("-Inf", _), do: :neg_infinity
   defp sigil_special!("NaN", _), do: :nan
 
+  # complex words as Nx writes them: `1.0+2.0i`, `2i`, `-1i`, `1+i`, `1-i`, `Inf-Infi`, `NaNi`
   defp sigil_special!(word, sigil) do
-    case Regex.run(~r/^([+-]?[0-9.]+(?:e[+-]?[0-9]+)?)([+-][0-9.]+(?:e[+-]?[0-9]+)?)i$/, word) do
-      [_, re, im] -> Complex.new(sigil_real!(re, word, sigil), sigil_real!(im, word, sigil))
-      nil -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
+    with true <- String.ends_with?(word, "i"),
+         body = String.slice(word, 0..-2//1),
+         {re, im} <- sigil_complex_parts(body),
+         {:ok, re} <- sigil_part(re, 0.0),
+         {:ok, im} <- sigil_part(im, 1.0) do
+      Complex.new(re, im)
+    else
+      _ -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
     end
   end
 
-  defp sigil_real!(part, word, sigil) do
-    case Float.parse(part) do
-      {value, ""} -> value
-      _ -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
+  # splits at the last sign that is not the first character nor an exponent's
+  defp sigil_complex_parts(body) do
+    split =
+      body
+      |> String.graphemes()
+      |> Enum.with_index()
+      |> Enum.filter(fn {char, i} ->
+        char in ["+", "-"] and i > 0 and String.at(body, i - 1) not in ["e", "E"]
+      end)
+      |> List.last()
+
+    case split do
+      nil -> {"", body}
+      {_, i} -> {String.slice(body, 0, i), String.slice(body, i..-1//1)}
+    end
+  end
+
+  # a real or imaginary part: a number, Inf or NaN with an optional sign; "" (or a lone sign,
+  # for the imaginary part) stands for `default` with that sign
+  defp sigil_part("", default), do: {:ok, default}
+  defp sigil_part("+", default), do: {:ok, default}
+  defp sigil_part("-", default), do: {:ok, -default}
+
+  defp sigil_part(text, _default) do
+    {sign, unsigned} =
+      case text do
+        "-" <> rest -> {-1, rest}
+        "+" <> rest -> {1, rest}
+        rest -> {1, rest}
+      end
+
+    case {unsigned, Float.parse(unsigned)} do
+      {"Inf", _} -> {:ok, if(sign > 0, do: :infinity, else: :neg_infinity)}
+      {"NaN", _} -> {:ok, :nan}
+      {_, {value, ""}} -> {:ok, sign * value}
+      _ -> :error
     end
   end
 

@@ -376,6 +376,36 @@ defmodule Nx.VectorizeTest do
       assert ~V[Inf -Inf NaN] |> Nx.to_flat_list() == [:infinity, :neg_infinity, :nan]
     end
 
+    # the forms Nx 0.7.2's tests write (they were refused); values as real Nx gives them
+    test "complex words: 2i, -1i, 1+i, 1-i, Inf-Infi, NaNi, exponents" do
+      assert ~V[2i -1i 1+i 1-i] |> Nx.to_flat_list() == [
+               Complex.new(0.0, 2.0),
+               Complex.new(0.0, -1.0),
+               Complex.new(1.0, 1.0),
+               Complex.new(1.0, -1.0)
+             ]
+
+      assert ~V[Inf-Infi NaNi 1.5+2.0e3i -2-3i] |> Nx.to_flat_list() == [
+               Complex.new(:infinity, :neg_infinity),
+               Complex.new(0.0, :nan),
+               Complex.new(1.5, 2.0e3),
+               Complex.new(-2.0, -3.0)
+             ]
+
+      assert ~V[1 2i] |> Nx.type() == {:c, 64}
+      assert ~V[1+i]c128 |> Nx.type() == {:c, 128}
+
+      assert ~M[1i Inf+2i NaN-Infi] |> Nx.to_flat_list() == [
+               Complex.new(0.0, 1.0),
+               Complex.new(:infinity, 2.0),
+               Complex.new(:nan, :neg_infinity)
+             ]
+
+      assert_raise ArgumentError, ~r/~V: "1\+\+i" is not a number/, fn ->
+        Code.eval_string("import Nx, only: :sigils; ~V[1++i]")
+      end
+    end
+
     test "~M builds matrices, rows by newlines or semicolons" do
       assert ~M[1 2; 3 4] == Nx.tensor([[1, 2], [3, 4]])
 
