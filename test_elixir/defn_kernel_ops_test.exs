@@ -94,4 +94,16 @@ defmodule NxJax.DefnKernelOpsTest do
     assert Nx.Defn.grad({Nx.tensor(2), Nx.tensor(3.0)}, fn {a, b} -> Nx.multiply(a, b) end) ==
              {Nx.tensor(3.0), Nx.tensor(2.0)}
   end
+
+  describe "use Nx.Defn.Kernel" do
+    # as Nx's kernel_test.exs does around `doctest Nx.Defn.Kernel`
+    use Nx.Defn.Kernel
+
+    test "the caller's operators and Kernel are Nx.Defn.Kernel's" do
+      assert max(Nx.tensor([1, 5]), 3) == Nx.tensor([3, 5])
+      assert Kernel.+(Nx.tensor([1, 2]), 1) == Nx.tensor([2, 3])
+      assert 1 + 2 * 3 == 7
+      assert (Nx.tensor([0, 2]) and 1) == Nx.tensor([0, 1], type: :u8)
+    end
+  end
 end

@@ -32,6 +32,10 @@ defmodule Nx.Defn do
                 [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2] ++
                 [max: 2, min: 2, rem: 2, div: 2, and: 2, or: 2, not: 1]
 
+  @doc false
+  # the Kernel functions that Nx.Defn.Kernel replaces inside defn (and with `use Nx.Defn.Kernel`)
+  def kernel_ops, do: @kernel_ops
+
   @doc """
   Defines a public numerical function; see the module documentation.
   """

@@ -50,6 +50,20 @@ defmodule Nx.Defn.Kernel do
 
   alias Nx.Defn.{ControlFlow, Expr, Grad}
 
+  @doc """
+  `use Nx.Defn.Kernel` makes the caller's code read as a `defn` body does: `Kernel`'s
+  functions that this module replaces are no longer imported, this module is, and
+  `Kernel` names this module (so `Kernel.+(a, b)` is the tensor-aware `+`). Nx's own tests
+  use it around `doctest Nx.Defn.Kernel`.
+  """
+  defmacro __using__(_opts) do
+    quote do
+      import Kernel, except: unquote(Nx.Defn.kernel_ops()), warn: false
+      import Nx.Defn.Kernel, warn: false
+      alias Nx.Defn.Kernel, as: Kernel
+    end
+  end
+
   @doc "Adds `left` and `right`; see `Nx.add/2`."
   def left + right when Kernel.and(is_number(left), is_number(right)), do: Kernel.+(left, right)
   def left + right, do: Nx.add(left, right)
