@@ -498,6 +498,10 @@ def lower_bitcast(c: Call) -> Value:
 
 def lower_clip(c: Call) -> Value:
     x, low, high = _cast_all(c)
+    # lax.clamp accepts scalar bounds, but its gradient with respect to a scalar bound fails
+    # ("select cases must have the same shapes"): give the bounds x's shape
+    shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(low), jnp.shape(high))
+    x, low, high = (jnp.broadcast_to(v, shape) for v in (x, low, high))
     return lax.clamp(low, x, high)
 
 

@@ -278,3 +278,21 @@ def test_custom_grad_around_a_grad_node() -> None:
     (plain,) = grad_of(g, e, t)  # the autodiff second derivative, 6t
     value, d, p = run_graph(g, [cg, dt, plain], F32(2.0))
     assert value == F32(12.0) and d == F32(5.0) and p == F32(12.0)
+
+
+def test_grad_of_clip_with_respect_to_its_scalar_limits() -> None:
+    """Nx 0.7.2's grad_test: d sum(clip(iota(5), lim, 10)) / d lim at 2.5 is 3.0 (0, 1, 2 are
+    below it), and with lim as the upper limit 2.0. lax.clamp's gradient with respect to a
+    scalar bound failed ("select cases must have the same shapes") before the lowering
+    broadcast the bounds."""
+    g = GraphBuilder()
+    t = g.param(0, "f32", (5,))
+    lim = g.param(1, "f32")
+    low = g.op("clip", t, lim, g.const(10.0), out=("f32", (5,)))
+    high = g.op("clip", t, g.const(-10.0), lim, out=("f32", (5,)))
+    (d_low,) = grad_of(g, g.op("sum", low, axes=None, keep_axes=False, out=("f32", ())), lim)
+    (d_high,) = grad_of(g, g.op("sum", high, axes=None, keep_axes=False, out=("f32", ())), lim)
+    value, got_low, got_high = run_graph(g, [low, d_low, d_high],
+                                         np.arange(5, dtype=F32), F32(2.5))
+    np.testing.assert_array_equal(value, [2.5, 2.5, 2.5, 3.0, 4.0])
+    assert got_low == 3.0 and got_high == 2.0
