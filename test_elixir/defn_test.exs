@@ -4,6 +4,7 @@ defmodule NxJax.DefnTest do
 
   import ExUnit.CaptureIO
   import Nx.Defn
+  doctest Nx.Defn
 
   defn add_mul(a, b), do: a + b * 2
   defn folds(x), do: x * (2 * 3 - 1)
@@ -174,5 +175,50 @@ defmodule NxJax.DefnTest do
   test "defn heads may be unquote fragments (defined in a for)" do
     assert times_two(Nx.tensor(5)) == Nx.tensor(10)
     assert times_three(Nx.tensor(5)) == Nx.tensor(15)
+  end
+
+  describe "Nx.Defn's other entry points (as Nx 0.7.2's)" do
+    test "grad/1 and value_and_grad/1 return functions" do
+      assert Nx.Defn.grad(&Nx.sin/1).(Nx.tensor(0.0)) == Nx.tensor(1.0)
+
+      assert Nx.Defn.value_and_grad(&Nx.exp/1).(Nx.tensor(0.0)) ==
+               {Nx.tensor(1.0), Nx.tensor(1.0)}
+    end
+
+    test "debug_expr returns the traced expression and runs nothing" do
+      parent = self()
+      ran = fn _ -> send(parent, :ran) end
+
+      expr =
+        Nx.Defn.debug_expr(fn a, b ->
+          {Nx.multiply(a, b), Nx.Defn.Kernel.hook(Nx.exp(a), ran)}
+        end).(2.0, Nx.tensor([1.0, 2.0]))
+
+      assert {%Nx.Tensor{data: %Nx.Defn.Expr{op: :multiply}, shape: {2}}, %Nx.Tensor{} = hooked} =
+               expr
+
+      assert %Nx.Defn.Expr{} = hooked.data
+      # the hook would run on the worker's result: nothing ran
+      refute_received :ran
+      assert Nx.Defn.jit(fn a -> Nx.Defn.Kernel.hook(Nx.exp(a), ran) end).(0.0) == Nx.tensor(1.0)
+      assert_receive :ran
+    end
+
+    test "compile/3 checks its arguments against the templates" do
+      scale =
+        Nx.Defn.compile(fn x, {a, b} -> Nx.add(Nx.multiply(x, a), b) end, [
+          Nx.template({2}, :f32),
+          {Nx.template({}, :f32), Nx.template({}, :f32)}
+        ])
+
+      assert scale.(Nx.tensor([1.0, 2.0]), {Nx.tensor(2.0), Nx.tensor(1.0)}) ==
+               Nx.tensor([3.0, 5.0])
+
+      assert_raise ArgumentError,
+                   ~r/argument 1 of the compiled function does not match its template/,
+                   fn ->
+                     scale.(Nx.tensor([1, 2]), {Nx.tensor(2.0), Nx.tensor(1.0)})
+                   end
+    end
   end
 end

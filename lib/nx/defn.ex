@@ -225,4 +225,118 @@ defmodule Nx.Defn do
   def value_and_grad(x, fun, transform \\ & &1) when is_function(fun, 1) do
     jit_apply(&Nx.Defn.Kernel.value_and_grad(&1, fun, transform), [x])
   end
+
+  @doc """
+  The function `x -> grad(x, fun)`.
+
+  ## Examples
+
+      iex> Nx.Defn.grad(&Nx.multiply(&1, &1)).(Nx.tensor(3.0))
+      #Nx.Tensor<
+        f32
+        6.0
+      >
+
+  """
+  @spec grad(function) :: (term -> term)
+  def grad(fun) when is_function(fun, 1), do: &grad(&1, fun)
+
+  @doc """
+  The function `x -> value_and_grad(x, fun)`.
+
+  ## Examples
+
+      iex> {value, grad} = Nx.Defn.value_and_grad(&Nx.multiply(&1, &1)).(Nx.tensor(3.0))
+      iex> {Nx.to_number(value), Nx.to_number(grad)}
+      {9.0, 6.0}
+
+  """
+  @spec value_and_grad(function) :: (term -> {term, term})
+  def value_and_grad(fun) when is_function(fun, 1), do: &value_and_grad(&1, fun)
+
+  @doc """
+  Returns a function of the same arity as `fun` that returns the expression `fun` traces to
+  on its arguments (a tensor whose data is an `Nx.Defn.Expr`, or a container of them)
+  instead of computing it. Nothing runs on the worker.
+
+  ## Examples
+
+      iex> expr = Nx.Defn.debug_expr(&Nx.add(&1, 1)).(Nx.tensor([1, 2]))
+      iex> {expr.data.op, expr.shape}
+      {:add, {2}}
+
+  """
+  @spec debug_expr(function, keyword) :: function
+  def debug_expr(fun, opts \\ []) when is_function(fun) and is_list(opts) do
+    {:arity, arity} = Function.info(fun, :arity)
+    fn_of_arity(arity, fn given -> debug_expr_apply(fun, given, opts) end)
+  end
+
+  @doc """
+  Traces `fun` on the list `args` and returns the expression (see `debug_expr/2`).
+  """
+  @spec debug_expr_apply(function, [term], keyword) :: term
+  def debug_expr_apply(fun, args, _opts \\ []) when is_function(fun, length(args)) do
+    Compiler.trace(fun, args)
+  end
+
+  @doc """
+  Compiles `fun` for arguments like `templates` (tensors, `Nx.template/2`s, or containers
+  of them) and returns a function of the same arity that must be called with arguments of
+  those types and shapes; see `jit/2` for `opts`.
+
+  ## Examples
+
+      iex> add_one = Nx.Defn.compile(&Nx.add(&1, 1), [Nx.template({2}, :s64)])
+      iex> add_one.(Nx.tensor([1, 2]))
+      #Nx.Tensor<
+        s64[2]
+        [2, 3]
+      >
+
+  """
+  @spec compile(function, [term], keyword) :: function
+  def compile(fun, templates, opts \\ []) when is_function(fun, length(templates)) do
+    expected = Enum.map(templates, &Nx.Defn.Composite.traverse(&1, fn t -> Nx.to_template(t) end))
+    jitted = jit(fun, opts)
+
+    fn_of_arity(
+      length(templates),
+      fn args ->
+        for {arg, template, i} <- Enum.zip([args, expected, 1..length(args)//1]) do
+          unless compatible_leaves?(arg, template) do
+            raise ArgumentError,
+                  "argument #{i} of the compiled function does not match its template: " <>
+                    "expected #{inspect(template)}, got #{inspect(arg)}"
+          end
+        end
+
+        apply(jitted, args)
+      end
+    )
+  end
+
+  defp compatible_leaves?(arg, template) do
+    args = Nx.Defn.Composite.flatten_list([arg])
+    templates = Nx.Defn.Composite.flatten_list([template])
+
+    length(args) == length(templates) and
+      Enum.all?(Enum.zip(args, templates), fn {a, t} ->
+        a = Nx.to_tensor(a)
+        a.type == t.type and a.shape == t.shape
+      end)
+  end
+
+  # a function of `arity` arguments that calls `fun` with them as a list
+  for arity <- 0..8 do
+    args = Macro.generate_arguments(arity, __MODULE__)
+
+    defp fn_of_arity(unquote(arity), fun) do
+      fn unquote_splicing(args) -> fun.(unquote(args)) end
+    end
+  end
+
+  defp fn_of_arity(arity, _fun) do
+    raise ArgumentError, "Nx.Defn supports functions of up to 8 arguments, got arity #{arity}"
+  end
 end

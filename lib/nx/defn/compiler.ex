@@ -135,6 +135,17 @@ defmodule Nx.Defn.Compiler do
     {Tuple.to_list(params), Enum.reverse(concrete)}
   end
 
+  @doc """
+  Traces `fun` on `args` (each leaf a parameter) and returns the resulting expression,
+  without encoding or running it (`Nx.Defn.debug_expr/2`).
+  """
+  @spec trace(function, [term]) :: term
+  def trace(fun, args) do
+    {params, _concrete} = parameters(args)
+    {result, _hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+    result
+  end
+
   # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index
   defp compile(fun, params, count) do
     {result, hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
