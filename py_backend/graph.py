@@ -846,8 +846,9 @@ def _check_elem(node: Node, nodes: list[Node], where: str) -> None:
 def _check_grad(node: Node, nodes: list[Node], where: str) -> None:
     y, *xs = node.inputs
     y_out = nodes[y].tensor
-    if y_out.shape != () or not y_out.type.is_float:
-        raise GraphError(f"{where}: y (node {y}) must be a floating scalar, got {y_out}")
+    if y_out.shape != () or not (y_out.type.is_float or y_out.type.is_complex):
+        raise GraphError(f"{where}: y (node {y}) must be a floating or complex scalar, "
+                         f"got {y_out}")
     out = node.out
     if not (isinstance(out, TupleOut) and len(out.elements) == len(xs)):
         raise GraphError(f"{where}: out must be a list with one entry per x ({len(xs)})")

@@ -881,7 +881,8 @@ def lower_metadata(c: Call) -> Value:
 
 
 def lower_grad(c: Call) -> Value:
-    """``grad`` [y, x1..xk]: ``jax.grad`` of y as a function of the x nodes' values.
+    """``grad`` [y, x1..xk]: the gradient of y (a real or complex scalar) as a function of the x
+    nodes' values.
 
     y is re-evaluated in a child environment seeded with the x values, shadowing every node
     that depends on an x; the nodes y needs that do not depend on an x are computed in the
@@ -901,7 +902,11 @@ def lower_grad(c: Call) -> Value:
         return jnp.reshape(low.value(y, child), ())
 
     try:
-        grads = jax.grad(f, argnums=tuple(range(len(unique))), allow_int=True)(*x_vals)
+        # the pullback of a seed of one: jax.grad for a real y; for a complex y (as Nx 0.7.2)
+        # the derivative itself, not its conjugate (JAX's vjp is the transpose, and Nx seeds
+        # its backward pass with 1 of y's type)
+        y_val, pullback = jax.vjp(f, *x_vals)
+        grads = pullback(jnp.ones((), y_val.dtype))
     except ValueError as exc:
         if "Reverse-mode differentiation does not work for lax.while_loop" in str(exc):
             raise GraphError(f"node {c.node.id} (grad): {UNBOUNDED_WHILE}") from exc

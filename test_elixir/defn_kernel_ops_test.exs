@@ -116,4 +116,27 @@ defmodule NxJax.DefnKernelOpsTest do
     assert grad_clip_lower(Nx.iota({5}), 2.5) == Nx.tensor(3.0)
     assert grad_clip_upper(Nx.iota({5}), 2.5) == Nx.tensor(2.0)
   end
+
+  defn grad_sum_abs(t), do: grad(t, &Nx.sum(Nx.abs(&1)))
+  defn grad_sum_exp_reverse(t), do: grad(t, &Nx.sum(Nx.exp(Nx.reverse(&1))))
+
+  # the worker refused a complex y ("must be a floating scalar"); these are real Nx 0.7.2's
+  # answers, printed the same
+  test "gradients of complex functions, as Nx 0.7.2" do
+    z = Nx.tensor([Complex.new(0.0, 0.0), Complex.new(0.0, 1.0), Complex.new(2.0, 0.0)])
+
+    assert inspect(grad_sum_abs(z)) ==
+             "#Nx.Tensor<\n  c64[3]\n  [0.0-0.0i, 0.0-1.0i, 1.0-0.0i]\n>"
+
+    w = Nx.tensor([Complex.new(1.0, 0.0), Complex.new(0.0, -2.0), Complex.new(3.0, 0.0)])
+
+    assert inspect(grad_sum_exp_reverse(w)) ==
+             "#Nx.Tensor<\n  c64[3]\n  [2.7182817459106445+0.0i, -0.416146844625473-0.9092974066734314i, 20.08553695678711+0.0i]\n>"
+
+    assert Nx.Defn.value_and_grad(
+             Nx.tensor([Complex.new(1.0, 1.0)]),
+             &Nx.sum(Nx.multiply(&1, &1))
+           ) ==
+             {Nx.tensor(Complex.new(0.0, 2.0)), Nx.tensor([Complex.new(2.0, 2.0)])}
+  end
 end

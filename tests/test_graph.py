@@ -255,11 +255,15 @@ def test_tuple_valued_inputs_need_elem() -> None:
     check_error(e.term([1]), "not tuple-valued")
 
 
-def test_grad_needs_a_floating_scalar_y() -> None:
+def test_grad_needs_a_floating_or_complex_scalar_y() -> None:
     g = GraphBuilder()
     x = g.param(0, "f32", (2,))
     g.add("grad", [x, x], {}, [("f32", (2,))])
-    check_error(g.term([0]), "must be a floating scalar")
+    check_error(g.term([0]), "must be a floating or complex scalar")
+    i = GraphBuilder()
+    n = i.param(0, "s64")
+    i.add("grad", [n, n], {}, [("s64", ())])
+    check_error(i.term([0]), "must be a floating or complex scalar")
 
 
 def test_parameters_with_one_index_must_agree() -> None:

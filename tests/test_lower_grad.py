@@ -296,3 +296,20 @@ def test_grad_of_clip_with_respect_to_its_scalar_limits() -> None:
                                          np.arange(5, dtype=F32), F32(2.5))
     np.testing.assert_array_equal(value, [2.5, 2.5, 2.5, 3.0, 4.0])
     assert got_low == 3.0 and got_high == 2.0
+
+
+def test_grad_of_a_complex_scalar_is_the_derivative_not_its_conjugate() -> None:
+    """As Nx 0.7.2 (seeded with 1 of y's type): d sum(exp(z)) / dz = exp(z) at z = -2i is
+    cos 2 - i sin 2; d |z|^2 / dz of a complex z is 2 conj(z) (its real-valued case)."""
+    g = GraphBuilder()
+    z = g.param(0, "c64", (2,))
+    y = g.op("sum", g.op("exp", z), axes=None, keep_axes=False, out=("c64", ()))
+    sq = g.op("multiply", g.op("abs", z, out=("f32", (2,))), g.op("abs", z, out=("f32", (2,))),
+              out=("f32", (2,)))
+    y2 = g.op("sum", sq, axes=None, keep_axes=False, out=("f32", ()))
+    (dz,) = grad_of(g, y, z)
+    (dz2,) = grad_of(g, y2, z)
+    at = np.array([1.0, -2.0j], np.complex64)
+    got, got2 = run_graph(g, [dz, dz2], at)
+    np.testing.assert_allclose(got, np.exp(at), rtol=1e-6)
+    np.testing.assert_allclose(got2, 2 * np.conj(at), rtol=1e-6)
