@@ -9,7 +9,7 @@ LOCK := requirements.lock
 PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock
+.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite
 
 deps: elixir python-deps compile
 
@@ -73,3 +73,8 @@ lock:
 	mv $(LOCK).new $(LOCK)
 	rm -rf $(LOCK_VENV)
 	@echo "wrote $(LOCK); run make test, then commit it"
+
+# Nx v0.7.2's own test files, unchanged, against our front end (nx_suite/README.md; not CI).
+nx-suite: deps
+	@[ -n "$(NX_SRC)" ] || { echo "set NX_SRC to the nx/ folder of an Nx v0.7.2 checkout"; exit 2; }
+	NX_SRC=$(NX_SRC) mix run nx_suite/run.exs

@@ -28,6 +28,12 @@ defmodule NxJax.DefnTest do
 
   defn relu(x), do: if(x > 0, do: x, else: 0.0)
 
+  # a bodiless deftransform head before its clauses, as Nx's defn_test.exs writes one
+  deftransform(pick(x \\ 1, y))
+  deftransform(pick(1, y), do: y)
+  deftransform(pick(x, _y), do: x)
+  defn picked(a), do: a + pick(2)
+
   # defn heads with unquote fragments, as Nx's own test files write them
   for {name, factor} <- [times_two: 2, times_three: 3] do
     defn unquote(name)(x), do: x * unquote(factor)
@@ -220,5 +226,11 @@ defmodule NxJax.DefnTest do
                      scale.(Nx.tensor([1, 2]), {Nx.tensor(2.0), Nx.tensor(1.0)})
                    end
     end
+  end
+
+  test "a bodiless deftransform head gives the defaults of its clauses" do
+    assert pick(5) == 5
+    assert pick(3, 4) == 3
+    assert picked(Nx.tensor(1)) == Nx.tensor(3)
   end
 end

@@ -60,10 +60,23 @@ defmodule Nx.Defn do
   end
 
   @doc """
+  A bodiless head for multi-clause transforms (the defaults of the clauses that follow):
+  `deftransform f(x \\\\ 1, y)`.
+  """
+  defmacro deftransform(call) do
+    quote do: def(unquote(call))
+  end
+
+  @doc """
   A private `deftransform/2`.
   """
   defmacro deftransformp(call, do: body) do
     quote do: defp(unquote(call), do: unquote(body))
+  end
+
+  @doc "A bodiless head of a private multi-clause transform; see `deftransform/1`."
+  defmacro deftransformp(call) do
+    quote do: defp(unquote(call))
   end
 
   defp define(kind, call, body) do
