@@ -3094,8 +3094,10 @@ defmodule Nx do
 
   @doc """
   Applies `fun`, a function of one scalar tensor, to every element (vectorized axes
-  included). `fun` is traced once, on a vectorized scalar standing for all the elements, so it
-  must be made of `Nx` operations; the result is one graph (inlined inside `defn`).
+  included). `fun` is traced once, on a vectorized scalar standing for all the elements, and
+  the result is one graph (inlined inside `defn`). Outside `defn`, a function that cannot be
+  traced that way (one calling `Nx.to_number/1`, say) is called on each element in turn, as
+  Nx's binary backend does: one call per element.
 
   ## Options
 
@@ -3118,6 +3120,20 @@ defmodule Nx do
     tensor = to_tensor(tensor)
     opts = keyword!(opts, type: tensor.type)
     type = Nx.Type.normalize!(opts[:type])
+
+    try do
+      traced_map(tensor, type, fun)
+    rescue
+      # a function that needs concrete elements (Nx.to_number, Float.round, ...) cannot be
+      # traced: outside defn it is called on each element, as Nx's binary backend does
+      error ->
+        if Nx.Defn.Expr.tracing?() or match?(%T{data: %Nx.Defn.Expr{}}, tensor),
+          do: reraise(error, __STACKTRACE__),
+          else: map_elements(tensor, type, fun)
+    end
+  end
+
+  defp traced_map(tensor, type, fun) do
     axes = tensor.vectorized_axes
 
     one_graph([devectorize(tensor, keep_names: false)], fn t ->
@@ -3134,6 +3150,21 @@ defmodule Nx do
       flat = reshape(flat, t.shape)
       if axes == [], do: flat, else: vectorize(flat, axes)
     end)
+  end
+
+  defp map_elements(tensor, type, fun) do
+    t = devectorize(tensor, keep_names: false)
+
+    values =
+      for x <- to_flat_list(t) do
+        case fun.(tensor(x, type: t.type)) do
+          %T{} = result -> to_number(result)
+          result -> result
+        end
+      end
+
+    result = values |> tensor(type: type) |> reshape(t.shape)
+    if tensor.vectorized_axes == [], do: result, else: vectorize(result, tensor.vectorized_axes)
   end
 
   @doc """
