@@ -28,6 +28,16 @@ defmodule NxJax.DefnTest do
 
   defn relu(x), do: if(x > 0, do: x, else: 0.0)
 
+  # operators in guards of case clauses inside defn, as Nx's defn_test.exs writes them
+  defn guarded(opts \\ []) do
+    case opts[:value] do
+      value when value == -2 -> -1
+      value when value == +2 -> 1
+      {x, y} when x > y and x - y >= 2 * 1 -> 10
+      _ -> 0
+    end
+  end
+
   # a bodiless deftransform head before its clauses, as Nx's defn_test.exs writes one
   deftransform(pick(x \\ 1, y))
   deftransform(pick(1, y), do: y)
@@ -232,5 +242,12 @@ defmodule NxJax.DefnTest do
     assert pick(5) == 5
     assert pick(3, 4) == 3
     assert picked(Nx.tensor(1)) == Nx.tensor(3)
+  end
+
+  test "operators in guards are Kernel's, outside guards tensor-aware" do
+    assert guarded(value: -2) == Nx.tensor(-1)
+    assert guarded(value: 2) == Nx.tensor(1)
+    assert guarded(value: {5, 1}) == Nx.tensor(10)
+    assert guarded(value: {2, 1}) == Nx.tensor(0)
   end
 end

@@ -64,48 +64,93 @@ defmodule Nx.Defn.Kernel do
     end
   end
 
-  @doc "Adds `left` and `right`; see `Nx.add/2`."
-  def left + right when Kernel.and(is_number(left), is_number(right)), do: Kernel.+(left, right)
-  def left + right, do: Nx.add(left, right)
+  # The operators are macros, as in Nx: in a guard (`case` clauses inside defn, defn heads)
+  # they are Kernel's, elsewhere they call the tensor-aware function named after them.
+  @binary_operators [
+    +: {:__add__, "Adds `left` and `right`; see `Nx.add/2`."},
+    -: {:__subtract__, "Subtracts `right` from `left`; see `Nx.subtract/2`."},
+    *: {:__multiply__, "Multiplies `left` and `right`; see `Nx.multiply/2`."},
+    /: {:__divide__, "Divides `left` by `right` (always a float division); see `Nx.divide/2`."},
+    ==: {:__equal__, "Equal, element-wise when a side is a tensor (`Nx.equal/2`)."},
+    !=: {:__not_equal__, "Not equal, element-wise when a side is a tensor (`Nx.not_equal/2`)."},
+    <: {:__less__, "Less than, element-wise when a side is a tensor (`Nx.less/2`)."},
+    <=: {:__less_equal__, "At most, element-wise when a side is a tensor (`Nx.less_equal/2`)."},
+    >: {:__greater__, "Greater than, element-wise when a side is a tensor (`Nx.greater/2`)."},
+    >=:
+      {:__greater_equal__,
+       "At least, element-wise when a side is a tensor (`Nx.greater_equal/2`)."}
+  ]
 
-  @doc "Subtracts `right` from `left`; see `Nx.subtract/2`."
-  def left - right when Kernel.and(is_number(left), is_number(right)), do: Kernel.-(left, right)
-  def left - right, do: Nx.subtract(left, right)
+  for {op, {fun, doc}} <- @binary_operators do
+    @doc doc <> " Two numbers give `Kernel.#{op}/2`, as does a guard."
+    defmacro unquote(op)(left, right) do
+      Kernel.if(Macro.Env.in_guard?(__CALLER__),
+        do: {{:., [], [Kernel, unquote(op)]}, [], [left, right]},
+        else: {{:., [], [Nx.Defn.Kernel, unquote(fun)]}, [], [left, right]}
+      )
+    end
+  end
 
-  @doc "Multiplies `left` and `right`; see `Nx.multiply/2`."
-  def left * right when Kernel.and(is_number(left), is_number(right)), do: Kernel.*(left, right)
-  def left * right, do: Nx.multiply(left, right)
+  @doc "Negates `value`; see `Nx.negate/1` (`Kernel.-/1` for a number and in a guard)."
+  defmacro -value do
+    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+      do: quote(do: Kernel.-(unquote(value))),
+      else: quote(do: Nx.Defn.Kernel.__negate__(unquote(value)))
+    )
+  end
 
-  @doc "Divides `left` by `right` (always a float division); see `Nx.divide/2`."
-  def left / right when Kernel.and(is_number(left), is_number(right)), do: Kernel./(left, right)
-  def left / right, do: Nx.divide(left, right)
+  @doc "Returns `value` unchanged (`Kernel.+/1` in a guard)."
+  defmacro +value do
+    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+      do: quote(do: Kernel.+(unquote(value))),
+      else: quote(do: unquote(value))
+    )
+  end
+
+  @doc false
+  def __add__(left, right) when Kernel.and(is_number(left), is_number(right)),
+    do: Kernel.+(left, right)
+
+  def __add__(left, right), do: Nx.add(left, right)
+
+  @doc false
+  def __subtract__(left, right) when Kernel.and(is_number(left), is_number(right)),
+    do: Kernel.-(left, right)
+
+  def __subtract__(left, right), do: Nx.subtract(left, right)
+
+  @doc false
+  def __multiply__(left, right) when Kernel.and(is_number(left), is_number(right)),
+    do: Kernel.*(left, right)
+
+  def __multiply__(left, right), do: Nx.multiply(left, right)
+
+  @doc false
+  def __divide__(left, right) when Kernel.and(is_number(left), is_number(right)),
+    do: Kernel./(left, right)
+
+  def __divide__(left, right), do: Nx.divide(left, right)
+
+  @doc false
+  def __negate__(value) when is_number(value), do: Kernel.-(value)
+  def __negate__(value), do: Nx.negate(value)
 
   @doc "Raises `left` to the power `right`; see `Nx.pow/2`."
   def left ** right when Kernel.and(is_number(left), is_number(right)), do: Kernel.**(left, right)
   def left ** right, do: Nx.pow(left, right)
 
-  @doc "Negates `value`; see `Nx.negate/1`."
-  def -value when is_number(value), do: Kernel.-(value)
-  def -value, do: Nx.negate(value)
-
-  @doc "Returns `value` unchanged."
-  def +value, do: value
-
-  for {op, nx_fun} <- [
-        ==: :equal,
-        !=: :not_equal,
-        <: :less,
-        <=: :less_equal,
-        >: :greater,
-        >=: :greater_equal
+  for {fun, nx_fun, op} <- [
+        {:__equal__, :equal, :==},
+        {:__not_equal__, :not_equal, :!=},
+        {:__less__, :less, :<},
+        {:__less_equal__, :less_equal, :<=},
+        {:__greater__, :greater, :>},
+        {:__greater_equal__, :greater_equal, :>=}
       ] do
-    @doc """
-    Compares element-wise when either side is a tensor (`Nx.#{nx_fun}/2`, a `u8`
-    tensor of 0s and 1s); otherwise `Kernel.#{op}/2`.
-    """
-    def unquote(op)(%Nx.Tensor{} = left, right), do: Nx.unquote(nx_fun)(left, right)
-    def unquote(op)(left, %Nx.Tensor{} = right), do: Nx.unquote(nx_fun)(left, right)
-    def unquote(op)(left, right), do: Kernel.unquote(op)(left, right)
+    @doc false
+    def unquote(fun)(%Nx.Tensor{} = left, right), do: Nx.unquote(nx_fun)(left, right)
+    def unquote(fun)(left, %Nx.Tensor{} = right), do: Nx.unquote(nx_fun)(left, right)
+    def unquote(fun)(left, right), do: Kernel.unquote(op)(left, right)
   end
 
   for {fun, {nx_fun, doc}} <- [
