@@ -2979,6 +2979,7 @@ defmodule Nx do
       ])
 
     {input, kernel} = {to_tensor(input), to_tensor(kernel)}
+    Nx.Shape.conv_ranks!(input.shape, kernel.shape)
     rank = tuple_size(input.shape)
     spatial = Kernel.max(rank - 2, 0)
     identity = Enum.to_list(0..(rank - 1)//1)

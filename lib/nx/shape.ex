@@ -808,43 +808,62 @@ defmodule Nx.Shape do
 
   """
   def conv(input, kernel, strides, padding, input_dilation, kernel_dilation, fgs, bgs) do
+    # the checks and their wording follow Nx 0.7.2's, in its order (its tests match them)
+    conv_ranks!(input, kernel)
     rank = tuple_size(input)
+    spatial = rank - 2
 
-    if rank < 3 or tuple_size(kernel) != rank do
+    if tuple_size(kernel) != rank do
       raise ArgumentError,
-            "conv expects input and kernel of the same rank, at least 3 (batch, channels, " <>
-              "spatial...), got shapes #{inspect(input)} and #{inspect(kernel)}"
+            "conv expects input and kernel of the same rank, got shapes #{inspect(input)} " <>
+              "and #{inspect(kernel)}"
+    end
+
+    if not is_list(strides) or length(strides) != spatial do
+      raise ArgumentError,
+            "rank of strides much match rank of spatial dimensions got strides " <>
+              "#{inspect(strides)} with rank #{if is_list(strides), do: length(strides), else: 0}" <>
+              " and got input shape #{inspect(input)} of rank #{spatial}"
+    end
+
+    conv_dilation!(input_dilation, "input", spatial)
+    conv_dilation!(kernel_dilation, "kernel", spatial)
+
+    unless Enum.all?(strides, &(is_integer(&1) and &1 >= 1)) do
+      raise ArgumentError, "strides must be positive integers, got #{inspect(strides)}"
     end
 
     [n, c | in_spatial] = Tuple.to_list(input)
     [o, i | k_spatial] = Tuple.to_list(kernel)
 
-    if c != i * fgs do
-      raise ArgumentError,
-            "size of input channels divided by feature groups must match size of kernel " <>
-              "channels, got #{c} / #{fgs} != #{i} for shapes #{inspect(input)} and " <>
-              "#{inspect(kernel)}"
-    end
+    cond do
+      bgs != 1 and fgs != 1 ->
+        raise ArgumentError,
+              "either batch groups or feature groups must be 1, got batch_groups = #{bgs} " <>
+                "and feature_groups = #{fgs}"
 
-    if rem(o, fgs) != 0 or rem(o, bgs) != 0 or rem(n, bgs) != 0 do
-      raise ArgumentError,
-            "the kernel's output channels (#{o}) must be divisible by feature_group_size " <>
-              "(#{fgs}) and batch_group_size (#{bgs}), and the batch (#{n}) by " <>
-              "batch_group_size"
-    end
+      rem(n, bgs) != 0 ->
+        raise ArgumentError,
+              "batch groups must evenly divide input batch size got rem(#{bgs}, #{n}) != 0"
 
-    spatial = rank - 2
+      rem(o, fgs) != 0 ->
+        raise ArgumentError,
+              "size of kernel output channels must be evenly divisible by feature groups got " <>
+                "rem(#{o}, #{fgs}) != 0 for kernel with shape #{inspect(kernel)}"
 
-    for {name, list} <- [
-          strides: strides,
-          input_dilation: input_dilation,
-          kernel_dilation: kernel_dilation
-        ],
-        not (is_list(list) and length(list) == spatial and
-               Enum.all?(list, &(is_integer(&1) and &1 >= 1))) do
-      raise ArgumentError,
-            "conv expects #{name} to be a list of #{spatial} positive integers (one per " <>
-              "spatial axis), got: #{inspect(list)}"
+      rem(o, bgs) != 0 ->
+        raise ArgumentError,
+              "size of kernel output channels must be evenly divisible by batch groups got " <>
+                "rem(#{o}, #{bgs}) != 0 for kernel with shape #{inspect(kernel)}"
+
+      c != i * fgs ->
+        raise ArgumentError,
+              "size of input channels divided by feature groups must match size of kernel " <>
+                "channels, got #{c} / #{fgs} != #{i} for shapes #{inspect(input)} and " <>
+                "#{inspect(kernel)}"
+
+      true ->
+        :ok
     end
 
     k_dilated = Enum.zip_with(k_spatial, kernel_dilation, &((&1 - 1) * &2 + 1))
@@ -887,8 +906,42 @@ defmodule Nx.Shape do
 
   defp raise_conv_padding(padding) do
     raise ArgumentError,
-          "conv expects :padding to be :valid, :same or a list of {low, high} per spatial " <>
-            "axis, got: #{inspect(padding)}"
+          "invalid padding mode specified, padding must be one of :valid, :same, or a padding " <>
+            "configuration, got: #{inspect(padding)}"
+  end
+
+  @doc false
+  # Nx 0.7.2 checks the ranks first, before any option
+  def conv_ranks!(input, kernel) do
+    for {shape, what} <- [{input, "input"}, {kernel, "kernel"}], tuple_size(shape) < 3 do
+      raise ArgumentError,
+            "#{what} shape in conv requires at least rank 3, shape #{inspect(shape)} has " <>
+              "rank #{tuple_size(shape)}"
+    end
+
+    :ok
+  end
+
+  defp conv_dilation!(dilation, what, spatial) do
+    cond do
+      not is_list(dilation) ->
+        raise ArgumentError,
+              "#{what} dilation must be a positive integer or list of positive integers, " <>
+                "got " <> inspect(dilation)
+
+      length(dilation) != spatial ->
+        raise ArgumentError,
+              "must specify dilation for each spatial dimension of the #{what} or specify an " <>
+                "integer dilation factor"
+
+      not Enum.all?(dilation, &(is_integer(&1) and &1 >= 1)) ->
+        raise ArgumentError,
+              "#{what} dilation of each dimension must be a positive integer, got " <>
+                inspect(dilation)
+
+      true ->
+        :ok
+    end
   end
 
   @doc """
