@@ -128,9 +128,9 @@ defmodule Nx do
     for x <- flat,
         not (is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
                is_struct(x, Complex)) do
-      raise ArgumentError,
-            "invalid value given to Nx.tensor/2, expected a number, a boolean, " <>
-              "a Complex number, :nan, :infinity or :neg_infinity, got: #{inspect(x)}"
+      # Nx 0.7.2's wording (a number, a boolean, a Complex, :nan, :infinity or :neg_infinity
+      # is expected)
+      raise ArgumentError, "invalid value given to Nx.tensor/1, got: #{inspect(x)}"
     end
   end
 
@@ -696,8 +696,7 @@ defmodule Nx do
           row
 
         _ ->
-          raise ArgumentError,
-                "~V expects one row of numbers (use ~M for a matrix), got: #{string}"
+          raise ArgumentError, "must be one-dimensional"
       end
 
     quote do: Nx.tensor(unquote(Macro.escape(numbers)), type: unquote(type))
@@ -746,7 +745,8 @@ defmodule Nx do
 
         true ->
           raise ArgumentError,
-                "unknown type #{inspect(suffix)} for #{sigil}, expected one of #{Enum.join(@sigil_types, ", ")}"
+                "invalid numerical type: #{sigil_type_text(suffix)} (see Nx.Type docs for all " <>
+                  "supported types)"
       end
 
     rows =
@@ -758,6 +758,14 @@ defmodule Nx do
 
     if rows == [], do: raise(ArgumentError, "#{sigil} expects at least one number")
     {rows, type}
+  end
+
+  # the suffix as the type tuple it spells (`f8` -> `{:f, 8}`), as Nx's message shows it
+  defp sigil_type_text(suffix) do
+    case Regex.run(~r/^([a-z]+)(\d+)$/, suffix) do
+      [_, kind, bits] -> inspect({String.to_atom(kind), String.to_integer(bits)})
+      nil -> inspect(suffix)
+    end
   end
 
   defp sigil_number!(word, sigil) do
@@ -781,9 +789,12 @@ defmodule Nx do
          {:ok, im} <- sigil_part(im, 1.0) do
       Complex.new(re, im)
     else
-      _ -> raise ArgumentError, "#{sigil}: #{inspect(word)} is not a number"
+      _ -> sigil_not_a_number!(word, sigil)
     end
   end
+
+  defp sigil_not_a_number!(word, _sigil),
+    do: raise(ArgumentError, "expected a numerical value for tensor, got #{word}")
 
   # splits at the last sign that is not the first character nor an exponent's
   defp sigil_complex_parts(body) do
@@ -2379,7 +2390,7 @@ defmodule Nx do
   """
   def concatenate(tensors, opts \\ [])
 
-  def concatenate([], _opts), do: raise(ArgumentError, "empty list passed to concatenate")
+  def concatenate([], _opts), do: raise(ArgumentError, "no tensors were given to concatenate")
 
   def concatenate([tensor], opts) do
     keyword!(opts, axis: 0)
@@ -2489,8 +2500,7 @@ defmodule Nx do
     {tensor, pad_value, type} = binary_args(tensor, pad_value)
 
     if pad_value.shape != {} do
-      raise ArgumentError,
-            "padding value must be a scalar, got shape #{inspect(pad_value.shape)}"
+      raise ArgumentError, "padding value must be a scalar and non-vectorized"
     end
 
     shape = Nx.Shape.pad(tensor.shape, padding_config)
@@ -2887,10 +2897,14 @@ defmodule Nx do
     tensor = to_tensor(tensor)
     offset = Keyword.get(opts, :offset, 0)
 
-    unless tuple_size(tensor.shape) == 1 and is_integer(offset) do
+    unless tuple_size(tensor.shape) == 1 do
       raise ArgumentError,
-            "make_diagonal expects a tensor of rank 1 and an integer :offset, got shape " <>
-              "#{inspect(tensor.shape)} and offset #{inspect(offset)}"
+            "make_diagonal/2 expects tensor of rank 1, got tensor of rank: " <>
+              "#{tuple_size(tensor.shape)}"
+    end
+
+    unless is_integer(offset) do
+      raise ArgumentError, "make_diagonal/2 expects an integer :offset, got: #{inspect(offset)}"
     end
 
     composite(fn t -> diagonal_matrix(t, offset) end, [tensor])
@@ -3682,7 +3696,7 @@ defmodule Nx do
 
     if rank < 2 do
       raise ArgumentError,
-            "take_diagonal/2 expects a tensor of rank 2 or higher, got rank #{rank}"
+            "take_diagonal/2 expects tensor of rank 2 or higher, got tensor of rank: #{rank}"
     end
 
     {rows, cols} = {elem(tensor.shape, rank - 2), elem(tensor.shape, rank - 1)}
@@ -3721,10 +3735,16 @@ defmodule Nx do
     {tensor, diagonal} = {to_tensor(tensor), to_tensor(diagonal)}
     offset = keyword!(opts, offset: 0)[:offset]
 
-    unless tuple_size(tensor.shape) == 2 and tuple_size(diagonal.shape) == 1 do
+    unless tuple_size(tensor.shape) == 2 do
       raise ArgumentError,
-            "put_diagonal/3 expects a tensor of rank 2 and a diagonal of rank 1, got shapes " <>
-              "#{inspect(tensor.shape)} and #{inspect(diagonal.shape)}"
+            "put_diagonal/3 expects tensor of rank 2, got tensor of rank: " <>
+              "#{tuple_size(tensor.shape)}"
+    end
+
+    unless tuple_size(diagonal.shape) == 1 do
+      raise ArgumentError,
+            "put_diagonal/3 expects diagonal of rank 1, got tensor of rank: " <>
+              "#{tuple_size(diagonal.shape)}"
     end
 
     {rows, cols} = tensor.shape
@@ -4087,7 +4107,9 @@ defmodule Nx do
             "expected :leftover to be :repeat or :discard, got: #{inspect(leftover)}"
     end
 
-    if tensor.shape == {}, do: raise(ArgumentError, "cannot batch a scalar tensor")
+    if tensor.shape == {},
+      do: raise(ArgumentError, "cannot batch non-vectorized scalar tensor #{inspect(tensor)}")
+
     size = elem(tensor.shape, 0)
 
     if size < batch_size do

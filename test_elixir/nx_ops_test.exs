@@ -242,7 +242,9 @@ defmodule Nx.OpsTest do
                {:concatenate, [{{:s, 64}, {2, 3}}, {{:f, 32}, {2, 1}}], %{axis: 1},
                 {{:f, 32}, {2, 4}}}
 
-      assert_raise ArgumentError, "empty list passed to concatenate", fn -> Nx.concatenate([]) end
+      assert_raise ArgumentError, "no tensors were given to concatenate", fn ->
+        Nx.concatenate([])
+      end
     end
 
     test "new_axis and squeeze are reshapes" do

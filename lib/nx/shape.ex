@@ -615,7 +615,9 @@ defmodule Nx.Shape do
     normalized = if axis < 0, do: rank + 1 + axis, else: axis
 
     if normalized < 0 or normalized > rank do
-      raise ArgumentError, "new axis (#{axis}) invalid for shape with rank #{rank}"
+      raise ArgumentError,
+            "new axis position for shape #{inspect(shape)} must be a number between " <>
+              "#{-rank - 1} and #{rank}, got: #{axis}"
     end
 
     Tuple.insert_at(shape, normalized, 1)
