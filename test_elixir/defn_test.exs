@@ -38,6 +38,15 @@ defmodule NxJax.DefnTest do
     end
   end
 
+  # and negative and positive number literals as patterns
+  defn matched(opts \\ []) do
+    case opts[:value] do
+      -2 -> -1
+      +2 -> 1
+      _ -> 0
+    end
+  end
+
   # a bodiless deftransform head before its clauses, as Nx's defn_test.exs writes one
   deftransform(pick(x \\ 1, y))
   deftransform(pick(1, y), do: y)
@@ -249,5 +258,8 @@ defmodule NxJax.DefnTest do
     assert guarded(value: 2) == Nx.tensor(1)
     assert guarded(value: {5, 1}) == Nx.tensor(10)
     assert guarded(value: {2, 1}) == Nx.tensor(0)
+    assert matched(value: -2) == Nx.tensor(-1)
+    assert matched(value: 2) == Nx.tensor(1)
+    assert matched(value: 3) == Nx.tensor(0)
   end
 end

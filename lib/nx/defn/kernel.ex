@@ -93,17 +93,19 @@ defmodule Nx.Defn.Kernel do
 
   @doc "Negates `value`; see `Nx.negate/1` (`Kernel.-/1` for a number and in a guard)."
   defmacro -value do
-    Kernel.if(Macro.Env.in_guard?(__CALLER__),
-      do: quote(do: Kernel.-(unquote(value))),
-      else: quote(do: Nx.Defn.Kernel.__negate__(unquote(value)))
-    )
+    cond do
+      # a number literal folds now, so `-2` is also a pattern (`case x do -2 -> ... end`)
+      is_number(value) -> Kernel.-(value)
+      Macro.Env.in_guard?(__CALLER__) -> quote(do: Kernel.-(unquote(value)))
+      true -> quote(do: Nx.Defn.Kernel.__negate__(unquote(value)))
+    end
   end
 
   @doc "Returns `value` unchanged (`Kernel.+/1` in a guard)."
   defmacro +value do
-    Kernel.if(Macro.Env.in_guard?(__CALLER__),
+    Kernel.if(Kernel.and(Macro.Env.in_guard?(__CALLER__), Kernel.not(is_number(value))),
       do: quote(do: Kernel.+(unquote(value))),
-      else: quote(do: unquote(value))
+      else: value
     )
   end
 
