@@ -208,6 +208,7 @@ defmodule NxJax.WorkerTest do
 
     for first <- [250, 2_147_483_640] do
       :atomics.put(ids, 2, first)
+      lent_before = NxJax.Worker.stats(server: w).lent_calls
 
       for _ <- 1..10 do
         assert NxJax.Worker.call(:ping, [], server: w) == :pong
@@ -218,10 +219,14 @@ defmodule NxJax.WorkerTest do
                    server: w
                  )
       end
+
+      # each id range went through the borrowed path too. Not necessarily all ten calls: a
+      # call that finds the port busy (a handle's free still in flight, the keeper's drain) is
+      # served by the GenServer instead, and once in a CI run one was (19 of 20)
+      assert NxJax.Worker.stats(server: w).lent_calls > lent_before
     end
 
     assert :atomics.get(ids, 2) > 2_147_483_648
-    assert NxJax.Worker.stats(server: w).lent_calls == 20
   end
 
   test "runs a graph on wire tensors", %{worker: w} do
