@@ -414,12 +414,37 @@ defmodule Nx.Random do
 
     real_or_complex(type, opts[:shape], fn type, shape ->
       u = uniform_real(key, above_minus_one(type), 1, type, shape, opts[:names])
-      sqrt2 = to_type(Nx.sqrt(Nx.tensor(2.0, type: {:f, 64})), type)
-      z = arith(:multiply, sqrt2, erf_inv(u, type), type)
-      mul_add(to_type(standard_deviation, type), z, to_type(mean, type), type)
+      scale_and_shift(erf_inv(u, type), standard_deviation, mean, type)
     end)
     |> constant()
   end
+
+  # mean + standard_deviation * sqrt(2) * e, grouped and folded as Nx's expressions fold
+  # them: a number (a constant of the trace) is multiplied into the constant sqrt(2) in
+  # double precision, a tensor is multiplied with `e` first; a zero mean adds nothing.
+  defp scale_and_shift(e, standard_deviation, mean, type) do
+    sqrt2 = constant_value(:math.sqrt(2.0), type)
+
+    scaled =
+      if is_number(standard_deviation) do
+        case constant_value(standard_deviation, type) do
+          one when one == 1 -> arith(:multiply, sqrt2, e, type)
+          c -> arith(:multiply, constant_value(c * sqrt2, type), e, type)
+        end
+      else
+        arith(:multiply, sqrt2, arith(:multiply, standard_deviation, e, type), type)
+      end
+
+    if is_number(mean) and constant_value(mean, type) == 0 do
+      scaled
+    else
+      # `scaled` is a product: added through mul_add's guard against a fused multiply-add
+      Nx.select(Nx.is_nan(scaled), scaled, arith(:add, scaled, mean, type))
+    end
+  end
+
+  # A number as a constant of this type holds it: rounded to the type, read back
+  defp constant_value(number, type), do: number |> Nx.tensor(type: type) |> Nx.to_number()
 
   # The number just above -1 in a float type of this width (for a bf16, Nx takes f16's)
   defp above_minus_one({_, bits}) do
@@ -761,22 +786,26 @@ defmodule Nx.Random do
     assert_key!(key)
     opts = keyword!(opts, [:names, :type, :shape, method: :cholesky])
     {type, shape} = mvn_setup(mean, covariance, opts)
-    mean = Nx.as_type(mean, type)
-    covariance = Nx.as_type(covariance, type)
+    mean = to_type(mean, type)
+    covariance = to_type(covariance, type)
+    # (JAX's decompositions take f32 and f64: a 16-bit covariance is factored in f32)
+    work = if elem(type, 1) == 16, do: Nx.as_type(covariance, {:f, 32}), else: covariance
 
     factor =
       case opts[:method] do
         :cholesky ->
-          Nx.LinAlg.cholesky(covariance)
+          Nx.LinAlg.cholesky(work)
 
         :svd ->
-          {u, s, _vt} = Nx.LinAlg.svd(covariance)
+          {u, s, _vt} = Nx.LinAlg.svd(work)
           Nx.multiply(u, Nx.sqrt(s))
 
         :eigh ->
-          {s, u} = Nx.LinAlg.eigh(covariance)
+          {s, u} = Nx.LinAlg.eigh(work)
           Nx.multiply(u, Nx.sqrt(s))
       end
+
+    factor = to_type(factor, type)
 
     z =
       key
