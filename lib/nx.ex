@@ -1123,11 +1123,19 @@ defmodule Nx do
     tensor
   end
 
+  # (Nx 0.7.2's wording: the bitwise ops share one message, quotient has its own)
   defp integer_only!(type, name) do
     unless Nx.Type.integer?(type) do
+      subject =
+        cond do
+          name == "quotient/2" -> "quotient expects"
+          String.contains?(name, ":type") -> "Nx.#{name} expects"
+          true -> "bitwise operators expect"
+        end
+
       raise ArgumentError,
-            "Nx.#{name} expects integer tensors as inputs and outputs an integer tensor, " <>
-              "got: #{inspect(type)}. Convert with Nx.as_type/2 first"
+            "#{subject} integer tensors as inputs and outputs an integer tensor, " <>
+              "got: #{inspect(type)}"
     end
 
     type

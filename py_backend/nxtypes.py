@@ -79,14 +79,15 @@ _RANK = {"u": 0, "s": 1, "bf": 2, "f": 3, "c": 4}
 
 
 def merge(left: NxType, right: NxType) -> NxType:
-    """Nx's type promotion (``Nx.Type.merge/2``): the type two operands are combined in."""
+    """Nx's type promotion (``Nx.Type.merge/2``): the type two operands are combined in.
+
+    The same kind gives the wider width; otherwise the higher-ranked kind wins with its own
+    width (``c64`` with ``f64`` is ``c64``, ``bf16`` with ``f16`` is ``f16``), except that
+    signed and unsigned integers merge into a signed type wide enough for both.
+    """
     if left.kind == right.kind:
         return NxType(left.kind, max(left.bits, right.bits))
     low, high = sorted((left, right), key=lambda t: _RANK[t.kind])
-    if high.kind == "c":  # a complex type holds a float of half its bits
-        return NxType("c", max(high.bits, 2 * low.bits)) if low.kind == "f" else high
     if low.kind == "u" and high.kind == "s":
         return NxType("s", max(min(low.bits * 2, 64), high.bits))
-    if low.kind == "bf" and high.kind == "f" and high.bits == 16:
-        return NxType("f", 32)
     return high

@@ -163,7 +163,7 @@ def complex_const(re: float | str, im: float | str) -> dict[str, Any]:
 
 def test_complex_types_constants_and_parts() -> None:
     assert to_dtype(NxType("c", 64)) == np.complex64
-    assert merge(NxType("c", 64), NxType("f", 64)) == NxType("c", 128)
+    assert merge(NxType("c", 64), NxType("f", 64)) == NxType("c", 64)
     assert merge(NxType("bf", 16), NxType("c", 64)) == NxType("c", 64)
     g = GraphBuilder()
     z = g.param(0, "c128", (2,))

@@ -87,6 +87,13 @@ defmodule Nx.Random do
     assert_key!(key)
     opts = keyword!(opts, parts: 2)
     parts = opts[:parts]
+
+    unless is_integer(parts) and parts > 0 do
+      raise ArgumentError,
+            "invalid dimension in axis 1 found in shape. Each dimension must be a positive " <>
+              "integer, got #{inspect(parts)} in shape {2, #{inspect(parts)}}"
+    end
+
     key |> hash_counters({parts, 2}) |> constant()
   end
 
@@ -339,17 +346,33 @@ defmodule Nx.Random do
   end
 
   defp uniform_real(key, min_value, max_value, {_, bits} = type, shape, names) do
-    min_value = to_type(min_value, type)
-    max_value = to_type(max_value, type)
-    one = Nx.tensor(1.0, type: type)
+    # two numbers fold into one constant, in double precision, as Nx's expressions fold them
+    range =
+      if is_number(min_value) and is_number(max_value),
+        do:
+          constant_value(constant_value(max_value, type) - constant_value(min_value, type), type),
+        else: arith(:subtract, max_value, min_value, type)
 
-    key
-    |> random_bits(shape, bits)
-    |> Nx.right_shift(bits - mantissa_bits(type))
-    |> Nx.bitwise_or(Nx.bitcast(one, {:u, bits}))
-    |> Nx.bitcast(type)
-    |> Nx.subtract(one)
-    |> mul_add(arith(:subtract, max_value, min_value, type), min_value, type)
+    min_value = to_type(min_value, type)
+    mantissa = key |> random_bits(shape, bits) |> Nx.right_shift(bits - mantissa_bits(type))
+
+    if is_number(range) and range == 1 do
+      # Nx drops the multiplication by 1. The fraction is then built as mantissa * 2^-k
+      # (the same number as 1.mantissa - 1): XLA re-associates `(y - 1) + min` into
+      # `y + (min - 1)`, rounding the folded constant (in f16, 1 - 2^-14 becomes 1)
+      mantissa
+      |> Nx.as_type(type)
+      |> Nx.multiply(constant_value(2 ** -mantissa_bits(type), type))
+      |> Nx.add(min_value)
+    else
+      one = Nx.tensor(1.0, type: type)
+
+      mantissa
+      |> Nx.bitwise_or(Nx.bitcast(one, {:u, bits}))
+      |> Nx.bitcast(type)
+      |> Nx.subtract(one)
+      |> mul_add(range, min_value, type)
+    end
     |> Nx.max(min_value)
     |> Nx.reshape(shape, names: names)
   end
@@ -524,8 +547,15 @@ defmodule Nx.Random do
     opts = keyword!(opts, shape: {}, type: {:f, 32})
     type = Nx.Type.normalize!(opts[:type])
 
-    unless Nx.Type.float?(type) do
-      raise ArgumentError, "output type must be floating-point, got: #{inspect(type)}"
+    cond do
+      Nx.Type.complex?(type) ->
+        raise ArgumentError, "only floating types are supported, got: #{inspect(type)}"
+
+      not Nx.Type.float?(type) ->
+        raise ArgumentError, "output type must be floating-point, got: #{inspect(type)}"
+
+      true ->
+        :ok
     end
 
     assert_key!(key)
@@ -828,7 +858,7 @@ defmodule Nx.Random do
     case type do
       {:c, _} ->
         raise ArgumentError,
-              "Nx.Random.multivariate_normal_split/4 does not support complex numbers"
+              "Nx.multivariate_normal_split/4 does not support complex inputs"
 
       _ ->
         :ok
@@ -908,7 +938,9 @@ defmodule Nx.Random do
     rank = tuple_size(shape)
     real = parts |> Nx.slice_along_axis(0, 1, axis: rank) |> Nx.squeeze(axes: [rank])
     imag = parts |> Nx.slice_along_axis(1, 1, axis: rank) |> Nx.squeeze(axes: [rank])
-    Nx.complex(real, imag)
+    # Nx 0.7.2 combines the parts with a dot against `[1, i]`, a c64 constant, so the
+    # result is c64 for both complex types (a :c128 request rounds its f64 parts to f32)
+    real |> Nx.complex(imag) |> Nx.as_type(Nx.Type.merge(Nx.type(real), {:c, 64}))
   end
 
   defp real_or_complex({kind, _} = type, shape, fun) when kind in [:f, :bf], do: fun.(type, shape)
@@ -926,6 +958,22 @@ defmodule Nx.Random do
     |> Nx.right_shift(16)
     |> Nx.as_type({:u, 16})
     |> Nx.bitcast({:bf, 16})
+  end
+
+  # f64 -> f16 in one rounding, as Erlang writes a half float (XLA converts through f32,
+  # which can round twice): the f32 step rounds to odd, so no false tie reaches f16
+  defp to_type(%Nx.Tensor{type: {:f, 64}} = x, {:f, 16}) do
+    single = Nx.as_type(x, {:f, 32})
+    back = Nx.as_type(single, {:f, 64})
+    away = Nx.greater(Nx.abs(back), Nx.abs(x))
+    inexact = Nx.not_equal(back, x)
+
+    single
+    |> Nx.bitcast({:u, 32})
+    |> Nx.subtract(Nx.as_type(away, {:u, 32}))
+    |> Nx.bitwise_or(Nx.as_type(inexact, {:u, 32}))
+    |> Nx.bitcast({:f, 32})
+    |> Nx.as_type({:f, 16})
   end
 
   defp to_type(x, type), do: Nx.as_type(x, type)

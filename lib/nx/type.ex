@@ -92,10 +92,11 @@ defmodule Nx.Type do
   @doc """
   Merges two types into the type that can hold both.
 
-  Complex wins over everything (a complex type is at least twice as wide as a float merged
-  into it: `c64` with `f64` is `c128`), floats win over integers, the larger float wins and
-  `bf16` with `f16` becomes `f32`; signed and unsigned integers merge into a signed type big
-  enough for both (at most 64 bits).
+  Two types of the same kind merge into the wider one. Otherwise the kind ranked higher
+  (complex, then `f`, then `bf`, then signed, then unsigned integers) wins with its own
+  width, as in Nx 0.7.2: `c64` with `f64` is `c64`, `bf16` with `f16` is `f16`, `s64`
+  with `f16` is `f16`. Signed and unsigned integers merge into a signed type big enough
+  for both (at most 64 bits).
 
   ## Examples
 
@@ -104,7 +105,7 @@ defmodule Nx.Type do
       iex> Nx.Type.merge({:f, 32}, {:f, 64})
       {:f, 64}
       iex> Nx.Type.merge({:bf, 16}, {:f, 16})
-      {:f, 32}
+      {:f, 16}
       iex> Nx.Type.merge({:u, 8}, {:s, 8})
       {:s, 16}
       iex> Nx.Type.merge({:u, 64}, {:s, 32})
@@ -112,7 +113,7 @@ defmodule Nx.Type do
       iex> Nx.Type.merge({:u, 8}, {:u, 16})
       {:u, 16}
       iex> Nx.Type.merge({:c, 64}, {:f, 64})
-      {:c, 128}
+      {:c, 64}
       iex> Nx.Type.merge({:s, 64}, {:c, 64})
       {:c, 64}
 
@@ -130,12 +131,8 @@ defmodule Nx.Type do
 
   def merge(type, type), do: type
   def merge({:c, a}, {:c, b}), do: {:c, max(a, b)}
-  def merge({:c, a}, {:f, b}), do: {:c, max(a, 2 * b)}
-  def merge({:f, a}, {:c, b}), do: {:c, max(b, 2 * a)}
   def merge({:c, _} = type, _), do: type
   def merge(_, {:c, _} = type), do: type
-  def merge({:bf, 16}, {:f, 16}), do: {:f, 32}
-  def merge({:f, 16}, {:bf, 16}), do: {:f, 32}
   def merge({:bf, 16}, {:f, _} = right), do: right
   def merge({:f, _} = left, {:bf, 16}), do: left
   def merge({:f, a}, {:f, b}), do: {:f, max(a, b)}
