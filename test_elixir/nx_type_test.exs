@@ -30,7 +30,10 @@ defmodule Nx.TypeTest do
     assert Nx.Type.merge({:s, 64}, {:f, 16}) == {:f, 16}
     assert Nx.Type.merge({:u, 8}, {:bf, 16}) == {:bf, 16}
     assert Nx.Type.merge({:bf, 16}, {:f, 64}) == {:f, 64}
-    assert Nx.Type.merge({:bf, 16}, {:f, 16}) == {:f, 32}
+    # (Nx 0.7.2: the higher-ranked kind wins with its own width)
+    assert Nx.Type.merge({:bf, 16}, {:f, 16}) == {:f, 16}
+    assert Nx.Type.merge({:f, 16}, {:bf, 16}) == {:f, 16}
+    assert Nx.Type.merge({:f, 64}, {:c, 64}) == {:c, 64}
     assert Nx.Type.merge({:f, 16}, {:f, 32}) == {:f, 32}
   end
 

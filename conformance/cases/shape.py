@@ -86,7 +86,7 @@ CASES = [
          grad=True),
     case("concatenate", [[A, iota("u8", (2, 1, 4))]], {"axis": -2}, out="s64",
          ref=lambda ts: np.concatenate(ts, axis=1), node=wire("concatenate", axis=1)),
-    case("concatenate", [[tensor("bf16", [0.5]), tensor("f16", [1.5, 2.5])]], out="f32",
+    case("concatenate", [[tensor("bf16", [0.5]), tensor("f16", [1.5, 2.5])]], out="f16",
          ref=lambda ts: np.concatenate(ts), node=wire("concatenate", axis=0)),
     # new_axis and squeeze are reshapes on the wire
     case("new_axis", [tensor("s64", [1, 2]), -1], out="s64", ref=lambda x, _a: x[:, None],

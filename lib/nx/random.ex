@@ -142,7 +142,7 @@ defmodule Nx.Random do
       iex> Nx.Random.threefry2x32_20_concat(xs, ks)
       #Nx.Tensor<
         u32[2]
-        [3297000092, 1211955104]
+        [3297917596, 1212020640]
       >
   """
   defn threefry2x32_20_concat(xs, ks) do
