@@ -4,8 +4,8 @@ defmodule Nx.LinAlg do
 
   Every function accepts a matrix or a batch of matrices (leading axes are batch axes) and
   returns floating tensors: integer inputs give `{:f, 32}`. Functions that return several
-  tensors (`qr/2`, `lu/1`, `svd/2`, `eigh/2`) return a tuple, built from one tuple-valued graph node
-  (see PROTOCOL 4.1), so the decomposition is computed once.
+  tensors (`qr/2`, `lu/1`, `svd/2`, `eigh/2`) return a tuple, built from one tuple-valued
+  graph node (see PROTOCOL 4.1), so the decomposition is computed once.
 
   All of them are differentiable inside `defn` (JAX's rules).
 
