@@ -358,6 +358,7 @@ OP_SPECS: dict[str, OpSpec] = {
     "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
     "lu": _spec(1),
     "svd": _spec(1, {"full_matrices": _bool}),
+    "eigh": _spec(1),
     # Fourier transforms along the last axis (issue #3)
     "fft": _spec(1, {"length": _int}),
     "ifft": _spec(1, {"length": _int}),
@@ -1010,12 +1011,12 @@ def _check_linalg(node: Node, nodes: list[Node], where: str) -> None:
 
 
 def _check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
-    want = {"qr": 2, "lu": 3, "svd": 3}[node.op]
+    want = {"qr": 2, "lu": 3, "svd": 3, "eigh": 2}[node.op]
     out = node.out
     if not (isinstance(out, TupleOut) and len(out.elements) == want
             and all(isinstance(e, TensorOut) for e in out.elements)):
         raise GraphError(f"{where}: out must be a list of {want} tensor outs")
-    _check_matrix(node, nodes, where, square=node.op == "lu")
+    _check_matrix(node, nodes, where, square=node.op in ("lu", "eigh"))
 
 
 def _check_fourier(node: Node, nodes: list[Node], where: str) -> None:
@@ -1160,6 +1161,7 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "qr": _check_linalg_tuple,
     "lu": _check_linalg_tuple,
     "svd": _check_linalg_tuple,
+    "eigh": _check_linalg_tuple,
     "cond": _check_cond,
     "while": _check_loop,
     "range_loop": _check_loop,

@@ -869,6 +869,50 @@ def lower_svd(c: Call) -> Value:
     return (u, s, vt)
 
 
+def lower_eigh(c: Call) -> Value:
+    """``[eigenvals, eigenvecs]`` of the Hermitian part of each matrix, in Nx 0.7.2's order:
+    decreasing ``|eigenvalue|`` (a stable sort of LAPACK's increasing order, so equal
+    magnitudes stay increasing), except that a diagonal matrix keeps its diagonal's order (Nx's
+    QR iteration leaves both so). Each eigenvector is scaled to make its entry of largest
+    magnitude real and positive (the first entry within ``sqrt(eps)`` of the largest, so an
+    exact tie does not depend on rounding). Half-precision types are computed in f32, which
+    LAPACK has; complex eigenvalues are real numbers of the complex type."""
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    vals_out, vecs_out = (e for e in out.elements if isinstance(e, TensorOut))
+    a = jnp.asarray(c.args[0]).astype(to_dtype(vecs_out.type))
+    if a.dtype in (jnp.float16, jnp.bfloat16):
+        a = a.astype(jnp.float32)
+    w, v = jnp.linalg.eigh(a)  # increasing, computed from (a + adjoint(a)) / 2
+    n = a.shape[-1]
+    diagonal = jnp.all(jnp.where(jnp.eye(n, dtype=bool), 0, a) == 0, axis=(-2, -1))
+    magnitude = jnp.abs(v)
+    # a diagonal matrix's eigenvector i is a unit vector: its row is i's place on the diagonal
+    row = jnp.argmax(magnitude, axis=-2).astype(w.dtype)
+    order = jnp.argsort(jnp.where(diagonal[..., None], row, -jnp.abs(w)), axis=-1, stable=True)
+    w = jnp.take_along_axis(w, order, axis=-1)
+    v = jnp.take_along_axis(v, order[..., None, :], axis=-1)
+    magnitude = jnp.take_along_axis(magnitude, order[..., None, :], axis=-1)
+    tol = math.sqrt(float(jnp.finfo(w.dtype).eps))
+    top = jnp.max(magnitude, axis=-2, keepdims=True)
+    pivot_row = jnp.argmax(magnitude >= top - tol, axis=-2)[..., None, :]
+    pivot = jnp.take_along_axis(v, pivot_row, axis=-2)
+    if jnp.iscomplexobj(v):
+        v = v * (jnp.conj(pivot) / jnp.abs(pivot))  # the gradient follows the phase too
+        v = lax.complex(_positive_zero(jnp.real(v)), _positive_zero(jnp.imag(v)))
+    else:
+        v = _positive_zero(jnp.where(pivot < 0, -v, v))
+    w = _positive_zero(w)
+    return (w.astype(to_dtype(vals_out.type)), v.astype(to_dtype(vecs_out.type)))
+
+
+def _positive_zero(x: jax.Array) -> jax.Array:
+    """-0.0 as 0.0 (a flipped sign leaves -0.0 where an eigenvector has a zero entry; Nx
+    prints 0.0 there), with the identity's gradient everywhere, zeros included (an entry that
+    is zero still moves with the matrix). XLA folds ``x + 0.0`` away, hence the difference."""
+    return x + lax.stop_gradient(jnp.where(x == 0, jnp.zeros_like(x), x) - x)
+
+
 # --- differentiation and metadata ------------------------------------------------------------
 
 
@@ -1224,6 +1268,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "qr": lower_qr,
     "lu": lower_lu,
     "svd": lower_svd,
+    "eigh": lower_eigh,
     "cond": lower_cond,
     "while": lower_while,
     "range_loop": lower_range_loop,

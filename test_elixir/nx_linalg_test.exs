@@ -2,6 +2,7 @@
 # differences in f64.
 defmodule Nx.LinAlgTest do
   use ExUnit.Case, async: true
+  import Nx.Defn
   doctest Nx.LinAlg
 
   defp f64(list), do: Nx.tensor(list, type: :f64)
@@ -18,6 +19,31 @@ defmodule Nx.LinAlgTest do
     do: Nx.all_close(a, b, atol: 1.0e-10, rtol: 1.0e-10) == Nx.tensor(1, type: :u8)
 
   @a [[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]]
+
+  # Nx.Random.multivariate_normal's use: a factor f with f . transpose(f) = covariance
+  defn eigh_factor(covariance) do
+    {s, u} = Nx.LinAlg.eigh(covariance)
+    u * Nx.sqrt(s)
+  end
+
+  # a . v = v * w, v orthonormal, within tol
+  defp assert_eigh(a, {w, v}, tol) do
+    close = fn x, y -> Nx.all_close(x, y, atol: tol, rtol: tol) == Nx.tensor(1, type: :u8) end
+    assert close.(Nx.dot(a, v), Nx.multiply(v, w))
+    assert close.(Nx.dot(Nx.transpose(v), v), Nx.eye(elem(a.shape, 0), type: v.type))
+    assert close.(v |> Nx.multiply(w) |> Nx.dot(Nx.transpose(v)), a)
+  end
+
+  # each column's entry of largest magnitude (the first within 1e-6 of it)
+  defp pivots(v) do
+    v
+    |> Nx.transpose()
+    |> Nx.to_list()
+    |> Enum.map(fn col ->
+      top = col |> Enum.map(&abs/1) |> Enum.max()
+      Enum.find(col, &(abs(&1) >= top - 1.0e-6))
+    end)
+  end
 
   describe "solvers" do
     test "triangular_solve: lower/upper, left/right side, transposed a" do
@@ -131,6 +157,160 @@ defmodule Nx.LinAlgTest do
       check(x, fn x ->
         {_u, s, _vt} = Nx.LinAlg.svd(x)
         weighted(s)
+      end)
+    end
+  end
+
+  describe "eigh" do
+    test "reconstructs the matrix; eigenvalues in decreasing magnitude, as Nx's" do
+      # Nx 0.7.2's own test matrix: it gives [16.394, -9.738, 5.901, 4.334, -0.892]
+      a =
+        f64([
+          [5, -1, 0, 1, 2],
+          [-1, 5, 0, 5, 3],
+          [0, 0, 4, 7, 2],
+          [1, 5, 7, 0, 9],
+          [2, 3, 2, 9, 2]
+        ])
+
+      {w, v} = Nx.LinAlg.eigh(a)
+      assert {w.type, w.shape, v.shape} == {{:f, 64}, {5}, {5, 5}}
+      assert_eigh(a, {w, v}, 1.0e-12)
+
+      assert Nx.all_close(w, f64([16.394, -9.738, 5.901, 4.334, -0.892]), atol: 5.0e-4) ==
+               Nx.tensor(1, type: :u8)
+
+      assert Enum.all?(pivots(v), &(&1 > 0))
+    end
+
+    test "known eigenvalues and eigenvectors of 2x2 matrices" do
+      {w, v} = Nx.LinAlg.eigh(f64([[2.0, 1.0], [1.0, 2.0]]))
+      s = :math.sqrt(0.5)
+      assert close?(w, f64([3.0, 1.0]))
+      # an exact tie of magnitudes: the first entry is the positive one
+      assert close?(v, f64([[s, s], [s, -s]]))
+
+      # 1 and -1 have the same magnitude: increasing order
+      {w, v} = Nx.LinAlg.eigh(f64([[0.0, 1.0], [1.0, 0.0]]))
+      assert close?(w, f64([-1.0, 1.0]))
+      assert close?(v, f64([[s, s], [-s, s]]))
+    end
+
+    test "a diagonal matrix keeps its order, with the identity as eigenvectors (as Nx)" do
+      {w, v} = Nx.LinAlg.eigh(Nx.tensor([[3, 0, 0], [0, -5, 0], [0, 0, 1]]))
+      assert w == Nx.tensor([3.0, -5.0, 1.0])
+      assert v == Nx.eye(3, type: :f32)
+    end
+
+    test "integers give f32; f64, f16 and complex types are kept" do
+      m = [[4, 1], [1, 3]]
+
+      for {input, type} <- [
+            {Nx.tensor(m), {:f, 32}},
+            {Nx.tensor(m, type: :u8), {:f, 32}},
+            {Nx.tensor(m, type: :f16), {:f, 16}},
+            {Nx.tensor(m, type: :f64), {:f, 64}}
+          ] do
+        {w, v} = Nx.LinAlg.eigh(input)
+        assert {w.type, v.type} == {type, type}
+        expected = [(7 + :math.sqrt(5)) / 2, (7 - :math.sqrt(5)) / 2]
+
+        assert Nx.all_close(w, Nx.tensor(expected, type: type), rtol: 2.0e-3) ==
+                 Nx.tensor(1, type: :u8)
+      end
+    end
+
+    test "a complex Hermitian matrix: real eigenvalues of the complex type" do
+      # Nx 0.7.2's own test matrix: eigenvalues -5, 3, 1 (in that order there too)
+      a =
+        Nx.tensor(
+          [
+            [1, Complex.new(0, 2), 2],
+            [Complex.new(0, -2), -3, Complex.new(0, 2)],
+            [2, Complex.new(0, -2), 1]
+          ],
+          type: :c128
+        )
+
+      {w, v} = Nx.LinAlg.eigh(a)
+      assert {w.type, v.type} == {{:c, 128}, {:c, 128}}
+
+      assert Nx.all_close(w, Nx.tensor([-5.0, 3.0, 1.0], type: :c128), atol: 1.0e-12) ==
+               Nx.tensor(1, type: :u8)
+
+      vh = v |> Nx.transpose() |> Nx.conjugate()
+      reconstructed = v |> Nx.multiply(w) |> Nx.dot(vh)
+      assert Nx.all_close(reconstructed, a, atol: 1.0e-12) == Nx.tensor(1, type: :u8)
+    end
+
+    test "a batch and a vectorized tensor are decomposed matrix by matrix" do
+      a = f64([@a, [[1.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 2.0]]])
+      {w, v} = Nx.LinAlg.eigh(a)
+      assert {w.shape, v.shape} == {{2, 3}, {2, 3, 3}}
+      assert_eigh(f64(@a), {w[0], v[0]}, 1.0e-12)
+      assert w[1] == f64([1.0, 4.0, 2.0])
+
+      {wv, vv} = Nx.LinAlg.eigh(Nx.vectorize(a, :x))
+      assert wv.vectorized_axes == [x: 2] and vv.shape == {3, 3}
+      assert Nx.devectorize(wv, keep_names: false) == w
+      assert Nx.devectorize(vv, keep_names: false) == v
+    end
+
+    test "shape and option errors, as Nx 0.7.2's" do
+      assert_raise ArgumentError,
+                   "tensor must be a square matrix or a batch of square matrices, got shape: {2, 2, 3}",
+                   fn -> Nx.LinAlg.eigh(Nx.iota({2, 2, 3})) end
+
+      assert_raise ArgumentError,
+                   "tensor must have at least rank 2, got rank 1 with shape {3}",
+                   fn ->
+                     Nx.LinAlg.eigh(Nx.iota({3}))
+                   end
+
+      assert_raise ArgumentError,
+                   "unknown key :max_iters in [max_iters: 5], expected one of [:max_iter, :eps]",
+                   fn -> Nx.LinAlg.eigh(Nx.eye(2), max_iters: 5) end
+
+      {w, _} = Nx.LinAlg.eigh(f64([[2.0, 1.0], [1.0, 2.0]]), max_iter: 5, eps: 1.0e-3)
+      assert close?(w, f64([3.0, 1.0]))
+    end
+
+    test "inside defn: one tuple-valued node" do
+      f = eigh_factor(f64(@a))
+      assert close?(Nx.dot(f, Nx.transpose(f)), f64(@a))
+
+      fun = fn a ->
+        {w, v} = Nx.LinAlg.eigh(a)
+        v |> Nx.multiply(w) |> Nx.dot(Nx.transpose(v))
+      end
+
+      assert close?(Nx.Defn.jit_apply(fun, [f64(@a)]), f64(@a))
+
+      {w, v} =
+        Nx.Defn.Expr.with_tracing(fn ->
+          Nx.LinAlg.eigh(Nx.Defn.Expr.parameter(0, {:f, 32}, {3, 3}))
+        end)
+
+      assert %{op: :elem, args: [node]} = w.data
+      assert %{op: :elem, args: [^node]} = v.data
+      assert node.data.op == :eigh
+    end
+
+    test "gradients of eigenvalues and eigenvectors match finite differences" do
+      # distinct eigenvalues of distinct magnitudes: order and signs stay put under the steps
+      x = f64([[4.0, 1.0, 0.5], [1.2, 3.0, 0.2], [0.4, 0.2, 2.0]])
+      # the sum of the eigenvalues is the trace: its gradient is the identity
+      assert close?(
+               Nx.Defn.grad(x, fn x -> x |> Nx.LinAlg.eigh() |> elem(0) |> Nx.sum() end),
+               Nx.eye(3, type: :f64)
+             )
+
+      check(x, fn x -> x |> Nx.LinAlg.eigh() |> elem(0) |> weighted() end)
+      check(x, fn x -> x |> Nx.LinAlg.eigh() |> elem(0) |> Nx.exp() |> Nx.sum() end)
+
+      check(x, fn x ->
+        {w, v} = Nx.LinAlg.eigh(x)
+        Nx.add(weighted(w), weighted(v))
       end)
     end
   end

@@ -13,6 +13,7 @@ from py_backend.graph import OP_SPECS
 from py_backend.lower import OPS, ShapeError
 
 from .helpers import GraphBuilder, run_graph
+from .test_lower_eigh import TESTED as TESTED_IN_EIGH
 from .test_lower_fft import TESTED as TESTED_IN_FFT
 from .test_lower_ops_a import TESTED as TESTED_IN_OPS_A
 from .test_lower_ops_b import TESTED as TESTED_IN_OPS_B
@@ -78,7 +79,7 @@ TESTED_BELOW = {
 
 def test_every_op_in_the_table_is_tested_and_validated() -> None:
     covered = set(UNARY_NP) | set(BINARY_NP) | set(COMPARISON_NP) | set(REDUCTION_NP)
-    tested = TESTED_BELOW | TESTED_IN_OPS_A | TESTED_IN_OPS_B | TESTED_IN_FFT
+    tested = TESTED_BELOW | TESTED_IN_OPS_A | TESTED_IN_OPS_B | TESTED_IN_FFT | TESTED_IN_EIGH
     assert covered | tested == set(OPS)
     assert set(OPS) == set(OP_SPECS)
 

@@ -1,5 +1,5 @@
 """Nx.LinAlg: triangular_solve, solve, invert, cholesky, determinant (one tensor each) and the
-tuple-valued decompositions qr, lu, svd (one tuple-valued node, read with :elem).
+tuple-valued decompositions qr, lu, svd, eigh (one tuple-valued node, read with :elem).
 
 Integer inputs give f32; leading axes are a batch. References are NumPy float64: solves via
 np.linalg.solve, the LU factorization by our own Doolittle elimination with partial pivoting
@@ -8,7 +8,10 @@ compared directly (the matrices here have no ties among pivot candidates). QR an
 unique only up to signs: both runners bring q, r (diag(r) >= 0) and u, vt (the largest entry
 of each column of u positive) to the canonical form of conformance/case.py CANONICAL, the
 references are given in that form; complete/full matrices only where the extra columns are
-determined (square or wide inputs).
+determined (square or wide inputs). eigh fixes its own order and signs (Nx 0.7.2's order:
+decreasing |eigenvalue|, a diagonal matrix in its diagonal's order; each eigenvector's entry
+of largest magnitude real and positive), so its results are compared as they come; its
+matrices have distinct eigenvalues.
 """
 
 from typing import Any, Literal
@@ -93,10 +96,27 @@ def _svd(full: bool) -> Any:
     return _batched(ref)
 
 
+def _eigh(a: Any) -> tuple[Any, Any]:
+    """NumPy's eigh in nx_jax's convention (see the module docstring)."""
+    n = a.shape[0]
+    if not np.any(a - np.diag(np.diagonal(a))):
+        w, v = np.diagonal(a).real, np.eye(n)
+    else:
+        w, v = np.linalg.eigh(a)
+        order = np.argsort(-np.abs(w), kind="stable")
+        w, v = w[order], v[:, order]
+        magnitude = np.abs(v)
+        rows = np.argmax(magnitude >= magnitude.max(axis=0) - 1e-6, axis=0)  # first of a tie
+        pivot = v[rows, np.arange(n)]
+        v = v * (np.conj(pivot) / np.abs(pivot))
+    return (w.astype(a.dtype), v.astype(a.dtype)) if np.iscomplexobj(a) else (w, v)
+
+
 L3 = [[2.0, 0.0, 0.0], [1.0, -3.0, 0.0], [0.5, 2.0, 4.0]]
 U3 = [[2.0, 1.0, -1.0], [0.0, 3.0, 0.5], [0.0, 0.0, 1.5]]
 A3 = [[4.0, 1.0, -2.0], [1.0, 3.0, 0.5], [2.0, -1.0, 5.0]]  # well conditioned, not symmetric
 SPD = [[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]]
+SYM = [[-4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, -2.0]]  # indefinite, distinct |eigenvalues|
 B3 = [1.0, -2.0, 0.5]
 B32 = [[1.0, 0.0], [-2.0, 1.5], [0.5, 3.0]]
 
@@ -192,4 +212,18 @@ CASES: list[Case] = [
     case("svd", [tensor("s64", [[[3, 0], [0, -4]], [[1, 2], [0, 1]]])],
          out=("f32", "f32", "f32"), ref=_svd(True), node=wire("svd", full_matrices=True),
          module="Nx.LinAlg", canonical="svd", tol=TOL32),
+    # eigh: order and signs fixed by the op itself
+    case("eigh", [tensor("f32", SPD)], out=("f32", "f32"), ref=_batched(_eigh),
+         node=wire("eigh"), module="Nx.LinAlg", tol=TOL32),
+    case("eigh", [tensor("f64", SYM)], out=("f64", "f64"), ref=_batched(_eigh),
+         node=wire("eigh"), module="Nx.LinAlg", grad=True),
+    case("eigh", [tensor("s64", [[[2, 5], [5, 6]], [[1, 0], [0, 4]]])], out=("f32", "f32"),
+         ref=_batched(_eigh), node=wire("eigh"), module="Nx.LinAlg", tol=TOL32,
+         source="numpy float64, on the matrices of Nx.LinAlg.eigh's docs"),
+    case("eigh", [tensor("c64", [[1, 2j, 2], [-2j, -3, 2j], [2, -2j, 1]])], out=("c64", "c64"),
+         ref=_batched(_eigh), node=wire("eigh"), module="Nx.LinAlg", tol=(2e-5, 2e-6),
+         source="numpy float64, on the Hermitian matrix of Nx 0.7.2's lin_alg_test.exs"),
+    case("eigh", [tensor("f16", [[4.0, 1.0], [1.0, 3.0]])], {"max_iter": 10, "eps": 1e-3},
+         out=("f16", "f16"), ref=_batched(_eigh), node=wire("eigh"), module="Nx.LinAlg",
+         tol=(2e-3, 2e-3)),
 ]

@@ -4,8 +4,8 @@ defmodule Nx.LinAlg do
 
   Every function accepts a matrix or a batch of matrices (leading axes are batch axes) and
   returns floating tensors: integer inputs give `{:f, 32}`. Functions that return several
-  tensors (`qr/2`, `lu/1`, `svd/2`) return a tuple, built from one tuple-valued graph node
-  (see PROTOCOL 4.1), so the decomposition is computed once.
+  tensors (`qr/2`, `lu/1`, `svd/2`, `eigh/2`) return a tuple, built from one tuple-valued
+  graph node (see PROTOCOL 4.1), so the decomposition is computed once.
 
   All of them are differentiable inside `defn` (JAX's rules).
 
@@ -280,6 +280,104 @@ defmodule Nx.LinAlg do
     ]
 
     tuple_op(:lu, [a], %{}, outs)
+  end
+
+  @doc """
+  The eigenvalues and eigenvectors `{eigenvals, eigenvecs}` of a Hermitian (real symmetric)
+  matrix, or of each matrix of a batch: `a . eigenvecs = eigenvecs * eigenvals` (column `i`
+  of `eigenvecs` belongs to `eigenvals[i]`), with `eigenvecs` unitary. For `a` of shape
+  `{..., n, n}`, `eigenvals` is `{..., n}` and `eigenvecs` `{..., n, n}`; both are floating
+  (integers give `{:f, 32}`) and, for a complex `a`, complex (the eigenvalues are real numbers
+  of that type), as in Nx 0.7.2.
+
+  The order is Nx 0.7.2's, whose QR iteration leaves the eigenvalues in decreasing absolute
+  value: so do these (equal magnitudes, such as `1` and `-1`, keep increasing order), except
+  that a diagonal matrix keeps the order of its diagonal, with the identity as eigenvectors,
+  as Nx returns it. An eigenvector is only defined up to its sign (its phase, when complex):
+  each is scaled so that its entry of largest magnitude (the first of them, within the
+  rounding of the type) is real and positive. Nx's signs follow its iteration and can differ.
+
+  Only the Hermitian part `(a + adjoint(a)) / 2` is read: a matrix that is not Hermitian is
+  not an error (Nx's binary backend raises for it). JAX's solver runs to convergence, so
+  `:max_iter` and `:eps` are accepted and have no effect; half-precision inputs are
+  computed in `{:f, 32}` and rounded back. The decomposition is differentiable inside `defn`
+  (JAX's rule; the gradient of the eigenvectors is undefined where eigenvalues repeat).
+
+  ## Options
+
+    * `:max_iter` - accepted for compatibility (Nx's default `1_000`); no effect
+    * `:eps` - accepted for compatibility (Nx's default `1.0e-4`); no effect
+
+  ## Examples
+
+      iex> {eigenvals, eigenvecs} = Nx.LinAlg.eigh(Nx.tensor([[1, 0], [0, 2]]))
+      iex> eigenvals
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 2.0]
+      >
+      iex> eigenvecs
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [1.0, 0.0],
+          [0.0, 1.0]
+        ]
+      >
+
+      iex> {eigenvals, eigenvecs} = Nx.LinAlg.eigh(Nx.tensor([[2.0, 1.0], [1.0, 2.0]]))
+      iex> eigenvals
+      #Nx.Tensor<
+        f32[2]
+        [3.0, 1.0]
+      >
+      iex> eigenvecs
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [0.7071067690849304, 0.7071067690849304],
+          [0.7071067690849304, -0.7071067690849304]
+        ]
+      >
+
+      iex> a = Nx.tensor([[0, 1, 2], [1, 0, 2], [2, 2, 3]])
+      iex> {eigenvals, eigenvecs} = Nx.LinAlg.eigh(a)
+      iex> Nx.round(eigenvals)
+      #Nx.Tensor<
+        f32[3]
+        [5.0, -1.0, -1.0]
+      >
+      iex> eigenvecs |> Nx.multiply(eigenvals) |> Nx.dot(Nx.transpose(eigenvecs)) |> Nx.all_close(a, atol: 1.0e-5)
+      #Nx.Tensor<
+        u8
+        1
+      >
+
+      iex> t = Nx.tensor([[[2, 5], [5, 6]], [[1, 0], [0, 4]]]) |> Nx.vectorize(x: 2)
+      iex> {eigenvals, _eigenvecs} = Nx.LinAlg.eigh(t)
+      iex> Nx.round(eigenvals)
+      #Nx.Tensor<
+        vectorized[x: 2]
+        f32[2]
+        [
+          [9.0, -1.0],
+          [1.0, 4.0]
+        ]
+      >
+
+  ## Error cases
+
+      iex> Nx.LinAlg.eigh(Nx.tensor([[1, 2, 3], [4, 5, 6]]))
+      ** (ArgumentError) tensor must be a square matrix or a batch of square matrices, got shape: {2, 3}
+
+  """
+  def eigh(a, opts \\ []) do
+    keyword!(opts, max_iter: 1_000, eps: 1.0e-4)
+    a = Nx.to_tensor(a)
+    {vals_shape, vecs_shape} = Nx.Shape.eigh(a.shape)
+    type = float_type([a])
+    outs = [Expr.template(type, vals_shape), Expr.template(type, vecs_shape)]
+    tuple_op(:eigh, [a], %{}, outs)
   end
 
   @doc """

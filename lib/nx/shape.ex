@@ -976,6 +976,40 @@ defmodule Nx.Shape do
   end
 
   @doc """
+  The output shapes `{eigenvalues, eigenvectors}` of `Nx.LinAlg.eigh/2` for a square matrix or
+  a batch of them, `{..., n, n}`: `{..., n}` and `{..., n, n}`. Errors are worded as Nx 0.7.2's.
+
+  ## Examples
+
+      iex> Nx.Shape.eigh({2, 3, 3})
+      {{2, 3}, {2, 3, 3}}
+      iex> Nx.Shape.eigh({2, 3})
+      ** (ArgumentError) tensor must be a square matrix or a batch of square matrices, got shape: {2, 3}
+
+      iex> Nx.Shape.eigh({3})
+      ** (ArgumentError) tensor must have at least rank 2, got rank 1 with shape {3}
+
+  """
+  def eigh(shape) when tuple_size(shape) >= 2 do
+    rank = tuple_size(shape)
+    n = elem(shape, rank - 1)
+
+    unless elem(shape, rank - 2) == n do
+      raise ArgumentError,
+            "tensor must be a square matrix or a batch of square matrices, got shape: " <>
+              inspect(shape)
+    end
+
+    {Tuple.delete_at(shape, rank - 1), shape}
+  end
+
+  def eigh(shape) do
+    raise ArgumentError,
+          "tensor must have at least rank 2, got rank #{tuple_size(shape)} with shape " <>
+            inspect(shape)
+  end
+
+  @doc """
   The output shape of `fft`/`ifft` (`fun` names the function for error messages): the last
   axis becomes `length` long. `length` is `nil` (keep the axis size), a positive integer
   (the axis is padded with zeros or truncated to it) or `:power_of_two` (the next power of two
