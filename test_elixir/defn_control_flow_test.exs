@@ -37,7 +37,22 @@ defmodule NxJax.DefnControlFlowTest do
   defn scaled_if(x, scale), do: if(x > 0, do: x * scale, else: Nx.log(scale) + x)
   defn grad_scaled_if(x, scale), do: grad({x, scale}, fn {x, s} -> scaled_if(x, s) end)
 
+  # (Nx 0.7.2's defn_test.exs, "access variable from condition")
+  defn condition_binding(a) do
+    cond do
+      b = Nx.all(a > 0) -> a + b
+      b = Nx.all(a < 0) -> a - b
+      true -> a
+    end
+  end
+
   describe "if and cond on a scalar condition" do
+    test "a variable bound in a cond condition is visible in its branch" do
+      assert condition_binding(Nx.tensor([1, 2, 3])) == Nx.tensor([2, 3, 4])
+      assert condition_binding(Nx.tensor([-1, -2, -3])) == Nx.tensor([-2, -3, -4])
+      assert condition_binding(Nx.tensor([-1, 0, 1])) == Nx.tensor([-1, 0, 1])
+    end
+
     test "only the taken branch runs: the gradient of sqrt-or-zero at 0 is 0, not NaN" do
       assert sqrt_or_zero(4.0) == Nx.tensor(2.0)
       assert sqrt_or_zero(-4.0) == Nx.tensor(0.0)

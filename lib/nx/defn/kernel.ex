@@ -278,9 +278,13 @@ defmodule Nx.Defn.Kernel do
       raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
     end
 
+    # the condition is evaluated first, on its own, so a variable it binds
+    # (`cond do b = Nx.all(x > 0) -> x + b ... end`) is visible in the branches
     quote do
+      condition = unquote(condition)
+
       Nx.Defn.Kernel.__if__(
-        unquote(condition),
+        condition,
         fn -> unquote(clauses[:do]) end,
         fn -> unquote(clauses[:else]) end
       )
