@@ -262,4 +262,49 @@ defmodule NxJax.DefnTest do
     assert matched(value: 2) == Nx.tensor(1)
     assert matched(value: 3) == Nx.tensor(0)
   end
+
+  describe "default options and the :compiler option" do
+    test "default_options/1 sets the process's defaults and returns the previous ones" do
+      assert Nx.Defn.default_options() == []
+      assert Nx.Defn.default_options(compiler: Nx.Defn.Debug) == []
+      assert Nx.Defn.default_options() == [compiler: Nx.Defn.Debug]
+
+      # Nx.Defn.Debug: a defn call returns the traced expression, nothing runs
+      assert %Nx.Tensor{data: %Nx.Defn.Expr{op: :add}, shape: {2}} =
+               add_mul(Nx.tensor([1, 2]), Nx.tensor([3, 4]))
+
+      assert Nx.Defn.default_options([]) == [compiler: Nx.Defn.Debug]
+      assert add_mul(Nx.tensor([1, 2]), Nx.tensor([3, 4])) == Nx.tensor([7, 10])
+    after
+      Nx.Defn.default_options([])
+    end
+
+    test "another compiler (and its options) runs on the worker, said once in the log" do
+      import ExUnit.CaptureLog
+      compiler = :"Elixir.NxJax.TestOnlyCompiler#{System.unique_integer([:positive])}"
+
+      log =
+        capture_log(fn ->
+          jitted = Nx.Defn.jit(&add_mul/2, compiler: compiler, client: :cuda)
+          assert jitted.(Nx.tensor([1, 2]), 3) == Nx.tensor([7, 8])
+          assert jitted.(Nx.tensor([0, 0]), 1) == Nx.tensor([2, 2])
+        end)
+
+      assert [_] =
+               Regex.scan(
+                 ~r/the compiler #{inspect(compiler)} \(and its options\) is not used/,
+                 log
+               )
+
+      capture_log(fn ->
+        previous = Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
+        assert add_mul(1, 2) == Nx.tensor(5)
+        Nx.Defn.default_options(previous)
+      end)
+
+      assert_raise ArgumentError, "the :compiler option must be a module, got: 42", fn ->
+        Nx.Defn.jit(&add_mul/2, compiler: 42).(1, 2)
+      end
+    end
+  end
 end

@@ -168,6 +168,53 @@ defmodule Nx.Defn do
     raise ArgumentError, "invalid defn head: #{Macro.to_string(call)}"
   end
 
+  @defaults_key {__MODULE__, :default_options}
+
+  @doc """
+  The default options of `defn` calls and `jit/2` in this process (see
+  `default_options/1`), else the global ones (`global_default_options/1`, or
+  `config :nx_jax, :default_defn_options`).
+  """
+  @spec default_options() :: keyword
+  def default_options do
+    Process.get(@defaults_key) || Application.get_env(:nx_jax, :default_defn_options, [])
+  end
+
+  @doc """
+  Sets the default options of `defn` calls and `jit/2` in this process (merged under the
+  options a `jit` call gives) and returns the previous defaults. Meant for scripts and
+  tests.
+
+  `compiler: Nx.Defn.Debug` makes `defn` return the traced expression instead of running
+  it (as in Nx); any other compiler runs on the worker (the log says so once), and the
+  options meant for it are ignored.
+
+  ## Examples
+
+      iex> previous = Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
+      iex> Nx.Defn.default_options()
+      [compiler: Nx.Defn.Evaluator]
+      iex> Nx.Defn.default_options(previous)
+      [compiler: Nx.Defn.Evaluator]
+  """
+  @spec default_options(keyword) :: keyword
+  def default_options(options) when is_list(options) do
+    previous = default_options()
+    Process.put(@defaults_key, options)
+    previous
+  end
+
+  @doc """
+  Sets the default options of every process that has not set its own (see
+  `default_options/1`) and returns the previous global ones.
+  """
+  @spec global_default_options(keyword) :: keyword
+  def global_default_options(options) when is_list(options) do
+    previous = Application.get_env(:nx_jax, :default_defn_options, [])
+    Application.put_env(:nx_jax, :default_defn_options, options)
+    previous
+  end
+
   @doc """
   Returns a function of the same arity as `fun` that jits `fun` on its arguments.
 

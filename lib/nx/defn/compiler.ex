@@ -23,7 +23,14 @@ defmodule Nx.Defn.Compiler do
   """
   @spec __runtime__(function, [term]) :: term
   def __runtime__(impl, args) do
-    if Expr.tracing?(), do: apply(impl, args), else: cached(impl, impl, args, [])
+    if Expr.tracing?() do
+      apply(impl, args)
+    else
+      case Nx.Defn.default_options() do
+        [] -> cached(impl, impl, args, [])
+        defaults -> run(impl, impl, args, defaults)
+      end
+    end
   end
 
   @doc """
@@ -34,7 +41,48 @@ defmodule Nx.Defn.Compiler do
   """
   @spec jit_apply(function, [term], keyword) :: term
   def jit_apply(fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
-    if Expr.tracing?(), do: apply(fun, args), else: cached({:jit, fun}, fun, args, opts)
+    if Expr.tracing?(),
+      do: apply(fun, args),
+      else: run({:jit, fun}, fun, args, Keyword.merge(Nx.Defn.default_options(), opts))
+  end
+
+  # what a call to the worker takes (NxJax.Worker.run/3, NxJax.Pool, hooks)
+  @worker_options [:timeout, :server, :hooks, :retry, :retryable, :reply_spin_us]
+
+  # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
+  # returns the traced expression, as in Nx; nx_jax's own (`nil`, `NxJax`) runs on the
+  # worker; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) runs on the worker too, which
+  # the log says once per compiler. The options meant for that compiler are not passed on.
+  defp run(id, fun, args, opts) do
+    case Keyword.pop(opts, :compiler) do
+      {Nx.Defn.Debug, _opts} ->
+        trace(fun, args)
+
+      {compiler, opts} when compiler in [nil, NxJax] ->
+        cached(id, fun, args, opts)
+
+      {compiler, opts} when is_atom(compiler) ->
+        note_compiler(compiler)
+        cached(id, fun, args, Keyword.take(opts, @worker_options))
+
+      {compiler, _opts} ->
+        raise ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}"
+    end
+  end
+
+  defp note_compiler(compiler) do
+    key = {__MODULE__, :noted_compiler, compiler}
+
+    unless :persistent_term.get(key, false) do
+      :persistent_term.put(key, true)
+
+      require Logger
+
+      Logger.info(
+        "nx_jax: defn runs on the JAX worker; the compiler #{inspect(compiler)} " <>
+          "(and its options) is not used"
+      )
+    end
   end
 
   @doc false
