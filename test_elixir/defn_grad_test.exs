@@ -47,6 +47,21 @@ defmodule NxJax.DefnGradTest do
 
   defp f64(x), do: Nx.tensor(x, type: {:f, 64})
 
+  # (Nx 0.7.2's grad_test "simple": the function gets its own copy of x)
+  defn grad_of_captured(t), do: grad(t, fn _t -> t end)
+  defn grad_captured_times_own(x), do: grad(x, fn y -> x * y end)
+
+  describe "a value the function captures from outside" do
+    test "is a constant of the function, as in Nx 0.7.2" do
+      assert grad_of_captured(Nx.tensor(1.0)) == Nx.tensor(0.0)
+      assert grad_of_captured(Nx.tensor([1.0, 2.0])) == Nx.tensor([0.0, 0.0])
+      # d/dy (x * y) = x, not d/dx (x * x) = 2x
+      assert grad_captured_times_own(Nx.tensor(3.0)) == Nx.tensor(3.0)
+      # the function's own argument is still differentiated
+      assert Nx.Defn.grad(Nx.tensor(2.0), &Nx.multiply(&1, &1)) == Nx.tensor(4.0)
+    end
+  end
+
   describe "log1pexp" do
     test "value and gradient at 3.0" do
       assert log1pexp(3.0) == Nx.tensor(3.0485873)

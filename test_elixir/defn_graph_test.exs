@@ -234,8 +234,12 @@ defmodule NxJax.DefnGraphTest do
       assert_topological(graph)
       assert {^igx, :elem, [g], %{index: 0}, {@f32, {}}} = Enum.at(nodes, igx)
       assert {^igw, :elem, [^g], %{index: 1}, {@f32, {2}}} = Enum.at(nodes, igw)
-      assert {^g, :grad, [^iv, 0, iw], %{}, [{@f32, {}}, {@f32, {2}}]} = Enum.at(nodes, g)
-      assert {^iw, :parameter, [], %{index: 1}, {@f32, {2}}} = Enum.at(nodes, iw)
+      # a function is differentiated with respect to its own copies of x and w (identity
+      # metadata nodes: a value the function captures from outside is a constant, as in Nx)
+      assert {^g, :grad, [^iv, ix, iw], %{}, [{@f32, {}}, {@f32, {2}}]} = Enum.at(nodes, g)
+      assert {^ix, :metadata, [0], %{keys: [:grad_input]}, {@f32, {}}} = Enum.at(nodes, ix)
+      assert {^iw, :metadata, [iwp], %{keys: [:grad_input]}, {@f32, {2}}} = Enum.at(nodes, iw)
+      assert {^iwp, :parameter, [], %{index: 1}, {@f32, {2}}} = Enum.at(nodes, iwp)
     end
 
     test "accepts an expression already built from x and maps of tensors" do
@@ -276,8 +280,10 @@ defmodule NxJax.DefnGraphTest do
 
       assert loss.data.op == :exp and aux.shape == {4}
 
-      assert %Expr{op: :elem, args: [%Nx.Tensor{data: %Expr{op: :grad, args: [^loss, ^x]}}]} =
+      assert %Expr{op: :elem, args: [%Nx.Tensor{data: %Expr{op: :grad, args: [^loss, own_x]}}]} =
                g.data
+
+      assert %Expr{op: :metadata, args: [^x]} = own_x.data
     end
   end
 

@@ -29,6 +29,17 @@ defmodule Nx.Defn.Grad do
             "grad/2 expects a tensor or a tuple/map of tensors to differentiate, got: #{inspect(x)}"
     end
 
+    # As in Nx: the function gets its own copy of x (a new node, same value), so a value the
+    # function captures from outside (the x of the enclosing defn) is a constant of it:
+    # grad(t, fn _ -> t end) is 0 and grad(x, fn y -> x * y end) is x.
+    {x, xs} =
+      if is_function(fun_or_expr, 1) do
+        x = Composite.traverse(x, &Expr.metadata(&1, %{grad_input: true}))
+        {x, Composite.flatten_list([x])}
+      else
+        {x, xs}
+      end
+
     value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
     {x, xs, differentiated} = floating_inputs(x, xs, fun_or_expr, value)
     y = differentiated |> transform.() |> scalar!()
