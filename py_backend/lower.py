@@ -1072,9 +1072,10 @@ def _fourier(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
 # become lax.scan, which JAX can reverse-differentiate; see docs/COMPATIBILITY.md (Control flow).
 
 UNBOUNDED_WHILE = (
-    "the gradient flows through a while loop whose number of iterations is not known before it "
-    "runs, and JAX cannot reverse-differentiate lax.while_loop. Give the loop max_iterations: n "
-    "(a bounded lax.scan) or loop over a range (while state, i <- 0..n-1)"
+    "a second derivative flows through a while loop whose number of iterations is not known "
+    "before it runs (its reverse pass is itself such a loop, which JAX cannot reverse-"
+    "differentiate). Give the loop max_iterations: n (a bounded lax.scan) or loop over a range "
+    "(while state, i <- 0..n-1)"
 )
 
 
@@ -1124,7 +1125,12 @@ def lower_while(c: Call) -> Value:
 
     bound = c.node.opts["max_iterations"]
     if bound is None:
-        return lax.while_loop(pred, step, state)
+        return reversible_while(
+            lambda s, caps: jnp.reshape(condition(*s, *caps)[0], ()) != 0,
+            lambda s, caps: tuple(body(*s, *caps)),
+            state,
+            captures,
+        )
 
     def scan_step(carry: Any, _: Any) -> tuple[Any, None]:
         s, active = carry
@@ -1133,6 +1139,85 @@ def lower_while(c: Call) -> Value:
 
     (final, _), _ = lax.scan(scan_step, (state, jnp.asarray(True)), None, length=bound)
     return final
+
+
+def _is_float(x: Any) -> bool:
+    return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact))
+
+
+def _float0_zeros(x: Any) -> Any:
+    return np.zeros(np.shape(x), dtype=jax.dtypes.float0)
+
+
+def reversible_while(
+    pred: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], jax.Array],
+    step: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], tuple[jax.Array, ...]],
+    state: tuple[jax.Array, ...],
+    captures: tuple[Any, ...],
+) -> tuple[jax.Array, ...]:
+    """``lax.while_loop(pred, step, state)`` that JAX can also reverse-differentiate, with no
+    bound known in advance (``lax.while_loop`` alone has no reverse rule).
+
+    The forward pass runs the loop and counts its ``n`` steps. The backward pass walks the steps
+    from the last to the first; for step ``i`` it recomputes the state before it from the initial
+    state (``i`` steps) and pulls the cotangent back through that step (``jax.vjp``), adding what
+    reaches the captured values. That is the exact gradient of the ``n`` steps taken, in their
+    order, for O(n^2) steps of compute and the memory of one state (no tape). A second derivative
+    through it is not available (its backward pass is itself an unbounded loop).
+    """
+
+    def run(s0: tuple[jax.Array, ...], caps: tuple[Any, ...]) -> tuple[jax.Array, ...]:
+        return lax.while_loop(lambda s: pred(s, caps), lambda s: step(s, caps), s0)
+
+    loop = jax.custom_vjp(run)
+
+    def forward(s0: tuple[jax.Array, ...], caps: tuple[Any, ...]) -> tuple[Any, Any]:
+        def counted(sn: tuple[Any, jax.Array]) -> tuple[Any, jax.Array]:
+            return step(sn[0], caps), sn[1] + 1
+
+        final, n = lax.while_loop(
+            lambda sn: pred(sn[0], caps), counted, (s0, jnp.asarray(0, np.int64))
+        )
+        return final, (s0, caps, n)
+
+    def backward(residuals: tuple[Any, Any, jax.Array], g: tuple[Any, ...]) -> tuple[Any, Any]:
+        s0, caps, n = residuals
+        fs = [i for i, x in enumerate(s0) if _is_float(x)]
+        fc = [i for i, x in enumerate(caps) if _is_float(x)]
+
+        def state_at(i: jax.Array) -> tuple[jax.Array, ...]:
+            return lax.fori_loop(jnp.asarray(0, np.int64), i, lambda _, s: step(s, caps), s0)
+
+        def back(k: jax.Array, carry: tuple[list[Any], list[Any]]) -> tuple[list[Any], list[Any]]:
+            g_float, acc = carry
+            s_i = state_at(n - 1 - k)
+
+            def float_step(xs: list[Any], cs: list[Any]) -> list[Any]:
+                s = list(s_i)
+                for i, x in zip(fs, xs, strict=True):
+                    s[i] = x
+                c = list(caps)
+                for i, x in zip(fc, cs, strict=True):
+                    c[i] = x
+                out = step(tuple(s), tuple(c))
+                return [out[i] for i in fs]
+
+            _, pullback = jax.vjp(float_step, [s_i[i] for i in fs], [caps[i] for i in fc])
+            g_state, g_caps = pullback(g_float)
+            return list(g_state), [a + b for a, b in zip(acc, g_caps, strict=True)]
+
+        start = ([g[i] for i in fs], [jnp.zeros_like(caps[i]) for i in fc])
+        g_state, g_caps = lax.fori_loop(jnp.asarray(0, np.int64), n, back, start)
+        out_state = [_float0_zeros(x) for x in s0]
+        for i, x in zip(fs, g_state, strict=True):
+            out_state[i] = x
+        out_caps = [_float0_zeros(x) if not _is_float(x) else None for x in caps]
+        for i, x in zip(fc, g_caps, strict=True):
+            out_caps[i] = x
+        return tuple(out_state), tuple(out_caps)
+
+    loop.defvjp(forward, backward)
+    return loop(tuple(state), tuple(captures))
 
 
 def lower_range_loop(c: Call) -> Value:

@@ -152,6 +152,44 @@ defmodule NxJax.DefnControlFlowTest do
 
   defn grad_bounded_power(x), do: grad(x, &bounded_power/1)
   defn grad_power(x), do: grad(x, &power/1)
+  defn second_grad_power(x), do: grad(x, &grad_power/1)
+
+  defn unbounded_square(t) do
+    value_and_grad(t, fn t ->
+      while t, t < 100 do
+        t * t
+      end
+    end)
+  end
+
+  defn three_sines(t) do
+    value_and_grad(t, fn t ->
+      {_, t} =
+        while {i = 0, t = Nx.pow(t, 3)}, i < 3 do
+          {i + 1, Nx.sin(t)}
+        end
+
+      Nx.sum(Nx.pow(t, 2))
+    end)
+  end
+
+  defn three_sines_unrolled(t) do
+    value_and_grad(
+      t,
+      &(&1 |> Nx.pow(3) |> Nx.sin() |> Nx.sin() |> Nx.sin() |> Nx.pow(2) |> Nx.sum())
+    )
+  end
+
+  defn captured_power(t, x) do
+    value_and_grad(x, fn x ->
+      {_, t} =
+        while {x, t}, t < 100 do
+          {x, x * t}
+        end
+
+      Nx.sum(t)
+    end)
+  end
 
   # Newton's iteration for sqrt(a), stopping on a tolerance: a dynamic trip count
   defn newton_sqrt(a) do
@@ -235,8 +273,27 @@ defmodule NxJax.DefnControlFlowTest do
       assert stopped_early(1.0) == Nx.tensor(8.0)
     end
 
-    test "a gradient through an unbounded while raises at trace time, naming the fix" do
-      assert_raise ArgumentError, ~r/max_iterations: n/, fn -> grad_power(2.0) end
+    test "an unbounded while is differentiable: the exact gradient of the steps taken" do
+      # power(x) = x^4 in three steps: 4 x^3
+      assert grad_power(f64(2.0)) == f64(32.0)
+      :ok = NxJax.GradCheck.check_grads!(&power/1, &grad_power/1, f64(1.3))
+      # Nx 0.7.2's grad_test cases: t -> t * t while t < 100 from 2.0 is t^8 (256, 8 t^7)
+      assert unbounded_square(f64(2.0)) == {f64(256.0), f64(1024.0)}
+      # three sin steps after t^3, as the unrolled composition
+      t = f64([-2.5, -1.0, 0.0, 1.0, 1.5])
+      {v, g} = three_sines(t)
+      {v_unrolled, g_unrolled} = three_sines_unrolled(t)
+      assert_in_delta Nx.to_number(v), Nx.to_number(v_unrolled), 1.0e-12
+      assert Nx.all_close(g, g_unrolled, atol: 1.0e-12) == Nx.tensor(1, type: :u8)
+      # a captured value: t -> x * t while t < 100 from 1.0 at x = 2 is x^7 (128; 7 x^6 = 448,
+      # where Nx 0.7.2 answers 5461: its issue #1747)
+      assert captured_power(f64(1.0), f64(2.0)) == {f64(128.0), f64(448.0)}
+    end
+
+    test "a second derivative through an unbounded while is an error naming the fix" do
+      assert_raise NxJax.WorkerError, ~r/second derivative.*max_iterations: n/s, fn ->
+        second_grad_power(f64(2.0))
+      end
     end
 
     test "over a range, with gradients" do

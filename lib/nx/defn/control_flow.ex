@@ -97,8 +97,10 @@ defmodule Nx.Defn.ControlFlow do
 
   Options: `:max_iterations` (a positive integer) bounds the loop: it then lowers to a
   `lax.scan` of that length that stops updating the state once the condition is false,
-  which JAX can reverse-differentiate; without it the loop is a `lax.while_loop`, whose
-  gradient JAX cannot compute (`grad/2` through it raises). `:unroll` is accepted and ignored.
+  which JAX can reverse-differentiate; without it the loop is a `lax.while_loop` whose
+  reverse mode recomputes each step's state from the start (the exact gradient of the steps
+  taken, for O(n^2) steps of compute and no tape; see docs/COMPATIBILITY.md, "Control flow").
+  `:unroll` is accepted and ignored.
   """
   @spec while(term, (term -> term), (term -> term), keyword) :: term
   def while(initial, condition, body, opts \\ []) do
@@ -281,53 +283,6 @@ defmodule Nx.Defn.ControlFlow do
     opts = Map.put(opts, :reducer, {:subgraph, [result], params ++ captures})
     Expr.expr(op, [Expr.to_expr(tensor), Expr.to_expr(acc) | captures], opts, out)
   end
-
-  ## gradients
-
-  @doc false
-  # Raised at trace time by grad/2 when the value to differentiate depends on a while loop
-  # without :max_iterations that depends on a differentiated value (JAX cannot
-  # reverse-differentiate lax.while_loop). Loops nested in sub-graphs are caught by the worker.
-  def check_differentiable!(y, xs) do
-    wrt = MapSet.new(xs, & &1.data.id)
-    walk_grad(y, wrt, %{})
-    :ok
-  end
-
-  defp walk_grad(%Nx.Tensor{data: %Expr{id: id} = expr}, wrt, memo) do
-    case memo do
-      %{^id => depends} ->
-        {depends, memo}
-
-      %{} ->
-        {depends, memo} =
-          cond do
-            MapSet.member?(wrt, id) ->
-              {true, memo}
-
-            expr.op == :metadata and Map.get(expr.opts.metadata, :stop_grad) ->
-              {false, memo}
-
-            true ->
-              Enum.reduce(refs(expr), {false, memo}, fn ref, {any, memo} ->
-                {depends, memo} = walk_grad(ref, wrt, memo)
-                {any or depends, memo}
-              end)
-          end
-
-        if depends and expr.op == :while and expr.opts.max_iterations == nil do
-          raise ArgumentError,
-                "cannot differentiate through a while loop whose number of iterations is not " <>
-                  "known before it runs (JAX cannot reverse-differentiate lax.while_loop). " <>
-                  "Bound it with while state, condition, max_iterations: n do ... end, or " <>
-                  "loop over a range (while state, i <- 0..n-1 do ... end)"
-        end
-
-        {depends, Map.put(memo, id, depends)}
-    end
-  end
-
-  defp walk_grad(_other, _wrt, memo), do: {false, memo}
 
   ## sub-graphs
 
