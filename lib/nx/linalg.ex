@@ -414,4 +414,345 @@ defmodule Nx.LinAlg do
 
     tuple_op(:svd, [a], %{full_matrices: full? == true}, outs)
   end
+
+  ## Built from the decompositions above (as Nx 0.7.2 builds them)
+
+  @doc """
+  The conjugate transpose of a matrix, or of each matrix of a batch (the last two axes
+  swapped; complex entries conjugated).
+
+  ## Examples
+
+      iex> Nx.LinAlg.adjoint(Nx.tensor([[1, 2], [3, 4]]))
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 3],
+          [2, 4]
+        ]
+      >
+  """
+  def adjoint(t) do
+    t = Nx.to_tensor(t)
+    rank = Nx.rank(t)
+    axes = if rank > 2, do: Enum.to_list(0..(rank - 3)) ++ [rank - 1, rank - 2], else: nil
+    transposed = if axes, do: Nx.transpose(t, axes: axes), else: Nx.transpose(t)
+    if Nx.Type.complex?(t.type), do: Nx.conjugate(transposed), else: transposed
+  end
+
+  @doc """
+  `a` multiplied by itself `power` times (`power` an integer; 0 gives the identity, a
+  negative power the power of the inverse), for a square matrix or a batch of them, by
+  repeated squaring.
+
+  ## Examples
+
+      iex> Nx.LinAlg.matrix_power(Nx.tensor([[1, 1], [0, 1]]), 5)
+      #Nx.Tensor<
+        s64[2][2]
+        [
+          [1, 5],
+          [0, 1]
+        ]
+      >
+
+      iex> Nx.LinAlg.matrix_power(Nx.tensor([[1, 2], [3, 4], [5, 6]]), 1)
+      ** (ArgumentError) matrix_power/2 expects a square matrix or a batch of square matrices, got tensor with shape: {3, 2}
+  """
+  def matrix_power(a, power) when is_integer(power) do
+    a = Nx.to_tensor(a)
+    shape = a.shape
+    rank = tuple_size(shape)
+
+    unless rank >= 2 and elem(shape, rank - 1) == elem(shape, rank - 2) do
+      raise ArgumentError,
+            "matrix_power/2 expects a square matrix or a batch of square matrices, got " <>
+              "tensor with shape: #{inspect(shape)}"
+    end
+
+    cond do
+      power == 0 -> Nx.eye(shape, type: a.type)
+      power < 0 -> a |> invert() |> matrix_power(-power)
+      true -> square_and_multiply(a, power, rank)
+    end
+  end
+
+  defp square_and_multiply(a, power, rank) do
+    batch = Enum.to_list(0..(rank - 3)//1)
+    mul = &Nx.dot(&1, [rank - 1], batch, &2, [rank - 2], batch)
+
+    # the bits of power from the lowest: multiply in the current square where a bit is set
+    {result, _square} =
+      power
+      |> Integer.digits(2)
+      |> Enum.reverse()
+      |> Enum.with_index()
+      |> Enum.reduce({nil, a}, fn {bit, i}, {result, square} ->
+        square = if i == 0, do: square, else: mul.(square, square)
+        result = if bit == 1, do: if(result, do: mul.(result, square), else: square), else: result
+        {result, square}
+      end)
+
+    result
+  end
+
+  @doc """
+  The norm of a vector or a matrix.
+
+  Options: `:ord` (see below), `:axes` and `:keep_axes` (for the element-wise norms).
+  Vectors: `nil` or an integer `p` (the p-norm; 0 counts the nonzero entries), `:inf`
+  and `:neg_inf` (largest / smallest magnitude). Matrices: `nil` and `:frobenius` (the
+  square root of the sum of squares), `:nuclear` (the sum of the singular values), `1` /
+  `-1` (largest / smallest column sum of magnitudes), `:inf` / `:neg_inf` (the same of
+  rows), `2` / `-2` (largest / smallest singular value). The result is real. Where Nx 0.7.2
+  answers otherwise (its `ord: 2` of a matrix is the Frobenius norm; with `:axes` it scales
+  by the wrong axis's maxima) we give the definition's number: docs/COMPATIBILITY.md.
+
+  ## Examples
+
+      iex> Nx.LinAlg.norm(Nx.tensor([3, 4]))
+      #Nx.Tensor<
+        f32
+        5.0
+      >
+
+      iex> Nx.LinAlg.norm(Nx.tensor([[1, -2], [3, -4]]), ord: :inf)
+      #Nx.Tensor<
+        f32
+        7.0
+      >
+
+      iex> Nx.LinAlg.norm(Nx.tensor([[[1]]]))
+      ** (ArgumentError) expected 1-D or 2-D tensor, got tensor with shape {1, 1, 1}
+  """
+  def norm(t, opts \\ []) do
+    opts = keyword!(opts, [:ord, :axes, :keep_axes])
+    t = Nx.to_tensor(t)
+    rank = Nx.rank(t)
+
+    unless rank in [1, 2] do
+      raise ArgumentError, "expected 1-D or 2-D tensor, got tensor with shape #{inspect(t.shape)}"
+    end
+
+    reduce_opts = Keyword.take(opts, [:axes, :keep_axes])
+
+    case opts[:ord] do
+      nil ->
+        p_norm(t, 2, reduce_opts)
+
+      :frobenius when rank == 2 ->
+        p_norm(t, 2, reduce_opts)
+
+      :frobenius ->
+        raise ArgumentError, "expected a 2-D tensor for ord: :frobenius, got a 1-D tensor"
+
+      :nuclear when rank == 2 ->
+        {_u, s, _vt} = svd(t)
+        Nx.sum(s)
+
+      :nuclear ->
+        raise ArgumentError, "nuclear norm not supported for rank != 2"
+
+      ord when ord in [:inf, :neg_inf] ->
+        magnitudes = Nx.abs(t)
+        magnitudes = if rank == 2, do: Nx.sum(magnitudes, axes: [1]), else: magnitudes
+        extreme = if ord == :inf, do: &Nx.reduce_max/2, else: &Nx.reduce_min/2
+        magnitudes |> extreme.(reduce_opts) |> Nx.as_type(Nx.Type.to_real(t.type))
+
+      0 when rank == 1 ->
+        t |> Nx.not_equal(0) |> Nx.sum(reduce_opts) |> Nx.as_type(Nx.Type.to_real(t.type))
+
+      ord when rank == 2 and ord in [1, -1] ->
+        extreme = if ord == 1, do: &Nx.reduce_max/2, else: &Nx.reduce_min/2
+
+        t
+        |> Nx.abs()
+        |> Nx.sum(axes: [0])
+        |> extreme.(reduce_opts)
+        |> Nx.as_type(Nx.Type.to_real(t.type))
+
+      ord when rank == 2 and ord in [2, -2] ->
+        {_u, s, _vt} = svd(t)
+        if ord == 2, do: Nx.reduce_max(s, reduce_opts), else: Nx.reduce_min(s, reduce_opts)
+
+      ord when rank == 2 and is_integer(ord) ->
+        raise ArgumentError, "invalid :ord for 2-D tensor, got: #{inspect(ord)}"
+
+      ord when is_integer(ord) ->
+        p_norm(t, ord, reduce_opts)
+
+      ord ->
+        raise ArgumentError, "unknown ord #{inspect(ord)}"
+    end
+  end
+
+  # (sum |x / m|^p)^(1/p) * m with m the largest magnitude (1 where it is 0), as Nx computes it
+  defp p_norm(t, p, opts) do
+    real = Nx.Type.to_floating(Nx.Type.to_real(t.type))
+    magnitudes = Nx.abs(t)
+    largest = Nx.reduce_max(magnitudes, opts)
+    scale = Nx.select(Nx.greater(largest, 0), largest, 1)
+    scale_b = if opts[:keep_axes], do: scale, else: broadcastable(scale, t, opts)
+
+    magnitudes
+    |> Nx.divide(scale_b)
+    |> Nx.pow(p)
+    |> Nx.sum(opts)
+    |> Nx.pow(Nx.tensor(1 / p, type: real))
+    |> Nx.multiply(scale)
+  end
+
+  # `reduced` (t reduced over opts[:axes] without keep_axes) with those axes back as size 1
+  defp broadcastable(reduced, t, opts) do
+    case opts[:axes] do
+      nil ->
+        reduced
+
+      axes ->
+        axes = Enum.map(axes, &Nx.Shape.normalize_axis(t.shape, &1))
+
+        shape =
+          t.shape
+          |> Tuple.to_list()
+          |> Enum.with_index()
+          |> Enum.map(fn {size, i} -> if i in axes, do: 1, else: size end)
+
+        Nx.reshape(reduced, List.to_tuple(shape))
+    end
+  end
+
+  @doc """
+  The Moore-Penrose pseudo-inverse: `1 / x` of a scalar, `adjoint(v) / norm(v)^2` of a
+  vector, `V . diag(1 / s) . U^H` of a matrix (from its thin SVD, singular values below
+  `:eps` (default `1.0e-10`) treated as zero); all zeros for a tensor whose entries are all
+  within `:eps` of zero.
+
+  ## Examples
+
+      iex> Nx.LinAlg.pinv(2)
+      #Nx.Tensor<
+        f32
+        0.5
+      >
+
+      iex> Nx.LinAlg.pinv(Nx.tensor([0, 0, 0]))
+      #Nx.Tensor<
+        f32[3]
+        [0.0, 0.0, 0.0]
+      >
+
+      iex> Nx.LinAlg.pinv(Nx.tensor([[2.0, 0.0], [0.0, 4.0], [0.0, 0.0]]))
+      #Nx.Tensor<
+        f32[2][3]
+        [
+          [0.5, 0.0, 0.0],
+          [0.0, 0.25, 0.0]
+        ]
+      >
+  """
+  def pinv(t, opts \\ []) do
+    opts = keyword!(opts, eps: 1.0e-10)
+    t = Nx.to_tensor(t)
+    eps = opts[:eps]
+    type = Nx.Type.to_floating(t.type)
+
+    inverse =
+      case Nx.rank(t) do
+        0 ->
+          Nx.divide(1, t)
+
+        1 ->
+          Nx.divide(adjoint(t), Nx.pow(norm(t), 2))
+
+        _ ->
+          {u, s, vt} = svd(t, full_matrices?: false)
+          small = Nx.less(Nx.abs(s), eps)
+          s_inv = Nx.select(small, 0, Nx.divide(1, Nx.select(small, 1, s)))
+          Nx.dot(adjoint(vt), Nx.multiply(Nx.new_axis(s_inv, -1), adjoint(u)))
+      end
+
+    zero = t |> Nx.abs() |> Nx.less_equal(eps) |> Nx.all()
+    Nx.select(zero, Nx.broadcast(Nx.tensor(0, type: type), inverse.shape), inverse)
+  end
+
+  @doc """
+  The rank of a matrix: the number of its singular values above
+  `eps * max(m, n) * largest singular value` (`:eps` defaults to `1.0e-7`), as a `u64`.
+
+  ## Examples
+
+      iex> Nx.LinAlg.matrix_rank(Nx.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 2, 3, 4]]))
+      #Nx.Tensor<
+        u64
+        2
+      >
+
+      iex> Nx.LinAlg.matrix_rank(Nx.tensor([1, 2, 3]))
+      ** (ArgumentError) tensor must have rank 2, got rank 1 with shape {3}
+  """
+  def matrix_rank(a, opts \\ []) do
+    opts = keyword!(opts, eps: 1.0e-7)
+    a = Nx.to_tensor(a)
+
+    if Nx.Type.complex?(a.type) do
+      raise ArgumentError, "Nx.LinAlg.matrix_rank/2 is not yet implemented for complex inputs"
+    end
+
+    unless Nx.rank(a) == 2 do
+      raise ArgumentError,
+            "tensor must have rank 2, got rank #{Nx.rank(a)} with shape #{inspect(a.shape)}"
+    end
+
+    {m, n} = a.shape
+    {_u, s, _vt} = svd(a)
+    tolerance = Nx.multiply(opts[:eps] * max(m, n), Nx.reduce_max(s))
+    s |> Nx.greater(tolerance) |> Nx.sum() |> Nx.as_type({:u, 64})
+  end
+
+  @doc """
+  The least-squares solution `x` of `a . x = b` for a matrix `a` and a vector `b`: `solve/2`
+  for a square `a`, `pinv(a, eps: 1.0e-15) . b` otherwise.
+
+  ## Examples
+
+      iex> Nx.LinAlg.least_squares(Nx.tensor([[2.0, 0.0], [0.0, 1.0], [0.0, 0.0]]), Nx.tensor([2.0, 3.0, 5.0]))
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 3.0]
+      >
+
+      iex> Nx.LinAlg.least_squares(Nx.tensor([1, 2, 3]), Nx.tensor([1, 2]))
+      ** (ArgumentError) tensor of 1st argument must have rank 2, got rank 1 with shape {3}
+  """
+  def least_squares(a, b) do
+    a = Nx.to_tensor(a)
+    b = Nx.to_tensor(b)
+
+    if Nx.Type.complex?(a.type) or Nx.Type.complex?(b.type) do
+      raise ArgumentError, "Nx.LinAlg.least_squares/2 is not yet implemented for complex inputs"
+    end
+
+    unless Nx.rank(a) == 2 do
+      raise ArgumentError,
+            "tensor of 1st argument must have rank 2, got rank #{Nx.rank(a)} with shape " <>
+              "#{inspect(a.shape)}"
+    end
+
+    unless Nx.rank(b) == 1 do
+      raise ArgumentError,
+            "tensor of 2nd argument must have rank 1, got rank #{Nx.rank(b)} with shape " <>
+              "#{inspect(b.shape)}"
+    end
+
+    {m, n} = a.shape
+
+    unless m == elem(b.shape, 0) do
+      raise ArgumentError,
+            "the number of rows of the matrix as the 1st argument and the number of columns " <>
+              "of the vector as the 2nd argument must be the same, got 1st argument shape " <>
+              "#{inspect(a.shape)} and 2nd argument shape #{inspect(b.shape)}"
+    end
+
+    if m == n, do: solve(a, b), else: a |> pinv(eps: 1.0e-15) |> Nx.dot(b)
+  end
 end
