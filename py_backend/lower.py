@@ -818,8 +818,24 @@ def _vector_rhs(a: jax.Array, b: jax.Array) -> bool:
     return b.ndim == a.ndim - 1
 
 
+# JAX's CPU solvers (LAPACK) take f32, f64 and complex: a half-precision input is solved in
+# f32 and the result rounded back to its type.
+_HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
+
+
+def _single(x: jax.Array) -> jax.Array:
+    return x.astype(jnp.float32) if x.dtype in _HALF else x
+
+
+def _outs_of(c: Call, values: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    types = [e.type for e in out.elements if isinstance(e, TensorOut)]
+    return tuple(v.astype(to_dtype(t)) for v, t in zip(values, types, strict=True))
+
+
 def lower_triangular_solve(c: Call) -> Value:
-    a, b = (_as_out(c, x) for x in c.args)
+    a, b = (_single(_as_out(c, x)) for x in c.args)
     o = c.node.opts
     left = o["left_side"]
     vector = _vector_rhs(a, b)
@@ -828,22 +844,22 @@ def lower_triangular_solve(c: Call) -> Value:
     x = lax.linalg.triangular_solve(
         a, b, left_side=left, lower=o["lower"], transpose_a=o["transform_a"] == "transpose"
     )
-    return (x[..., :, 0] if left else x[..., 0, :]) if vector else x
+    return ((x[..., :, 0] if left else x[..., 0, :]) if vector else x).astype(c.dtype)
 
 
 def lower_solve(c: Call) -> Value:
-    a, b = (_as_out(c, x) for x in c.args)
+    a, b = (_single(_as_out(c, x)) for x in c.args)
     if _vector_rhs(a, b):
-        return jnp.linalg.solve(a, b[..., None])[..., 0]
-    return jnp.linalg.solve(a, b)
+        return jnp.linalg.solve(a, b[..., None])[..., 0].astype(c.dtype)
+    return jnp.linalg.solve(a, b).astype(c.dtype)
 
 
 def lower_cholesky(c: Call) -> Value:
-    return jnp.linalg.cholesky(_as_out(c, c.args[0]))
+    return jnp.linalg.cholesky(_single(_as_out(c, c.args[0]))).astype(c.dtype)
 
 
 def lower_determinant(c: Call) -> Value:
-    return jnp.linalg.det(_as_out(c, c.args[0]))
+    return jnp.linalg.det(_single(_as_out(c, c.args[0]))).astype(c.dtype)
 
 
 def _float_input(c: Call) -> jax.Array:
@@ -851,22 +867,20 @@ def _float_input(c: Call) -> jax.Array:
     assert isinstance(out, TupleOut)
     element = out.elements[-1]
     assert isinstance(element, TensorOut)
-    return jnp.asarray(c.args[0]).astype(to_dtype(element.type))
+    return _single(jnp.asarray(c.args[0]).astype(to_dtype(element.type)))
 
 
 def lower_qr(c: Call) -> Value:
-    q, r = jnp.linalg.qr(_float_input(c), mode=c.node.opts["mode"])
-    return (q, r)
+    return _outs_of(c, jnp.linalg.qr(_float_input(c), mode=c.node.opts["mode"]))
 
 
 def lower_lu(c: Call) -> Value:
-    p, l_, u = jax.scipy.linalg.lu(_float_input(c))
-    return (p, l_, u)
+    return _outs_of(c, jax.scipy.linalg.lu(_float_input(c)))
 
 
 def lower_svd(c: Call) -> Value:
     u, s, vt = jnp.linalg.svd(_float_input(c), full_matrices=c.node.opts["full_matrices"])
-    return (u, s, vt)
+    return _outs_of(c, (u, s, vt))
 
 
 def lower_eigh(c: Call) -> Value:

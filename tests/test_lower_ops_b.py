@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -223,6 +224,38 @@ def test_solvers_and_determinant_and_cholesky() -> None:
     np.testing.assert_allclose(r[3], np.linalg.solve(SPD, bm), rtol=1e-12)
     np.testing.assert_allclose(r[4], np.linalg.det(SPD), rtol=1e-12)
     np.testing.assert_allclose(r[5], np.linalg.cholesky(SPD), rtol=1e-12)
+
+
+@pytest.mark.parametrize("half, dtype, tol", [("f16", np.float16, 4e-3),
+                                              ("bf16", ml_dtypes.bfloat16, 3e-2)])
+def test_half_precision_solvers_run_in_f32_and_round_back(half: str, dtype: Any,
+                                                          tol: float) -> None:
+    # JAX's CPU solvers refuse f16/bf16: each op solves in f32 and rounds its outputs back
+    a = SPD.astype(dtype)
+    single = a.astype(np.float32)
+    g = GraphBuilder()
+    x, v = g.param(0, half, (3, 3)), g.param(1, half, (3,))
+    outs = [
+        g.op("solve", x, v, out=(half, (3,))),
+        g.op("determinant", x, out=(half, ())),
+        g.op("cholesky", x, out=(half, (3, 3))),
+        g.op("triangular_solve", x, v, lower=True, left_side=True, transform_a="none",
+             out=(half, (3,))),
+    ]
+    svd = g.add("svd", [x], {"full_matrices": True}, [(half, (3, 3)), (half, (3,)), (half, (3, 3))])
+    outs.append(g.op("elem", svd, index=1, out=(half, (3,))))
+    b = np.array([1.0, -2.0, 0.5], dtype=dtype)
+    solved, det, chol, tri, s = run_graph(g, outs, a, b)
+    for got in (solved, det, chol, tri, s):
+        assert got.dtype == np.dtype(dtype)
+    b32 = b.astype(np.float32)
+    np.testing.assert_allclose(solved.astype(np.float32), np.linalg.solve(single, b32), rtol=tol)
+    np.testing.assert_allclose(float(det), np.linalg.det(single), rtol=tol)
+    np.testing.assert_allclose(chol.astype(np.float32), np.linalg.cholesky(single), rtol=tol,
+                               atol=tol)
+    np.testing.assert_allclose(tri.astype(np.float32),
+                               np.linalg.solve(np.tril(single), b32), rtol=tol, atol=tol)
+    np.testing.assert_allclose(s.astype(np.float32), np.linalg.svd(single)[1], rtol=tol)
 
 
 def test_qr_lu_svd_are_tuple_valued_and_reconstruct() -> None:
