@@ -875,7 +875,13 @@ def lower_qr(c: Call) -> Value:
 
 
 def lower_lu(c: Call) -> Value:
-    return _outs_of(c, jax.scipy.linalg.lu(_float_input(c)))
+    """``[p, l, u]`` of each matrix (``jax.scipy.linalg.lu`` takes one matrix: a batch is
+    mapped over)."""
+    a = _float_input(c)
+    lu: Callable[[jax.Array], Any] = jax.scipy.linalg.lu
+    for _ in range(a.ndim - 2):
+        lu = jax.vmap(lu)
+    return _outs_of(c, lu(a))
 
 
 def lower_svd(c: Call) -> Value:

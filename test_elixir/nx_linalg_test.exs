@@ -315,6 +315,13 @@ defmodule Nx.LinAlgTest do
     end
   end
 
+  test "lu of a batch of matrices (the worker maps over the batch)" do
+    a = Nx.iota({3, 4, 4}, type: :f64) |> Nx.add(Nx.multiply(5.0, Nx.eye({3, 4, 4}, type: :f64)))
+    {p, l, u} = Nx.LinAlg.lu(a)
+    product = p |> Nx.dot([2], [0], l, [1], [0]) |> Nx.dot([2], [0], u, [1], [0])
+    assert Nx.all_close(product, a, atol: 1.0e-10) == Nx.tensor(1, type: :u8)
+  end
+
   describe "adjoint, matrix_power, norm, pinv, matrix_rank, least_squares (built from the ops)" do
     @reference Path.join(__DIR__, "reference/nx_0.7.2_linalg_composites.tsv")
     @external_resource @reference

@@ -258,6 +258,18 @@ def test_half_precision_solvers_run_in_f32_and_round_back(half: str, dtype: Any,
     np.testing.assert_allclose(s.astype(np.float32), np.linalg.svd(single)[1], rtol=tol)
 
 
+def test_lu_of_a_batch_factors_each_matrix() -> None:
+    # (jax.scipy.linalg.lu takes one matrix; a {2, 3, 3, 3} batch is mapped over)
+    batch = RNG.standard_normal((2, 3, 3, 3))
+    g = GraphBuilder()
+    x = g.param(0, "f64", (2, 3, 3, 3))
+    lu = g.add("lu", [x], {}, [("s64", (2, 3, 3, 3)), ("f64", (2, 3, 3, 3)), ("f64", (2, 3, 3, 3))])
+    outs = [g.op("elem", lu, index=i, out=g.out_of(lu)[i]) for i in range(3)]
+    p, lo, up = run_graph(g, outs, batch)
+    np.testing.assert_allclose(p @ lo @ up, batch, atol=1e-12)
+    assert np.all(np.triu(lo, 1) == 0) and np.all(np.tril(up, -1) == 0)
+
+
 def test_qr_lu_svd_are_tuple_valued_and_reconstruct() -> None:
     m = RNG.standard_normal((4, 3))
     g = GraphBuilder()
