@@ -2272,7 +2272,8 @@ defmodule Nx do
   @doc """
   A tensor counting up: with `axis: nil` (the default) `0..size-1` in row-major order,
   otherwise counting along `axis`. `shape` is a tuple or a tensor; `:type` defaults to
-  `{:s, 64}`.
+  `{:s, 64}`. With `vectorized_axes: [name: size, ...]` the result is vectorized, each entry
+  the same iota.
 
   ## Examples
 
@@ -2287,11 +2288,20 @@ defmodule Nx do
 
   """
   def iota(shape, opts \\ []) do
-    opts = keyword!(opts, [:axis, :names, :backend, type: {:s, 64}])
+    opts = keyword!(opts, [:axis, :names, :backend, :vectorized_axes, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis)
-    apply_op(:iota, [], %{axis: axis}, type, shape)
+    iota = apply_op(:iota, [], %{axis: axis}, type, shape)
+    vectorized_iota(iota, opts[:vectorized_axes] || [])
+  end
+
+  # `vectorized_axes: [name: size, ...]`: every entry holds the same iota
+  defp vectorized_iota(iota, []), do: iota
+
+  defp vectorized_iota(iota, axes) do
+    sizes = Keyword.values(axes) ++ Tuple.to_list(iota.shape)
+    iota |> broadcast(List.to_tuple(sizes)) |> vectorize(axes)
   end
 
   @doc """

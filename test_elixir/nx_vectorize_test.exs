@@ -249,6 +249,16 @@ defmodule Nx.VectorizeTest do
       end
     end
 
+    test "iota with :vectorized_axes gives every entry the same iota" do
+      t = Nx.iota({2, 3}, axis: 0, vectorized_axes: [x: 1, y: 2])
+      assert t.vectorized_axes == [x: 1, y: 2] and t.shape == {2, 3}
+
+      assert Nx.devectorize(t, keep_names: false) ==
+               Nx.broadcast(Nx.iota({2, 3}, axis: 0), {1, 2, 2, 3})
+
+      assert Nx.iota({2}, vectorized_axes: []) == Nx.iota({2})
+    end
+
     test "an if on a vectorized condition selects entry by entry" do
       x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
       assert abs_if(x) == Nx.vectorize(Nx.tensor([[1, 2], [3, -1]]), :x)
