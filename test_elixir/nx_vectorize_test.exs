@@ -165,6 +165,38 @@ defmodule Nx.VectorizeTest do
       end
     end
 
+    test "a size-1 vectorized axis broadcasts against a larger one of its name (Nx 0.7)" do
+      c = Nx.vectorize(Nx.tensor([[1]]), x: 1, y: 1)
+      d = Nx.vectorize(Nx.tensor([[1, 2]]), x: 1, y: 2)
+      assert Nx.add(c, d) == Nx.vectorize(Nx.tensor([[2, 3]]), x: 1, y: 2)
+      assert Nx.add(d, c) == Nx.vectorize(Nx.tensor([[2, 3]]), x: 1, y: 2)
+      # the larger size, at the place of the first input's axis
+      e = Nx.vectorize(Nx.tensor([[10], [20]]), y: 2, x: 1)
+      assert Nx.add(c, e) == Nx.vectorize(Nx.tensor([[11, 21]]), x: 1, y: 2)
+
+      # the gradient of the size-1 input sums over the entries it was broadcast to
+      g = Nx.Defn.grad(Nx.vectorize(Nx.tensor([[3.0]]), x: 1, y: 1), &Nx.multiply(&1, d))
+      assert g == Nx.vectorize(Nx.tensor([[3.0]]), x: 1, y: 1)
+    end
+
+    test "broadcast_vectors/2 gives a list of tensors the union of their vectorized axes" do
+      x = Nx.vectorize(Nx.tensor([1, 2]), :x)
+      xy = Nx.vectorize(Nx.tensor([[[5], [6]]]), x: 1, y: 2)
+
+      assert [bxy, bx] = Nx.broadcast_vectors([xy, x])
+      assert bxy == Nx.vectorize(Nx.tensor([[[5], [6]], [[5], [6]]]), x: 2, y: 2)
+      assert bx == Nx.vectorize(Nx.tensor([[1, 1], [2, 2]]), x: 2, y: 2)
+
+      assert [bx, _] = Nx.broadcast_vectors([x, xy], align_ranks: true)
+      assert bx == Nx.vectorize(Nx.tensor([[[1], [1]], [[2], [2]]]), x: 2, y: 2)
+      assert Nx.broadcast_vectors([x]) == [x]
+      assert Nx.broadcast_vectors([1, Nx.tensor(2)]) == [Nx.tensor(1), Nx.tensor(2)]
+
+      assert_raise ArgumentError, ~r/unknown key :align/, fn ->
+        Nx.broadcast_vectors([x, xy], align: true)
+      end
+    end
+
     test "select and clip with mixed vectorized inputs" do
       pred = Nx.vectorize(Nx.tensor([[1, 0], [0, 1]], type: :u8), :x)
       r = Nx.select(pred, Nx.tensor([1, 2]), Nx.vectorize(Nx.tensor([10, 20, 30]), :y))
