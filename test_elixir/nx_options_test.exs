@@ -13,7 +13,6 @@ defmodule NxJax.NxOptionsTest do
   # we do not implement is refused rather than ignored, or the function is missing
   @differs %{
     eye: "no :vectorized_axes",
-    iota: "no :vectorized_axes",
     "LinAlg.norm": "missing",
     "LinAlg.pinv": "missing",
     "LinAlg.matrix_rank": "missing"
