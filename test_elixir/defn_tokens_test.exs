@@ -7,6 +7,8 @@ defmodule NxJax.DefnTokensTest do
   import ExUnit.CaptureIO
   import Nx.Defn
 
+  doctest Nx.Defn.Token
+
   defp tell(tag), do: &send(self(), {tag, &1})
 
   defn add_and_mult(a, b) do
