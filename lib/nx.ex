@@ -652,6 +652,88 @@ defmodule Nx do
     vectorize(flat, vectorized_axes)
   end
 
+  @doc """
+  Gives every tensor of the list `tensors` the same vectorized axes: their union by name, in
+  order of first appearance, where a size-1 axis takes the size of a larger one of its name.
+  Each tensor keeps its own (inner) shape, or with `align_ranks: true` gets leading axes of
+  size 1 up to the largest rank of the list. A list of one tensor comes back as it is.
+
+  ## Examples
+
+      iex> x = Nx.vectorize(Nx.tensor([1, 2]), :x)
+      iex> y = Nx.vectorize(Nx.tensor([[10, 20, 30]]), :y)
+      iex> [bx, by] = Nx.broadcast_vectors([x, y])
+      iex> {bx.vectorized_axes, by.vectorized_axes, bx.shape, by.shape}
+      {[x: 2, y: 1], [x: 2, y: 1], {}, {3}}
+      iex> Nx.devectorize(by, keep_names: false)
+      #Nx.Tensor<
+        s64[2][1][3]
+        [
+          [
+            [10, 20, 30]
+          ],
+          [
+            [10, 20, 30]
+          ]
+        ]
+      >
+      iex> [bx, _] = Nx.broadcast_vectors([x, y], align_ranks: true)
+      iex> bx.shape
+      {1}
+
+  """
+  def broadcast_vectors(tensors, opts \\ []) when is_list(tensors) do
+    opts = keyword!(opts, align_ranks: false)
+    tensors = Enum.map(tensors, &to_tensor/1)
+
+    case tensors do
+      [_] ->
+        tensors
+
+      _ ->
+        axes = Nx.Defn.Expr.vectorized_union(tensors)
+        rank = tensors |> Enum.map(&tuple_size(&1.shape)) |> Enum.max(fn -> 0 end)
+        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank))
+    end
+  end
+
+  # `tensor` with exactly the vectorized axes `axes` (its own are among them, by name; a
+  # size-1 one may grow), its inner shape padded with leading 1s up to `rank` unless nil
+  defp broadcast_vector(%T{vectorized_axes: own, shape: shape} = tensor, axes, rank) do
+    inner = Tuple.to_list(shape)
+    inner = if rank, do: List.duplicate(1, rank - length(inner)) ++ inner, else: inner
+
+    if own == axes and length(inner) == tuple_size(shape) do
+      tensor
+    else
+      k = length(own)
+      # own axes in the order of `axes`, then the missing ones inserted with size 1
+      order = Enum.sort_by(0..(k - 1)//1, fn i -> position(axes, elem(Enum.at(own, i), 0)) end)
+      data = devectorize(tensor, keep_names: false)
+      perm = order ++ Enum.to_list(k..(k + tuple_size(shape) - 1)//1)
+
+      data =
+        if perm == Enum.to_list(0..(length(perm) - 1)//1),
+          do: data,
+          else: transpose(data, axes: perm)
+
+      ones =
+        Enum.map(axes, fn {name, _} ->
+          case Keyword.fetch(own, name) do
+            {:ok, size} -> size
+            :error -> 1
+          end
+        end)
+
+      data
+      |> reshape(List.to_tuple(ones ++ inner))
+      |> broadcast(List.to_tuple(Keyword.values(axes) ++ inner))
+      |> vectorize(axes)
+    end
+  end
+
+  defp position(axes, name), do: Enum.find_index(axes, fn {n, _} -> n == name end)
+
   @doc false
   # The shape of the data of a tensor: its vectorized sizes, then its shape.
   def full_shape(%T{vectorized_axes: [], shape: shape}), do: shape
@@ -2272,7 +2354,8 @@ defmodule Nx do
   @doc """
   A tensor counting up: with `axis: nil` (the default) `0..size-1` in row-major order,
   otherwise counting along `axis`. `shape` is a tuple or a tensor; `:type` defaults to
-  `{:s, 64}`.
+  `{:s, 64}`. With `vectorized_axes: [name: size, ...]` the result is vectorized, each entry
+  the same iota.
 
   ## Examples
 
@@ -2287,11 +2370,20 @@ defmodule Nx do
 
   """
   def iota(shape, opts \\ []) do
-    opts = keyword!(opts, [:axis, :names, :backend, type: {:s, 64}])
+    opts = keyword!(opts, [:axis, :names, :backend, :vectorized_axes, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis)
-    apply_op(:iota, [], %{axis: axis}, type, shape)
+    iota = apply_op(:iota, [], %{axis: axis}, type, shape)
+    vectorized_iota(iota, opts[:vectorized_axes] || [])
+  end
+
+  # `vectorized_axes: [name: size, ...]`: every entry holds the same iota
+  defp vectorized_iota(iota, []), do: iota
+
+  defp vectorized_iota(iota, axes) do
+    sizes = Keyword.values(axes) ++ Tuple.to_list(iota.shape)
+    iota |> broadcast(List.to_tuple(sizes)) |> vectorize(axes)
   end
 
   @doc """

@@ -370,6 +370,7 @@ OP_SPECS: dict[str, OpSpec] = {
     ),
     "metadata": _spec(1, {"keys": _list}),
     "hook": _spec((1, None), {"index": _non_neg_int}),
+    "attach_token": _spec((2, None)),
     # ops carrying sub-graphs (PROTOCOL.md 4.3)
     "cond": _spec((1, None), {"branches": _SUBGRAPHS}),
     "while": _spec(
@@ -587,7 +588,8 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
 
 VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
 NOT_VECTORIZABLE = frozenset(
-    "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook cond "
+    "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook "
+    "attach_token cond "
     "while range_loop reduce window_reduce".split()
 )
 
@@ -863,6 +865,15 @@ def _check_hook(node: Node, nodes: list[Node], where: str) -> None:
     if _tuple_outs(node, where) != want:
         raise GraphError(f"{where}: out must be the list of its inputs' outs "
                          f"{[str(o) for o in want]}")
+
+
+def _check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
+    _check_tensor_out(node, nodes, where)
+    if any(not isinstance(nodes[i].out, TensorOut) for i in node.inputs):
+        raise GraphError(f"{where}: every input must be tensor-valued")
+    last = nodes[node.inputs[-1]].tensor
+    if node.tensor != last:
+        raise GraphError(f"{where}: out must be the last input's out {last}, got {node.tensor}")
 
 
 def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
@@ -1142,6 +1153,7 @@ CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
     "grad": _check_grad,
     "custom_grad": _check_custom_grad,
     "hook": _check_hook,
+    "attach_token": _check_attach_token,
     "pad": _check_pad,
     "reverse": _check_reverse,
     "dynamic_slice": _check_dynamic_slice,

@@ -1073,6 +1073,12 @@ def lower_hook(c: Call) -> Value:
     return values
 
 
+def lower_attach_token(c: Call) -> Value:
+    """``attach_token`` [h1..hn, x]: the value of x. The h (hooked values, ``Nx.Defn.Kernel``'s
+    tokens) are inputs only so that evaluating x evaluates them, and fires their hooks, first."""
+    return c.args[-1]
+
+
 # --- Fourier transforms (issue #3) -----------------------------------------------------------
 
 
@@ -1354,6 +1360,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "custom_grad": lower_custom_grad,
     "metadata": lower_metadata,
     "hook": lower_hook,
+    "attach_token": lower_attach_token,
     "pad": lower_pad,
     "reverse": lower_reverse,
     "dynamic_slice": lower_dynamic_slice,

@@ -188,6 +188,20 @@ defmodule NxJax.DefnTest do
         Nx.Defn.jit(&Nx.add/2).(expr, 1.0)
       end
     end
+
+    test "a template argument the graph reads cannot run, in Nx's words" do
+      message = "cannot perform operations on a Nx.TemplateBackend tensor"
+      template = Nx.template({3}, :f32)
+
+      assert_raise RuntimeError, message, fn -> Nx.Defn.jit(&Nx.add/2).(template, 1.0) end
+
+      assert_raise RuntimeError, message, fn ->
+        Nx.Defn.jit(&Nx.slice(&1, [&2], [1])).(Nx.tensor([1, 2, 3]), Nx.template({}, :s32))
+      end
+
+      # an argument the result does not read is not needed
+      assert Nx.Defn.jit(fn a, _b -> Nx.exp(a) end).(0.0, template) == Nx.tensor(1.0)
+    end
   end
 
   describe "eager ops" do

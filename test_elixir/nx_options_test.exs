@@ -12,8 +12,7 @@ defmodule NxJax.NxOptionsTest do
   # where we knowingly differ from Nx 0.7.2 (docs/COMPATIBILITY.md): a key Nx accepts that
   # we do not implement is refused rather than ignored
   @differs %{
-    eye: "no :vectorized_axes",
-    iota: "no :vectorized_axes"
+    eye: "no :vectorized_axes"
   }
 
   # (functions missing here or in Nx 0.7.2 are called through apply/3, which compiles quietly)

@@ -13,6 +13,20 @@ defmodule Nx.VectorizeTest do
   defn affine(x, w, b), do: Nx.dot(w, x) + b
   defn loss(w, x), do: Nx.sum(Nx.sin(Nx.dot(x, w))) + Nx.sum(w * Nx.exp(-w))
   defn abs_if(x), do: if(Nx.sum(x) > 0, do: x, else: -x)
+  defn scale_if(flag, x, y), do: if(flag, do: x * 2, else: x + Nx.sum(y))
+  defn pick_if(flag, x, y), do: if(flag, do: {x[0], y}, else: {y, x})
+
+  defn add_twice(x, y) do
+    while {x, i = 0}, i < 2 do
+      {x + Nx.sum(y), i + 1}
+    end
+  end
+
+  defn until_big(x) do
+    while x, Nx.sum(x) < 10 do
+      x * 2
+    end
+  end
 
   describe "vectorize, devectorize, revectorize" do
     test "vectorize moves leading axes into vectorized_axes and keeps the data" do
@@ -151,6 +165,38 @@ defmodule Nx.VectorizeTest do
       end
     end
 
+    test "a size-1 vectorized axis broadcasts against a larger one of its name (Nx 0.7)" do
+      c = Nx.vectorize(Nx.tensor([[1]]), x: 1, y: 1)
+      d = Nx.vectorize(Nx.tensor([[1, 2]]), x: 1, y: 2)
+      assert Nx.add(c, d) == Nx.vectorize(Nx.tensor([[2, 3]]), x: 1, y: 2)
+      assert Nx.add(d, c) == Nx.vectorize(Nx.tensor([[2, 3]]), x: 1, y: 2)
+      # the larger size, at the place of the first input's axis
+      e = Nx.vectorize(Nx.tensor([[10], [20]]), y: 2, x: 1)
+      assert Nx.add(c, e) == Nx.vectorize(Nx.tensor([[11, 21]]), x: 1, y: 2)
+
+      # the gradient of the size-1 input sums over the entries it was broadcast to
+      g = Nx.Defn.grad(Nx.vectorize(Nx.tensor([[3.0]]), x: 1, y: 1), &Nx.multiply(&1, d))
+      assert g == Nx.vectorize(Nx.tensor([[3.0]]), x: 1, y: 1)
+    end
+
+    test "broadcast_vectors/2 gives a list of tensors the union of their vectorized axes" do
+      x = Nx.vectorize(Nx.tensor([1, 2]), :x)
+      xy = Nx.vectorize(Nx.tensor([[[5], [6]]]), x: 1, y: 2)
+
+      assert [bxy, bx] = Nx.broadcast_vectors([xy, x])
+      assert bxy == Nx.vectorize(Nx.tensor([[[5], [6]], [[5], [6]]]), x: 2, y: 2)
+      assert bx == Nx.vectorize(Nx.tensor([[1, 1], [2, 2]]), x: 2, y: 2)
+
+      assert [bx, _] = Nx.broadcast_vectors([x, xy], align_ranks: true)
+      assert bx == Nx.vectorize(Nx.tensor([[[1], [1]], [[2], [2]]]), x: 2, y: 2)
+      assert Nx.broadcast_vectors([x]) == [x]
+      assert Nx.broadcast_vectors([1, Nx.tensor(2)]) == [Nx.tensor(1), Nx.tensor(2)]
+
+      assert_raise ArgumentError, ~r/unknown key :align/, fn ->
+        Nx.broadcast_vectors([x, xy], align: true)
+      end
+    end
+
     test "select and clip with mixed vectorized inputs" do
       pred = Nx.vectorize(Nx.tensor([[1, 0], [0, 1]], type: :u8), :x)
       r = Nx.select(pred, Nx.tensor([1, 2]), Nx.vectorize(Nx.tensor([10, 20, 30]), :y))
@@ -235,9 +281,59 @@ defmodule Nx.VectorizeTest do
       end
     end
 
-    test "control flow with a vectorized value raises a clear error" do
-      assert_raise ArgumentError, ~r/cond is not supported with vectorized tensors yet/, fn ->
-        abs_if(Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x))
+    test "iota with :vectorized_axes gives every entry the same iota" do
+      t = Nx.iota({2, 3}, axis: 0, vectorized_axes: [x: 1, y: 2])
+      assert t.vectorized_axes == [x: 1, y: 2] and t.shape == {2, 3}
+
+      assert Nx.devectorize(t, keep_names: false) ==
+               Nx.broadcast(Nx.iota({2, 3}, axis: 0), {1, 2, 2, 3})
+
+      assert Nx.iota({2}, vectorized_axes: []) == Nx.iota({2})
+    end
+
+    test "an if on a vectorized condition selects entry by entry" do
+      x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
+      assert abs_if(x) == Nx.vectorize(Nx.tensor([[1, 2], [3, -1]]), :x)
+    end
+
+    test "an if on a plain condition runs one branch over vectorized values" do
+      x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
+      y = Nx.vectorize(Nx.tensor([10, 20, 30]), :y)
+
+      assert scale_if(1, x, Nx.tensor([10, 20, 30])) ==
+               Nx.vectorize(Nx.tensor([[2, 4], [-6, 2]]), :x)
+
+      assert scale_if(0, x, Nx.tensor([10, 20, 30])) ==
+               Nx.vectorize(Nx.tensor([[61, 62], [57, 61]]), :x)
+
+      # per leaf, the branches' vectorized axes are united (true branch's first) and the
+      # taken leaf is broadcast to them
+      {left, right} = pick_if(0, x, y)
+      assert left.vectorized_axes == [x: 2, y: 3] and right.vectorized_axes == [y: 3, x: 2]
+      assert Nx.devectorize(left, keep_names: false) == Nx.tensor([[10, 20, 30], [10, 20, 30]])
+
+      assert Nx.devectorize(right, keep_names: false) ==
+               Nx.tile(Nx.tensor([[[1, 2], [-3, 1]]]), [3, 1, 1])
+    end
+
+    test "a loop over vectorized state runs on every entry at once" do
+      x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
+      assert {result, i} = add_twice(x, 5)
+      assert result == Nx.vectorize(Nx.tensor([[11, 12], [7, 11]]), :x) and i == Nx.tensor(2)
+      # a captured value vectorized like the state
+      assert {result, _} = add_twice(x, Nx.vectorize(Nx.tensor([100, 200]), :x))
+      assert result == Nx.vectorize(Nx.tensor([[201, 202], [397, 401]]), :x)
+    end
+
+    test "a loop condition or state that the body vectorizes raises" do
+      x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
+
+      assert_raise ArgumentError, ~r/the condition of while must not be vectorized/, fn ->
+        until_big(x)
+      end
+
+      assert_raise ArgumentError, ~r/must keep the vectorized axes of state leaf 0/, fn ->
+        add_twice(Nx.tensor([1, 2]), Nx.vectorize(Nx.tensor([10, 20, 30]), :y))
       end
     end
   end

@@ -203,6 +203,62 @@ def test_a_hook_whose_out_is_not_its_inputs_is_a_graph_error() -> None:
         decode_graph(g.binary([x]))
 
 
+def attach(g: GraphBuilder, hooked: list[int], x: int) -> int:
+    return g.add("attach_token", [*hooked, x], {}, g.out_of(x))
+
+
+def test_attach_token_is_its_last_input_and_fires_the_hooks_of_the_others_first() -> None:
+    # Nx's side_effect_hooks: hooks on b then a, neither value used by the result a * 10
+    g = GraphBuilder()
+    a, b = g.param(0, "f64"), g.param(1, "f64")
+    [hb] = hook(g, 0, b)
+    [ha] = hook(g, 1, a)
+    y = attach(g, [hb, ha], g.add("multiply", [a, g.const(10.0, "f64")], {}, F64))
+    [hy] = hook(g, 2, y)
+    results, seen = run(g, [hy], np.float64(1.0), np.float64(2.0))
+    assert results == [10.0]
+    assert seen == [(0, [2.0]), (1, [1.0]), (2, [10.0])]
+
+
+def test_grad_through_attach_token_is_the_identity_on_its_value_and_hooks_fire_once() -> None:
+    g = GraphBuilder()
+    x = g.param(0, "f64")
+    [h] = hook(g, 0, g.add("exp", [x], {}, F64))
+    y = attach(g, [h], g.add("multiply", [x, x], {}, F64))
+    dy = grad_of(g, y, x, F64)
+    assert run(g, [y, dy], np.float64(3.0)) == ([9.0, 6.0], [(0, [float(np.exp(3.0))])])
+
+
+def test_attach_token_in_the_untaken_cond_branch_fires_nothing() -> None:
+    g = GraphBuilder()
+    x = g.param(0, "f64")
+    pred = g.add("greater", [x, g.const(0.0, "f64")], {}, ("u8", ()))
+
+    def hooked(s: GraphBuilder) -> list[int]:
+        p = s.param(0, "f64")
+        [h] = hook(s, 3, s.op("negate", p))
+        return [attach(s, [h], p)]
+
+    branches = [sub(hooked), sub(lambda s: [s.param(0, "f64")])]
+    node = add_with_subgraphs(g, "cond", [pred, x], [F64], {"branches": branches})
+    out = elem(g, node, 0, F64)
+    assert run(g, [out], np.float64(2.0)) == ([2.0], [(3, [-2.0])])
+    assert run(g, [out], np.float64(-2.0)) == ([-2.0], [])
+
+
+def test_attach_token_with_another_out_than_its_last_input_is_a_graph_error() -> None:
+    g = GraphBuilder()
+    x, y = g.param(0, "f64"), g.param(1, "f32")
+    g.add("attach_token", [x, y], {}, F64)
+    with pytest.raises(GraphError, match="out must be the last input's out"):
+        decode_graph(g.binary([x]))
+    g = GraphBuilder()
+    x = g.param(0, "f64")
+    g.add("attach_token", [x], {}, F64)
+    with pytest.raises(GraphError, match="attach_token"):
+        decode_graph(g.binary([x]))
+
+
 def test_the_graph_knows_whether_it_has_hooks_in_sub_graphs() -> None:
     g = GraphBuilder()
     x = g.param(0, "f64")

@@ -73,7 +73,7 @@ TESTED_BELOW = {
     # in test_lower_control_flow.py:
     "cond", "while", "range_loop", "reduce", "window_reduce",
     # in test_lower_hooks.py:
-    "hook",
+    "hook", "attach_token",
 }
 
 

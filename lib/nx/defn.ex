@@ -17,8 +17,9 @@ defmodule Nx.Defn do
 
   Inside a `defn` body `Nx.Defn.Kernel` is imported in place of `Kernel`'s numeric
   operators, so `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers, and
-  `grad/2`, `value_and_grad/3`, `stop_grad/1`, `custom_grad/3`, `hook/2,3`,
-  `print_value/2`, `print_expr/2`, `transform/2` are available; `if/2` and `cond/1` accept tensor conditions.
+  `grad/2`, `value_and_grad/3`, `stop_grad/1`, `custom_grad/3`, `hook/2,3`, the hook tokens
+  (`create_token/0`, `hook_token/3,4`, `attach_token/2`), `print_value/2,3`,
+  `print_expr/2`, `transform/2` are available; `if/2` and `cond/1` accept tensor conditions.
 
   Calling a `defn` from outside `defn` jits it: the arguments (tensors, numbers, and
   tuples and maps of them; any other term is passed as it is) become parameters, the

@@ -224,6 +224,12 @@ defmodule Nx.Defn.Compiler do
   # NxJax.Backend.
   defp execute({:graph, graph_bin, key, parameters, container, templates, hooks}, args, opts) do
     args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
+
+    # a template (Nx.template/2) describes an input; it has no data to compute with
+    if Enum.any?(args, &match?(%Nx.Tensor{data: nil}, &1)) do
+      raise "cannot perform operations on a Nx.TemplateBackend tensor"
+    end
+
     home = Enum.find_value(args, &NxJax.Backend.worker/1)
     keep = home != nil or Nx.default_backend() == NxJax.Backend
 

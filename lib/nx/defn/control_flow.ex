@@ -26,7 +26,12 @@ defmodule Nx.Defn.ControlFlow do
   so the other one cannot poison values or gradients.
 
   Both branches must return the same container; each leaf gets the merged type and the
-  broadcast shape of the two branches' leaves.
+  broadcast shape of the two branches' leaves, and the union of their vectorized axes
+  (branches may use vectorized values: the node takes them devectorized).
+
+  A vectorized condition (one scalar per entry) selects entry by entry instead: both
+  branches are computed (`Nx.select/3` over their leaves), hooks of both fire, and a branch
+  with an infinite derivative poisons the gradient where it is not taken.
   """
   @spec if_(Nx.Tensor.t() | number, (() -> term), (() -> term)) :: term
   def if_(condition, on_true, on_false) do
@@ -37,15 +42,31 @@ defmodule Nx.Defn.ControlFlow do
             "a cond/if condition must be a scalar tensor, got shape #{inspect(pred.shape)}"
     end
 
-    {true_result, true_scope} = trace(on_true)
-    {false_result, false_scope} = trace(on_false)
+    if pred.vectorized_axes == [] do
+      cond_node(pred, on_true, on_false)
+    else
+      {true_result, false_result} = {on_true.(), on_false.()}
+      same_branches!(true_result, false_result)
+      true_leaves = Composite.flatten_list([true_result])
+      false_leaves = Composite.flatten_list([false_result])
+      selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(pred, &1, &2))
+      Composite.fill(true_result, selected)
+    end
+  end
 
+  defp same_branches!(true_result, false_result) do
     if skeleton(true_result) != skeleton(false_result) do
       raise ArgumentError,
             "both branches of an if/cond on a tensor condition must return the same container " <>
               "(tensors or numbers in the same tuples and maps; the else branch is required), " <>
               "got: #{inspect(true_result)} and #{inspect(false_result)}"
     end
+  end
+
+  defp cond_node(pred, on_true, on_false) do
+    {true_result, true_scope} = trace(on_true)
+    {false_result, false_scope} = trace(on_false)
+    same_branches!(true_result, false_result)
 
     true_leaves = Composite.flatten_list([true_result])
     false_leaves = Composite.flatten_list([false_result])
@@ -70,7 +91,8 @@ defmodule Nx.Defn.ControlFlow do
         {:subgraph, false_leaves, captures}
       ]
 
-      outs = Expr.tuple(:cond, [pred | captures], %{branches: branches}, templates)
+      inputs = [pred | Enum.map(captures, &devectorized/1)]
+      outs = Expr.tuple(:cond, inputs, %{branches: branches}, templates)
       Composite.fill(true_result, Tuple.to_list(outs))
     end
   end
@@ -78,13 +100,27 @@ defmodule Nx.Defn.ControlFlow do
   defp merge_template(left, right) do
     {left, right} = {Expr.to_expr(left), Expr.to_expr(right)}
     shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-    Expr.template(Nx.Type.merge(left.type, right.type), shape)
+    axes = Expr.vectorized_union([left, right])
+    %{Expr.template(Nx.Type.merge(left.type, right.type), shape) | vectorized_axes: axes}
   end
 
-  defp fit(leaf, %Nx.Tensor{type: type, shape: shape}) do
+  defp fit(leaf, %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes}) do
     leaf = leaf |> Expr.to_expr() |> Nx.as_type(type)
-    if leaf.shape == shape, do: leaf, else: Nx.broadcast(leaf, shape)
+    leaf = if leaf.shape == shape, do: leaf, else: Nx.broadcast(leaf, shape)
+    if leaf.vectorized_axes == axes, do: leaf, else: vectorize_as(leaf, axes)
   end
+
+  # `leaf` with exactly the vectorized axes `axes` (a superset of its own, in that order):
+  # a select on a vectorized all-true predicate broadcasts it without touching a value
+  defp vectorize_as(leaf, axes) do
+    sizes = axes |> Keyword.values() |> List.to_tuple()
+    all = 1 |> Nx.tensor(type: {:u, 8}) |> Nx.broadcast(sizes) |> Nx.vectorize(axes)
+    Nx.select(all, leaf, leaf)
+  end
+
+  # a vectorized value travels devectorized (PROTOCOL 4.4): the same node, seen whole
+  defp devectorized(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
+  defp devectorized(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   defp skeleton(container), do: Composite.traverse(container, fn _ -> :leaf end)
 
@@ -131,7 +167,7 @@ defmodule Nx.Defn.ControlFlow do
       max_iterations: max
     }
 
-    outs = Expr.tuple(:while, init ++ captures, opts, templates(init))
+    outs = Expr.tuple(:while, Enum.map(init ++ captures, &devectorized/1), opts, templates(init))
     Composite.fill(initial, Tuple.to_list(outs))
   end
 
@@ -173,7 +209,8 @@ defmodule Nx.Defn.ControlFlow do
       captures = captures(next, scope)
       opts = %{body: {:subgraph, next, params ++ [index | captures]}, first: first, step: step}
       opts = Map.put(opts, :count, count)
-      outs = Expr.tuple(:range_loop, init ++ captures, opts, templates(init))
+      inputs = Enum.map(init ++ captures, &devectorized/1)
+      outs = Expr.tuple(:range_loop, inputs, opts, templates(init))
       Composite.fill(initial, Tuple.to_list(outs))
     end
   end
@@ -193,13 +230,22 @@ defmodule Nx.Defn.ControlFlow do
   defp parameters(leaves) do
     leaves
     |> Enum.with_index()
-    |> Enum.map(fn {leaf, index} -> Expr.parameter(index, leaf.type, leaf.shape) end)
+    |> Enum.map(fn {leaf, index} ->
+      Expr.parameter(index, leaf.type, leaf.shape, leaf.vectorized_axes)
+    end)
   end
 
-  defp templates(leaves), do: Enum.map(leaves, &Expr.template(&1.type, &1.shape))
+  defp templates(leaves) do
+    Enum.map(leaves, &%{Expr.template(&1.type, &1.shape) | vectorized_axes: &1.vectorized_axes})
+  end
 
   defp predicate!(pred) do
     case pred do
+      %Nx.Tensor{shape: {}, vectorized_axes: [_ | _]} ->
+        raise ArgumentError,
+              "the condition of while must not be vectorized (one scalar for every entry), " <>
+                "got: #{inspect(pred)}. Reduce it to one scalar with Nx.all/1 or Nx.any/1"
+
       %Nx.Tensor{shape: {}, type: {kind, _}} when kind != :tuple ->
         Expr.to_expr(pred)
 
@@ -223,7 +269,7 @@ defmodule Nx.Defn.ControlFlow do
     |> then(&Composite.flatten_list([&1]))
     |> Enum.zip(init)
     |> Enum.with_index()
-    |> Enum.map(fn {{leaf, %Nx.Tensor{type: type, shape: shape}}, index} ->
+    |> Enum.map(fn {{leaf, %Nx.Tensor{type: type, shape: shape} = start}, index} ->
       leaf = Expr.to_expr(leaf)
 
       cond do
@@ -231,6 +277,12 @@ defmodule Nx.Defn.ControlFlow do
           raise ArgumentError,
                 "the body of while must keep the shape of state leaf #{index}: expected " <>
                   "#{inspect(shape)}, got #{inspect(leaf.shape)}"
+
+        leaf.vectorized_axes != start.vectorized_axes ->
+          raise ArgumentError,
+                "the body of while must keep the vectorized axes of state leaf #{index}: " <>
+                  "expected #{inspect(start.vectorized_axes)}, got " <>
+                  "#{inspect(leaf.vectorized_axes)}. Vectorize the initial state the same way"
 
         leaf.type == type ->
           leaf

@@ -274,7 +274,8 @@ defmodule Nx.Defn.Expr do
 
   @doc false
   # The vectorized axes of the result of an op over `tensors`: their union by name, in order
-  # of appearance; a name with two sizes raises.
+  # of appearance; a size-1 axis broadcasts against a larger one of its name (as in Nx), any
+  # other pair of sizes raises.
   def vectorized_union(tensors) do
     Enum.reduce(tensors, [], fn tensor, acc ->
       Enum.reduce(vectorized_axes(tensor), acc, fn {name, size}, acc ->
@@ -283,6 +284,12 @@ defmodule Nx.Defn.Expr do
             acc ++ [{name, size}]
 
           {:ok, ^size} ->
+            acc
+
+          {:ok, 1} ->
+            Keyword.replace!(acc, name, size)
+
+          {:ok, _other} when size == 1 ->
             acc
 
           {:ok, other} ->

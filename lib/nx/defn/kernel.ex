@@ -581,15 +581,89 @@ defmodule Nx.Defn.Kernel do
     do: Expr.hook(expr, name, fun)
 
   @doc """
+  Hooks `expr` through `token` (a `Nx.Defn.Token` from `create_token/0`) and returns
+  `{token, expr}`: the new token and `expr` itself, not hooked. The hook fires only once the
+  token is attached to a value that is computed (`attach_token/2`), so it may hook a value
+  the result does not use.
+
+  With an atom it is a named hook (the jit's `hooks:` option gives its function, as for
+  `hook/2`); with a function, an unnamed hook calling it. `hook_token/4` gives both.
+
+  ## Examples
+
+      defn add_and_mult(a, b) do
+        token = create_token()
+        {token, _add} = hook_token(token, a + b, :add, &IO.inspect({:add, &1}))
+        {token, mult} = hook_token(token, a * b, :mult, &IO.inspect({:mult, &1}))
+        attach_token(token, mult)
+      end
+  """
+  def hook_token(token, expr, name_or_fun)
+
+  def hook_token(%Nx.Defn.Token{} = token, expr, name) when is_atom(name),
+    do: add_token_hook(token, expr, name, nil)
+
+  def hook_token(%Nx.Defn.Token{} = token, expr, fun) when is_function(fun, 1),
+    do: add_token_hook(token, expr, nil, fun)
+
+  @doc "Hooks `expr` through `token` under `name` with the default function `fun`; see `hook_token/3`."
+  def hook_token(%Nx.Defn.Token{} = token, expr, name, fun)
+      when Kernel.and(is_atom(name), is_function(fun, 1)),
+      do: add_token_hook(token, expr, name, fun)
+
+  # while tracing, numbers become tensors (Nx returns the container of expressions)
+  defp add_token_hook(token, expr, name, fun) do
+    expr =
+      Kernel.if(Expr.tracing?(),
+        do: Nx.Defn.Composite.traverse(expr, &Expr.to_expr/1),
+        else: expr
+      )
+
+    {Nx.Defn.Token.add_hook(token, expr, name, fun), expr}
+  end
+
+  @doc """
+  Creates an empty token of hooks; see `hook_token/3` and `attach_token/2`.
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.create_token()
+      #Nx.Defn.Token<[]>
+  """
+  def create_token, do: Nx.Defn.Token.new()
+
+  @doc """
+  Returns `expr` (a tensor or a container) with the hooks of `token` attached: when any of
+  its tensors is computed, the token's hooks fire first, in the order `hook_token/3,4` added
+  them (each once per computation). Attach the token to the value that is returned, inside
+  the `if`/`cond` branch or `while` body the hooks belong to; a token never attached fires
+  nothing.
+  """
+  def attach_token(%Nx.Defn.Token{} = token, expr), do: Nx.Defn.Token.attach(token, expr)
+
+  @doc """
   Prints the value of `expr` when it is computed (with `IO.inspect/2` and `opts`, so
-  `label: "x"` prints `x: ` before it) and returns `expr`; a `hook/2`.
+  `label: "x"` prints `x: ` before it) and returns `expr`; a `hook/2`. Given a function
+  `fun`, it prints `fun.(expr)` instead (traced with `expr`), and returns `expr`.
 
   ## Examples
 
       defn f(x), do: x |> Nx.exp() |> print_value(label: "exp") |> Nx.sum()
+
+      defn g(x), do: x |> Nx.exp() |> print_value(&Nx.sum/1) |> Nx.multiply(2)
   """
-  def print_value(expr, opts \\ []) when is_list(opts) do
+  def print_value(expr, fun_or_opts \\ [])
+
+  def print_value(expr, fun) when is_function(fun, 1), do: print_value(expr, fun, [])
+
+  def print_value(expr, opts) when is_list(opts) do
     Expr.hook(expr, nil, &IO.inspect(&1, opts))
+  end
+
+  @doc "Prints `fun.(expr)` when `expr` is computed (`IO.inspect/2` with `opts`); returns `expr`."
+  def print_value(expr, fun, opts) when Kernel.and(is_function(fun, 1), is_list(opts)) do
+    {token, _} = hook_token(create_token(), fun.(expr), &IO.inspect(&1, opts))
+    attach_token(token, expr)
   end
 
   @doc """
