@@ -82,6 +82,17 @@ defmodule Nx do
   def tensor(%T{} = tensor, opts) do
     opts = keyword!(opts, [:type, :names, :backend])
 
+    # given names replace the tensor's, which they must not contradict (Nx's)
+    tensor =
+      case opts[:names] do
+        nil ->
+          tensor
+
+        names ->
+          Nx.Shape.merge_names!(axis_names(tensor), Nx.Shape.named_axes!(names, tensor.shape))
+          rename(tensor, names)
+      end
+
     case opts[:type] do
       nil -> tensor
       type -> as_type(tensor, type)
@@ -3202,8 +3213,8 @@ defmodule Nx do
 
     {canonical, padding} =
       Nx.Shape.conv(
-        Nx.Shape.transpose(input.shape, in_perm),
-        Nx.Shape.transpose(kernel.shape, k_perm),
+        Nx.Shape.transpose(input.shape, in_perm, axis_names(input)),
+        Nx.Shape.transpose(kernel.shape, k_perm, axis_names(kernel)),
         per_axis.(:strides),
         Keyword.get(opts, :padding, :valid),
         per_axis.(:input_dilation),
@@ -3222,12 +3233,18 @@ defmodule Nx do
       kernel_dilation: per_axis.(:kernel_dilation),
       feature_group_size: fgs,
       batch_group_size: bgs,
-      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm),
-      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm),
+      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm, axis_names(input)),
+      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm, axis_names(kernel)),
       output_permutation: Nx.Shape.normalize_axes(canonical, out_perm)
     }
 
-    apply_op(:conv, [input, kernel], wire, type, shape)
+    # the input's names, in the order of the output's axes (Nx's); a non-identity
+    # :output_permutation leaves them unnamed (Nx applies its inverse, see COMPATIBILITY.md)
+    names =
+      if wire.output_permutation == identity,
+        do: Nx.Shape.transpose_names(axis_names(input), wire.input_permutation)
+
+    apply_op(:conv, [input, kernel], wire, type, shape, names)
   end
 
   defp per_spatial_axis(value, spatial) when is_integer(value),
