@@ -66,6 +66,7 @@ defmodule Nx.Shape do
       1
       iex> Nx.Shape.normalize_axis({2, 3}, 2)
       ** (ArgumentError) given axis (2) invalid for shape with rank 2
+
       iex> Nx.Shape.normalize_axis({2, 3}, :z, [:x, :y])
       ** (ArgumentError) name :z not found in tensor with names [:x, :y]
 
