@@ -82,16 +82,11 @@ defmodule Nx do
   def tensor(%T{} = tensor, opts) do
     opts = keyword!(opts, [:type, :names, :backend])
 
-    # given names replace the tensor's, which they must not contradict (Nx's)
-    tensor =
-      case opts[:names] do
-        nil ->
-          tensor
-
-        names ->
-          Nx.Shape.merge_names!(axis_names(tensor), Nx.Shape.named_axes!(names, tensor.shape))
-          rename(tensor, names)
-      end
+    # the names are those given (none by default), which must not contradict the tensor's
+    # (Nx's)
+    names = Nx.Shape.named_axes!(opts[:names], tensor.shape)
+    Nx.Shape.merge_names!(axis_names(tensor), names)
+    tensor = %T{tensor | names: names}
 
     case opts[:type] do
       nil -> tensor
@@ -631,13 +626,20 @@ defmodule Nx do
 
     vectorized_axes = tensor.vectorized_axes ++ new
     unique_axis_names!(vectorized_axes)
+    inner_names = Enum.drop(axis_names(tensor), length(axes))
+
+    for {name, _} <- new, name in inner_names do
+      raise ArgumentError,
+            "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
+              "already an axis with the same name"
+    end
 
     # the axes left keep their names
     %T{
       tensor
       | shape: List.to_tuple(inner),
         vectorized_axes: vectorized_axes,
-        names: Enum.drop(axis_names(tensor), length(axes))
+        names: inner_names
     }
   end
 
@@ -716,7 +718,8 @@ defmodule Nx do
 
     flat = devectorize(tensor, keep_names: false)
     flat = if full == old, do: flat, else: reshape(flat, full)
-    vectorize(flat, vectorized_axes)
+    names = Nx.Shape.named_axes!(opts[:target_names], target)
+    %T{vectorize(flat, vectorized_axes) | names: names}
   end
 
   @doc false
@@ -1957,11 +1960,12 @@ defmodule Nx do
     scalar_acc!(acc, "reduce/4")
     type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, acc.type))
 
-    {shape, axes} =
-      Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], axis_names(tensor))
+    names = axis_names(tensor)
+    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], names)
+    names = Nx.Shape.reduce_names(names, axes, opts[:keep_axes])
 
     wire = %{axes: axes, keep_axes: opts[:keep_axes]}
-    reduce_with(:reduce, tensor, acc, fun, wire, type, shape)
+    reduce_with(:reduce, tensor, acc, fun, wire, type, {shape, names})
   end
 
   @doc """
@@ -2001,7 +2005,7 @@ defmodule Nx do
         opts[:window_dilations]
       )
 
-    reduce_with(:window_reduce, tensor, acc, fun, config, type, shape)
+    reduce_with(:window_reduce, tensor, acc, fun, config, type, {shape, axis_names(tensor)})
   end
 
   defp scalar_acc!(%T{shape: {}}, _name), do: :ok
@@ -2011,7 +2015,7 @@ defmodule Nx do
           "Nx.#{name} expects the accumulator to be a scalar, got a tensor of shape #{inspect(shape)}"
   end
 
-  defp reduce_with(op, tensor, acc, fun, wire, type, shape) do
+  defp reduce_with(op, tensor, acc, fun, wire, type, {shape, names} = out) do
     if tensor.vectorized_axes != [] or acc.vectorized_axes != [] do
       raise ArgumentError,
             "Nx.#{op} with a function is not supported with vectorized tensors yet; use a " <>
@@ -2019,11 +2023,11 @@ defmodule Nx do
     end
 
     if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
-      out = %T{data: nil, type: type, shape: shape, names: unnamed(shape)}
+      template = %T{data: nil, type: type, shape: shape, names: names}
       {tensor, acc} = {as_type(tensor, type), as_type(acc, type)}
-      Nx.Defn.ControlFlow.reduce(op, tensor, acc, fun, wire, out)
+      Nx.Defn.ControlFlow.reduce(op, tensor, acc, fun, wire, template)
     else
-      one_graph([tensor, acc], &reduce_with(op, &1, &2, fun, wire, type, shape))
+      one_graph([tensor, acc], &reduce_with(op, &1, &2, fun, wire, type, out))
     end
   end
 
@@ -2303,7 +2307,7 @@ defmodule Nx do
 
   """
   def reshape(tensor, shape, opts \\ []) do
-    opts = keyword!(opts, [:names])
+    # (Nx 0.7.2 ignores other options here)
     tensor = to_tensor(tensor)
     new_shape = Nx.Shape.reshape(tensor.shape, shape_of(shape))
     names = Nx.Shape.named_axes!(opts[:names] || shape_names(shape), new_shape)
@@ -3140,8 +3144,8 @@ defmodule Nx do
   def outer(left, right) do
     {left, right} = {to_tensor(left), to_tensor(right)}
 
-    # a vector keeps its axis name (Nx's); a flattened tensor has none
-    name = fn t -> if rank(t) == 1, do: hd(axis_names(t)) end
+    # each side is flattened, named after its first axis (Nx's)
+    name = fn t -> List.first(axis_names(t)) end
 
     composite(
       fn l, r ->
@@ -3557,7 +3561,8 @@ defmodule Nx do
 
   @doc """
   Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
-  the same structure and, leaf by leaf, the same type, shape and vectorized axes.
+  the same structure and, leaf by leaf, the same type, shape and vectorized axes, and axis
+  names that agree (an unnamed axis agrees with any name).
 
   ## Examples
 
@@ -3565,18 +3570,35 @@ defmodule Nx do
       true
       iex> Nx.compatible?({Nx.iota({2})}, {Nx.iota({2}, type: :f32)})
       false
+      iex> Nx.compatible?(Nx.iota({2}, names: [:x]), Nx.iota({2}))
+      true
+      iex> Nx.compatible?(Nx.iota({2}, names: [:x]), Nx.iota({2}, names: [:y]))
+      false
 
   """
   def compatible?(left, right) do
-    describe = fn container ->
-      Nx.Defn.Composite.traverse(container, fn leaf ->
-        %T{type: type, shape: shape, vectorized_axes: vectorized} = to_tensor(leaf)
-        {:leaf, type, shape, vectorized}
-      end)
-    end
+    shape_of_container = fn c -> Nx.Defn.Composite.traverse(c, fn _ -> :leaf end) end
 
-    describe.(left) == describe.(right)
+    shape_of_container.(left) == shape_of_container.(right) and
+      Enum.all?(
+        Enum.zip_with(
+          Nx.Defn.Composite.flatten_list([left]),
+          Nx.Defn.Composite.flatten_list([right]),
+          &compatible_leaves?(to_tensor(&1), to_tensor(&2))
+        )
+      )
   end
+
+  # the same type, shape and vectorized axes, and names that agree where both are given
+  defp compatible_leaves?(
+         %T{type: type, shape: shape, vectorized_axes: axes} = left,
+         %T{type: type, shape: shape, vectorized_axes: axes} = right
+       ) do
+    Enum.zip_with(axis_names(left), axis_names(right), &(&1 == nil or &2 == nil or &1 == &2))
+    |> Enum.all?()
+  end
+
+  defp compatible_leaves?(_left, _right), do: false
 
   @doc """
   The size of the tensor's data in bytes: its elements (vectorized axes included) times the
@@ -3749,6 +3771,7 @@ defmodule Nx do
       end,
       [start, stop]
     )
+    |> rename(axis_names(start) ++ [opts[:name]])
   end
 
   @doc """

@@ -224,5 +224,19 @@ _ = t
    end},
   {"tensor_of_tensor_merge",
    fn -> Nx.tensor(Nx.tensor([[1, 2]], names: [:x, nil]), names: [nil, :y]) |> Nx.names() end},
+  {"revectorize_target_names",
+   fn -> Nx.revectorize(t, [v: 2], target_shape: {3}, target_names: [:r]) end},
+  {"revectorize_no_names", fn -> Nx.revectorize(t, [v: 3], target_shape: {2}) |> Nx.names() end},
+  {"vectorize_name_clash", fn -> Nx.vectorize(t, :y) end},
+  {"compatible_names",
+   fn ->
+     {Nx.compatible?(t, Nx.rename(t, [:x, nil])), Nx.compatible?(t, Nx.rename(t, [:y, :x]))}
+   end},
+  {"tensor_of_tensor_drops", fn -> Nx.tensor(t) |> Nx.names() end},
+  {"reduce_fun_named", fn -> Nx.reduce(t, 0, [axes: [:x], keep_axes: true], &Nx.add/2) end},
+  {"window_reduce_named", fn -> Nx.window_reduce(t, 0, {1, 2}, &Nx.add/2) |> Nx.names() end},
+  {"linspace_name",
+   fn -> Nx.linspace(Nx.tensor([0, 1], names: [:s]), Nx.tensor([10, 20]), n: 3, name: :k) end},
+  {"outer_matrix", fn -> Nx.outer(t, Nx.tensor([1, 2], names: [:z])) |> Nx.names() end},
   {"rename_vectorized", fn -> Nx.rename(Nx.vectorize(t, :v), [:v]) end}
 ]
