@@ -5,11 +5,11 @@ defmodule Nx.Tensor do
   `data` is `%Nx.BinaryBackend{}` for a concrete tensor (row-major, native-endian bytes) or
   `%Nx.Defn.Expr{}` for a tensor that stands for a node of an expression being traced inside
   `defn`. `type` is an Nx type such as `{:f, 32}`; `shape` a tuple of dimensions; `names` one
-  entry per dimension (`nil`, or the name a vectorized axis had when `Nx.devectorize/2` kept
-  it); `vectorized_axes` the vectorized axes as a keyword list `name => size`, outermost
-  first (see `Nx.vectorize/2`): `shape` excludes them, the data holds them as leading axes.
+  entry per dimension, the axis's name or `nil` (see `Nx.names/1`); `vectorized_axes` the
+  vectorized axes as a keyword list `name => size`, outermost first (see `Nx.vectorize/2`):
+  `shape` excludes them, the data holds them as leading axes.
 
-  Two concrete tensors with the same type, shape and data are `==`.
+  Two concrete tensors with the same type, shape, axis names and data are `==`.
 
   ## Access (`tensor[index]`)
 
