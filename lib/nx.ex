@@ -82,6 +82,12 @@ defmodule Nx do
   def tensor(%T{} = tensor, opts) do
     opts = keyword!(opts, [:type, :names, :backend])
 
+    # the names are those given (none by default), which must not contradict the tensor's
+    # (Nx's)
+    names = Nx.Shape.named_axes!(opts[:names], tensor.shape)
+    Nx.Shape.merge_names!(axis_names(tensor), names)
+    tensor = %T{tensor | names: names}
+
     case opts[:type] do
       nil -> tensor
       type -> as_type(tensor, type)
@@ -91,10 +97,11 @@ defmodule Nx do
   def tensor(data, opts) when is_list(opts) do
     opts = keyword!(opts, [:type, :names, :backend])
     shape = data_shape(data)
+    names = Nx.Shape.named_axes!(opts[:names], shape)
     flat = flatten_data(data, [])
     check_values!(flat)
     type = if type = opts[:type], do: Nx.Type.normalize!(type), else: infer_list_type(flat)
-    from_flat(flat, type, shape)
+    %T{from_flat(flat, type, shape) | names: names}
   end
 
   defp data_shape(list) when is_list(list) do
@@ -417,9 +424,10 @@ defmodule Nx do
 
   """
   def template(shape, type, opts \\ []) do
-    keyword!(opts, [:names])
+    opts = keyword!(opts, [:names])
     shape = Nx.Shape.validate!(shape)
-    %T{data: nil, type: Nx.Type.normalize!(type), shape: shape, names: names(shape)}
+    names = Nx.Shape.named_axes!(opts[:names], shape)
+    %T{data: nil, type: Nx.Type.normalize!(type), shape: shape, names: names}
   end
 
   ## Introspection
@@ -453,6 +461,56 @@ defmodule Nx do
   """
   def type(%T{type: type}), do: type
   def type(number), do: Nx.Type.infer(number)
+
+  @doc """
+  The axis names of a tensor, one per axis (`nil` for an unnamed axis).
+
+  Names are given with the `:names` option of the creation functions and of `reshape/3` and
+  `broadcast/3`, changed with `rename/2`, and carried through operations (see
+  docs/COMPATIBILITY.md for the ops that keep them). Wherever an axis is expected, a name
+  may be given instead.
+
+  ## Examples
+
+      iex> Nx.names(Nx.tensor([[1, 2, 3], [4, 5, 6]], names: [:x, :y]))
+      [:x, :y]
+      iex> Nx.names(Nx.tensor([1, 2]))
+      [nil]
+      iex> Nx.names(1)
+      []
+
+  """
+  def names(%T{} = tensor), do: axis_names(tensor)
+  def names(number) when is_number(number), do: []
+  def names(other), do: names(to_tensor(other))
+
+  @doc """
+  Gives a tensor new axis names, one per axis (`nil` for none); the data is not touched.
+
+  ## Examples
+
+      iex> Nx.rename(Nx.iota({2, 3}), [:x, nil])
+      #Nx.Tensor<
+        s64[x: 2][3]
+        [
+          [0, 1, 2],
+          [3, 4, 5]
+        ]
+      >
+
+      iex> Nx.rename(Nx.iota({2, 3}), [:x])
+      ** (ArgumentError) invalid names for tensor of rank 2, when specifying names every dimension must have a name or be nil
+
+  """
+  def rename(tensor, names) do
+    tensor = to_tensor(tensor)
+
+    for {name, _} <- tensor.vectorized_axes, is_list(names) and name in names do
+      raise ArgumentError, "name #{inspect(name)} is already a name for a vectorized axis"
+    end
+
+    %T{tensor | names: Nx.Shape.named_axes!(names, tensor.shape)}
+  end
 
   @doc """
   The number of dimensions.
@@ -489,8 +547,11 @@ defmodule Nx do
   """
   def axis_size(tensor, axis) do
     shape = shape(tensor)
-    elem(shape, Nx.Shape.normalize_axis(shape, axis))
+    elem(shape, Nx.Shape.normalize_axis(shape, axis, names_or_nil(tensor)))
   end
+
+  defp names_or_nil(%T{} = tensor), do: axis_names(tensor)
+  defp names_or_nil(_shape_or_number), do: nil
 
   ## Vectorization
 
@@ -565,12 +626,20 @@ defmodule Nx do
 
     vectorized_axes = tensor.vectorized_axes ++ new
     unique_axis_names!(vectorized_axes)
+    inner_names = Enum.drop(axis_names(tensor), length(axes))
 
+    for {name, _} <- new, name in inner_names do
+      raise ArgumentError,
+            "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
+              "already an axis with the same name"
+    end
+
+    # the axes left keep their names
     %T{
       tensor
       | shape: List.to_tuple(inner),
         vectorized_axes: vectorized_axes,
-        names: names_of(inner)
+        names: inner_names
     }
   end
 
@@ -649,7 +718,8 @@ defmodule Nx do
 
     flat = devectorize(tensor, keep_names: false)
     flat = if full == old, do: flat, else: reshape(flat, full)
-    vectorize(flat, vectorized_axes)
+    names = Nx.Shape.named_axes!(opts[:target_names], target)
+    %T{vectorize(flat, vectorized_axes) | names: names}
   end
 
   @doc """
@@ -740,8 +810,6 @@ defmodule Nx do
 
   def full_shape(%T{vectorized_axes: axes, shape: shape}),
     do: List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))
-
-  defp names_of(dims), do: List.duplicate(nil, length(dims))
 
   defp unique_axis_names!(vectorized_axes) do
     names = Keyword.keys(vectorized_axes)
@@ -919,12 +987,30 @@ defmodule Nx do
 
   ## The single path to the worker / tracer
 
-  defp names(shape), do: List.duplicate(nil, tuple_size(shape))
+  defp unnamed(shape), do: List.duplicate(nil, tuple_size(shape))
 
-  defp apply_op(op, inputs, opts, type, shape) do
-    out = %T{data: nil, type: type, shape: shape, names: names(shape)}
+  # The axis names of a tensor, one per axis (a tensor built without names has none named).
+  defp axis_names(%T{names: names, shape: shape}) when length(names) == tuple_size(shape),
+    do: names
+
+  defp axis_names(%T{shape: shape}), do: unnamed(shape)
+
+  # `names` are the output's axis names, computed by the op beside its shape (Nx.Shape's
+  # `*_names` rules); an op that gives none has its axes unnamed.
+  defp apply_op(op, inputs, opts, type, shape, names \\ nil) do
+    names = if names && length(names) == tuple_size(shape), do: names, else: unnamed(shape)
+    out = %T{data: nil, type: type, shape: shape, names: names}
     Nx.Defn.Expr.apply_op(op, inputs, opts, out)
   end
+
+  defp broadcast_names(%T{} = left, %T{} = right),
+    do:
+      Nx.Shape.binary_broadcast_names(
+        left.shape,
+        axis_names(left),
+        right.shape,
+        axis_names(right)
+      )
 
   ## Argument conversion
 
@@ -1006,7 +1092,7 @@ defmodule Nx do
       {left, right, type} = binary_args(left, right)
       type = output_type(unquote(kind), type)
       shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-      apply_op(unquote(name), [left, right], %{}, type, shape)
+      apply_op(unquote(name), [left, right], %{}, type, shape, broadcast_names(left, right))
     end
   end
 
@@ -1036,7 +1122,7 @@ defmodule Nx do
     def unquote(name)(left, right) do
       {left, right} = compare_args(left, right)
       shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape)
+      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape, broadcast_names(left, right))
     end
   end
 
@@ -1080,7 +1166,7 @@ defmodule Nx do
       tensor = to_tensor(tensor)
 
       type = output_type(unquote(kind), tensor.type)
-      apply_op(unquote(name), [tensor], %{}, type, tensor.shape)
+      apply_op(unquote(name), [tensor], %{}, type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1106,7 +1192,15 @@ defmodule Nx do
       |> Nx.Shape.binary_broadcast(on_true.shape)
       |> Nx.Shape.binary_broadcast(on_false.shape)
 
-    apply_op(:select, [pred, on_true, on_false], %{}, type, shape)
+    # Nx's names: those of a non-scalar predicate, else the merge of the two branches'
+    names =
+      cond do
+        pred.shape == {} -> broadcast_names(on_true, on_false)
+        pred.shape == shape -> axis_names(pred)
+        true -> nil
+      end
+
+    apply_op(:select, [pred, on_true, on_false], %{}, type, shape, names)
   end
 
   @doc """
@@ -1131,7 +1225,7 @@ defmodule Nx do
     if tensor.type == type do
       tensor
     else
-      apply_op(:as_type, [tensor], %{}, type, tensor.shape)
+      apply_op(:as_type, [tensor], %{}, type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1186,10 +1280,12 @@ defmodule Nx do
       tensor = to_tensor(tensor)
       opts = keyword!(opts, [:axes, keep_axes: false])
       keep_axes = opts[:keep_axes]
-      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], keep_axes)
+      names = axis_names(tensor)
+      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], keep_axes, names)
+      names = Nx.Shape.reduce_names(names, axes, keep_axes)
 
       type = output_type(unquote(kind), tensor.type)
-      apply_op(unquote(name), [tensor], %{axes: axes, keep_axes: keep_axes}, type, shape)
+      apply_op(unquote(name), [tensor], %{axes: axes, keep_axes: keep_axes}, type, shape, names)
     end
   end
 
@@ -1256,7 +1352,7 @@ defmodule Nx do
       tensor = to_tensor(tensor)
       unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
       type = Nx.Type.to_floating(tensor.type)
-      apply_op(unquote(name), [tensor], %{}, type, tensor.shape)
+      apply_op(unquote(name), [tensor], %{}, type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1288,7 +1384,7 @@ defmodule Nx do
     def unquote(name)(tensor) do
       tensor = to_tensor(tensor)
       unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
-      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape)
+      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1316,7 +1412,7 @@ defmodule Nx do
     def unquote(name)(tensor) do
       tensor = to_tensor(tensor)
       integer_only!(tensor.type, "#{unquote(name)}/1")
-      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape)
+      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1343,7 +1439,7 @@ defmodule Nx do
     """
     def unquote(name)(tensor) do
       tensor = to_tensor(tensor)
-      apply_op(unquote(name), [tensor], %{}, {:u, 8}, tensor.shape)
+      apply_op(unquote(name), [tensor], %{}, {:u, 8}, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1362,7 +1458,7 @@ defmodule Nx do
   """
   def real(tensor) do
     tensor = to_tensor(tensor)
-    apply_op(:real, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape)
+    apply_op(:real, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
   @doc """
@@ -1380,7 +1476,7 @@ defmodule Nx do
   """
   def imag(tensor) do
     tensor = to_tensor(tensor)
-    apply_op(:imag, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape)
+    apply_op(:imag, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
   @doc """
@@ -1398,7 +1494,15 @@ defmodule Nx do
   """
   def conjugate(tensor) do
     tensor = to_tensor(tensor)
-    apply_op(:conjugate, [tensor], %{}, Nx.Type.to_complex(tensor.type), tensor.shape)
+
+    apply_op(
+      :conjugate,
+      [tensor],
+      %{},
+      Nx.Type.to_complex(tensor.type),
+      tensor.shape,
+      axis_names(tensor)
+    )
   end
 
   @doc """
@@ -1430,7 +1534,7 @@ defmodule Nx do
               "#{inspect(tensor.type)} and output type #{inspect(type)}"
     end
 
-    apply_op(:bitcast, [tensor], %{}, type, tensor.shape)
+    apply_op(:bitcast, [tensor], %{}, type, tensor.shape, axis_names(tensor))
   end
 
   @binary_ops_a [
@@ -1494,7 +1598,7 @@ defmodule Nx do
         end
 
       shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-      apply_op(unquote(name), [left, right], %{}, type, shape)
+      apply_op(unquote(name), [left, right], %{}, type, shape, broadcast_names(left, right))
     end
   end
 
@@ -1521,7 +1625,7 @@ defmodule Nx do
     def unquote(name)(left, right) do
       {left, right} = {to_tensor(left), to_tensor(right)}
       shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape)
+      apply_op(unquote(name), [left, right], %{}, {:u, 8}, shape, broadcast_names(left, right))
     end
   end
 
@@ -1553,7 +1657,7 @@ defmodule Nx do
 
     type = Nx.Type.merge(type1, type2)
     no_complex!(%T{tensor | type: type}, :clip, 3)
-    apply_op(:clip, [tensor, min, max], %{}, type, tensor.shape)
+    apply_op(:clip, [tensor, min, max], %{}, type, tensor.shape, axis_names(tensor))
   end
 
   for {name, word, result} <- [{:all, "all", "0"}, {:any, "any", "1"}] do
@@ -1578,9 +1682,11 @@ defmodule Nx do
     def unquote(name)(tensor, opts \\ []) do
       tensor = to_tensor(tensor)
       opts = keyword!(opts, [:axes, keep_axes: false])
-      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+      names = axis_names(tensor)
+      {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], names)
+      names = Nx.Shape.reduce_names(names, axes, opts[:keep_axes])
       opts = %{axes: axes, keep_axes: opts[:keep_axes]}
-      apply_op(unquote(name), [tensor], opts, {:u, 8}, shape)
+      apply_op(unquote(name), [tensor], opts, {:u, 8}, shape, names)
     end
   end
 
@@ -1616,18 +1722,20 @@ defmodule Nx do
                 inspect(opts[:tie_break])
       end
 
-      {shape, axis} =
+      names = axis_names(tensor)
+
+      {shape, axis, names} =
         case opts[:axis] do
           nil ->
-            {{}, nil}
+            {{}, nil, []}
 
           axis ->
-            {shape, [axis]} = Nx.Shape.reduce(tensor.shape, [axis], opts[:keep_axis])
-            {shape, axis}
+            {shape, [axis]} = Nx.Shape.reduce(tensor.shape, [axis], opts[:keep_axis], names)
+            {shape, axis, Nx.Shape.reduce_names(names, [axis], opts[:keep_axis])}
         end
 
       wire = %{axis: axis, keep_axis: opts[:keep_axis], tie_break: opts[:tie_break]}
-      apply_op(unquote(name), [tensor], wire, type, shape)
+      apply_op(unquote(name), [tensor], wire, type, shape, names)
     end
   end
 
@@ -1660,7 +1768,7 @@ defmodule Nx do
   def variance(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
     opts = keyword!(opts, [:axes, ddof: 0, keep_axes: false])
-    {_shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], false)
+    {_shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], false, axis_names(tensor))
     axes = axes || Enum.to_list(0..(tuple_size(tensor.shape) - 1)//1)
     count = axes |> Enum.map(&elem(tensor.shape, &1)) |> Enum.reduce(1, &*/2)
     ddof = opts[:ddof]
@@ -1721,7 +1829,10 @@ defmodule Nx do
   def logsumexp(tensor, opts \\ []) do
     tensor = to_tensor(tensor)
     opts = keyword!(opts, [:axes, :exp_scaling_factor, keep_axes: false])
-    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+
+    {shape, axes} =
+      Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], axis_names(tensor))
+
     # exp_scaling_factor b: log(sum(b * exp(t))), b broadcast against the tensor
     factor = to_tensor(Keyword.get(opts, :exp_scaling_factor, 1.0))
 
@@ -1788,9 +1899,9 @@ defmodule Nx do
       if unquote(name) in [:cumulative_max, :cumulative_min],
         do: no_complex!(tensor, unquote(name), 2)
 
-      axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+      axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis], axis_names(tensor))
       wire = %{axis: axis, reverse: opts[:reverse] == true}
-      apply_op(unquote(name), [tensor], wire, tensor.type, tensor.shape)
+      apply_op(unquote(name), [tensor], wire, tensor.type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -1843,7 +1954,7 @@ defmodule Nx do
           opts[:window_dilations]
         )
 
-      apply_op(unquote(name), [tensor], config, tensor.type, shape)
+      apply_op(unquote(name), [tensor], config, tensor.type, shape, axis_names(tensor))
     end
   end
 
@@ -1888,7 +1999,15 @@ defmodule Nx do
       end
 
       config = Map.delete(config, :window_dilations)
-      apply_op(unquote(name), [tensor, source, init_value], config, type, tensor.shape)
+
+      apply_op(
+        unquote(name),
+        [tensor, source, init_value],
+        config,
+        type,
+        tensor.shape,
+        axis_names(tensor)
+      )
     end
   end
 
@@ -1922,9 +2041,13 @@ defmodule Nx do
     opts = keyword!(opts, [:axes, :type, keep_axes: false])
     scalar_acc!(acc, "reduce/4")
     type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, acc.type))
-    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes])
+
+    names = axis_names(tensor)
+    {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], names)
+    names = Nx.Shape.reduce_names(names, axes, opts[:keep_axes])
+
     wire = %{axes: axes, keep_axes: opts[:keep_axes]}
-    reduce_with(:reduce, tensor, acc, fun, wire, type, shape)
+    reduce_with(:reduce, tensor, acc, fun, wire, type, {shape, names})
   end
 
   @doc """
@@ -1964,7 +2087,7 @@ defmodule Nx do
         opts[:window_dilations]
       )
 
-    reduce_with(:window_reduce, tensor, acc, fun, config, type, shape)
+    reduce_with(:window_reduce, tensor, acc, fun, config, type, {shape, axis_names(tensor)})
   end
 
   defp scalar_acc!(%T{shape: {}}, _name), do: :ok
@@ -1974,7 +2097,7 @@ defmodule Nx do
           "Nx.#{name} expects the accumulator to be a scalar, got a tensor of shape #{inspect(shape)}"
   end
 
-  defp reduce_with(op, tensor, acc, fun, wire, type, shape) do
+  defp reduce_with(op, tensor, acc, fun, wire, type, {shape, names} = out) do
     if tensor.vectorized_axes != [] or acc.vectorized_axes != [] do
       raise ArgumentError,
             "Nx.#{op} with a function is not supported with vectorized tensors yet; use a " <>
@@ -1982,11 +2105,11 @@ defmodule Nx do
     end
 
     if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
-      out = %T{data: nil, type: type, shape: shape, names: names(shape)}
+      template = %T{data: nil, type: type, shape: shape, names: names}
       {tensor, acc} = {as_type(tensor, type), as_type(acc, type)}
-      Nx.Defn.ControlFlow.reduce(op, tensor, acc, fun, wire, out)
+      Nx.Defn.ControlFlow.reduce(op, tensor, acc, fun, wire, template)
     else
-      one_graph([tensor, acc], &reduce_with(op, &1, &2, fun, wire, type, shape))
+      one_graph([tensor, acc], &reduce_with(op, &1, &2, fun, wire, type, out))
     end
   end
 
@@ -2058,14 +2181,15 @@ defmodule Nx do
   """
   def dot(left, contract_axes1, batch_axes1, right, contract_axes2, batch_axes2) do
     {left, right} = {to_tensor(left), to_tensor(right)}
-    c1 = Nx.Shape.normalize_axes(left.shape, contract_axes1)
-    b1 = Nx.Shape.normalize_axes(left.shape, batch_axes1)
-    c2 = Nx.Shape.normalize_axes(right.shape, contract_axes2)
-    b2 = Nx.Shape.normalize_axes(right.shape, batch_axes2)
+    c1 = Nx.Shape.normalize_axes(left.shape, contract_axes1, axis_names(left))
+    b1 = Nx.Shape.normalize_axes(left.shape, batch_axes1, axis_names(left))
+    c2 = Nx.Shape.normalize_axes(right.shape, contract_axes2, axis_names(right))
+    b2 = Nx.Shape.normalize_axes(right.shape, batch_axes2, axis_names(right))
     shape = Nx.Shape.dot(left.shape, c1, b1, right.shape, c2, b2)
+    names = Nx.Shape.dot_names(axis_names(left), c1, b1, axis_names(right), c2, b2)
     type = Nx.Type.merge(left.type, right.type)
     opts = %{contract_axes: {c1, c2}, batch_axes: {b1, b2}}
-    apply_op(:dot, [left, right], opts, type, shape)
+    apply_op(:dot, [left, right], opts, type, shape, names)
   end
 
   ## Fourier transforms (issue #3)
@@ -2142,12 +2266,17 @@ defmodule Nx do
     tensor = to_tensor(tensor)
     opts = Keyword.validate!(opts, [:length, axis: -1, eps: 1.0e-10])
     rank = tuple_size(tensor.shape)
-    axis = if rank > 0, do: Nx.Shape.normalize_axis(tensor.shape, opts[:axis]), else: -1
+
+    axis =
+      if rank > 0,
+        do: Nx.Shape.normalize_axis(tensor.shape, opts[:axis], axis_names(tensor)),
+        else: -1
 
     if axis in [-1, rank - 1] do
       shape = Nx.Shape.fft(tensor.shape, opts[:length], Atom.to_string(op))
       length = elem(shape, tuple_size(shape) - 1)
-      apply_op(op, [tensor], %{length: length}, Nx.Type.to_complex(tensor.type), shape)
+      type = Nx.Type.to_complex(tensor.type)
+      apply_op(op, [tensor], %{length: length}, type, shape, axis_names(tensor))
     else
       # the transform runs along the last axis: bring `axis` there and back (one graph)
       perm = Enum.to_list(0..(rank - 1)) |> List.replace_at(axis, rank - 1)
@@ -2213,7 +2342,7 @@ defmodule Nx do
     [ax1, ax2] =
       case opts[:axes] do
         [_, _] = axes ->
-          Nx.Shape.normalize_axes(tensor.shape, axes)
+          Nx.Shape.normalize_axes(tensor.shape, axes, axis_names(tensor))
 
         axes ->
           raise ArgumentError, "expected :axes to be a list with 2 axes, got: #{inspect(axes)}"
@@ -2259,16 +2388,22 @@ defmodule Nx do
       >
 
   """
-  def reshape(tensor, shape, _opts \\ []) do
+  def reshape(tensor, shape, opts \\ []) do
+    # (Nx 0.7.2 ignores other options here)
     tensor = to_tensor(tensor)
     new_shape = Nx.Shape.reshape(tensor.shape, shape_of(shape))
+    names = Nx.Shape.named_axes!(opts[:names] || shape_names(shape), new_shape)
 
     if new_shape == tensor.shape do
-      tensor
+      %T{tensor | names: names}
     else
-      apply_op(:reshape, [tensor], %{}, tensor.type, new_shape)
+      apply_op(:reshape, [tensor], %{}, tensor.type, new_shape, names)
     end
   end
+
+  # the names a shape argument given as a tensor brings (reshape/broadcast/iota take them)
+  defp shape_names(%T{} = tensor), do: axis_names(tensor)
+  defp shape_names(_shape), do: nil
 
   defp shape_of(%T{shape: shape}), do: shape
   defp shape_of(shape) when is_tuple(shape), do: shape
@@ -2296,13 +2431,15 @@ defmodule Nx do
     tensor = to_tensor(tensor)
     rank = tuple_size(tensor.shape)
     axes = opts[:axes] || Enum.to_list((rank - 1)..0//-1)
-    shape = Nx.Shape.transpose(tensor.shape, axes)
-    axes = Nx.Shape.normalize_axes(tensor.shape, axes)
+    names = axis_names(tensor)
+    shape = Nx.Shape.transpose(tensor.shape, axes, names)
+    axes = Nx.Shape.normalize_axes(tensor.shape, axes, names)
 
     if axes == Enum.to_list(0..(rank - 1)//1) do
       tensor
     else
-      apply_op(:transpose, [tensor], %{axes: axes}, tensor.type, shape)
+      names = Nx.Shape.transpose_names(names, axes)
+      apply_op(:transpose, [tensor], %{axes: axes}, tensor.type, shape, names)
     end
   end
 
@@ -2331,23 +2468,27 @@ defmodule Nx do
       >
 
   """
-  def broadcast(tensor, shape, opts \\ []) do
+  def broadcast(tensor, shape_arg, opts \\ []) do
     opts = keyword!(opts, [:axes, :names])
     tensor = to_tensor(tensor)
-    shape = Nx.Shape.validate!(shape_of(shape))
+    shape = Nx.Shape.validate!(shape_of(shape_arg))
+
+    # as in Nx, the result is named by `:names` or by a shape given as a tensor, not by the
+    # input; named `:axes` are looked up in the input's names
+    names = Nx.Shape.named_axes!(opts[:names] || shape_names(shape_arg), shape)
 
     axes =
       case opts[:axes] do
         nil -> Nx.Shape.broadcast_axes(tensor.shape, shape)
-        axes -> Nx.Shape.normalize_axes(shape, axes)
+        axes -> Nx.Shape.normalize_axes(shape, axes, axis_names(tensor))
       end
 
     Nx.Shape.broadcast(tensor.shape, shape, axes)
 
-    if shape == tensor.shape do
-      tensor
+    if shape == tensor.shape and opts[:axes] == nil do
+      %T{tensor | names: names}
     else
-      apply_op(:broadcast, [tensor], %{axes: axes}, tensor.type, shape)
+      apply_op(:broadcast, [tensor], %{axes: axes}, tensor.type, shape, names)
     end
   end
 
@@ -2371,10 +2512,12 @@ defmodule Nx do
   """
   def iota(shape, opts \\ []) do
     opts = keyword!(opts, [:axis, :names, :backend, :vectorized_axes, type: {:s, 64}])
+    names = opts[:names] || shape_names(shape)
     shape = Nx.Shape.validate!(shape_of(shape))
+    names = Nx.Shape.named_axes!(names, shape)
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
-    axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis)
-    iota = apply_op(:iota, [], %{axis: axis}, type, shape)
+    axis = if axis = opts[:axis], do: Nx.Shape.normalize_axis(shape, axis, names)
+    iota = apply_op(:iota, [], %{axis: axis}, type, shape, names)
     vectorized_iota(iota, opts[:vectorized_axes] || [])
   end
 
@@ -2444,7 +2587,7 @@ defmodule Nx do
   def slice_along_axis(tensor, start_index, len, opts \\ []) do
     tensor = to_tensor(tensor)
     opts = keyword!(opts, strides: 1, axis: 0)
-    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis], axis_names(tensor))
     dims = Enum.with_index(Tuple.to_list(tensor.shape))
     at = fn k, here, other -> if k == axis, do: here, else: other end
     starts = for {_, k} <- dims, do: at.(k, start_index, 0)
@@ -2457,7 +2600,7 @@ defmodule Nx do
     starts = Enum.map(start_indices, &static_index!/1)
     {starts, shape} = Nx.Shape.slice(tensor.shape, starts, lengths, strides)
     opts = %{start_indices: starts, lengths: lengths, strides: strides}
-    apply_op(:slice, [tensor], opts, tensor.type, shape)
+    apply_op(:slice, [tensor], opts, tensor.type, shape, axis_names(tensor))
   end
 
   defp static_index!(index) when is_integer(index), do: index
@@ -2501,10 +2644,11 @@ defmodule Nx do
     opts = keyword!(opts, axis: 0)
     tensors = Enum.map(tensors, &to_tensor/1)
     [first | _] = tensors
-    axis = Nx.Shape.normalize_axis(first.shape, Keyword.get(opts, :axis, 0))
+    axis = Nx.Shape.normalize_axis(first.shape, Keyword.get(opts, :axis, 0), axis_names(first))
     shape = Nx.Shape.concatenate(Enum.map(tensors, & &1.shape), axis)
     type = tensors |> Enum.map(& &1.type) |> Enum.reduce(&Nx.Type.merge/2)
-    apply_op(:concatenate, tensors, %{axis: axis}, type, shape)
+    names = Nx.Shape.concatenate_names(Enum.map(tensors, &axis_names/1), axis)
+    apply_op(:concatenate, tensors, %{axis: axis}, type, shape, names)
   end
 
   @doc """
@@ -2522,10 +2666,12 @@ defmodule Nx do
       >
 
   """
-  def new_axis(tensor, axis, _name \\ nil) do
+  def new_axis(tensor, axis, name \\ nil) when is_atom(name) do
     tensor = to_tensor(tensor)
     shape = Nx.Shape.new_axis(tensor.shape, axis)
-    apply_op(:reshape, [tensor], %{}, tensor.type, shape)
+    position = if axis < 0, do: tuple_size(shape) + axis, else: axis
+    names = Nx.Shape.new_axis_names(axis_names(tensor), position, name)
+    apply_op(:reshape, [tensor], %{}, tensor.type, shape, names)
   end
 
   @doc """
@@ -2547,7 +2693,7 @@ defmodule Nx do
     axes =
       case opts[:axes] do
         nil -> for {1, i} <- Enum.with_index(Tuple.to_list(tensor.shape)), do: i
-        axes -> Nx.Shape.normalize_axes(tensor.shape, axes)
+        axes -> Nx.Shape.normalize_axes(tensor.shape, axes, axis_names(tensor))
       end
 
     shape = Nx.Shape.squeeze(tensor.shape, axes)
@@ -2555,7 +2701,8 @@ defmodule Nx do
     if shape == tensor.shape do
       tensor
     else
-      apply_op(:reshape, [tensor], %{}, tensor.type, shape)
+      names = Nx.Shape.reduce_names(axis_names(tensor), axes, false)
+      apply_op(:reshape, [tensor], %{}, tensor.type, shape, names)
     end
   end
 
@@ -2605,7 +2752,8 @@ defmodule Nx do
 
     shape = Nx.Shape.pad(tensor.shape, padding_config)
     opts = %{padding_config: padding_config}
-    apply_op(:pad, [as_type(tensor, type), as_type(pad_value, type)], opts, type, shape)
+    inputs = [as_type(tensor, type), as_type(pad_value, type)]
+    apply_op(:pad, inputs, opts, type, shape, axis_names(tensor))
   end
 
   @doc """
@@ -2627,12 +2775,25 @@ defmodule Nx do
     opts = keyword!(opts, [:axes])
     tensor = to_tensor(tensor)
     rank = tuple_size(tensor.shape)
-    axes = Nx.Shape.normalize_axes(tensor.shape, opts[:axes] || Enum.to_list(0..(rank - 1)//1))
+
+    axes =
+      Nx.Shape.normalize_axes(
+        tensor.shape,
+        opts[:axes] || Enum.to_list(0..(rank - 1)//1),
+        axis_names(tensor)
+      )
 
     if axes == [] do
       tensor
     else
-      apply_op(:reverse, [tensor], %{axes: Enum.sort(axes)}, tensor.type, tensor.shape)
+      apply_op(
+        :reverse,
+        [tensor],
+        %{axes: Enum.sort(axes)},
+        tensor.type,
+        tensor.shape,
+        axis_names(tensor)
+      )
     end
   end
 
@@ -2658,14 +2819,16 @@ defmodule Nx do
 
     starts = start_tensors!(starts, "slice")
     opts = %{lengths: lengths}
-    out = apply_op(:dynamic_slice, [tensor | starts], opts, tensor.type, List.to_tuple(lengths))
+    names = axis_names(tensor)
+    lengths_shape = List.to_tuple(lengths)
+    out = apply_op(:dynamic_slice, [tensor | starts], opts, tensor.type, lengths_shape, names)
 
     if Enum.all?(strides, &(&1 == 1)) do
       out
     else
       zeros = List.duplicate(0, length(lengths))
       opts = %{start_indices: zeros, lengths: lengths, strides: strides}
-      apply_op(:slice, [out], opts, tensor.type, shape)
+      apply_op(:slice, [out], opts, tensor.type, shape, names)
     end
   end
 
@@ -2701,7 +2864,8 @@ defmodule Nx do
 
     starts = start_tensors!(start_indices, "put_slice")
     inputs = [as_type(tensor, type), as_type(slice, type) | starts]
-    apply_op(:put_slice, inputs, %{}, type, tensor.shape)
+    names = Nx.Shape.merge_names!(axis_names(tensor), axis_names(slice))
+    apply_op(:put_slice, inputs, %{}, type, tensor.shape, names)
   end
 
   @doc """
@@ -2723,7 +2887,7 @@ defmodule Nx do
   def stack(tensors, opts \\ []) when is_list(tensors) do
     opts = keyword!(opts, axis: 0, name: nil)
     axis = Keyword.get(opts, :axis, 0)
-    tensors |> Enum.map(&new_axis(to_tensor(&1), axis)) |> concatenate(axis: axis)
+    tensors |> Enum.map(&new_axis(to_tensor(&1), axis, opts[:name])) |> concatenate(axis: axis)
   end
 
   @doc """
@@ -2773,7 +2937,7 @@ defmodule Nx do
         Enum.to_list(0..(k - 1)//1)
 
       axes ->
-        Nx.Shape.normalize_axes(tensor.shape, axes)
+        Nx.Shape.normalize_axes(tensor.shape, axes, axis_names(tensor))
     end
   end
 
@@ -2817,7 +2981,7 @@ defmodule Nx do
     axes = index_axes(tensor, indices, opts)
     Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
     inputs = [as_type(tensor, type), indices, as_type(updates, type)]
-    apply_op(op, inputs, %{axes: axes}, type, tensor.shape)
+    apply_op(op, inputs, %{axes: axes}, type, tensor.shape, axis_names(tensor))
   end
 
   @doc """
@@ -2840,9 +3004,10 @@ defmodule Nx do
     opts = keyword!(opts, axis: 0)
     tensor = to_tensor(tensor)
     indices = integer_tensor!(indices, "take", "indices")
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
-    apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape)
+    names = Nx.Shape.take_names(axis_names(tensor), axis_names(indices), axis)
+    apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape, names)
   end
 
   @doc """
@@ -2867,9 +3032,17 @@ defmodule Nx do
     opts = keyword!(opts, axis: 0)
     tensor = to_tensor(tensor)
     indices = integer_tensor!(indices, "take_along_axis", "indices")
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
-    apply_op(:take_along_axis, [tensor, indices], %{axis: axis}, tensor.type, shape)
+
+    apply_op(
+      :take_along_axis,
+      [tensor, indices],
+      %{axis: axis},
+      tensor.type,
+      shape,
+      axis_names(tensor)
+    )
   end
 
   defp sort_opts!(tensor, opts, fun) do
@@ -2877,7 +3050,7 @@ defmodule Nx do
       raise ArgumentError, "#{fun} expects a tensor with at least one dimension, got a scalar"
     end
 
-    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0))
+    axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     direction = Keyword.get(opts, :direction, :asc)
 
     unless direction in [:asc, :desc] do
@@ -2906,7 +3079,15 @@ defmodule Nx do
   def sort(tensor, opts \\ []) do
     opts = keyword!(opts, axis: 0, direction: :asc, stable: false)
     tensor = to_tensor(tensor)
-    apply_op(:sort, [tensor], sort_opts!(tensor, opts, "sort"), tensor.type, tensor.shape)
+
+    apply_op(
+      :sort,
+      [tensor],
+      sort_opts!(tensor, opts, "sort"),
+      tensor.type,
+      tensor.shape,
+      axis_names(tensor)
+    )
   end
 
   @doc """
@@ -2933,7 +3114,14 @@ defmodule Nx do
       raise ArgumentError, "argsort expects an integer :type, got: #{inspect(type)}"
     end
 
-    apply_op(:argsort, [tensor], sort_opts!(tensor, opts, "argsort"), type, tensor.shape)
+    apply_op(
+      :argsort,
+      [tensor],
+      sort_opts!(tensor, opts, "argsort"),
+      type,
+      tensor.shape,
+      axis_names(tensor)
+    )
   end
 
   @doc """
@@ -2967,12 +3155,15 @@ defmodule Nx do
             "eye expects a shape with at least 2 dimensions, got: #{inspect(shape)}"
     end
 
+    names = Nx.Shape.named_axes!(opts[:names], shape)
+
     composite(
       fn ->
         iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
       end,
       []
     )
+    |> rename(names)
   end
 
   @doc """
@@ -3045,8 +3236,14 @@ defmodule Nx do
   def outer(left, right) do
     {left, right} = {to_tensor(left), to_tensor(right)}
 
+    # each side is flattened, named after its first axis (Nx's)
+    name = fn t -> List.first(axis_names(t)) end
+
     composite(
-      fn l, r -> multiply(reshape(l, {size(l), 1}), reshape(r, {1, size(r)})) end,
+      fn l, r ->
+        l = reshape(l, {size(l), 1}, names: [name.(l), nil])
+        multiply(l, reshape(r, {1, size(r)}, names: [nil, name.(r)]))
+      end,
       [left, right]
     )
   end
@@ -3112,8 +3309,8 @@ defmodule Nx do
 
     {canonical, padding} =
       Nx.Shape.conv(
-        Nx.Shape.transpose(input.shape, in_perm),
-        Nx.Shape.transpose(kernel.shape, k_perm),
+        Nx.Shape.transpose(input.shape, in_perm, axis_names(input)),
+        Nx.Shape.transpose(kernel.shape, k_perm, axis_names(kernel)),
         per_axis.(:strides),
         Keyword.get(opts, :padding, :valid),
         per_axis.(:input_dilation),
@@ -3132,12 +3329,18 @@ defmodule Nx do
       kernel_dilation: per_axis.(:kernel_dilation),
       feature_group_size: fgs,
       batch_group_size: bgs,
-      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm),
-      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm),
+      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm, axis_names(input)),
+      kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm, axis_names(kernel)),
       output_permutation: Nx.Shape.normalize_axes(canonical, out_perm)
     }
 
-    apply_op(:conv, [input, kernel], wire, type, shape)
+    # the input's names, in the order of the output's axes (Nx's); a non-identity
+    # :output_permutation leaves them unnamed (Nx applies its inverse, see COMPATIBILITY.md)
+    names =
+      if wire.output_permutation == identity,
+        do: Nx.Shape.transpose_names(axis_names(input), wire.input_permutation)
+
+    apply_op(:conv, [input, kernel], wire, type, shape, names)
   end
 
   defp per_spatial_axis(value, spatial) when is_integer(value),
@@ -3381,7 +3584,7 @@ defmodule Nx do
     opts = keyword!(opts, order: 1, axis: -1)
     tensor = to_tensor(tensor)
     n = opts[:order]
-    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis], axis_names(tensor))
 
     if n < 0, do: raise(ArgumentError, "order must be non-negative but got: #{inspect(n)}")
 
@@ -3430,7 +3633,8 @@ defmodule Nx do
       2
 
   """
-  def axis_index(tensor, axis), do: Nx.Shape.normalize_axis(shape(tensor), axis)
+  def axis_index(tensor, axis),
+    do: Nx.Shape.normalize_axis(shape(tensor), axis, names_or_nil(tensor))
 
   @doc """
   `tensor_or_container` with every tensor (and number) replaced by a template: the same
@@ -3449,7 +3653,8 @@ defmodule Nx do
 
   @doc """
   Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
-  the same structure and, leaf by leaf, the same type, shape and vectorized axes.
+  the same structure and, leaf by leaf, the same type, shape and vectorized axes, and axis
+  names that agree (an unnamed axis agrees with any name).
 
   ## Examples
 
@@ -3457,18 +3662,35 @@ defmodule Nx do
       true
       iex> Nx.compatible?({Nx.iota({2})}, {Nx.iota({2}, type: :f32)})
       false
+      iex> Nx.compatible?(Nx.iota({2}, names: [:x]), Nx.iota({2}))
+      true
+      iex> Nx.compatible?(Nx.iota({2}, names: [:x]), Nx.iota({2}, names: [:y]))
+      false
 
   """
   def compatible?(left, right) do
-    describe = fn container ->
-      Nx.Defn.Composite.traverse(container, fn leaf ->
-        %T{type: type, shape: shape, vectorized_axes: vectorized} = to_tensor(leaf)
-        {:leaf, type, shape, vectorized}
-      end)
-    end
+    shape_of_container = fn c -> Nx.Defn.Composite.traverse(c, fn _ -> :leaf end) end
 
-    describe.(left) == describe.(right)
+    shape_of_container.(left) == shape_of_container.(right) and
+      Enum.all?(
+        Enum.zip_with(
+          Nx.Defn.Composite.flatten_list([left]),
+          Nx.Defn.Composite.flatten_list([right]),
+          &compatible_leaves?(to_tensor(&1), to_tensor(&2))
+        )
+      )
   end
+
+  # the same type, shape and vectorized axes, and names that agree where both are given
+  defp compatible_leaves?(
+         %T{type: type, shape: shape, vectorized_axes: axes} = left,
+         %T{type: type, shape: shape, vectorized_axes: axes} = right
+       ) do
+    Enum.zip_with(axis_names(left), axis_names(right), &(&1 == nil or &2 == nil or &1 == &2))
+    |> Enum.all?()
+  end
+
+  defp compatible_leaves?(_left, _right), do: false
 
   @doc """
   The size of the tensor's data in bytes: its elements (vectorized axes included) times the
@@ -3515,7 +3737,7 @@ defmodule Nx do
         reshape(tensor, {size(tensor)})
 
       axes ->
-        axes = Enum.sort(Nx.Shape.normalize_axes(tensor.shape, axes))
+        axes = Enum.sort(Nx.Shape.normalize_axes(tensor.shape, axes, axis_names(tensor)))
 
         if axes == [] or axes != Enum.to_list(hd(axes)..List.last(axes)) do
           raise ArgumentError,
@@ -3641,6 +3863,7 @@ defmodule Nx do
       end,
       [start, stop]
     )
+    |> rename(axis_names(start) ++ [opts[:name]])
   end
 
   @doc """
@@ -3745,7 +3968,7 @@ defmodule Nx do
   def split(tensor, split, opts \\ []) do
     tensor = to_tensor(tensor)
     opts = keyword!(opts, axis: 0)
-    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis])
+    axis = Nx.Shape.normalize_axis(tensor.shape, opts[:axis], axis_names(tensor))
     size = elem(tensor.shape, axis)
 
     first =
@@ -3946,8 +4169,12 @@ defmodule Nx do
     # (over all elements: the flattened tensor's axis 0, flattened inside the one graph)
     {flat?, axis, keep} =
       case opts[:axis] do
-        nil -> {true, 0, false}
-        axis -> {false, Nx.Shape.normalize_axis(tensor.shape, axis), opts[:keep_axis]}
+        nil ->
+          {true, 0, false}
+
+        axis ->
+          {false, Nx.Shape.normalize_axis(tensor.shape, axis, axis_names(tensor)),
+           opts[:keep_axis]}
       end
 
     n = if flat?, do: size(tensor), else: elem(tensor.shape, axis)
@@ -4071,7 +4298,9 @@ defmodule Nx do
   def weighted_mean(tensor, weights, opts \\ []) do
     {tensor, weights} = {to_tensor(tensor), to_tensor(weights)}
     opts = keyword!(opts, [:axes, keep_axes: false])
-    axes = if opts[:axes], do: Nx.Shape.normalize_axes(tensor.shape, opts[:axes])
+
+    axes =
+      if opts[:axes], do: Nx.Shape.normalize_axes(tensor.shape, opts[:axes], axis_names(tensor))
 
     laid =
       cond do

@@ -196,8 +196,15 @@ defmodule Nx.AccessTest do
       end
     end
 
-    test "axis names are not supported" do
-      assert_raise ArgumentError, ~r/axis names .* is not supported/, fn -> grid()[x: 1] end
+    test "axes are indexed by name, the others whole (Nx 0.7.2)" do
+      t = Nx.rename(grid(), [:x, :y])
+      assert t[y: 1] == t[[.., 1]]
+      assert Nx.names(t[y: 1]) == [:x]
+      assert t[x: 0..0, y: 1] == Nx.tensor([grid()[0][1] |> Nx.to_number()], names: [:x])
+
+      assert_raise ArgumentError, ~r/name :z not found in tensor with names \[:x, :y\]/, fn ->
+        t[z: 1]
+      end
     end
 
     test "a tensor index must be a scalar of an integer type" do

@@ -45,9 +45,11 @@ defmodule Nx.MoreApiTest do
       Nx.axis_index(Nx.iota({2, 3}), 2)
     end
 
-    assert_raise ArgumentError, ~r/expected an integer axis, got: :x/, fn ->
+    assert_raise ArgumentError, ~r/name :x not found in tensor with names \[nil, nil\]/, fn ->
       Nx.axis_index(Nx.iota({2, 3}), :x)
     end
+
+    assert Nx.axis_index(Nx.iota({2, 3}, names: [:x, :y]), :y) == 1
 
     t = Nx.iota({2, 3}, type: :f32)
     template = Nx.to_template(%{a: t, b: {Nx.vectorize(t, :rows), 2}})

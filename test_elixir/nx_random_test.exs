@@ -34,8 +34,6 @@ defmodule NxJax.NxRandomTest do
     cholesky: ~w(mvn_cholesky_f64_3 mvn_cholesky_bf16_3 mvn_f64_inputs_inferred),
     # Nx.mean of 1,000 f32 (not Nx.Random): XLA sums in f32, Nx in doubles
     mean: ~w(doc_normal_mean_std_1000),
-    # axis names are not kept yet (so these do not raise)
-    names: ~w(error_uniform_c64_names error_normal_c64_names),
     # Nx 0.7.2 raises FunctionClauseError for type atoms in gumbel (it does not normalize
     # them); we accept the atoms and raise ArgumentError for non-float types
     gumbel_atoms: ~w(error_gumbel_type_atom_f32 error_gumbel_type_atom_bf16

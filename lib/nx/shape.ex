@@ -56,16 +56,24 @@ defmodule Nx.Shape do
 
   @doc """
   Normalizes an axis (negative axes count from the end) and checks that it is in range.
+  With the tensor's axis `names`, an atom is the axis of that name.
 
   ## Examples
 
       iex> Nx.Shape.normalize_axis({2, 3}, -1)
       1
+      iex> Nx.Shape.normalize_axis({2, 3}, :y, [:x, :y])
+      1
       iex> Nx.Shape.normalize_axis({2, 3}, 2)
       ** (ArgumentError) given axis (2) invalid for shape with rank 2
 
+      iex> Nx.Shape.normalize_axis({2, 3}, :z, [:x, :y])
+      ** (ArgumentError) name :z not found in tensor with names [:x, :y]
+
   """
-  def normalize_axis(shape, axis) when is_integer(axis) do
+  def normalize_axis(shape, axis, names \\ nil)
+
+  def normalize_axis(shape, axis, _names) when is_integer(axis) do
     rank = tuple_size(shape)
     normalized = if axis < 0, do: rank + axis, else: axis
 
@@ -76,23 +84,38 @@ defmodule Nx.Shape do
     normalized
   end
 
-  def normalize_axis(_shape, axis) do
+  def normalize_axis(_shape, nil, _names), do: raise(ArgumentError, "axis name cannot be nil")
+
+  def normalize_axis(shape, axis, names) when is_atom(axis) do
+    names = names || List.duplicate(nil, tuple_size(shape))
+
+    Enum.find_index(names, &(&1 == axis)) ||
+      raise ArgumentError,
+            "name #{inspect(axis)} not found in tensor with names #{inspect(names)}"
+  end
+
+  def normalize_axis(_shape, axis, _names) do
     raise ArgumentError, "expected an integer axis, got: #{inspect(axis)}"
   end
 
   @doc """
-  Normalizes a list of axes, which must be unique.
+  Normalizes a list of axes (integers, or names given the tensor's `names`), which must be
+  unique.
 
   ## Examples
 
       iex> Nx.Shape.normalize_axes({2, 3, 4}, [-1, 0])
       [2, 0]
+      iex> Nx.Shape.normalize_axes({2, 3, 4}, [:c, 0], [:a, :b, :c])
+      [2, 0]
       iex> Nx.Shape.normalize_axes({2, 3}, [0, 0])
       ** (ArgumentError) axes [0, 0] must be unique integers between 0 and 1
 
   """
-  def normalize_axes(shape, axes) when is_list(axes) do
-    normalized = Enum.map(axes, &normalize_axis(shape, &1))
+  def normalize_axes(shape, axes, names \\ nil)
+
+  def normalize_axes(shape, axes, names) when is_list(axes) do
+    normalized = Enum.map(axes, &normalize_axis(shape, &1, names))
 
     if length(Enum.uniq(normalized)) != length(normalized) do
       raise ArgumentError,
@@ -102,8 +125,226 @@ defmodule Nx.Shape do
     normalized
   end
 
-  def normalize_axes(_shape, axes) do
+  def normalize_axes(_shape, axes, _names) do
     raise ArgumentError, "expected a list of axes, got: #{inspect(axes)}"
+  end
+
+  ## Axis names: one entry per axis, an atom or nil, computed beside each shape rule
+
+  @doc """
+  The axis names given by a `names:` option for `shape`: `nil` means every axis unnamed;
+  a list must have one entry per axis.
+
+  ## Examples
+
+      iex> Nx.Shape.named_axes!(nil, {2, 3})
+      [nil, nil]
+      iex> Nx.Shape.named_axes!([:x, nil], {2, 3})
+      [:x, nil]
+      iex> Nx.Shape.named_axes!([:x], {2, 3})
+      ** (ArgumentError) invalid names for tensor of rank 2, when specifying names every dimension must have a name or be nil
+
+  """
+  def named_axes!(nil, shape), do: List.duplicate(nil, tuple_size(shape))
+
+  def named_axes!(names, shape) do
+    unless is_list(names) and length(names) == tuple_size(shape) and Enum.all?(names, &is_atom/1) do
+      raise ArgumentError,
+            "invalid names for tensor of rank #{tuple_size(shape)}, when specifying names " <>
+              "every dimension must have a name or be nil"
+    end
+
+    names
+  end
+
+  @doc """
+  The names of the result of a broadcasting binary op: aligned on the right as the shapes;
+  on each axis `nil` takes the other side's name, two different names raise.
+
+  ## Examples
+
+      iex> Nx.Shape.binary_broadcast_names({1, 2}, [nil, :y], {2, 1}, [:x, nil])
+      [:x, :y]
+      iex> Nx.Shape.binary_broadcast_names({2, 3}, [:x, :y], {3}, [nil])
+      [:x, :y]
+      iex> Nx.Shape.binary_broadcast_names({2}, [:x], {2}, [:y])
+      ** (ArgumentError) cannot merge name :x on axis 0 with name :y on axis 0
+
+  """
+  def binary_broadcast_names(left_shape, left_names, right_shape, right_names) do
+    rank = max(tuple_size(left_shape), tuple_size(right_shape))
+    merge_names!(pad_names(left_names, rank), pad_names(right_names, rank))
+  end
+
+  defp pad_names(names, rank), do: List.duplicate(nil, rank - length(names)) ++ names
+
+  @doc """
+  Merges two lists of names of the same length axis by axis (`nil` takes the other name;
+  two different names raise), as for the operands of `put_slice` and `concatenate`.
+
+  ## Examples
+
+      iex> Nx.Shape.merge_names!([:x, nil], [nil, :y])
+      [:x, :y]
+
+  """
+  def merge_names!(left, right) do
+    left
+    |> Enum.zip(right)
+    |> Enum.with_index()
+    |> Enum.map(fn
+      {{nil, name}, _axis} ->
+        name
+
+      {{name, nil}, _axis} ->
+        name
+
+      {{name, name}, _axis} ->
+        name
+
+      {{l, r}, axis} ->
+        raise ArgumentError,
+              "cannot merge name #{inspect(l)} on axis #{axis} with name #{inspect(r)} " <>
+                "on axis #{axis}"
+    end)
+  end
+
+  @doc """
+  The names of a concatenation along `axis`: the first tensor's; the names of every axis
+  must agree (`nil` agrees with any), else Nx's error naming the concatenation axis.
+
+  ## Examples
+
+      iex> Nx.Shape.concatenate_names([[:a, nil], [nil, :b]], 0)
+      [:a, nil]
+      iex> Nx.Shape.concatenate_names([[:a, nil], [:c, nil]], 1)
+      ** (ArgumentError) cannot merge name :c on axis 1 with name :a on axis 1
+
+  """
+  def concatenate_names([first | _] = names_list, axis) do
+    for per_axis <- Enum.zip(names_list) do
+      Enum.reduce(Tuple.to_list(per_axis), fn name, acc ->
+        case {name, acc} do
+          {nil, acc} ->
+            acc
+
+          {name, nil} ->
+            name
+
+          {name, name} ->
+            name
+
+          {name, acc} ->
+            raise ArgumentError,
+                  "cannot merge name #{inspect(name)} on axis #{axis} with name " <>
+                    "#{inspect(acc)} on axis #{axis}"
+        end
+      end)
+    end
+
+    first
+  end
+
+  @doc """
+  The names of `take/3`'s result: the tensor's axes before and after `axis`, and in its
+  place the indices' axes (a vector of indices keeps the taken axis's name, merged with its
+  own).
+
+  ## Examples
+
+      iex> Nx.Shape.take_names([:x, :y], [nil], 1)
+      [:x, :y]
+      iex> Nx.Shape.take_names([:x, :y], [:i, :j], 1)
+      [:x, :i, :j]
+
+  """
+  def take_names(names, indices_names, axis) do
+    {leading, [axis_name | trailing]} = Enum.split(names, axis)
+
+    middle =
+      case indices_names do
+        [name] when axis_name == nil or name == nil or axis_name == name ->
+          [axis_name || name]
+
+        [name] ->
+          raise ArgumentError,
+                "cannot merge name #{inspect(axis_name)} on axis #{axis} with name " <>
+                  "#{inspect(name)} on axis 0"
+
+        names ->
+          names
+      end
+
+    leading ++ middle ++ trailing
+  end
+
+  @doc """
+  The names after reducing `axes` (normalized; `nil` means all): reduced axes are dropped,
+  or kept (with their names) when `keep_axes` is true.
+
+  ## Examples
+
+      iex> Nx.Shape.reduce_names([:x, :y], [0], false)
+      [:y]
+      iex> Nx.Shape.reduce_names([:x, :y], nil, true)
+      [:x, :y]
+
+  """
+  def reduce_names(names, _axes, true), do: names
+  def reduce_names(_names, nil, false), do: []
+
+  def reduce_names(names, axes, false),
+    do: for({name, i} <- Enum.with_index(names), i not in axes, do: name)
+
+  @doc """
+  The names after a transpose by the (normalized) permutation `axes`.
+
+  ## Examples
+
+      iex> Nx.Shape.transpose_names([:a, :b, :c], [2, 0, 1])
+      [:c, :a, :b]
+
+  """
+  def transpose_names(names, axes), do: Enum.map(axes, &Enum.at(names, &1))
+
+  @doc """
+  The names after a new axis named `name` is inserted at (normalized) position `axis`.
+
+  ## Examples
+
+      iex> Nx.Shape.new_axis_names([:x, :y], 1, :n)
+      [:x, :n, :y]
+
+  """
+  def new_axis_names(names, axis, name), do: List.insert_at(names, axis, name)
+
+  @doc """
+  The names of a general dot product (`dot/6`'s layout: batch axes, named as on the left,
+  then the free axes of each side); a name appearing twice raises.
+
+  ## Examples
+
+      iex> Nx.Shape.dot_names([:x, :y], [1], [], [:k, :z], [0], [])
+      [:x, :z]
+      iex> Nx.Shape.dot_names([:x, :y], [1], [], [:k, :x], [0], [])
+      ** (ArgumentError) operation would result in duplicate names [:x, :x], please rename your tensors to avoid duplicates
+
+  """
+  def dot_names(n1, c1, b1, n2, c2, b2) do
+    free = fn names, used ->
+      for {name, i} <- Enum.with_index(names), i not in used, do: name
+    end
+
+    names = Enum.map(b1, &Enum.at(n1, &1)) ++ free.(n1, c1 ++ b1) ++ free.(n2, c2 ++ b2)
+    named = Enum.reject(names, &is_nil/1)
+
+    if length(Enum.uniq(named)) != length(named) do
+      raise ArgumentError,
+            "operation would result in duplicate names #{inspect(names)}, " <>
+              "please rename your tensors to avoid duplicates"
+    end
+
+    names
   end
 
   @doc """
@@ -204,7 +445,8 @@ defmodule Nx.Shape do
 
   @doc """
   The shape after reducing `axes` (`nil` means all); reduced axes are removed, or kept with
-  size 1 when `keep_axes` is true. Returns `{shape, normalized_axes}`.
+  size 1 when `keep_axes` is true; axes may be named given the tensor's `names`. Returns
+  `{shape, normalized_axes}`.
 
   ## Examples
 
@@ -218,7 +460,9 @@ defmodule Nx.Shape do
       ** (ArgumentError) given axis (2) invalid for shape with rank 2
 
   """
-  def reduce(shape, nil, keep_axes) do
+  def reduce(shape, axes, keep_axes, names \\ nil)
+
+  def reduce(shape, nil, keep_axes, _names) do
     if keep_axes do
       {List.to_tuple(List.duplicate(1, tuple_size(shape))), nil}
     else
@@ -226,8 +470,8 @@ defmodule Nx.Shape do
     end
   end
 
-  def reduce(shape, axes, keep_axes) do
-    axes = shape |> normalize_axes(axes) |> Enum.sort()
+  def reduce(shape, axes, keep_axes, names) do
+    axes = shape |> normalize_axes(axes, names) |> Enum.sort()
 
     dims =
       shape
@@ -381,7 +625,7 @@ defmodule Nx.Shape do
       ** (ArgumentError) expected length of permutation (1) to match rank of shape (2)
 
   """
-  def transpose(shape, axes) do
+  def transpose(shape, axes, names \\ nil) do
     rank = tuple_size(shape)
 
     if length(axes) != rank do
@@ -389,7 +633,7 @@ defmodule Nx.Shape do
             "expected length of permutation (#{length(axes)}) to match rank of shape (#{rank})"
     end
 
-    axes = normalize_axes(shape, axes)
+    axes = normalize_axes(shape, axes, names)
     axes |> Enum.map(&elem(shape, &1)) |> List.to_tuple()
   end
 

@@ -5,11 +5,11 @@ defmodule Nx.Tensor do
   `data` is `%Nx.BinaryBackend{}` for a concrete tensor (row-major, native-endian bytes) or
   `%Nx.Defn.Expr{}` for a tensor that stands for a node of an expression being traced inside
   `defn`. `type` is an Nx type such as `{:f, 32}`; `shape` a tuple of dimensions; `names` one
-  entry per dimension (`nil`, or the name a vectorized axis had when `Nx.devectorize/2` kept
-  it); `vectorized_axes` the vectorized axes as a keyword list `name => size`, outermost
-  first (see `Nx.vectorize/2`): `shape` excludes them, the data holds them as leading axes.
+  entry per dimension, the axis's name or `nil` (see `Nx.names/1`); `vectorized_axes` the
+  vectorized axes as a keyword list `name => size`, outermost first (see `Nx.vectorize/2`):
+  `shape` excludes them, the data holds them as leading axes.
 
-  Two concrete tensors with the same type, shape and data are `==`.
+  Two concrete tensors with the same type, shape, axis names and data are `==`.
 
   ## Access (`tensor[index]`)
 
@@ -23,7 +23,8 @@ defmodule Nx.Tensor do
       may be a `defn` argument) and, as every dynamic start of `Nx.slice/4`, clamped into
       bounds;
 
-  or a list of those, one per leading axis (`tensor[[0, 1..2]]`, `tensor[[.., 1]]`). Each
+  or a list of those, one per leading axis (`tensor[[0, 1..2]]`, `tensor[[.., 1]]`), or a
+  keyword list of axis names and indices (`tensor[y: 1]`; the axes not named are whole). Each
   `tensor[index]` is one `Nx.slice/4`, then one `Nx.squeeze/2` of the axes indexed by a
   number. Integers and ranges out of bounds raise. Writing (`put_in/3`, `update_in/3`,
   `pop_in/2`) is not supported: use `Nx.put_slice/3` or `Nx.indexed_put/3`.
@@ -43,6 +44,11 @@ defmodule Nx.Tensor do
       #Nx.Tensor<
         s64[2]
         [1, 3]
+      >
+      iex> Nx.rename(t, [:x, :y])[y: 1]
+      #Nx.Tensor<
+        s64[x: 2]
+        [2, 5]
       >
   """
   @enforce_keys [:type, :shape]
@@ -67,10 +73,14 @@ defmodule Nx.Tensor do
   end
 
   def fetch(%__MODULE__{} = tensor, [{name, _} | _] = index) when is_atom(name) do
-    raise ArgumentError,
-          "tensor[index] with axis names (#{inspect(index)}) is not supported: nx_jax does not " <>
-            "implement axis names; give a list of indices, one per leading axis, for a tensor " <>
-            "of shape #{inspect(tensor.shape)}"
+    # by axis name: the named axes indexed, the others whole
+    names = Nx.names(tensor)
+
+    by_axis =
+      Map.new(index, fn {name, i} -> {Nx.Shape.normalize_axis(tensor.shape, name, names), i} end)
+
+    indices = for axis <- 0..(tuple_size(tensor.shape) - 1)//1, do: Map.get(by_axis, axis, ..)
+    {:ok, read(tensor, indices)}
   end
 
   def fetch(%__MODULE__{} = tensor, indices) when is_list(indices) do

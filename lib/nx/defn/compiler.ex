@@ -137,8 +137,10 @@ defmodule Nx.Defn.Compiler do
     execute(compiled, concrete, opts)
   end
 
-  # the argument container with each leaf replaced by {type, shape, vectorized_axes}, and
-  # the concrete tensors in order (a list of tensors, the common case, without the walk)
+  # the argument container with each leaf replaced by {type, shape, vectorized_axes, names}
+  # (names nil when no axis is named; parameters carry the names, so traced results are
+  # named as in Nx), and the concrete tensors in order (a list of tensors, the common case,
+  # without the walk)
   defp signature(args) do
     case flat_signature(args, [], []) do
       nil -> walk_signature(args)
@@ -151,17 +153,21 @@ defmodule Nx.Defn.Compiler do
 
   defp flat_signature([%Nx.Tensor{data: %data{}} = tensor | rest], signature, concrete)
        when data != Expr do
-    %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor
-    flat_signature(rest, [{type, shape, axes} | signature], [tensor | concrete])
+    %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes, names: names} = tensor
+    flat_signature(rest, [{type, shape, axes, named(names)} | signature], [tensor | concrete])
   end
 
   defp flat_signature(_other, _signature, _concrete), do: nil
 
+  defp named(names), do: if(Enum.all?(names, &is_nil/1), do: nil, else: names)
+
   defp walk_signature(args) do
     {signature, concrete} =
       Composite.map_reduce(List.to_tuple(args), [], fn leaf, acc ->
-        %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor = to_concrete(leaf)
-        {{type, shape, axes}, [tensor | acc]}
+        %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes, names: names} =
+          tensor = to_concrete(leaf)
+
+        {{type, shape, axes, named(names)}, [tensor | acc]}
       end)
 
     {signature, Enum.reverse(concrete)}
@@ -176,7 +182,10 @@ defmodule Nx.Defn.Compiler do
     {params, {_count, concrete}} =
       Composite.map_reduce(List.to_tuple(args), {0, []}, fn leaf, {index, acc} ->
         tensor = to_concrete(leaf)
-        param = Expr.parameter(index, tensor.type, tensor.shape, tensor.vectorized_axes)
+
+        param =
+          Expr.parameter(index, tensor.type, tensor.shape, tensor.vectorized_axes, tensor.names)
+
         {param, {index + 1, [tensor | acc]}}
       end)
 
@@ -297,10 +306,13 @@ defmodule Nx.Defn.Compiler do
   # The worker must answer with the declared type and shape (PROTOCOL 4).
   defp from_wire(%Nx.Tensor{vectorized_axes: [_ | _]} = template, result, server) do
     # a vectorized result comes back devectorized: check its full shape
-    template
-    |> Nx.devectorize(keep_names: false)
-    |> from_wire(result, server)
-    |> Nx.vectorize(template.vectorized_axes)
+    result =
+      template
+      |> Nx.devectorize(keep_names: false)
+      |> from_wire(result, server)
+      |> Nx.vectorize(template.vectorized_axes)
+
+    %Nx.Tensor{result | names: template.names}
   end
 
   defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}, _) do

@@ -87,16 +87,23 @@ defmodule Nx.Defn.Expr do
 
   @doc """
   Builds an expression tensor for `op` over the expression tensors `args`, with the
-  type and shape of the template `out`.
+  type, shape and axis names of the template `out`.
   """
   @spec expr(atom, [Nx.Tensor.t()], map, Nx.Tensor.t()) :: Nx.Tensor.t()
   def expr(op, args, opts, %Nx.Tensor{} = out) when is_atom(op) and is_map(opts) do
     %Nx.Tensor{
       out
       | data: %__MODULE__{id: new_id(), op: op, args: args, opts: opts},
-        names: names(out.shape)
+        names: names_of(out)
     }
   end
+
+  # axis names are front-end metadata: they never travel, and a template without one name
+  # per axis has its axes unnamed
+  defp names_of(%Nx.Tensor{names: names, shape: shape}) when length(names) == tuple_size(shape),
+    do: names
+
+  defp names_of(%Nx.Tensor{shape: shape}), do: names(shape)
 
   @scope_key {__MODULE__, :scope}
 
@@ -142,10 +149,12 @@ defmodule Nx.Defn.Expr do
       iex> {a.data.op, a.data.opts}
       {:parameter, %{index: 1}}
   """
-  @spec parameter(non_neg_integer, Nx.Tensor.type(), tuple, keyword) :: Nx.Tensor.t()
-  def parameter(index, type, shape, vectorized_axes \\ [])
+  @spec parameter(non_neg_integer, Nx.Tensor.type(), tuple, keyword, [atom | nil] | nil) ::
+          Nx.Tensor.t()
+  def parameter(index, type, shape, vectorized_axes \\ [], names \\ nil)
       when is_integer(index) and index >= 0 do
     out = %Nx.Tensor{template(type, shape) | vectorized_axes: vectorized_axes}
+    out = if names, do: %Nx.Tensor{out | names: names}, else: out
     expr(:parameter, [], %{index: index}, out)
   end
 
@@ -222,9 +231,9 @@ defmodule Nx.Defn.Expr do
     do: %Nx.Tensor{data: nil, type: type, shape: shape, names: names(shape)}
 
   @doc false
-  # the template of a tensor: type, shape and vectorized axes, no data
-  def template_of(%Nx.Tensor{type: type, shape: shape, vectorized_axes: axes}),
-    do: %Nx.Tensor{template(type, shape) | vectorized_axes: axes}
+  # the template of a tensor: type, shape, axis names and vectorized axes, no data
+  def template_of(%Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = tensor),
+    do: %Nx.Tensor{template(type, shape) | vectorized_axes: axes, names: names_of(tensor)}
 
   defp names(shape), do: List.duplicate(nil, tuple_size(shape))
 
@@ -247,7 +256,14 @@ defmodule Nx.Defn.Expr do
       # traced once per op, options, output and argument signature
       eager = fn inputs -> apply_op(op, Tuple.to_list(inputs), opts, out) end
       key = {op, opts, out.type, out.shape}
-      Nx.Defn.Compiler.__eager__(key, eager, [List.to_tuple(inputs)])
+      # the trace is shared by calls whose names differ: the result takes this call's names
+      case Nx.Defn.Compiler.__eager__(key, eager, [List.to_tuple(inputs)]) do
+        %Nx.Tensor{shape: shape} = result when shape == out.shape ->
+          %Nx.Tensor{result | names: names_of(out)}
+
+        result ->
+          result
+      end
     end
   end
 
