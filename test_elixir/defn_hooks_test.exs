@@ -88,13 +88,7 @@ defmodule NxJax.DefnHooksTest do
 
   defn printed_vectorized(x), do: print_expr(Nx.exp(x) + 1)
 
-  defp messages(tag) do
-    receive do
-      {^tag, value} -> [value | messages(tag)]
-    after
-      0 -> []
-    end
-  end
+  defp messages(tag), do: NxJax.TestMailbox.take(tag)
 
   test "a hook runs in the calling process with the concrete value; the result is unchanged" do
     assert exp_hooked(Nx.tensor(0.0)) == Nx.tensor(2.0)

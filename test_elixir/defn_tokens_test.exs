@@ -85,13 +85,7 @@ defmodule NxJax.DefnTokensTest do
   defn print_sum(x), do: x |> print_value(&Nx.sum/1) |> Nx.multiply(2)
   defn print_sum_labelled(x), do: x |> print_value(&Nx.sum/1, label: "sum") |> Nx.negate()
 
-  defp messages(tag) do
-    receive do
-      {^tag, value} -> [value | messages(tag)]
-    after
-      0 -> []
-    end
-  end
+  defp messages(tag), do: NxJax.TestMailbox.take(tag)
 
   test "hooks added to a token fire in order though the result uses none of their values" do
     assert add_and_mult(Nx.tensor(1), Nx.tensor(2)) == Nx.tensor(-1)

@@ -34,6 +34,19 @@ defmodule NxJax.TestTime do
   def ms(base) when is_number(base) and base >= 0, do: round(base * scale())
 end
 
+defmodule NxJax.TestMailbox do
+  @moduledoc false
+  # The values of the `{tag, value}` messages already in the test process's mailbox, oldest
+  # first, taken out of it (the hook tests collect what their hooks sent).
+  def take(tag) do
+    receive do
+      {^tag, value} -> [value | take(tag)]
+    after
+      0 -> []
+    end
+  end
+end
+
 defmodule NxJax.TestPool do
   @moduledoc false
   # For test modules (async: false) that need a pool of their own: replaces the application's
