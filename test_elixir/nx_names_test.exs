@@ -36,16 +36,7 @@ defmodule NxJax.NxNamesTest do
               {name, answer}
             end)
 
-  defp answer(fun) do
-    result =
-      try do
-        "ok\t" <> inspect(fun.())
-      rescue
-        e -> "error\t" <> inspect(e.__struct__) <> ": " <> Exception.message(e)
-      end
-
-    String.replace(result, "\n", "\\n")
-  end
+  defp answer(fun), do: NxJax.ReferenceFormat.inspect_answer(fun)
 
   defp cases do
     {cases, _} = Code.eval_file(Path.join(@dir, "nx_names_cases.exs"))

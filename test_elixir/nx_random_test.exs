@@ -274,27 +274,9 @@ defmodule NxJax.NxRandomTest do
   # The case's outcome written as the reference writes it
   defp outcome(code) do
     {value, _} = Code.eval_string(code)
-    {"ok", value |> leaves() |> Enum.map_join(" ; ", &leaf/1)}
+    {"ok", NxJax.ReferenceFormat.leaves_line(value)}
   rescue
-    e -> {"error", "#{inspect(e.__struct__)}: #{escape(Exception.message(e))}"}
-  end
-
-  defp leaves(%Nx.Tensor{} = t), do: [t]
-
-  defp leaves(tuple) when is_tuple(tuple),
-    do: tuple |> Tuple.to_list() |> Enum.flat_map(&leaves/1)
-
-  defp leaf(%Nx.Tensor{type: {kind, bits}, shape: shape} = t) do
-    dims = shape |> Tuple.to_list() |> Enum.join(",")
-    "#{kind}#{bits} {#{dims}} #{Base.encode16(Nx.to_binary(t), case: :lower)}"
-  end
-
-  defp escape(text) do
-    text
-    |> String.replace("\\", "\\\\")
-    |> String.replace("\n", "\\n")
-    |> String.replace("\t", "\\t")
-    |> String.replace("\r", "\\r")
+    e -> {"error", NxJax.ReferenceFormat.exception(e)}
   end
 
   defp layout(leaves),

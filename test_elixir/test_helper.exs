@@ -1,3 +1,6 @@
+# how the reference data of test_elixir/reference/ write a result (shared with its generators)
+Code.require_file("reference/reference_format.exs", __DIR__)
+
 defmodule NxJax.TestTime do
   @moduledoc """
   The one factor by which the tests' waits are scaled: `NX_JAX_TEST_TIME_SCALE`, a positive

@@ -7,22 +7,15 @@
 # One line per case, in order: NAME <TAB> ok <TAB> inspect(result) or
 # NAME <TAB> error <TAB> ExceptionModule: message, newlines written as "\n". Running this
 # file with nx_jax's `mix run` instead prints the same format to stdout, to compare.
-defmodule NamesReference do
-  def line({name, fun}) do
-    result =
-      try do
-        "ok\t" <> inspect(fun.())
-      rescue
-        e -> "error\t" <> inspect(e.__struct__) <> ": " <> Exception.message(e)
-      end
-
-    name <> "\t" <> String.replace(result, "\n", "\\n")
-  end
-end
+Code.require_file("reference_format.exs", __DIR__)
 
 dir = Path.dirname(__ENV__.file)
 {cases, _} = Code.eval_file(Path.join(dir, "nx_names_cases.exs"))
-text = Enum.map_join(cases, "", &(NamesReference.line(&1) <> "\n"))
+
+text =
+  Enum.map_join(cases, "", fn {name, fun} ->
+    name <> "\t" <> NxJax.ReferenceFormat.inspect_answer(fun) <> "\n"
+  end)
 
 if Code.ensure_loaded?(NxJax.Worker) do
   IO.write(text)

@@ -57,7 +57,11 @@
 #   * multivariate_normal's :svd / :eigh / :cholesky are the binary
 #     backend's own Nx.LinAlg algorithms.
 
+Code.require_file("reference_format.exs", __DIR__)
+
 defmodule NxRandomReference do
+  alias NxJax.ReferenceFormat, as: Format
+
   def run do
     vsn = to_string(Application.spec(:nx, :vsn))
 
@@ -130,15 +134,15 @@ defmodule NxRandomReference do
         {value, _binding} = Code.eval_string(code)
         {:ok, value}
       rescue
-        e -> {:error, "#{inspect(e.__struct__)}: #{escape(Exception.message(e))}"}
+        e -> {:error, Format.exception(e)}
       catch
-        kind, reason -> {:error, "#{kind}: #{escape(inspect(reason))}"}
+        kind, reason -> {:error, "#{kind}: #{Format.escape(inspect(reason))}"}
       end
 
     case result do
       {:ok, value} ->
         leaves = flatten(value, name)
-        cols = [name, "ok", Enum.map_join(leaves, " ; ", &leaf/1)]
+        cols = [name, "ok", Enum.map_join(leaves, " ; ", &Format.leaf/1)]
 
         cols =
           if Enum.any?(leaves, fn t -> Enum.any?(t.names, &(&1 != nil)) end) do
@@ -154,36 +158,14 @@ defmodule NxRandomReference do
     end
   end
 
-  defp flatten(%Nx.Tensor{vectorized_axes: []} = t, _name), do: [t]
-
-  defp flatten(%Nx.Tensor{}, name),
-    do: raise("case #{name}: vectorized result; devectorize it in the case's code")
-
-  defp flatten(tuple, name) when is_tuple(tuple),
-    do: tuple |> Tuple.to_list() |> Enum.flat_map(&flatten(&1, name))
-
-  defp flatten(other, name),
-    do: raise("case #{name}: result is not a tensor or tuple of tensors: #{inspect(other)}")
-
-  defp leaf(t) do
-    Enum.join([type(t.type), shape(t.shape), Base.encode16(Nx.to_binary(t), case: :lower)], " ")
+  defp flatten(value, name) do
+    Format.leaves(value)
+  rescue
+    e in ArgumentError -> reraise "case #{name}: #{e.message}", __STACKTRACE__
   end
-
-  defp type({kind, bits}), do: "#{kind}#{bits}"
-
-  defp shape(shape),
-    do: "{" <> Enum.map_join(Tuple.to_list(shape), ",", &Integer.to_string/1) <> "}"
 
   defp names(t),
     do: "[" <> Enum.map_join(t.names, ",", &if(&1, do: to_string(&1), else: "nil")) <> "]"
-
-  defp escape(text) do
-    text
-    |> String.replace("\\", "\\\\")
-    |> String.replace("\n", "\\n")
-    |> String.replace("\t", "\\t")
-    |> String.replace("\r", "\\r")
-  end
 
   defp endianness do
     case <<1::native-32>> do
