@@ -232,8 +232,7 @@ defmodule Nx.Random do
       >
   """
   defn randint(key, min_value, max_value, opts \\ []) do
-    keys = split_key(key, [])
-    {randint_numbers(keys[1], min_value, max_value, opts), keys[0]}
+    drawn_with_next_key(key, &randint_numbers(&1, min_value, max_value, opts))
   end
 
   @doc """
@@ -290,8 +289,7 @@ defmodule Nx.Random do
   Uniform numbers in `[0, 1)`; `uniform(key, 0.0, 1.0, opts)`.
   """
   defn uniform(key, opts \\ []) do
-    keys = split_key(key, [])
-    {uniform_numbers(keys[1], 0.0, 1.0, opts), keys[0]}
+    drawn_with_next_key(key, &uniform_numbers(&1, 0.0, 1.0, opts))
   end
 
   @doc """
@@ -318,8 +316,7 @@ defmodule Nx.Random do
       >
   """
   defn uniform(key, min_value, max_value, opts \\ []) do
-    keys = split_key(key, [])
-    {uniform_numbers(keys[1], min_value, max_value, opts), keys[0]}
+    drawn_with_next_key(key, &uniform_numbers(&1, min_value, max_value, opts))
   end
 
   @doc """
@@ -386,8 +383,7 @@ defmodule Nx.Random do
   Standard normal numbers; `normal(key, 0.0, 1.0, opts)`.
   """
   defn normal(key, opts \\ []) do
-    keys = split_key(key, [])
-    {normal_numbers(keys[1], 0.0, 1.0, opts), keys[0]}
+    drawn_with_next_key(key, &normal_numbers(&1, 0.0, 1.0, opts))
   end
 
   @doc """
@@ -415,8 +411,7 @@ defmodule Nx.Random do
       >
   """
   defn normal(key, mean, standard_deviation, opts \\ []) do
-    keys = split_key(key, [])
-    {normal_numbers(keys[1], mean, standard_deviation, opts), keys[0]}
+    drawn_with_next_key(key, &normal_numbers(&1, mean, standard_deviation, opts))
   end
 
   @doc """
@@ -531,8 +526,7 @@ defmodule Nx.Random do
       >
   """
   defn gumbel(key, opts \\ []) do
-    keys = split_key(key, [])
-    {gumbel_numbers(keys[1], opts), keys[0]}
+    drawn_with_next_key(key, &gumbel_numbers(&1, opts))
   end
 
   @doc """
@@ -796,8 +790,7 @@ defmodule Nx.Random do
       >
   """
   defn multivariate_normal(key, mean, covariance, opts \\ []) do
-    keys = split_key(key, [])
-    {mvn_numbers(keys[1], mean, covariance, opts), keys[0]}
+    drawn_with_next_key(key, &mvn_numbers(&1, mean, covariance, opts))
   end
 
   @doc """
@@ -901,6 +894,12 @@ defmodule Nx.Random do
   ## Arithmetic as Nx's binary backend rounds it
 
   defp constant(t), do: Nx.Defn.Kernel.stop_grad(t)
+
+  # The functions without `_split`: draw with the second key of a split, return the first
+  defp drawn_with_next_key(key, draw) do
+    keys = split_key(key, [])
+    {draw.(keys[1]), keys[0]}
+  end
 
   defp assert_key!(key) do
     case Nx.shape(key) do
