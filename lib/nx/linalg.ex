@@ -587,38 +587,21 @@ defmodule Nx.LinAlg do
   end
 
   # (sum |x / m|^p)^(1/p) * m with m the largest magnitude (1 where it is 0), as Nx computes it
+  # (m over the reduced axes, kept for the division, then shaped as the sum)
   defp p_norm(t, p, opts) do
     real = Nx.Type.to_floating(Nx.Type.to_real(t.type))
     magnitudes = Nx.abs(t)
-    largest = Nx.reduce_max(magnitudes, opts)
+    largest = Nx.reduce_max(magnitudes, axes: opts[:axes], keep_axes: true)
     scale = Nx.select(Nx.greater(largest, 0), largest, 1)
-    scale_b = if opts[:keep_axes], do: scale, else: broadcastable(scale, t, opts)
 
-    magnitudes
-    |> Nx.divide(scale_b)
-    |> Nx.pow(p)
-    |> Nx.sum(opts)
-    |> Nx.pow(Nx.tensor(1 / p, type: real))
-    |> Nx.multiply(scale)
-  end
+    norm =
+      magnitudes
+      |> Nx.divide(scale)
+      |> Nx.pow(p)
+      |> Nx.sum(opts)
+      |> Nx.pow(Nx.tensor(1 / p, type: real))
 
-  # `reduced` (t reduced over opts[:axes] without keep_axes) with those axes back as size 1
-  defp broadcastable(reduced, t, opts) do
-    case opts[:axes] do
-      nil ->
-        reduced
-
-      axes ->
-        axes = Enum.map(axes, &Nx.Shape.normalize_axis(t.shape, &1))
-
-        shape =
-          t.shape
-          |> Tuple.to_list()
-          |> Enum.with_index()
-          |> Enum.map(fn {size, i} -> if i in axes, do: 1, else: size end)
-
-        Nx.reshape(reduced, List.to_tuple(shape))
-    end
+    Nx.multiply(norm, Nx.reshape(scale, Nx.shape(norm)))
   end
 
   @doc """
