@@ -199,13 +199,17 @@ defmodule Nx.Defn.Compiler do
   @spec trace(function, [term]) :: term
   def trace(fun, args) do
     {params, _concrete} = parameters(args)
-    {result, _hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+    {result, _hooks} = traced(fun, params)
     result
   end
 
+  # `fun` applied to the parameter expressions, and the hooks its trace defined
+  defp traced(fun, params),
+    do: Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+
   # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index
   defp compile(fun, params, count) do
-    {result, hooks} = Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+    {result, hooks} = traced(fun, params)
     encode(result, hooks, count)
   end
 
