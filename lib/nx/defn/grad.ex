@@ -32,15 +32,14 @@ defmodule Nx.Defn.Grad do
     # As in Nx: the function gets its own copy of x (a new node, same value), so a value the
     # function captures from outside (the x of the enclosing defn) is a constant of it:
     # grad(t, fn _ -> t end) is 0 and grad(x, fn y -> x * y end) is x.
-    {x, xs} =
+    {x, xs, value} =
       if is_function(fun_or_expr, 1) do
         x = Composite.traverse(x, &Expr.metadata(&1, %{grad_input: true}))
-        {x, Composite.flatten_list([x])}
+        {x, Composite.flatten_list([x]), fun_or_expr.(x)}
       else
-        {x, xs}
+        {x, xs, fun_or_expr}
       end
 
-    value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
     {x, xs, differentiated} = floating_inputs(x, xs, fun_or_expr, value)
     y = differentiated |> transform.() |> scalar!()
     # As in Nx 0.7, a vectorized y is differentiated as the sum of its entries, and each
