@@ -1175,6 +1175,16 @@ def _float0_zeros(x: Any) -> Any:
     return np.zeros(np.shape(x), dtype=jax.dtypes.float0)
 
 
+def _substituted(
+    values: Sequence[Any], indices: Sequence[int], new: Sequence[Any]
+) -> tuple[Any, ...]:
+    """``values`` with ``values[indices[k]]`` replaced by ``new[k]``."""
+    out = list(values)
+    for i, x in zip(indices, new, strict=True):
+        out[i] = x
+    return tuple(out)
+
+
 def reversible_while(
     pred: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], jax.Array],
     step: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], tuple[jax.Array, ...]],
@@ -1219,13 +1229,7 @@ def reversible_while(
             s_i = state_at(n - 1 - k)
 
             def float_step(xs: list[Any], cs: list[Any]) -> list[Any]:
-                s = list(s_i)
-                for i, x in zip(fs, xs, strict=True):
-                    s[i] = x
-                c = list(caps)
-                for i, x in zip(fc, cs, strict=True):
-                    c[i] = x
-                out = step(tuple(s), tuple(c))
+                out = step(_substituted(s_i, fs, xs), _substituted(caps, fc, cs))
                 return [out[i] for i in fs]
 
             _, pullback = jax.vjp(float_step, [s_i[i] for i in fs], [caps[i] for i in fc])
@@ -1234,13 +1238,10 @@ def reversible_while(
 
         start = ([g[i] for i in fs], [jnp.zeros_like(caps[i]) for i in fc])
         g_state, g_caps = lax.fori_loop(jnp.asarray(0, np.int64), n, back, start)
-        out_state = [_float0_zeros(x) for x in s0]
-        for i, x in zip(fs, g_state, strict=True):
-            out_state[i] = x
-        out_caps = [_float0_zeros(x) if not _is_float(x) else None for x in caps]
-        for i, x in zip(fc, g_caps, strict=True):
-            out_caps[i] = x
-        return tuple(out_state), tuple(out_caps)
+        # (the integer entries get float0 cotangents, as JAX wants for them)
+        zeros_state = [_float0_zeros(x) for x in s0]
+        zeros_caps = [_float0_zeros(x) for x in caps]
+        return _substituted(zeros_state, fs, g_state), _substituted(zeros_caps, fc, g_caps)
 
     loop.defvjp(forward, backward)
     return loop(tuple(state), tuple(captures))
