@@ -900,9 +900,7 @@ def lower_eigh(c: Call) -> Value:
     out = c.node.out
     assert isinstance(out, TupleOut)
     vals_out, vecs_out = (e for e in out.elements if isinstance(e, TensorOut))
-    a = jnp.asarray(c.args[0]).astype(to_dtype(vecs_out.type))
-    if a.dtype in (jnp.float16, jnp.bfloat16):
-        a = a.astype(jnp.float32)
+    a = _single(jnp.asarray(c.args[0]).astype(to_dtype(vecs_out.type)))
     w, v = jnp.linalg.eigh(a)  # increasing, computed from (a + adjoint(a)) / 2
     n = a.shape[-1]
     diagonal = jnp.all(jnp.where(jnp.eye(n, dtype=bool), 0, a) == 0, axis=(-2, -1))
