@@ -811,7 +811,7 @@ defmodule Nx.Random do
     {type, shape} = mvn_setup(mean, covariance, opts)
     mean = to_type(mean, type)
     covariance = to_type(covariance, type)
-    # (JAX's decompositions take f32 and f64: a 16-bit covariance is factored in f32)
+    # a 16-bit covariance is factored in f32 and the factor rounded as Nx writes the type
     work = if elem(type, 1) == 16, do: Nx.as_type(covariance, {:f, 32}), else: covariance
 
     factor =
