@@ -139,4 +139,51 @@ defmodule NxJax.DefnKernelOpsTest do
            ) ==
              {Nx.tensor(Complex.new(0.0, 2.0)), Nx.tensor([Complex.new(2.0, 2.0)])}
   end
+
+  defn sum_over_range(t) do
+    {acc, _} =
+      while {acc = 0.0, t}, i <- 1..3 do
+        {acc + i * Nx.sum(t[0..1]), t}
+      end
+
+    acc
+  end
+
+  test "`..` builds ranges as Kernel's, inside and outside defn (Nx.Defn.Kernel.\"..\"/2)" do
+    assert Nx.Defn.Kernel.".."(1, 3) == 1..3
+    assert Nx.Defn.Kernel."..//"(1, 5, 2) == 1..5//2
+    assert sum_over_range(Nx.tensor([1.0, 2.0, 4.0])) == Nx.tensor(18.0)
+  end
+
+  # as Nx 0.7.2: `if`/`while` trace tensors, so outside defn they raise instead of running
+  test "if and while raise outside defn" do
+    assert_raise RuntimeError,
+                 "cannot invoke Nx.Defn.Kernel.if/2 because you are not inside a defn",
+                 fn ->
+                   Code.eval_quoted(
+                     quote do
+                       require Nx.Defn.Kernel
+                       Nx.Defn.Kernel.if(1, do: 0)
+                     end
+                   )
+                 end
+
+    assert_raise RuntimeError, ~r"Nx.Defn.Kernel.while/3 because you are not inside a defn", fn ->
+      Code.eval_quoted(
+        quote do
+          require Nx.Defn.Kernel
+          Nx.Defn.Kernel.while(x = 0, x < 3, do: x + 1)
+        end
+      )
+    end
+  end
+
+  test "a hook given only a function gets a name of its own (hook_ and an integer)" do
+    {token, _expr} =
+      Nx.Defn.Kernel.hook_token(Nx.Defn.Kernel.create_token(), 1, &Function.identity/1)
+
+    assert [%{name: name}] = token.hooks
+    assert "hook_" <> digits = Atom.to_string(name)
+    assert {_, ""} = Integer.parse(digits)
+  end
 end

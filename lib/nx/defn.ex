@@ -31,7 +31,8 @@ defmodule Nx.Defn do
 
   @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
                 [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2] ++
-                [max: 2, min: 2, rem: 2, div: 2, and: 2, or: 2, not: 1]
+                [max: 2, min: 2, rem: 2, div: 2, and: 2, or: 2, not: 1] ++
+                [{:.., 2}, {:"..//", 3}]
 
   @doc false
   # the Kernel functions that Nx.Defn.Kernel replaces inside defn (and with `use Nx.Defn.Kernel`)

@@ -22,6 +22,8 @@ defmodule Nx.Defn.Kernel do
 
   import Kernel,
     except: [
+      {:.., 2},
+      {:"..//", 3},
       +: 2,
       -: 2,
       *: 2,
@@ -274,6 +276,8 @@ defmodule Nx.Defn.Kernel do
       defn relu(x), do: if(x > 0, do: x, else: 0.0)
   """
   defmacro if(condition, clauses) do
+    inside_defn!(__CALLER__, :if, 2)
+
     unless Kernel.and(Keyword.keyword?(clauses), Keyword.has_key?(clauses, :do)) do
       raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
     end
@@ -290,6 +294,41 @@ defmodule Nx.Defn.Kernel do
       )
     end
   end
+
+  # `if` and `while` trace tensors, so they belong to defn bodies (and `cond`, which defn
+  # rewrites into `if`): anywhere else they raise as in Nx, instead of silently tracing
+  defp inside_defn!(%Macro.Env{function: {name, _arity}}, fun, arity) do
+    Kernel.unless String.starts_with?(Atom.to_string(name), "__defn:") do
+      not_inside_defn!(fun, arity)
+    end
+  end
+
+  defp inside_defn!(%Macro.Env{}, fun, arity), do: not_inside_defn!(fun, arity)
+
+  defp not_inside_defn!(fun, arity) do
+    raise "cannot invoke Nx.Defn.Kernel.#{fun}/#{arity} because you are not inside a defn"
+  end
+
+  @doc """
+  The range `first..last` (`Range.new/2`), as `Kernel.../2` builds it; inside defn it gives
+  the ranges of `while` generators and of slicing (`t[1..2]`).
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel.".."(1, 3)
+      1..3
+  """
+  def first..last, do: Range.new(first, last)
+
+  @doc """
+  The range `first..last//step` (`Range.new/3`).
+
+  ## Examples
+
+      iex> Nx.Defn.Kernel."..//"(1, 5, 2)
+      1..5//2
+  """
+  def first..last//step, do: Range.new(first, last, step)
 
   @doc false
   def __if__(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
@@ -339,6 +378,8 @@ defmodule Nx.Defn.Kernel do
   (a `lax.scan`, differentiable).
   """
   defmacro while(initial, condition_or_generator, opts \\ [], clauses) do
+    inside_defn!(__CALLER__, :while, length(opts) + 3)
+
     body =
       case clauses do
         [do: body] -> body
@@ -396,9 +437,10 @@ defmodule Nx.Defn.Kernel do
     {_, vars} =
       Macro.prewalk(pattern, [], fn
         {name, _meta, context} = var, acc when is_atom(name) and is_atom(context) ->
-          if String.starts_with?(Atom.to_string(name), "_"),
+          Kernel.if(String.starts_with?(Atom.to_string(name), "_"),
             do: {var, acc},
             else: {var, [var | acc]}
+          )
 
         other, acc ->
           {other, acc}
@@ -573,7 +615,7 @@ defmodule Nx.Defn.Kernel do
       Nx.Defn.jit(fn x -> hook(x * 2, :doubled) end, hooks: %{doubled: &send(pid, &1)})
   """
   def hook(expr, name_or_fun)
-  def hook(expr, fun) when is_function(fun, 1), do: Expr.hook(expr, nil, fun)
+  def hook(expr, fun) when is_function(fun, 1), do: Expr.hook(expr, unnamed_hook(), fun)
   def hook(expr, name) when is_atom(name), do: Expr.hook(expr, name, nil)
 
   @doc "Hooks `expr` under `name` with the default function `fun`; see `hook/2`."
@@ -604,12 +646,16 @@ defmodule Nx.Defn.Kernel do
     do: add_token_hook(token, expr, name, nil)
 
   def hook_token(%Nx.Defn.Token{} = token, expr, fun) when is_function(fun, 1),
-    do: add_token_hook(token, expr, nil, fun)
+    do: add_token_hook(token, expr, unnamed_hook(), fun)
 
   @doc "Hooks `expr` through `token` under `name` with the default function `fun`; see `hook_token/3`."
   def hook_token(%Nx.Defn.Token{} = token, expr, name, fun)
       when Kernel.and(is_atom(name), is_function(fun, 1)),
       do: add_token_hook(token, expr, name, fun)
+
+  # a hook given only a function gets a name of its own, as in Nx (`:hook_` and a unique
+  # integer), so the jit's `hooks:` option cannot replace it by accident
+  defp unnamed_hook, do: :"hook_#{System.unique_integer([:positive])}"
 
   # while tracing, numbers become tensors (Nx returns the container of expressions)
   defp add_token_hook(token, expr, name, fun) do
