@@ -347,8 +347,24 @@ defmodule Nx do
              number in [:nan, :infinity, :neg_infinity] or is_struct(number, Complex),
       do: tensor(number)
 
-  def to_tensor(other) do
-    raise ArgumentError, "expected a %Nx.Tensor{} or a number, got: #{inspect(other)}"
+  # a struct of its own Nx.LazyContainer implementation that stands for one tensor
+  def to_tensor(%_{} = lazy) when not is_struct(lazy, Complex) do
+    case Nx.Defn.Composite.expand_lazy(lazy, fn _template, make -> {__MODULE__, make} end) do
+      {__MODULE__, make} -> to_tensor(make.())
+      _ -> to_tensor!(lazy)
+    end
+  end
+
+  def to_tensor(other), do: to_tensor!(other)
+
+  defp to_tensor!(other) do
+    if Nx.Container.impl_for(other) do
+      raise ArgumentError,
+            "cannot convert #{inspect(other)} to tensor because it represents a collection " <>
+              "of tensors, use Nx.stack/2 or Nx.concatenate/2 instead"
+    else
+      raise ArgumentError, "expected a %Nx.Tensor{} or a number, got: #{inspect(other)}"
+    end
   end
 
   ## Backends
@@ -394,7 +410,7 @@ defmodule Nx do
   """
   def backend_transfer(tensor_or_container, backend \\ Nx.BinaryBackend) do
     Nx.Defn.Composite.traverse(
-      tensor_or_container,
+      container!(tensor_or_container),
       &NxJax.Backend.transfer(to_tensor(&1), backend)
     )
   end
@@ -404,14 +420,37 @@ defmodule Nx do
   resident source stays resident.
   """
   def backend_copy(tensor_or_container, backend \\ Nx.BinaryBackend) do
-    Nx.Defn.Composite.traverse(tensor_or_container, &NxJax.Backend.copy(to_tensor(&1), backend))
+    Nx.Defn.Composite.traverse(
+      container!(tensor_or_container),
+      &NxJax.Backend.copy(to_tensor(&1), backend)
+    )
+  end
+
+  # a tensor, a number or an Nx.Container (else Protocol.UndefinedError, as in Nx)
+  defp container!(data) do
+    unless Nx.Defn.Composite.leaf?(data) or Nx.Container.impl_for(data) do
+      raise Protocol.UndefinedError,
+        protocol: Nx.Container,
+        value: data,
+        description: "expected a tensor, a number or a container of them"
+    end
+
+    data
   end
 
   @doc """
-  Frees the data of a resident tensor on its worker: `:ok`, or `:already_deallocated` (also
-  for tensors in Elixir memory, which the garbage collector frees).
+  Frees the data of a resident tensor (or of each tensor of a container) on its worker: `:ok`,
+  or `:already_deallocated` for a single tensor that was not resident (tensors in Elixir memory
+  are freed by the garbage collector).
   """
   def backend_deallocate(%T{} = tensor), do: NxJax.Backend.deallocate(tensor)
+
+  def backend_deallocate(container) do
+    for %T{} = tensor <- Nx.Defn.Composite.flatten_list([container!(container)]),
+        do: NxJax.Backend.deallocate(tensor)
+
+    :ok
+  end
 
   @doc """
   A tensor with a type and a shape but no data, to describe the inputs of a function.
@@ -2633,14 +2672,17 @@ defmodule Nx do
   """
   def concatenate(tensors, opts \\ [])
 
-  def concatenate([], _opts), do: raise(ArgumentError, "no tensors were given to concatenate")
+  def concatenate(tensors, opts), do: concatenate_list(tensor_list(tensors), opts)
 
-  def concatenate([tensor], opts) do
+  defp concatenate_list([], _opts),
+    do: raise(ArgumentError, "no tensors were given to concatenate")
+
+  defp concatenate_list([tensor], opts) do
     keyword!(opts, axis: 0)
     to_tensor(tensor)
   end
 
-  def concatenate(tensors, opts) when is_list(tensors) do
+  defp concatenate_list(tensors, opts) do
     opts = keyword!(opts, axis: 0)
     tensors = Enum.map(tensors, &to_tensor/1)
     [first | _] = tensors
@@ -2884,10 +2926,38 @@ defmodule Nx do
       >
 
   """
-  def stack(tensors, opts \\ []) when is_list(tensors) do
+  def stack(tensors, opts \\ []) do
     opts = keyword!(opts, axis: 0, name: nil)
     axis = Keyword.get(opts, :axis, 0)
-    tensors |> Enum.map(&new_axis(to_tensor(&1), axis, opts[:name])) |> concatenate(axis: axis)
+
+    tensors
+    |> tensor_list()
+    |> Enum.map(&new_axis(to_tensor(&1), axis, opts[:name]))
+    |> concatenate(axis: axis)
+  end
+
+  # What stack/2 and concatenate/2 take: a list whose elements may be containers, or one
+  # container; its tensors in order (a lazy container's are made; a map's are in the order
+  # of its sorted keys, which the caller is warned not to rely on)
+  defp tensor_list(tensors) do
+    tensors
+    |> List.wrap()
+    |> Enum.flat_map(fn
+      %T{} = tensor ->
+        [tensor]
+
+      other ->
+        if is_map(other) and not is_struct(other) do
+          IO.warn(
+            "a map has been given to stack/concatenate: its tensors are taken in the order " <>
+              "of its sorted keys, which a map does not promise; give a list or a tuple"
+          )
+        end
+
+        other
+        |> Nx.Defn.Composite.expand_lazy(fn _template, make -> to_tensor(make.()) end)
+        |> then(&Nx.Defn.Composite.flatten_list([&1]))
+    end)
   end
 
   @doc """
@@ -3648,7 +3718,9 @@ defmodule Nx do
 
   """
   def to_template(tensor_or_container) do
-    Nx.Defn.Composite.traverse(tensor_or_container, &%T{to_tensor(&1) | data: nil})
+    tensor_or_container
+    |> Nx.Defn.Composite.expand_lazy(fn template, _make -> template end)
+    |> Nx.Defn.Composite.traverse(&%T{to_tensor(&1) | data: nil})
   end
 
   @doc """
@@ -3669,6 +3741,7 @@ defmodule Nx do
 
   """
   def compatible?(left, right) do
+    {left, right} = {to_template(left), to_template(right)}
     shape_of_container = fn c -> Nx.Defn.Composite.traverse(c, fn _ -> :leaf end) end
 
     shape_of_container.(left) == shape_of_container.(right) and

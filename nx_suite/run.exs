@@ -1,7 +1,7 @@
 # Runs test files of Nx 0.7.2, unchanged, against nx_jax's front end and prints how many of
 # their tests pass (nx_suite/README.md). Usage, from the project root:
 #
-#     NX_SRC=/path/to/nx-0.7.2/nx mix run nx_suite/run.exs [test/nx/defn/grad_test.exs ...]
+#     NX_SRC=/path/to/nx-0.7.2/nx MIX_ENV=test mix run nx_suite/run.exs [test/nx/defn/grad_test.exs ...]
 #
 # NX_SRC is the nx/ folder of a checkout of Nx's tag v0.7.2 (it is read, never copied here).
 # Without file arguments the files named in DEFAULT_FILES below run. Doctests that the files
@@ -65,6 +65,8 @@ defmodule NxSuite do
     test/nx/vectorize_test.exs
     test/nx/non_finite_test.exs
     test/nx/complex_test.exs
+    test/nx/container_test.exs
+    test/nx/lazy_container_test.exs
   )
 
   def main(argv) do
@@ -79,7 +81,7 @@ defmodule NxSuite do
     # the distributed tests need Nx's own peer nodes; the others run as Nx's suite runs them
     ExUnit.start(
       autorun: false,
-      formatters: [NxSuite.Tally],
+      formatters: formatters(),
       assert_receive_timeout: 1000,
       exclude: [:distributed],
       timeout: 120_000
@@ -88,6 +90,13 @@ defmodule NxSuite do
     rows = Enum.map(files, &run_file(Path.join(src, &1), &1))
     print(rows)
     if path = System.get_env("NX_SUITE_FAILURES"), do: write_failures(path)
+  end
+
+  # NX_SUITE_VERBOSE=1 adds ExUnit's own report of each failure (left, right, stack)
+  defp formatters do
+    if System.get_env("NX_SUITE_VERBOSE") in [nil, "", "0"],
+      do: [NxSuite.Tally],
+      else: [NxSuite.Tally, ExUnit.CLIFormatter]
   end
 
   defp run_file(path, name) do

@@ -1,17 +1,54 @@
-# The structs Nx 0.7.2's test files build (its test/support defines them, deriving
-# Nx.Container). nx_jax has no Nx.Container protocol yet (docs/COMPATIBILITY.md), so here they
-# are plain structs: the files compile, and the tests that pass them to defn fail honestly.
-for {name, fields} <- [
-      {Container, [:a, :b, c: %{}, d: %{}]},
-      {EmptyContainer, [:var, :fun, :acc]},
-      {UnderscoredContainer, [:__special__]},
-      {LazyWrapped, [:a, :b, :c]},
-      {LazyOnly, [:a, :b, :c]},
-      {MagicNumber, [value: 0]}
-    ] do
-  defmodule name do
-    @moduledoc false
-    defstruct fields
+# The structs Nx 0.7.2's test files build; its test/support declares them with these fields,
+# derivations and lazy implementations (the behaviour its tests assert), written here anew.
+defmodule Container do
+  @moduledoc false
+  @derive {Nx.Container, containers: [:a, :b], keep: [:d]}
+  defstruct [:a, :b, c: %{}, d: %{}]
+end
+
+defmodule EmptyContainer do
+  @moduledoc false
+  @derive {Nx.Container, containers: []}
+  defstruct [:var, :fun, :acc]
+end
+
+defmodule UnderscoredContainer do
+  @moduledoc false
+  @derive {Nx.Container, containers: [], keep: [:__special__]}
+  defstruct [:__special__]
+end
+
+defmodule LazyWrapped do
+  @moduledoc false
+  @derive {Nx.Container, containers: [:a, :b, :c]}
+  defstruct [:a, :b, :c]
+end
+
+# stands for a LazyWrapped; the tensor of :b must never be made (its maker raises)
+defmodule LazyOnly do
+  @moduledoc false
+  defstruct [:a, :b, :c]
+
+  defimpl Nx.LazyContainer do
+    def traverse(%LazyOnly{a: a, b: b, c: c}, acc, fun) do
+      {a, acc} = fun.(Nx.to_template(a), fn -> Nx.tensor(a) end, acc)
+
+      {b, acc} =
+        if b, do: fun.(Nx.to_template(b), fn -> raise "don't call b" end, acc), else: {b, acc}
+
+      {c, acc} = Nx.LazyContainer.traverse(c, acc, fun)
+      {%LazyWrapped{a: a, b: b, c: c}, acc}
+    end
+  end
+end
+
+defmodule MagicNumber do
+  @moduledoc false
+  defstruct value: 0
+
+  defimpl Nx.LazyContainer do
+    def traverse(%MagicNumber{value: value}, acc, fun),
+      do: fun.(Nx.to_template(value), fn -> Nx.tensor(value) end, acc)
   end
 end
 

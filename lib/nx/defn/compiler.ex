@@ -163,7 +163,7 @@ defmodule Nx.Defn.Compiler do
 
   defp walk_signature(args) do
     {signature, concrete} =
-      Composite.map_reduce(List.to_tuple(args), [], fn leaf, acc ->
+      Composite.map_reduce(lazy_arguments(args), [], fn leaf, acc ->
         %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes, names: names} =
           tensor = to_concrete(leaf)
 
@@ -180,7 +180,7 @@ defmodule Nx.Defn.Compiler do
   @spec parameters([term]) :: {[term], [Nx.Tensor.t()]}
   def parameters(args) do
     {params, {_count, concrete}} =
-      Composite.map_reduce(List.to_tuple(args), {0, []}, fn leaf, {index, acc} ->
+      Composite.map_reduce(lazy_arguments(args), {0, []}, fn leaf, {index, acc} ->
         tensor = to_concrete(leaf)
 
         param =
@@ -191,6 +191,29 @@ defmodule Nx.Defn.Compiler do
 
     {Tuple.to_list(params), Enum.reverse(concrete)}
   end
+
+  # The arguments as a tuple, each Nx.LazyContainer of its own implementation replaced by
+  # the container it stands for, holding templates that know how to make their tensor:
+  # `execute/3` makes only those that the graph reads.
+  defp lazy_arguments(args) do
+    args
+    |> List.to_tuple()
+    |> Composite.expand_lazy(fn template, make -> %Nx.Tensor{template | data: {:lazy, make}} end)
+  end
+
+  defp made(%Nx.Tensor{data: {:lazy, make}} = template) do
+    tensor = Nx.to_tensor(make.())
+
+    unless Nx.compatible?(%Nx.Tensor{template | data: nil}, tensor) do
+      raise ArgumentError,
+            "an Nx.LazyContainer announced #{inspect(%Nx.Tensor{template | data: nil})} " <>
+              "and made #{inspect(tensor)}"
+    end
+
+    tensor
+  end
+
+  defp made(tensor), do: tensor
 
   @doc """
   Traces `fun` on `args` (each leaf a parameter) and returns the resulting expression,
@@ -237,6 +260,7 @@ defmodule Nx.Defn.Compiler do
   # NxJax.Backend.
   defp execute({:graph, graph_bin, key, parameters, container, templates, hooks}, args, opts) do
     args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
+    args = Enum.map(args, &made/1)
 
     # a template (Nx.template/2) describes an input; it has no data to compute with
     if Enum.any?(args, &match?(%Nx.Tensor{data: nil}, &1)) do

@@ -1,8 +1,8 @@
 defmodule Nx.Defn.Composite do
   @moduledoc """
   Walks the containers that `defn` accepts and returns: tensors and numbers are the
-  leaves; tuples and maps (not structs) hold leaves; any other term passes through
-  untouched.
+  leaves; tuples, maps and structs deriving `Nx.Container` hold leaves; any other term
+  passes through untouched.
 
   Map values are visited in the order of their sorted keys, so every walk over the same
   container visits leaves in the same order.
@@ -16,10 +16,11 @@ defmodule Nx.Defn.Composite do
   """
 
   @doc """
-  Returns true for a leaf: a tensor or a number.
+  Returns true for a leaf: a tensor or a number (`Complex` included).
   """
   @spec leaf?(term) :: boolean
   def leaf?(%Nx.Tensor{}), do: true
+  def leaf?(%Complex{}), do: true
   def leaf?(number) when is_number(number), do: true
   def leaf?(_), do: false
 
@@ -59,8 +60,50 @@ defmodule Nx.Defn.Composite do
 
         {Map.new(pairs), acc}
 
+      impl = is_struct(container) && Nx.Container.impl_for(container) ->
+        impl.traverse(container, acc, &map_reduce(&1, &2, fun))
+
       true ->
         {container, acc}
+    end
+  end
+
+  @doc false
+  # `container` with each struct that implements Nx.LazyContainer itself (not through
+  # Nx.Container) replaced by the container its traverse/3 returns, where each tensor it
+  # stands for is `fun.(template, make_tensor)`
+  @spec expand_lazy(term, (Nx.Tensor.t(), (() -> term) -> term)) :: term
+  def expand_lazy(container, fun) do
+    cond do
+      leaf?(container) ->
+        container
+
+      is_tuple(container) ->
+        container |> Tuple.to_list() |> Enum.map(&expand_lazy(&1, fun)) |> List.to_tuple()
+
+      is_map(container) and not is_struct(container) ->
+        Map.new(container, fn {key, value} -> {key, expand_lazy(value, fun)} end)
+
+      is_struct(container) ->
+        case {Nx.Container.impl_for(container), Nx.LazyContainer.impl_for(container)} do
+          {nil, Nx.LazyContainer.Any} ->
+            container
+
+          {nil, lazy} ->
+            {result, :ok} =
+              lazy.traverse(container, :ok, fn template, make, :ok ->
+                {fun.(template, make), :ok}
+              end)
+
+            result
+
+          {impl, _} ->
+            {result, :ok} = impl.traverse(container, :ok, &{expand_lazy(&1, fun), &2})
+            result
+        end
+
+      true ->
+        container
     end
   end
 
