@@ -2753,9 +2753,20 @@ defmodule Nx do
   # Runs `fun` over `args` as one graph: traced inline inside defn, one worker call eagerly.
   defp composite(fun, args), do: Nx.Defn.Compiler.jit_apply(fun, args, [])
 
-  defp integer_tensor!(tensor, fun, what) do
-    tensor = to_tensor(tensor)
+  # grad/2 differentiates an integer input through a float copy of it, which marks the type
+  # it had. Indices computed from such copies (i, or i * 2) are integers in Nx, and were so
+  # in the trace of the value: here they are that integer type again, with a zero gradient.
+  defp integer_tensor!(%T{data: %Nx.Defn.Expr{}, type: {kind, _}} = tensor, fun, what)
+       when kind in [:f, :bf] do
+    case Nx.Defn.Expr.integer_input_type(tensor) do
+      nil -> integer_type!(tensor, fun, what)
+      type -> as_type(tensor, type)
+    end
+  end
 
+  defp integer_tensor!(tensor, fun, what), do: integer_type!(to_tensor(tensor), fun, what)
+
+  defp integer_type!(tensor, fun, what) do
     unless Nx.Type.integer?(tensor.type) do
       raise ArgumentError,
             "#{fun} expects #{what} to be an integer tensor, got one of type " <>

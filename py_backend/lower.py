@@ -493,7 +493,10 @@ def _real_part(fn: Callable[[jax.Array], jax.Array]) -> Callable[[Call], Value]:
 
 
 def lower_bitcast(c: Call) -> Value:
-    return lax.bitcast_convert_type(c.args[0], c.dtype)
+    """A bitcast to the type it already has is the value itself (so gradients pass through
+    it, as in Nx; lax.bitcast_convert_type has none)."""
+    x = jnp.asarray(c.args[0])
+    return x if x.dtype == c.dtype else lax.bitcast_convert_type(x, c.dtype)
 
 
 def lower_clip(c: Call) -> Value:

@@ -200,4 +200,39 @@ defmodule NxJax.DefnGradTest do
       assert Nx.Defn.grad(Nx.tensor([1.0, 2.0, 3.0]), f) == Nx.tensor([2.0, 2.0, 2.0])
     end
   end
+
+  describe "as Nx 0.7.2's grad_test" do
+    test "a bitcast to the type a value has passes its gradient through" do
+      f = &Nx.sum(Nx.bitcast(&1, {:f, 32}))
+      assert Nx.Defn.grad(Nx.tensor([1, 2, 3], type: {:s, 32}), f) == Nx.tensor([1.0, 1.0, 1.0])
+    end
+
+    test "integer indices computed from an integer input have a zero gradient" do
+      t = Nx.iota({3, 4})
+      i = Nx.tensor([[0, 0], [2, 2], [1, 0], [0, 1], [2, 3]])
+      u = Nx.tensor([1, -1, 2, -2, 3])
+
+      add = fn i ->
+        t |> Nx.indexed_add(Nx.multiply(i, 2) |> Nx.min(2), u) |> Nx.sin() |> Nx.sum()
+      end
+
+      assert Nx.Defn.grad(i, add) == Nx.broadcast(0.0, {5, 2})
+      assert Nx.Defn.grad(i, &Nx.sum(Nx.indexed_put(t, &1, u))) == Nx.broadcast(0.0, {5, 2})
+
+      slice = &Nx.sum(Nx.slice(Nx.iota({5}, type: :f32), [&1], [2]))
+      assert Nx.Defn.grad(Nx.tensor(1), slice) == Nx.tensor(0.0)
+      # float indices that do not come from an integer input are still refused
+      assert_raise ArgumentError, ~r"take expects indices to be an integer tensor", fn ->
+        Nx.Defn.grad(Nx.tensor(1.0), &Nx.sum(Nx.take(Nx.iota({3}), &1)))
+      end
+    end
+
+    test "what is not a container is refused by Nx.Container; a tuple value is not a scalar" do
+      assert_raise Protocol.UndefinedError, fn -> Nx.Defn.grad(:invalid, & &1) end
+
+      assert_raise ArgumentError, ~r"expected a tensor or a number", fn ->
+        Nx.Defn.grad(Nx.tensor(1.0), &{Nx.add(&1, 1), Nx.subtract(&1, 1)})
+      end
+    end
+  end
 end

@@ -85,6 +85,33 @@ defmodule Nx.Defn.Expr do
   def expr?(%Nx.Tensor{data: %__MODULE__{}}), do: true
   def expr?(_), do: false
 
+  @doc false
+  # The integer type of the grad/2 input (Nx.Defn.Grad marks the float copy it differentiates
+  # an integer input through) that `tensor` is computed from, or nil
+  @spec integer_input_type(Nx.Tensor.t()) :: Nx.Tensor.type() | nil
+  def integer_input_type(tensor) do
+    {type, _seen} = find_integer_input([tensor], MapSet.new())
+    type
+  end
+
+  defp find_integer_input([], seen), do: {nil, seen}
+
+  defp find_integer_input([%Nx.Tensor{data: %__MODULE__{id: id} = expr} | rest], seen) do
+    cond do
+      MapSet.member?(seen, id) ->
+        find_integer_input(rest, seen)
+
+      match?(%{op: :metadata, opts: %{metadata: %{integer_input: _}}}, expr) ->
+        {expr.opts.metadata.integer_input, seen}
+
+      true ->
+        tensors = for %Nx.Tensor{data: %__MODULE__{}} = arg <- expr.args, do: arg
+        find_integer_input(tensors ++ rest, MapSet.put(seen, id))
+    end
+  end
+
+  defp find_integer_input([_other | rest], seen), do: find_integer_input(rest, seen)
+
   @doc """
   Builds an expression tensor for `op` over the expression tensors `args`, with the
   type, shape and axis names of the template `out`.

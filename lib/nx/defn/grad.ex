@@ -21,6 +21,15 @@ defmodule Nx.Defn.Grad do
   """
   @spec value_and_grad(term, term, (term -> term)) :: {term, term}
   def value_and_grad(x, fun_or_expr, transform \\ & &1) do
+    unless Composite.leaf?(x) or Nx.Container.impl_for(x) do
+      # as in Nx, what is not a container is refused by the protocol that walks containers
+      raise Protocol.UndefinedError,
+        protocol: Nx.Container,
+        value: x,
+        description:
+          "grad/2 differentiates with respect to a tensor, a number or a container of them"
+    end
+
     x = Composite.traverse(x, &Expr.to_expr/1)
     xs = Composite.flatten_list([x])
 
@@ -75,8 +84,12 @@ defmodule Nx.Defn.Grad do
     end
   end
 
+  # an integer input's float copy remembers its type, so ops that take indices read it as
+  # the integer it was (Nx.integer_tensor!/3), with a zero gradient
   defp to_floating(%Nx.Tensor{type: type} = t) do
-    if Nx.Type.float?(type), do: t, else: Nx.as_type(t, Nx.Type.to_floating(type))
+    if Nx.Type.float?(type),
+      do: t,
+      else: t |> Nx.as_type(Nx.Type.to_floating(type)) |> Expr.metadata(%{integer_input: type})
   end
 
   defp scalar!(%Nx.Tensor{type: {:tuple, _}} = y), do: not_scalar!(y)
@@ -93,7 +106,7 @@ defmodule Nx.Defn.Grad do
 
   defp not_scalar!(other) do
     raise ArgumentError,
-          "expected a scalar tensor as the value to differentiate in grad/2, got: " <>
+          "expected a tensor or a number as the value to differentiate in grad/2, got: " <>
             "#{inspect(other)}. If the function returns a tuple, use value_and_grad/3 with " <>
             "a transform that picks the scalar to differentiate"
   end
