@@ -857,8 +857,34 @@ def lower_solve(c: Call) -> Value:
     return jnp.linalg.solve(a, b).astype(c.dtype)
 
 
+@jax.custom_vjp
+def _cholesky(a: jax.Array) -> jax.Array:
+    """The lower factor, read from the lower triangle of ``a`` (as Nx does; jnp.linalg's
+    symmetrizes the input first)."""
+    return lax.linalg.cholesky(a, symmetrize_input=False)
+
+
+def _cholesky_fwd(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    factor = _cholesky(a)
+    return factor, factor
+
+
+def _cholesky_bwd(factor: jax.Array, g: jax.Array) -> tuple[jax.Array]:
+    """Nx 0.7.2's gradient (Murray 2016, without symmetrizing): with phi the lower triangle
+    of L^T tril(g), diagonal halved, the gradient is L^-T phi conj(L)^-1. JAX's own rule
+    gives the symmetric part instead."""
+    n = factor.shape[-1]
+    num = jnp.swapaxes(factor, -1, -2) @ jnp.tril(g)
+    phi = jnp.tril(num / (jnp.eye(n, dtype=factor.dtype) + 1))
+    left = lax.linalg.triangular_solve(factor, phi, left_side=True, lower=True, transpose_a=True)
+    return (lax.linalg.triangular_solve(jnp.conj(factor), left, left_side=False, lower=True),)
+
+
+_cholesky.defvjp(_cholesky_fwd, _cholesky_bwd)
+
+
 def lower_cholesky(c: Call) -> Value:
-    return jnp.linalg.cholesky(_single(_as_out(c, c.args[0]))).astype(c.dtype)
+    return _cholesky(_single(_as_out(c, c.args[0]))).astype(c.dtype)
 
 
 def lower_determinant(c: Call) -> Value:
@@ -874,7 +900,29 @@ def _float_input(c: Call) -> jax.Array:
 
 
 def lower_qr(c: Call) -> Value:
-    return _outs_of(c, jnp.linalg.qr(_float_input(c), mode=c.node.opts["mode"]))
+    """Q and R, for a real matrix with Nx 0.7.2's signs. Nx reflects each column onto a
+    positive diagonal entry of R, except the last row's single entry when the matrix has no
+    more rows than columns (nothing to reflect there), so its Q is a product of one
+    reflection fewer. LAPACK reflects onto entries of the other sign: each column of Q (row
+    of R) is multiplied by the sign of its diagonal entry, and that last one by the product
+    of the others, which keeps Q's determinant that of Nx's (the signs are constants, so
+    gradients go through)."""
+    a = _float_input(c)
+    q, r = jnp.linalg.qr(a, mode=c.node.opts["mode"])
+    if jnp.iscomplexobj(a):
+        # Nx's complex reflections follow the phase of each column's head, LAPACK's give a
+        # real diagonal: they agree where the heads are real, and are left as LAPACK's
+        return _outs_of(c, (q, r))
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    diag = jnp.diagonal(r[..., :k, :k], axis1=-2, axis2=-1)
+    sign = jnp.where(diag < 0, -1, 1).astype(r.dtype)
+    if m <= n:
+        sign = sign.at[..., m - 1].set(jnp.prod(sign[..., : m - 1], axis=-1))
+    # (mode: :complete) Q has more columns, and R more rows, than R has diagonal entries:
+    # those stay
+    sign = jnp.concatenate([sign, jnp.ones(sign.shape[:-1] + (q.shape[-1] - k,), r.dtype)], -1)
+    return _outs_of(c, (q * sign[..., None, :], r * sign[..., :, None]))
 
 
 def lower_lu(c: Call) -> Value:

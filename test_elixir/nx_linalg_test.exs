@@ -119,6 +119,100 @@ defmodule Nx.LinAlgTest do
       assert close?(Nx.dot(Nx.transpose(q), q), Nx.eye(3, type: :f64))
     end
 
+    # Nx 0.7.2's answers (run on real Nx): R's diagonal positive, except the last entry of a
+    # matrix with no more rows than columns, which makes det(Q) that of Nx's reflections
+    test "qr gives Nx's signs" do
+      cases = [
+        {[[0.0, 1], [2, 3], [4, 5]], [4.4721360206604, 5.81377649307251, 0.0, 1.0954453945159912],
+         [
+           0.0,
+           0.9128709435462952,
+           0.4472135901451111,
+           0.3651483356952667,
+           0.8944271802902222,
+           -0.1825741082429886
+         ]},
+        {[[1.0, 2], [-3, 4]], [3.1622776985168457, -3.1622774600982666, 0.0, -3.1622772216796875],
+         [0.3162277936935425, -0.9486832618713379, -0.9486832618713379, -0.31622767448425293]},
+        {[[-1.0, 2, 3], [4, -5, 6]],
+         [
+           4.123106002807617,
+           -5.335783958435059,
+           5.09324836730957,
+           0.0,
+           0.7276074290275574,
+           4.365640640258789
+         ], [-0.24253559112548828, 0.9701425433158875, 0.9701425433158875, 0.2425355315208435]},
+        {[[-3.0, 1, 2], [1, -4, 0.5], [2, 2, -1]],
+         [
+           3.7416577339172363,
+           -0.8017838001251221,
+           -2.0044593811035156,
+           0.0,
+           4.5118889808654785,
+           -0.7994751334190369,
+           0.0,
+           0.0,
+           0.7700537443161011
+         ],
+         [
+           -0.8017838001251221,
+           0.07915598154067993,
+           0.5923489332199097,
+           0.267261266708374,
+           -0.8390530347824097,
+           0.4738791286945343,
+           0.534522533416748,
+           0.5382605195045471,
+           0.651583731174469
+         ]}
+      ]
+
+      for {a, r_nx, q_nx} <- cases do
+        {q, r} = Nx.LinAlg.qr(Nx.tensor(a))
+        assert_close_list(Nx.to_flat_list(r), r_nx)
+        assert_close_list(Nx.to_flat_list(q), q_nx)
+      end
+    end
+
+    # Nx 0.7.2's grad_test values: Nx does not symmetrize the gradient of cholesky (the
+    # upper triangle gets what JAX's rule splits between the two)
+    test "the gradients of cholesky and qr follow Nx's conventions" do
+      t = Nx.tensor([[1.0, 2.0], [2.0, 5.0]])
+
+      assert Nx.Defn.grad(t, &Nx.sum(Nx.LinAlg.cholesky(&1))) ==
+               Nx.tensor([[1.5, -1.0], [0.0, 0.5]])
+
+      cos_grad = Nx.Defn.grad(t, &(&1 |> Nx.LinAlg.cholesky() |> Nx.cos() |> Nx.sum()))
+
+      assert_close_list(Nx.to_flat_list(cos_grad), [
+        -1.1943799,
+        0.84147096,
+        -0.06782645,
+        -0.42073548
+      ])
+
+      c =
+        Nx.tensor([
+          [Complex.new(1, 0), Complex.new(0, -2)],
+          [Complex.new(0, 2), Complex.new(5, 0)]
+        ])
+
+      assert Nx.Defn.grad(c, &Nx.sum(Nx.LinAlg.cholesky(&1))) ==
+               Nx.tensor([
+                 [Complex.new(2.5, -1.0), Complex.new(0.0, -1.0)],
+                 [Complex.new(1.0, 1.0), Complex.new(0.5, 0.0)]
+               ])
+
+      qr_grad =
+        Nx.Defn.grad(Nx.tensor([[1.0, 2.0], [1.0, -1.0]]), fn x ->
+          {q, r} = Nx.LinAlg.qr(x)
+          Nx.sum(Nx.add(q, r))
+        end)
+
+      assert_close_list(Nx.to_flat_list(qr_grad), [0.70709, 1.4142, 0.70709, 0.0], 1.0e-4)
+    end
+
     test "lu and svd reconstruct their input" do
       {p, l, u} = Nx.LinAlg.lu(f64(@a))
       assert close?(p |> Nx.dot(l) |> Nx.dot(u), f64(@a))
@@ -454,5 +548,12 @@ defmodule Nx.LinAlgTest do
     "#{inspect(t.type)} #{inspect(t.shape)} #{inspect(Nx.to_flat_list(t))}"
   rescue
     e -> "#{inspect(e.__struct__)}: #{Exception.message(e)}"
+  end
+
+  defp assert_close_list(got, want, tolerance \\ 1.0e-6) do
+    assert length(got) == length(want)
+
+    for {g, w} <- Enum.zip(got, want),
+        do: assert(abs(g - w) <= tolerance, "#{inspect(got)} is not #{inspect(want)}")
   end
 end
