@@ -9,7 +9,7 @@ defmodule NxJax.MixProject do
       start_permanent: Mix.env() == :prod,
       elixirc_paths: ["lib"],
       test_paths: ["test_elixir"],
-      # tests (ours, and Nx's files under nx_suite/, run with MIX_ENV=test) define structs
+      # tests (ours, and Nx's files that nx_suite/ runs with MIX_ENV=test) define structs
       # deriving Nx.Container at run time, which a consolidated protocol would not see
       consolidate_protocols: Mix.env() != :test,
       deps: []

@@ -168,8 +168,11 @@ CASES: list[Case] = [
     # cholesky (symmetric positive-definite inputs)
     case("cholesky", [tensor("f32", SPD)], out="f32", ref=np.linalg.cholesky,
          node=wire("cholesky"), module="Nx.LinAlg", tol=TOL32),
+    # (no entry-by-entry gradient check: Nx's cholesky reads the lower triangle, but its
+    # gradient, which nx_jax gives, is the derivative along symmetric directions only; the
+    # symmetric check is in test_elixir/nx_linalg_test.exs)
     case("cholesky", [tensor("f64", SPD)], out="f64", ref=np.linalg.cholesky,
-         node=wire("cholesky"), module="Nx.LinAlg", grad=True),
+         node=wire("cholesky"), module="Nx.LinAlg"),
     case("cholesky", [tensor("s64", [[[4, 2], [2, 5]], [[9, 3], [3, 2]]])], out="f32",
          ref=_batched(np.linalg.cholesky), node=wire("cholesky"), module="Nx.LinAlg",
          tol=TOL32),
