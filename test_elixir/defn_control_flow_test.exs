@@ -448,4 +448,36 @@ defmodule NxJax.DefnControlFlowTest do
       end
     end
   end
+
+  defn sum_entries(t) do
+    while acc = 0, part <- t do
+      acc + part
+    end
+  end
+
+  defn sum_float_entries(t) do
+    while acc = 0.0, part <- t do
+      acc + part
+    end
+  end
+
+  defn sum_rows(t) do
+    while acc = Nx.broadcast(0.0, {3}), row <- t do
+      acc + row
+    end
+  end
+
+  # Nx 0.7.2's defn_test: `part <- tensor` walks the first axis
+  test "while over the entries of a tensor's first axis" do
+    assert sum_entries(Nx.tensor([0, 1, 2, 3, 4])) == Nx.tensor(10)
+    assert sum_rows(Nx.iota({3, 3}, type: :f32)) == Nx.tensor([9.0, 12.0, 15.0])
+
+    # differentiable: d/dt sum(t * t) over the entries
+    assert Nx.Defn.grad(Nx.tensor([1.0, 2.0, 3.0]), &sum_float_entries(Nx.multiply(&1, &1))) ==
+             Nx.tensor([2.0, 4.0, 6.0])
+
+    assert_raise ArgumentError, ~r"expects a tensor of rank 1 or more", fn ->
+      sum_entries(Nx.tensor(3))
+    end
+  end
 end

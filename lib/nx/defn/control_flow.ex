@@ -174,10 +174,29 @@ defmodule Nx.Defn.ControlFlow do
   @doc """
   `while initial, i <- first..last//step do body end`: runs `body.(state, i)` once per
   element of the range (integers known at trace time; `i` is an `s64` scalar). Lowers to
-  `lax.scan`, so gradients flow through it.
+  `lax.scan`, so gradients flow through it. `while initial, part <- tensor do ... end` runs
+  once per entry of the tensor's first axis, `part` being that entry (as in Nx 0.7.2).
   """
-  @spec while_range(term, Range.t(), (term, Nx.Tensor.t() -> term), keyword) :: term
-  def while_range(initial, range, body, opts \\ []) do
+  @spec while_range(term, Range.t() | Nx.Tensor.t(), (term, Nx.Tensor.t() -> term), keyword) ::
+          term
+  def while_range(initial, range_or_tensor, body, opts \\ [])
+
+  # `part <- tensor`: once per entry of the tensor's first axis, `part` that entry
+  def while_range(initial, %Nx.Tensor{shape: shape} = tensor, body, opts) do
+    if shape == {} do
+      raise ArgumentError,
+            "while/3 with a tensor generator expects a tensor of rank 1 or more (it walks " <>
+              "the first axis), got a scalar: #{inspect(tensor)}"
+    end
+
+    entry = fn index ->
+      tensor |> Nx.slice_along_axis(index, 1, axis: 0) |> Nx.squeeze(axes: [0])
+    end
+
+    while_range(initial, 0..(elem(shape, 0) - 1)//1, &body.(&1, entry.(&2)), opts)
+  end
+
+  def while_range(initial, range, body, opts) do
     Keyword.validate!(opts, unroll: false)
 
     {first, step} =

@@ -202,6 +202,19 @@ defmodule Nx.Defn.Expr do
   end
 
   @doc """
+  The expression of a tensor or a number, as Nx 0.7.2's `Nx.Defn.Expr.tensor/1`: an
+  expression is returned as it is; a concrete tensor or a number becomes a literal (see
+  `to_expr/1`).
+
+  ## Examples
+
+      iex> Nx.Defn.Expr.tensor(Nx.tensor([1, 2])).shape
+      {2}
+  """
+  @spec tensor(Nx.Tensor.t() | number) :: Nx.Tensor.t()
+  def tensor(tensor_or_number), do: to_expr(tensor_or_number)
+
+  @doc """
   Converts a tensor or a number to an expression tensor.
 
   Expressions are returned unchanged; a concrete scalar becomes a `:constant` node, any
