@@ -323,13 +323,44 @@ defmodule NxJax.DefnControlFlowTest do
       :ok = NxJax.GradCheck.check_grads!(&nested/1, &grad_nested/1, f64(6.0))
     end
 
+    # a CompileError naming the while's place in the source, as Nx raises
     test "the body must keep the state's types and shapes" do
-      assert_raise ArgumentError, ~r/keep the type of state leaf 0/, fn ->
-        changes_type(f64(1.0))
-      end
+      assert_raise CompileError,
+                   ~r/defn_control_flow_test.exs:\d+: the do-block in while must return tensors with the same shape, type, and names as the initial arguments: the body must keep the type of state leaf 0/,
+                   fn -> changes_type(f64(1.0)) end
 
-      assert_raise ArgumentError, ~r/keep the shape of state leaf 0/, fn ->
+      assert_raise CompileError, ~r/keep the shape of state leaf 0/, fn ->
         changes_shape(1.0)
+      end
+    end
+
+    defn cond_without_true(x) do
+      cond do
+        x > 0 -> x
+        x < -5 -> -x
+      end
+    end
+
+    defn if_without_else(x), do: if(x > 0, do: x * 2)
+    defn mismatched_branches(x), do: if(x > 0, do: {x, x}, else: x)
+
+    test "cond/if: Nx's CompileErrors, and 0 for a missing else" do
+      assert_raise CompileError,
+                   ~r/cond\/if expects at least one branch to always evaluate to true/,
+                   fn -> cond_without_true(1.0) end
+
+      assert if_without_else(3) == Nx.tensor(6)
+      assert if_without_else(-3) == Nx.tensor(0)
+
+      assert_raise CompileError,
+                   ~r/cond\/if expects all branches to return compatible tensor types/,
+                   fn -> mismatched_branches(1.0) end
+
+      # the functions of Nx.Defn.ControlFlow called directly raise ArgumentError
+      assert_raise ArgumentError, ~r/condition must be a scalar tensor/, fn ->
+        Nx.Defn.jit(fn x -> Nx.Defn.ControlFlow.while(x, fn x -> {x, x} end, &Nx.add(&1, 1)) end).(
+          1
+        )
       end
     end
   end

@@ -142,10 +142,11 @@ defmodule Nx.Defn do
       {:cond, _meta, [[do: clauses]]} ->
         clauses
         |> Enum.reverse()
-        |> Enum.reduce(nil, fn {:->, _, [[condition], clause_body]}, acc ->
-          quote do
-            Nx.Defn.Kernel.if(unquote(condition), do: unquote(clause_body), else: unquote(acc))
-          end
+        |> Enum.reduce(quote(do: Nx.Defn.ControlFlow.__no_true_clause__()), fn
+          {:->, _, [[condition], clause_body]}, acc ->
+            quote do
+              Nx.Defn.Kernel.if(unquote(condition), do: unquote(clause_body), else: unquote(acc))
+            end
         end)
 
       other ->

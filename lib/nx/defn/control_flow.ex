@@ -21,6 +21,40 @@ defmodule Nx.Defn.ControlFlow do
 
   ## if / cond
 
+  @site_key {__MODULE__, :site}
+
+  @doc false
+  # `if`/`while` of a defn body run here with their place in the source, so that a mistake
+  # in them raises a CompileError naming that place, as Nx does
+  def at_site(site, fun) do
+    previous = Process.put(@site_key, site)
+
+    try do
+      fun.()
+    after
+      if previous, do: Process.put(@site_key, previous), else: Process.delete(@site_key)
+    end
+  end
+
+  # inside a defn body (at_site/2): a CompileError at its place; a direct call of this
+  # module's functions: an ArgumentError
+  defp invalid!(message) do
+    case Process.get(@site_key) do
+      {file, line} -> raise CompileError, file: file, line: line, description: message
+      nil -> raise ArgumentError, message
+    end
+  end
+
+  @doc false
+  # the branch of a defn `cond` after its last clause: reached (traced) when no clause is
+  # known to hold
+  def __no_true_clause__ do
+    invalid!(
+      "cond/if expects at least one branch to always evaluate to true: end the cond with " <>
+        "a `true ->` clause"
+    )
+  end
+
   @doc """
   `if` on a scalar condition: only the taken branch runs (a `:cond` node; JAX `lax.cond`),
   so the other one cannot poison values or gradients.
@@ -56,10 +90,12 @@ defmodule Nx.Defn.ControlFlow do
 
   defp same_branches!(true_result, false_result) do
     if skeleton(true_result) != skeleton(false_result) do
-      raise ArgumentError,
-            "both branches of an if/cond on a tensor condition must return the same container " <>
-              "(tensors or numbers in the same tuples and maps; the else branch is required), " <>
-              "got: #{inspect(true_result)} and #{inspect(false_result)}"
+      invalid!(
+        "cond/if expects all branches to return compatible tensor types: both branches of " <>
+          "an if/cond on a tensor condition must return the same container (tensors or " <>
+          "numbers in the same tuples and maps), got: #{inspect(true_result)} and " <>
+          inspect(false_result)
+      )
     end
   end
 
@@ -272,16 +308,19 @@ defmodule Nx.Defn.ControlFlow do
         Expr.to_expr(number)
 
       other ->
-        raise ArgumentError,
-              "the condition of while must be a scalar tensor, got: #{inspect(other)}"
+        invalid!(
+          "condition must be a scalar tensor, got: #{inspect(other)}, consider using " <>
+            "Nx.all/1 or Nx.any/1 to obtain a scalar predicate from tensor"
+        )
     end
   end
 
   defp body_leaves!(result, initial, init) do
     if skeleton(result) != skeleton(initial) do
-      raise ArgumentError,
-            "the body of while must return the same container as the initial state " <>
-              "(#{inspect(skeleton(initial))}), got: #{inspect(result)}"
+      body_mismatch!(
+        "the body must return the same container as the initial state " <>
+          "(#{inspect(skeleton(initial))}), got: #{inspect(result)}"
+      )
     end
 
     result
@@ -293,31 +332,41 @@ defmodule Nx.Defn.ControlFlow do
 
       cond do
         leaf.shape != shape ->
-          raise ArgumentError,
-                "the body of while must keep the shape of state leaf #{index}: expected " <>
-                  "#{inspect(shape)}, got #{inspect(leaf.shape)}"
+          body_mismatch!(
+            "the body must keep the shape of state leaf #{index}: expected " <>
+              "#{inspect(shape)}, got #{inspect(leaf.shape)}"
+          )
 
         leaf.vectorized_axes != start.vectorized_axes ->
-          raise ArgumentError,
-                "the body of while must keep the vectorized axes of state leaf #{index}: " <>
-                  "expected #{inspect(start.vectorized_axes)}, got " <>
-                  "#{inspect(leaf.vectorized_axes)}. Vectorize the initial state the same way"
+          body_mismatch!(
+            "the body must keep the vectorized axes of state leaf #{index}: " <>
+              "expected #{inspect(start.vectorized_axes)}, got " <>
+              "#{inspect(leaf.vectorized_axes)}. Vectorize the initial state the same way"
+          )
 
         leaf.type == type ->
           leaf
 
         is_number(Enum.at(Composite.flatten_list([initial]), index)) ->
-          raise ArgumentError,
-                type_message(index, type, leaf.type, " (the number in the initial state)")
+          body_mismatch!(
+            type_message(index, type, leaf.type, " (the number in the initial state)")
+          )
 
         true ->
-          raise ArgumentError, type_message(index, type, leaf.type, "")
+          body_mismatch!(type_message(index, type, leaf.type, ""))
       end
     end)
   end
 
+  defp body_mismatch!(detail) do
+    invalid!(
+      "the do-block in while must return tensors with the same shape, type, and names as " <>
+        "the initial arguments: " <> detail
+    )
+  end
+
   defp type_message(index, type, got, where) do
-    "the body of while must keep the type of state leaf #{index}#{where}: expected " <>
+    "the body must keep the type of state leaf #{index}#{where}: expected " <>
       "#{Nx.Type.to_string(type)}, got #{Nx.Type.to_string(got)}. Give the initial value " <>
       "the type the body computes (for example Nx.tensor(0.0, type: #{inspect(got)})) or " <>
       "convert the result with Nx.as_type/2"

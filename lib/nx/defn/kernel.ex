@@ -283,15 +283,18 @@ defmodule Nx.Defn.Kernel do
     end
 
     # the condition is evaluated first, on its own, so a variable it binds
-    # (`cond do b = Nx.all(x > 0) -> x + b ... end`) is visible in the branches
+    # (`cond do b = Nx.all(x > 0) -> x + b ... end`) is visible in the branches; without
+    # `else`, the else branch is 0, as in Nx
     quote do
       condition = unquote(condition)
 
-      Nx.Defn.Kernel.__if__(
-        condition,
-        fn -> unquote(clauses[:do]) end,
-        fn -> unquote(clauses[:else]) end
-      )
+      Nx.Defn.ControlFlow.at_site({unquote(__CALLER__.file), unquote(__CALLER__.line)}, fn ->
+        Nx.Defn.Kernel.__if__(
+          condition,
+          fn -> unquote(clauses[:do]) end,
+          fn -> unquote(Keyword.get(clauses, :else, 0)) end
+        )
+      end)
     end
   end
 
@@ -399,36 +402,42 @@ defmodule Nx.Defn.Kernel do
       end)
 
     touch = touch_vars(pattern)
+    site = {__CALLER__.file, __CALLER__.line}
 
-    case condition_or_generator do
-      {:<-, _, [index, range]} ->
-        quote do
-          Nx.Defn.ControlFlow.while_range(
-            unquote(init),
-            unquote(range),
-            fn unquote(pattern), unquote(index) ->
-              unquote(touch)
-              unquote(body)
-            end,
-            unquote(opts)
-          )
-        end
+    loop =
+      case condition_or_generator do
+        {:<-, _, [index, range]} ->
+          quote do
+            Nx.Defn.ControlFlow.while_range(
+              unquote(init),
+              unquote(range),
+              fn unquote(pattern), unquote(index) ->
+                unquote(touch)
+                unquote(body)
+              end,
+              unquote(opts)
+            )
+          end
 
-      condition ->
-        quote do
-          Nx.Defn.ControlFlow.while(
-            unquote(init),
-            fn unquote(pattern) ->
-              unquote(touch)
-              unquote(condition)
-            end,
-            fn unquote(pattern) ->
-              unquote(touch)
-              unquote(body)
-            end,
-            unquote(opts)
-          )
-        end
+        condition ->
+          quote do
+            Nx.Defn.ControlFlow.while(
+              unquote(init),
+              fn unquote(pattern) ->
+                unquote(touch)
+                unquote(condition)
+              end,
+              fn unquote(pattern) ->
+                unquote(touch)
+                unquote(body)
+              end,
+              unquote(opts)
+            )
+          end
+      end
+
+    quote do
+      Nx.Defn.ControlFlow.at_site(unquote(Macro.escape(site)), fn -> unquote(loop) end)
     end
   end
 
