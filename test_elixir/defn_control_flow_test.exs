@@ -511,4 +511,35 @@ defmodule NxJax.DefnControlFlowTest do
       sum_entries(Nx.tensor(3))
     end
   end
+
+  defn while_condition_unroll(a) do
+    while a, Nx.less(a, 10), unroll: true do
+      a + 1
+    end
+  end
+
+  # the messages of Nx 0.7.2's defn_test
+  test "while refuses what Nx refuses: a pattern, a missing do-block, :unroll with a condition" do
+    assert_raise ArgumentError,
+                 ~r/invalid initial argument for "while". Expected a variable, a variable assignment, or a tuple of the same/,
+                 fn ->
+                   defmodule InvalidWhilePattern do
+                     import Nx.Defn
+                     defn upto(a), do: while(:foo, Nx.less(a, 10), do: a + 1)
+                   end
+                 end
+
+    assert_raise ArgumentError,
+                 ~r/expected last argument of "while" to be a do-block, got: a \+ 1/,
+                 fn ->
+                   defmodule InvalidWhileBlock do
+                     import Nx.Defn
+                     defn upto(a), do: while(a, Nx.less(a, 10), a + 1)
+                   end
+                 end
+
+    assert_raise CompileError,
+                 ~r/options are not supported on while with conditions, only with generators, got: \[unroll: true\]/,
+                 fn -> while_condition_unroll(Nx.tensor(0)) end
+  end
 end

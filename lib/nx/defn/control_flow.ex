@@ -172,11 +172,18 @@ defmodule Nx.Defn.ControlFlow do
   which JAX can reverse-differentiate; without it the loop is a `lax.while_loop` whose
   reverse mode recomputes each step's state from the start (the exact gradient of the steps
   taken, for O(n^2) steps of compute and no tape; see docs/COMPATIBILITY.md, "Control flow").
-  `:unroll` is accepted and ignored.
+  `:unroll` belongs to generators: with a condition it is refused, as in Nx.
   """
   @spec while(term, (term -> term), (term -> term), keyword) :: term
   def while(initial, condition, body, opts \\ []) do
-    opts = Keyword.validate!(opts, [:max_iterations, unroll: false])
+    if Keyword.has_key?(opts, :unroll) do
+      invalid!(
+        "options are not supported on while with conditions, only with generators, got: " <>
+          inspect(Keyword.take(opts, [:unroll]))
+      )
+    end
+
+    opts = Keyword.validate!(opts, [:max_iterations])
     max = opts[:max_iterations]
 
     unless max == nil or (is_integer(max) and max > 0) do

@@ -385,9 +385,16 @@ defmodule Nx.Defn.Kernel do
 
     body =
       case clauses do
-        [do: body] -> body
-        _ -> raise ArgumentError, "while inside defn expects a do block"
+        [do: body] ->
+          body
+
+        other ->
+          raise ArgumentError,
+                "expected last argument of \"while\" to be a do-block, got: " <>
+                  Macro.to_string(other)
       end
+
+    initial_pattern!(initial)
 
     pattern =
       Macro.prewalk(initial, fn
@@ -438,6 +445,23 @@ defmodule Nx.Defn.Kernel do
 
     quote do
       Nx.Defn.ControlFlow.at_site(unquote(Macro.escape(site)), fn -> unquote(loop) end)
+    end
+  end
+
+  # the state: a variable, `pattern = value`, or a tuple of these (as Nx 0.7.2 accepts)
+  defp initial_pattern!(initial) do
+    valid? = fn
+      _valid?, {name, _meta, context} when Kernel.and(is_atom(name), is_atom(context)) -> true
+      _valid?, {:=, _meta, [_pattern, _value]} -> true
+      valid?, {:{}, _meta, elements} -> Enum.all?(elements, &valid?.(valid?, &1))
+      valid?, {left, right} -> Kernel.and(valid?.(valid?, left), valid?.(valid?, right))
+      _valid?, _other -> false
+    end
+
+    Kernel.unless valid?.(valid?, initial) do
+      raise ArgumentError,
+            "invalid initial argument for \"while\". Expected a variable, a variable " <>
+              "assignment, or a tuple of the same, got: #{Macro.to_string(initial)}"
     end
   end
 
