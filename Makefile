@@ -77,4 +77,4 @@ lock:
 # Nx v0.7.2's own test files, unchanged, against our front end (nx_suite/README.md; not CI).
 nx-suite: deps
 	@[ -n "$(NX_SRC)" ] || { echo "set NX_SRC to the nx/ folder of an Nx v0.7.2 checkout"; exit 2; }
-	NX_SRC=$(NX_SRC) MIX_ENV=test mix run nx_suite/run.exs
+	NX_SRC=$(NX_SRC) MIX_ENV=nx_suite mix run nx_suite/run.exs

@@ -7,14 +7,18 @@ defmodule NxJax.MixProject do
       version: "0.1.0",
       elixir: "~> 1.14",
       start_permanent: Mix.env() == :prod,
-      elixirc_paths: ["lib"],
+      elixirc_paths: elixirc_paths(Mix.env()),
       test_paths: ["test_elixir"],
-      # tests (ours, and Nx's files that nx_suite/ runs with MIX_ENV=test) define structs
-      # deriving Nx.Container at run time, which a consolidated protocol would not see
-      consolidate_protocols: Mix.env() != :test,
+      # `make nx-suite` (MIX_ENV=nx_suite) loads Nx's test files, which define structs deriving
+      # Nx.Container at run time: a consolidated protocol would not see them
+      consolidate_protocols: Mix.env() != :nx_suite,
       deps: []
     ]
   end
+
+  # test_elixir/support: the structs our tests derive protocols for, compiled with the project
+  defp elixirc_paths(:test), do: ["lib", "test_elixir/support"]
+  defp elixirc_paths(_env), do: ["lib"]
 
   def application do
     [

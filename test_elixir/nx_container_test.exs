@@ -5,49 +5,7 @@ defmodule NxJax.ContainerTest do
 
   import Nx.Defn
 
-  defmodule Layer do
-    @derive {Nx.Container, containers: [:w, :b], keep: [:activation]}
-    defstruct [:w, :b, activation: :tanh, cache: %{}]
-  end
-
-  defmodule Pair do
-    @derive {Nx.Container, containers: [:left, :right]}
-    defstruct [:left, :right]
-  end
-
-  # stands for a Pair; the maker of :right sends a message when called, so tests see which
-  # tensors were made
-  defmodule Lazy do
-    defstruct [:left, :right, :owner]
-
-    defimpl Nx.LazyContainer do
-      def traverse(%{left: left, right: right, owner: owner}, acc, fun) do
-        {left, acc} = fun.(Nx.to_template(left), fn -> made(owner, :left, left) end, acc)
-
-        {right, acc} = fun.(Nx.to_template(right), fn -> made(owner, :right, right) end, acc)
-
-        {%NxJax.ContainerTest.Pair{left: left, right: right}, acc}
-      end
-
-      defp made(owner, name, value) do
-        send(owner, {:made, name})
-        Nx.tensor(value)
-      end
-    end
-  end
-
-  defmodule One do
-    defstruct [:value]
-
-    defimpl Nx.LazyContainer do
-      def traverse(%{value: v}, acc, fun),
-        do: fun.(Nx.to_template(v), fn -> Nx.tensor(v) end, acc)
-    end
-  end
-
-  defmodule Plain do
-    defstruct [:x]
-  end
+  alias NxJax.ContainerTest.{Layer, Lazy, One, Pair, Plain}
 
   defn apply_layer(%Layer{w: w, b: b, activation: activation}, x) do
     y = Nx.dot(x, w) + b
