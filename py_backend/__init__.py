@@ -4,4 +4,9 @@ Layers (one module each): :mod:`channel` (framing, ETF codec), :mod:`graph` (dec
 :mod:`lower` (graph -> JAX), :mod:`cache` (compiled executables), :mod:`worker` (the loop).
 """
 
+from py_backend import numerics
+
+# before anything imports JAX: XLA reads its flags when it creates the CPU client
+numerics.apply_xla_flags()
+
 PROTOCOL_VERSION = 1

@@ -26,6 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
+from py_backend import numerics, nx_rules  # noqa: E402
 from py_backend.graph import (  # noqa: E402
     BINARY,
     BINARY_A,
@@ -476,6 +477,12 @@ REAL_PART_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 assert set(UNARY_A_FNS) == set(UNARY_A) and set(BINARY_A_FNS) == set(BINARY_A)
 assert set(PREDICATE_FNS) == {*PREDICATES, *LOGICAL}
+
+# numerics mode nx (py_backend/numerics.py): transcendental functions on doubles, rounded once,
+# and differentiated by Nx's formulas, as Nx's binary backend computes them
+if numerics.exact():
+    for _table in (UNARY_FNS, BINARY_FNS, UNARY_A_FNS, BINARY_A_FNS):
+        _table.update({op: fn for op, fn in nx_rules.functions().items() if op in _table})
 
 
 def _predicate(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:

@@ -836,7 +836,7 @@ defmodule Nx.Random do
       |> Nx.reshape({div(Tuple.product(shape), Nx.size(mean)), Nx.size(mean)})
 
     mean
-    |> Nx.add(Nx.dot(z, [1], factor, [1]))
+    |> Nx.add(nx_dot(z, factor, type))
     |> Nx.reshape(shape, names: opts[:names])
     |> constant()
   end
@@ -991,6 +991,15 @@ defmodule Nx.Random do
   defp mul_add(x, a, b, type) do
     product = arith(:multiply, x, a, type)
     Nx.select(Nx.is_nan(product), product, arith(:add, product, b, type))
+  end
+
+  # z . factor^T summed on doubles and rounded once to the type, as Nx's binary backend sums
+  # (an f32 sum in f32 rounds every partial sum, or none with fused multiply-adds)
+  defp nx_dot(z, factor, {:f, 64}), do: Nx.dot(z, [1], factor, [1])
+
+  defp nx_dot(z, factor, type) do
+    f64 = {:f, 64}
+    Nx.dot(Nx.as_type(z, f64), [1], Nx.as_type(factor, f64), [1]) |> to_type(type)
   end
 
   # log computed on doubles and rounded to the type

@@ -983,6 +983,35 @@ defmodule NxJax.Worker do
   defp atom(name, :utf8), do: String.to_atom(name)
   defp atom(name, :latin1), do: name |> :unicode.characters_to_binary(:latin1) |> String.to_atom()
 
+  # `config :nx_jax, numerics: :nx | :native` (else the node's NX_JAX_NUMERICS, else :nx) as
+  # the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its own `:env` sets it
+  @numerics [:nx, :native]
+
+  defp numerics_env(env) do
+    if List.keymember?(env, "NX_JAX_NUMERICS", 0) do
+      env
+    else
+      numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
+
+      unless numerics in @numerics do
+        raise ArgumentError,
+              "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
+                inspect(numerics)
+      end
+
+      [{"NX_JAX_NUMERICS", Atom.to_string(numerics)} | env]
+    end
+  end
+
+  defp node_numerics do
+    case System.get_env("NX_JAX_NUMERICS") do
+      nil -> :nx
+      "nx" -> :nx
+      "native" -> :native
+      other -> other
+    end
+  end
+
   ## GenServer
 
   @impl true
@@ -992,7 +1021,9 @@ defmodule NxJax.Worker do
 
     spin_us = spin_us(opts)
 
-    env = for {k, v} <- Keyword.get(opts, :env, []), do: {to_charlist(k), to_charlist(v)}
+    env =
+      for {k, v} <- numerics_env(Keyword.get(opts, :env, [])),
+          do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [

@@ -1,0 +1,99 @@
+"""What numerics mode ``nx`` costs against ``native`` (py_backend/numerics.py).
+
+The mode is fixed when ``py_backend`` is imported, so each mode runs in its own process; this
+script runs both, alternately, and prints each workload's time per call and the ratio nx/native
+of each pair (docs/BENCHMARKS.md, section 7)::
+
+    .venv/bin/python bench/numerics.py            # 3 pairs
+    .venv/bin/python bench/numerics.py --pairs 5
+
+``--mode nx|native`` runs one process's measurement (what the pairs call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# this checkout's worker code, whatever the virtualenv's editable install points at
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def measure() -> dict[str, float]:
+    """Median milliseconds per call of each workload, in this process's mode."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from py_backend import lower, numerics
+
+    assert numerics.mode() == os.environ["NX_JAX_NUMERICS"]
+
+    unary, binary = lower.UNARY_FNS, lower.BINARY_FNS
+    tanh, sigmoid, exp = unary["tanh"], unary["sigmoid"], unary["exp"]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1_000_000).astype(np.float32)
+    a = rng.standard_normal((256, 512)).astype(np.float32)
+    w = (rng.standard_normal((512, 512)) / 20).astype(np.float32)
+
+    def elementwise(x: jax.Array) -> jax.Array:
+        return binary["add"](binary["multiply"](tanh(x), sigmoid(x)), exp(-(x * x)))
+
+    def loss(w: jax.Array, a: jax.Array) -> jax.Array:
+        return jnp.sum(tanh(a @ w) ** 2)
+
+    workloads = {
+        "elementwise 1M (tanh*sigmoid+exp)": (jax.jit(elementwise), (x,)),
+        "grad of tanh layer 256x512x512": (jax.jit(jax.grad(loss)), (w, a)),
+        "matmul 256x512x512": (jax.jit(lambda w, a: a @ w), (w, a)),
+    }
+    result = {}
+    for name, (fn, args) in workloads.items():
+        fn(*args).block_until_ready()
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(20):
+                fn(*args).block_until_ready()
+            times.append((time.perf_counter() - start) / 20 * 1e3)
+        result[name] = statistics.median(times)
+    return result
+
+
+def run_mode(mode: str) -> dict[str, float]:
+    env = {**os.environ, "NX_JAX_NUMERICS": mode}
+    out = subprocess.run(
+        [sys.executable, __file__, "--mode", mode], env=env, check=True, capture_output=True
+    )
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["nx", "native"])
+    parser.add_argument("--pairs", type=int, default=3)
+    opts = parser.parse_args()
+    if opts.mode:
+        print(json.dumps(measure()))
+        return
+    ratios: dict[str, list[float]] = {}
+    for pair in range(opts.pairs):
+        nx, native = run_mode("nx"), run_mode("native")
+        for name in nx:
+            ratios.setdefault(name, []).append(nx[name] / native[name])
+            print(f"pair {pair + 1}: {name}: nx {nx[name]:.3f} ms, native {native[name]:.3f} ms")
+    for name, values in ratios.items():
+        print(
+            f"{name}: nx/native median {statistics.median(values):.2f} "
+            f"(min {min(values):.2f}, max {max(values):.2f}, {len(values)} pairs)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Element-wise functions computed and differentiated as Nx 0.7.2's binary backend does, for
+numerics mode ``nx`` (:mod:`py_backend.numerics`).
+
+Each function of an f32 (c64) tensor is computed in f64 (c128) and rounded once, as Nx computes
+on doubles. Its derivative is Nx's formula (``Nx.Defn.Grad``), each operation of it rounded to
+the tensor's type as Nx rounds it, given to JAX as the function's JVP (``jax.custom_jvp``): JAX
+transposes ``t * c`` into ``g * c``, so reverse mode performs Nx's operations on Nx's values.
+JAX's own rules compute the same derivatives in other orders (``g * (1 + y) * (1 - y)`` for
+tanh), which differ from Nx's in the last bits. Functions whose JAX rule already is Nx's
+(add, subtract, multiply, negate, abs, ...) are left to JAX; so is remainder, whose Nx rule
+(``-floor(x / y)``) is not the derivative of a remainder with the dividend's sign.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Fn = Callable[..., jax.Array]
+
+_WIDER = {
+    np.dtype(np.float32): np.dtype(np.float64),
+    np.dtype(np.complex64): np.dtype(np.complex128),
+}
+
+
+def rounded_once(fn: Fn) -> Fn:
+    """``fn`` computed on f64 (c128) copies of f32 (c64) arguments, rounded back once."""
+
+    def apply(*args: jax.Array) -> jax.Array:
+        dtype = np.dtype(jnp.result_type(*args))
+        wide = _WIDER.get(dtype)
+        if wide is None:
+            return fn(*args)
+        return fn(*(jnp.asarray(a).astype(wide) for a in args)).astype(dtype)
+
+    return apply
+
+
+# Inside a rule, the functions it calls are this module's own (so a second derivative also
+# follows Nx's formulas): looked up when the rule runs, once the table below exists.
+def exp(x: jax.Array) -> jax.Array:
+    return _WRAPPED["exp"](x)
+
+
+def sin(x: jax.Array) -> jax.Array:
+    return _WRAPPED["sin"](x)
+
+
+def cos(x: jax.Array) -> jax.Array:
+    return _WRAPPED["cos"](x)
+
+
+def sinh(x: jax.Array) -> jax.Array:
+    return _WRAPPED["sinh"](x)
+
+
+def cosh(x: jax.Array) -> jax.Array:
+    return _WRAPPED["cosh"](x)
+
+
+def log(x: jax.Array) -> jax.Array:
+    return _WRAPPED["log"](x)
+
+
+def rsqrt(x: jax.Array) -> jax.Array:
+    return _WRAPPED["rsqrt"](x)
+
+
+def power(x: jax.Array, y: jax.Array | float) -> jax.Array:
+    return _WRAPPED["pow"](x, y)
+
+
+_TWO_RSQRT_PI = 2 / math.sqrt(math.pi)
+_HALF_SQRT_PI = math.sqrt(math.pi) / 2
+
+# name -> (the function, its JVP as Nx writes its gradient: d(x, ans, t) with t for g)
+UNARY: dict[str, tuple[Fn, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]]] = {
+    "exp": (rounded_once(jnp.exp), lambda x, y, t: t * y),
+    "expm1": (rounded_once(jnp.expm1), lambda x, y, t: t * (y + 1)),
+    "log": (rounded_once(jnp.log), lambda x, y, t: t / x),
+    "log1p": (rounded_once(jnp.log1p), lambda x, y, t: t / (x + 1)),
+    "sigmoid": (rounded_once(jax.nn.sigmoid), lambda x, y, t: t * (exp(-x) * y * y)),
+    "rsqrt": (rounded_once(lax.rsqrt), lambda x, y, t: t * -0.5 * power(x, -1.5)),
+    "sqrt": (jnp.sqrt, lambda x, y, t: t * 0.5 / y),
+    "cbrt": (rounded_once(lax.cbrt), lambda x, y, t: t / (3 * y * y)),
+    "sin": (rounded_once(jnp.sin), lambda x, y, t: t * cos(x)),
+    "cos": (rounded_once(jnp.cos), lambda x, y, t: t * -sin(x)),
+    "tan": (
+        rounded_once(jnp.tan),
+        lambda x, y, t: lax.optimization_barrier(t / cos(x)) / cos(x),
+    ),
+    "tanh": (rounded_once(jnp.tanh), lambda x, y, t: t * (1 - y * y)),
+    "sinh": (rounded_once(jnp.sinh), lambda x, y, t: t * cosh(x)),
+    "cosh": (rounded_once(jnp.cosh), lambda x, y, t: t * sinh(x)),
+    "asin": (rounded_once(jnp.arcsin), lambda x, y, t: t * rsqrt(1 - x * x)),
+    "acos": (rounded_once(jnp.arccos), lambda x, y, t: t * -rsqrt(1 - x * x)),
+    "atan": (rounded_once(jnp.arctan), lambda x, y, t: t / (1 + x * x)),
+    "asinh": (rounded_once(jnp.arcsinh), lambda x, y, t: t * rsqrt(x * x + 1)),
+    "acosh": (rounded_once(jnp.arccosh), lambda x, y, t: t * rsqrt(x * x - 1)),
+    "atanh": (rounded_once(jnp.arctanh), lambda x, y, t: t / (1 - x * x)),
+    "erf": (rounded_once(lax.erf), lambda x, y, t: t * (exp(-(x * x)) * _TWO_RSQRT_PI)),
+    "erfc": (rounded_once(lax.erfc), lambda x, y, t: t * (exp(-(x * x)) * -_TWO_RSQRT_PI)),
+}
+
+
+def _pow_jvp(
+    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
+) -> jax.Array:
+    exponent = jnp.where(y == 0, jnp.ones_like(y), y - 1)
+    base = jnp.where(x == 0, jnp.ones_like(x), x)
+    return tx * (y * power(x, exponent)) + ty * (log(base) * ans)
+
+
+def _atan2_jvp(
+    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
+) -> jax.Array:
+    den = x * x + y * y
+    return tx * (y / den) + ty * -(x / den)
+
+
+BINARY: dict[str, tuple[Fn, Callable[..., jax.Array]]] = {
+    # (the barrier keeps XLA from rewriting (x / y) / y into x / (y * y), rounded otherwise)
+    "divide": (
+        jnp.true_divide,
+        lambda x, y, ans, tx, ty: tx / y + ty * -(lax.optimization_barrier(ans) / y),
+    ),
+    "pow": (rounded_once(jnp.power), _pow_jvp),
+    "atan2": (rounded_once(lax.atan2), _atan2_jvp),
+}
+
+
+def _unary(fn: Fn, d: Callable[[jax.Array, jax.Array, jax.Array], jax.Array]) -> Fn:
+    wrapped = jax.custom_jvp(fn)
+
+    @wrapped.defjvp
+    def jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+        (x,), (t,) = primals, tangents
+        # (the value through `wrapped`, so that differentiating this rule again, for a
+        # second derivative, uses Nx's formula for it too)
+        ans = wrapped(x)
+        return ans, d(x, ans, t)
+
+    return wrapped
+
+
+def _binary(fn: Fn, d: Callable[..., jax.Array]) -> Fn:
+    wrapped = jax.custom_jvp(fn)
+
+    @wrapped.defjvp
+    def jvp(
+        primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        (x, y), (tx, ty) = primals, tangents
+        ans = wrapped(x, y)
+        return ans, d(x, y, ans, tx, ty)
+
+    def apply(a: jax.Array, b: jax.Array) -> jax.Array:
+        # broadcast first: the rule's operations are then element by element, and JAX sums
+        # the gradient of a broadcast input over the broadcast axes (Nx's unbroadcast)
+        return wrapped(*jnp.broadcast_arrays(a, b))
+
+    return apply
+
+
+_WRAPPED: dict[str, Fn] = {name: _unary(fn, d) for name, (fn, d) in UNARY.items()}
+_WRAPPED.update({name: _binary(fn, d) for name, (fn, d) in BINARY.items()})
+
+
+def functions() -> dict[str, Fn]:
+    """The element-wise functions this module replaces, by op name."""
+    return dict(_WRAPPED)

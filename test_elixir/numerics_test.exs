@@ -1,0 +1,59 @@
+defmodule NxJax.NumericsTest do
+  # `config :nx_jax, numerics:` (py_backend/numerics.py): :nx, the default, rounds f32
+  # transcendental functions as Nx's binary backend does and differentiates them by Nx's
+  # formulas; :native keeps XLA's own f32 math. Changes the application environment: not async.
+  use ExUnit.Case, async: false
+
+  import Nx.Defn
+
+  defn product_rule(t), do: Nx.tanh(Nx.tanh(Nx.multiply(Nx.pow(t, 2), Nx.pow(t, 3))))
+  defn chain_rule(t), do: Nx.tanh(Nx.exp(t))
+  defn division_rule(t), do: Nx.divide(Nx.tanh(t), t)
+  defn atan2_rule(t), do: Nx.atan2(Nx.tanh(t), t)
+
+  # Nx 0.7.2's grad_test.exs asserts these with ==; before mode :nx the worker gave other last
+  # bits for each (1.2343395948410034, 0.04693630710244179, -0.3416198790073395, ...)
+  test "gradients are Nx's to the last bit" do
+    assert Nx.Defn.grad(Nx.tensor(1.0), &product_rule/1) == Nx.tensor(1.2343397629215758)
+    assert Nx.Defn.grad(Nx.tensor(1.0), &chain_rule/1) == Nx.tensor(0.046936701983213425)
+    assert Nx.Defn.grad(Nx.tensor(1.0), &division_rule/1) == Nx.tensor(-0.3416198492050171)
+    assert Nx.Defn.grad(Nx.tensor(1.0), &atan2_rule/1) == Nx.tensor(-0.21621156120382867)
+
+    assert Nx.Defn.grad(Nx.tensor(1.0), &Nx.Defn.grad(&1, fn t -> Nx.tanh(t) end)) ==
+             Nx.tensor(-0.6397000084492246)
+  end
+
+  # as Nx's binary backend computes them: the function on the double of each f32 value,
+  # rounded to f32 once
+  test "f32 transcendental functions print Nx's digits" do
+    x = Nx.tensor([0.1, 0.7, 1.3, 2.9])
+    assert Nx.to_flat_list(Nx.exp(x)) == Enum.map([0.1, 0.7, 1.3, 2.9], &f32(:math.exp(f32(&1))))
+
+    assert Nx.to_flat_list(Nx.tanh(x)) ==
+             Enum.map([0.1, 0.7, 1.3, 2.9], &f32(:math.tanh(f32(&1))))
+  end
+
+  test "a worker in mode :native uses XLA's f32 math; an unknown mode is refused" do
+    native = start_supervised!({NxJax.Worker, env: [{"NX_JAX_NUMERICS", "native"}]})
+    x = Nx.linspace(-3.0, 3.0, n: 4096)
+    doubled = x |> Nx.as_type(:f64) |> Nx.tanh() |> Nx.as_type(:f32)
+    assert Nx.tanh(x) == doubled
+    assert Nx.Defn.jit(&Nx.tanh/1, server: native).(x) != doubled
+
+    previous = Application.get_env(:nx_jax, :numerics)
+
+    try do
+      Application.put_env(:nx_jax, :numerics, :fast)
+      Process.flag(:trap_exit, true)
+
+      assert {:error, {%ArgumentError{message: message}, _}} = NxJax.Worker.start_link([])
+      assert message =~ "config :nx_jax, numerics: must be one of [:nx, :native], got: :fast"
+    after
+      if previous,
+        do: Application.put_env(:nx_jax, :numerics, previous),
+        else: Application.delete_env(:nx_jax, :numerics)
+    end
+  end
+
+  defp f32(x), do: x |> Nx.tensor(type: :f32) |> Nx.to_number()
+end

@@ -1,0 +1,88 @@
+"""Numerics mode ``nx`` (py_backend/numerics.py, py_backend/nx_rules.py): f32 results rounded
+as Nx's binary backend rounds them, and Nx's derivative formulas. The expected values are
+computed here on doubles with NumPy (the rounding Nx performs) or are real Nx 0.7.2's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from py_backend import lower, numerics, nx_rules
+
+pytestmark = pytest.mark.skipif(not numerics.exact(), reason="the suite runs in mode nx")
+
+RNG = np.random.default_rng(7)
+X = RNG.uniform(-3, 3, 4096).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "name,ref",
+    [("exp", np.exp), ("tanh", np.tanh), ("log1p", np.log1p), ("sin", np.sin), ("cos", np.cos),
+     ("atan", np.arctan), ("sinh", np.sinh), ("expm1", np.expm1)],
+)
+def test_f32_functions_are_the_double_rounded_once(name: str, ref) -> None:
+    fn = {**lower.UNARY_FNS, **lower.UNARY_A_FNS}[name]
+    got = np.asarray(jax.jit(fn)(X))
+    assert np.array_equal(got, ref(X.astype(np.float64)).astype(np.float32), equal_nan=True)
+
+
+def test_no_fused_multiply_add_on_the_cpu() -> None:
+    a, b, c = (RNG.standard_normal(4096).astype(np.float32) for _ in range(3))
+    got = np.asarray(jax.jit(lambda a, b, c: a * b + c)(a, b, c))
+    assert np.array_equal(got, (a * b) + c)  # NumPy rounds the product, then the sum
+
+
+def test_gradients_are_nx_formulas_in_f32() -> None:
+    # (JAX's own rules give other last bits for thousands of these inputs: g * (1 + y) * (1 - y)
+    # for tanh, -g * x * y^-2 for the divisor)
+    grad = lambda fn, **kw: np.asarray(jax.jit(jax.vmap(jax.grad(fn, **kw)))(X))  # noqa: E731
+    y = np.tanh(X.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(grad(lower.UNARY_FNS["tanh"]), np.float32(1) - y * y)
+    cos = np.cos(X.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(grad(lower.UNARY_FNS["tan"]), np.float32(1) / cos / cos)
+    three = np.float32(3.0)
+    divisor = np.asarray(
+        jax.jit(jax.vmap(jax.grad(lower.BINARY_FNS["divide"], argnums=1)))(X, np.full_like(X, 3))
+    )
+    assert np.array_equal(divisor, -((X / three) / three))
+
+
+# real Nx 0.7.2's values (its grad_test.exs asserts them with ==, as f32 tensors)
+def test_nx_grad_test_values() -> None:
+    tanh, power = nx_rules.functions()["tanh"], nx_rules.functions()["pow"]
+
+    def product_rule(t):
+        return tanh(tanh(power(t, 2.0) * power(t, 3.0)))
+
+    assert jax.jit(jax.grad(product_rule))(np.float32(1.0)) == np.float32(1.2343397629215758)
+
+    def grad_tanh(t):
+        return jax.grad(tanh)(t)
+
+    assert jax.grad(grad_tanh)(np.float32(1.0)) == np.float32(-0.6397000084492246)
+
+
+def test_the_mode_is_checked_and_native_keeps_xla_math() -> None:
+    env = {**os.environ, "NX_JAX_NUMERICS": "fast"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import py_backend"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode != 0 and "NX_JAX_NUMERICS must be one of nx, native" in out.stderr
+
+    script = (
+        "import numpy as np, jax; from py_backend import lower; "
+        "x = np.linspace(-3, 3, 4096, dtype=np.float32); "
+        "print(bool((np.asarray(jax.jit(lower.UNARY_FNS['tanh'])(x)) "
+        "== np.tanh(x.astype(np.float64)).astype(np.float32)).all()))"
+    )
+    env = {**os.environ, "NX_JAX_NUMERICS": "native"}
+    env.pop("XLA_FLAGS", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    # XLA's own f32 tanh is not the correctly rounded one everywhere
+    assert out.stdout.strip() == "False"
