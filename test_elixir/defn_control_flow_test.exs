@@ -542,4 +542,18 @@ defmodule NxJax.DefnControlFlowTest do
                  ~r/options are not supported on while with conditions, only with generators, got: \[unroll: true\]/,
                  fn -> while_condition_unroll(Nx.tensor(0)) end
   end
+
+  defn initial_binding(x) do
+    {doubled, _} =
+      while {y = x, i = 0}, i < 3 do
+        {y * 2, i + 1}
+      end
+
+    # `y = x` and `i = 0` in the state bound y and i here too, to the initial values (Nx 0.7.2)
+    {doubled, y, i}
+  end
+
+  test "variables bound in a while's initial state are visible after it" do
+    assert initial_binding(Nx.tensor(1.5)) == {Nx.tensor(12.0), Nx.tensor(1.5), Nx.tensor(0)}
+  end
 end

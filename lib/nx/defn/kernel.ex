@@ -402,12 +402,9 @@ defmodule Nx.Defn.Kernel do
         other -> other
       end)
 
-    init =
-      Macro.prewalk(initial, fn
-        {:=, _, [_pattern, value]} -> value
-        other -> other
-      end)
-
+    # the state is evaluated where the while is, so `name = value` in it also binds `name`
+    # there (to the initial value), as in Nx
+    init = quote(do: initial_state)
     touch = touch_vars(pattern)
     site = {__CALLER__.file, __CALLER__.line}
 
@@ -444,6 +441,8 @@ defmodule Nx.Defn.Kernel do
       end
 
     quote do
+      initial_state = unquote(initial)
+      unquote(touch)
       Nx.Defn.ControlFlow.at_site(unquote(Macro.escape(site)), fn -> unquote(loop) end)
     end
   end
