@@ -372,13 +372,14 @@ defmodule Nx.Defn.Kernel do
         {acc + x * i, x}
       end
 
-  `initial` is the state: a tensor, number, or tuple/map of them; `name = value` inside it
-  binds `name` in the condition and the body to the state leaf that starts as `value`. The
-  body returns the next state (same container, types and shapes); the loop returns the
+  `initial` is the state: a variable, `pattern = value`, or a tuple of these; `name = value`
+  inside it binds `name` in the condition and the body to the state leaf that starts as
+  `value`, and after the loop to `value` itself (as in Nx). The body returns the next state (same container, types and shapes); the loop returns the
   final state. With a condition, the loop runs while it is nonzero (a `lax.while_loop`;
   pass `max_iterations: n` to make it differentiable, see `Nx.Defn.ControlFlow.while/4`).
   With `i <- first..last//step` (integers known at trace time) it runs once per element
-  (a `lax.scan`, differentiable).
+  (a `lax.scan`, differentiable); with `part <- tensor`, once per entry of the tensor's first
+  axis. `unroll:` is accepted with generators only.
   """
   defmacro while(initial, condition_or_generator, opts \\ [], clauses) do
     inside_defn!(__CALLER__, :while, length(opts) + 3)
