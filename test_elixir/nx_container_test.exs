@@ -80,12 +80,16 @@ defmodule NxJax.ContainerTest do
   end
 
   test "@derive names only fields the struct has" do
-    assert_raise ArgumentError, ~r"names the field :missing", fn ->
-      defmodule BadDerive do
-        @derive {Nx.Container, containers: [:missing]}
-        defstruct [:x]
+    # (a struct derived at run time: Elixir warns that the consolidated protocol will not see
+    # it, before the derivation raises; the warning is kept out of the test output)
+    ExUnit.CaptureIO.capture_io(:stderr, fn ->
+      assert_raise ArgumentError, ~r"names the field :missing", fn ->
+        defmodule BadDerive do
+          @derive {Nx.Container, containers: [:missing]}
+          defstruct [:x]
+        end
       end
-    end
+    end)
   end
 
   test "templates, compatibility, copies and deallocation walk containers" do
