@@ -2,6 +2,8 @@
 
 Layers (one module each): :mod:`channel` (framing, ETF codec), :mod:`graph` (decode and validate),
 :mod:`lower` (graph -> JAX), :mod:`cache` (compiled executables), :mod:`worker` (the loop).
+:mod:`numerics` says how floats are rounded (Nx's way or XLA's), :mod:`nx_rules` holds the
+element-wise functions and derivatives of Nx's way.
 """
 
 from py_backend import numerics
