@@ -42,42 +42,19 @@ def rounded_once(fn: Fn) -> Fn:
     return apply
 
 
-# Inside a rule, the functions it calls are this module's own (so a second derivative also
-# follows Nx's formulas): looked up when the rule runs, once the table below exists.
-def exp(x: jax.Array) -> jax.Array:
-    return _WRAPPED["exp"](x)
+def _own(name: str) -> Fn:
+    """This module's function ``name``, looked up when it is called: inside a rule, the
+    functions it calls are this module's own (so a second derivative also follows Nx's
+    formulas), and the table below does not exist yet when the rules are written."""
+    return lambda *args: _WRAPPED[name](*args)
 
 
-def sin(x: jax.Array) -> jax.Array:
-    return _WRAPPED["sin"](x)
-
-
-def cos(x: jax.Array) -> jax.Array:
-    return _WRAPPED["cos"](x)
-
-
-def sinh(x: jax.Array) -> jax.Array:
-    return _WRAPPED["sinh"](x)
-
-
-def cosh(x: jax.Array) -> jax.Array:
-    return _WRAPPED["cosh"](x)
-
-
-def log(x: jax.Array) -> jax.Array:
-    return _WRAPPED["log"](x)
-
-
-def rsqrt(x: jax.Array) -> jax.Array:
-    return _WRAPPED["rsqrt"](x)
-
-
-def power(x: jax.Array, y: jax.Array | float) -> jax.Array:
-    return _WRAPPED["pow"](x, y)
-
+exp, sin, cos, sinh, cosh, log, rsqrt = map(
+    _own, ("exp", "sin", "cos", "sinh", "cosh", "log", "rsqrt")
+)
+power = _own("pow")
 
 _TWO_RSQRT_PI = 2 / math.sqrt(math.pi)
-_HALF_SQRT_PI = math.sqrt(math.pi) / 2
 
 # name -> (the function, its JVP as Nx writes its gradient: d(x, ans, t) with t for g)
 UNARY: dict[str, tuple[Fn, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]]] = {
