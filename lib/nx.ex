@@ -426,17 +426,8 @@ defmodule Nx do
     )
   end
 
-  # a tensor, a number or an Nx.Container (else Protocol.UndefinedError, as in Nx)
-  defp container!(data) do
-    unless Nx.Defn.Composite.leaf?(data) or Nx.Container.impl_for(data) do
-      raise Protocol.UndefinedError,
-        protocol: Nx.Container,
-        value: data,
-        description: "expected a tensor, a number or a container of them"
-    end
-
-    data
-  end
+  defp container!(data),
+    do: Nx.Defn.Composite.container!(data, "expected a tensor, a number or a container of them")
 
   @doc """
   Frees the data of a resident tensor (or of each tensor of a container) on its worker: `:ok`,

@@ -69,6 +69,17 @@ defmodule Nx.Defn.Composite do
   end
 
   @doc false
+  # `data` when it is a tensor, a number or an Nx.Container; else Protocol.UndefinedError (as
+  # Nx raises where it walks data), `description` saying what was expected
+  def container!(data, description) do
+    unless leaf?(data) or Nx.Container.impl_for(data) do
+      raise Protocol.UndefinedError, protocol: Nx.Container, value: data, description: description
+    end
+
+    data
+  end
+
+  @doc false
   # `container` with each struct that implements Nx.LazyContainer itself (not through
   # Nx.Container) replaced by the container its traverse/3 returns, where each tensor it
   # stands for is `fun.(template, make_tensor)`

@@ -26,15 +26,7 @@ defmodule Nx.Defn.ControlFlow do
   @doc false
   # `if`/`while` of a defn body run here with their place in the source, so that a mistake
   # in them raises a CompileError naming that place, as Nx does
-  def at_site(site, fun) do
-    previous = Process.put(@site_key, site)
-
-    try do
-      fun.()
-    after
-      if previous, do: Process.put(@site_key, previous), else: Process.delete(@site_key)
-    end
-  end
+  def at_site(site, fun), do: Expr.with_process_value(@site_key, site, fun)
 
   # inside a defn body (at_site/2): a CompileError at its place; a direct call of this
   # module's functions: an ArgumentError

@@ -66,13 +66,18 @@ defmodule Nx.Defn.Expr do
   Every `Nx` operation called inside `fun` builds an expression instead of computing.
   """
   @spec with_tracing((() -> result)) :: result when result: term
-  def with_tracing(fun) when is_function(fun, 0) do
-    previous = Process.put(@tracing_key, true)
+  def with_tracing(fun) when is_function(fun, 0), do: with_process_value(@tracing_key, true, fun)
+
+  @doc false
+  # runs `fun` with `key` set to `value` in the process dictionary, then puts back what was
+  # there before (nothing, or the value of an enclosing call)
+  def with_process_value(key, value, fun) do
+    previous = Process.put(key, value)
 
     try do
       fun.()
     after
-      if previous, do: Process.put(@tracing_key, previous), else: Process.delete(@tracing_key)
+      if previous, do: Process.put(key, previous), else: Process.delete(key)
     end
   end
 
@@ -538,14 +543,10 @@ defmodule Nx.Defn.Expr do
   """
   @spec with_hooks((() -> result)) :: {result, map} when result: term
   def with_hooks(fun) when is_function(fun, 0) do
-    previous = Process.put(@hooks_key, %{})
-
-    try do
+    with_process_value(@hooks_key, %{}, fn ->
       result = fun.()
       {result, Process.get(@hooks_key)}
-    after
-      if previous, do: Process.put(@hooks_key, previous), else: Process.delete(@hooks_key)
-    end
+    end)
   end
 
   ## Inspection

@@ -21,14 +21,12 @@ defmodule Nx.Defn.Grad do
   """
   @spec value_and_grad(term, term, (term -> term)) :: {term, term}
   def value_and_grad(x, fun_or_expr, transform \\ & &1) do
-    unless Composite.leaf?(x) or Nx.Container.impl_for(x) do
-      # as in Nx, what is not a container is refused by the protocol that walks containers
-      raise Protocol.UndefinedError,
-        protocol: Nx.Container,
-        value: x,
-        description:
-          "grad/2 differentiates with respect to a tensor, a number or a container of them"
-    end
+    # as in Nx, what is not a container is refused by the protocol that walks containers
+    x =
+      Composite.container!(
+        x,
+        "grad/2 differentiates with respect to a tensor, a number or a container of them"
+      )
 
     x = Composite.traverse(x, &Expr.to_expr/1)
     xs = Composite.flatten_list([x])
