@@ -526,8 +526,10 @@ def _predicate_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value
 
 
 def _arg_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
-    """argmax/argmin: ``tie_break: :high`` picks the last of equal values (searching the axis
-    reversed); NaN counts as the extreme value (the first NaN wins, as in NumPy)."""
+    """argmax/argmin as Nx 0.7.2 scans an axis: ``tie_break: :high`` picks the last of equal
+    values; a NaN never beats the value held, so a float axis that starts with NaN answers 0
+    (``:low``) or its last NaN (``:high``, where NaN ties with NaN), and any other axis answers
+    the extreme of its numbers, the NaNs skipped (NumPy's argmax picks the first NaN instead)."""
 
     def lower(c: Call) -> Value:
         opts = c.node.opts
@@ -535,13 +537,33 @@ def _arg_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
         axis = opts["axis"]
         if axis is None:
             x, axis = jnp.reshape(x, (-1,)), 0
-        if opts["tie_break"] == "high":
-            index = x.shape[axis] - 1 - fn(lax.rev(x, (axis,)), axis=axis)
+        high = opts["tie_break"] == "high"
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            index = _nx_arg_extreme(x, axis, fn is jnp.argmax, high)
         else:
-            index = fn(x, axis=axis)
+            index = _first_or_last(None, x, axis, fn, high)
         return jnp.reshape(index, c.out.shape).astype(c.dtype)
 
     return lower
+
+
+def _first_or_last(mask: jax.Array | None, x: jax.Array, axis: int, fn: Callable, high: bool):
+    """The first (or, with ``high``, the last) index where ``fn`` finds its answer along
+    ``axis``: of ``x`` itself, or of the true entries of ``mask``."""
+    target, pick = (x, fn) if mask is None else (mask, jnp.argmax)
+    if high:
+        return target.shape[axis] - 1 - pick(lax.rev(target, (axis,)), axis=axis)
+    return pick(target, axis=axis)
+
+
+def _nx_arg_extreme(x: jax.Array, axis: int, is_max: bool, high: bool) -> jax.Array:
+    nan = jnp.isnan(x)
+    numbers = jnp.where(nan, -jnp.inf if is_max else jnp.inf, x)
+    extreme = (jnp.max if is_max else jnp.min)(numbers, axis=axis, keepdims=True)
+    among_numbers = _first_or_last(~nan & (x == extreme), x, axis, jnp.argmax, high)
+    leading_nan = jnp.take(nan, 0, axis=axis)
+    when_leading_nan = _first_or_last(nan, x, axis, jnp.argmax, True) if high else 0
+    return jnp.where(leading_nan, when_leading_nan, among_numbers)
 
 
 def _scan(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:

@@ -245,13 +245,30 @@ def test_arg_reductions_with_tie_break(op: str, tie: str, axis: int | None, keep
     np.testing.assert_array_equal(result, expected)
 
 
-def test_arg_reductions_pick_the_first_nan() -> None:
-    x = np.array([1.0, np.nan, 3.0, np.nan])
+def _nx_scan(row: list[float], op: str, tie: str) -> int:
+    """Nx 0.7.2's argmax/argmin: one pass keeping the index of the value held, which a new
+    value replaces when it compares strictly better (or equal, for ``:high``; NaN is equal
+    to NaN there, and compares neither better nor worse than anything)."""
+    better = (lambda a, b: a > b) if op == "argmax" else (lambda a, b: a < b)
+    held, index = row[0], 0
+    for i, v in enumerate(row[1:], 1):
+        same = v == held or (np.isnan(v) and np.isnan(held))
+        if better(v, held) or (tie == "high" and same):
+            held, index = v, i
+    return index
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("tie", ["low", "high"])
+def test_arg_reductions_skip_nan_as_nx_scans(op: str, tie: str) -> None:
+    rng = np.random.default_rng(7)
+    choices = np.array([np.nan, np.inf, -np.inf, 0.0, 1.0, 2.0])
+    x = rng.choice(choices, size=(200, 4))
     g = GraphBuilder()
-    p = g.param(0, "f64", (4,))
-    nodes = [g.op(op, p, axis=None, keep_axis=False, tie_break="low", out=("s64", ()))
-             for op in ("argmax", "argmin")]
-    assert [int(r) for r in run_graph(g, nodes, x)] == [1, 1]
+    p = g.param(0, "f32", x.shape)
+    node = g.op(op, p, axis=1, keep_axis=False, tie_break=tie, out=("s64", (200,)))
+    expected = [_nx_scan(list(row), op, tie) for row in x.astype(np.float32)]
+    np.testing.assert_array_equal(one(g, node, x.astype(np.float32)), expected)
 
 
 @pytest.mark.parametrize("op,fn", [
