@@ -1472,5 +1472,15 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
 
 def lower(graph: Graph, sink: HookSink | None = None) -> Callable[..., list[jax.Array]]:
     """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``); its
-    hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires)."""
-    return Lowering(graph, sink or _dispatch).function()
+    hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires).
+    In numerics mode nx its float results carry Nx's one NaN (:func:`nx_rules.positive_nan`)."""
+    run = Lowering(graph, sink or _dispatch).function()
+    if not numerics.exact():
+        return run
+    return lambda *args: [_positive_nans(v) for v in run(*args)]
+
+
+def _positive_nans(value: Value) -> Value:
+    if isinstance(value, tuple):
+        return tuple(_positive_nans(v) for v in value)
+    return nx_rules.positive_nan(value)

@@ -14,6 +14,8 @@ import pytest
 
 from py_backend import lower, numerics, nx_rules
 
+from .helpers import GraphBuilder, run_graph
+
 pytestmark = pytest.mark.skipif(not numerics.exact(), reason="the suite runs in mode nx")
 
 RNG = np.random.default_rng(7)
@@ -65,6 +67,28 @@ def test_nx_grad_test_values() -> None:
         return jax.grad(tanh)(t)
 
     assert jax.grad(grad_tanh)(np.float32(1.0)) == np.float32(-0.6397000084492246)
+
+
+def test_results_carry_nx_positive_nan() -> None:
+    # x86 makes the NaN with the sign bit set for inf - inf and min(-inf, nan); Nx writes
+    # 0x7FC00000 (0x7FF8... in f64), and tensors compare by their bytes
+    g = GraphBuilder()
+    x = g.param(0, "f32", (3,))
+    y = g.param(1, "f32", (3,))
+    difference = g.op("subtract", x, y, out=("f32", (3,)))
+    smallest = g.op("min", x, y, out=("f32", (3,)))
+    z = g.param(2, "c64", (2,))
+    square = g.op("subtract", z, z, out=("c64", (2,)))
+    w = g.param(3, "f64", (2,))
+    wide = g.op("subtract", w, w, out=("f64", (2,)))
+    inf, nan = np.inf, np.nan
+    args = (np.array([inf, -inf, 1], np.float32), np.array([inf, nan, 2], np.float32),
+            np.array([complex(inf, -inf), complex(nan, 1)], np.complex64), np.array([inf, 1.0]))
+    d, m, c, f = run_graph(g, [difference, smallest, square, wide], *args)
+    assert d.view(np.uint32).tolist() == [0x7FC00000, 0x7FC00000, 0xBF800000]
+    assert m.view(np.uint32).tolist() == [0x7F800000, 0x7FC00000, 0x3F800000]
+    assert c.view(np.uint32).tolist() == [0x7FC00000] * 3 + [0]
+    assert f.view(np.uint64).tolist() == [0x7FF8000000000000, 0]
 
 
 def test_the_mode_is_checked_and_native_keeps_xla_math() -> None:
