@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # this checkout's worker code, whatever the virtualenv's editable install points at
@@ -35,6 +36,9 @@ def measure() -> dict[str, float]:
 
     assert numerics.mode() == os.environ["NX_JAX_NUMERICS"]
 
+    from py_backend.graph import decode_graph
+    from tests.helpers import GraphBuilder
+
     unary, binary = lower.UNARY_FNS, lower.BINARY_FNS
     tanh, sigmoid, exp = unary["tanh"], unary["sigmoid"], unary["exp"]
     rng = np.random.default_rng(0)
@@ -42,16 +46,35 @@ def measure() -> dict[str, float]:
     a = rng.standard_normal((256, 512)).astype(np.float32)
     w = (rng.standard_normal((512, 512)) / 20).astype(np.float32)
 
+    def graph(build) -> Callable[..., jax.Array]:
+        """One output of a graph built by ``build(g)``, lowered as the worker lowers it."""
+        g = GraphBuilder()
+        run = lower.lower(decode_graph(g.binary([build(g)])))
+        return lambda *args: run(*args)[0]
+
+    def product(g: GraphBuilder) -> int:
+        pa, pw = g.param(0, "f32", (256, 512)), g.param(1, "f32", (512, 512))
+        contract, batch = [[1], [0]], [[], []]
+        return g.op("dot", pa, pw, contract_axes=contract, batch_axes=batch,
+                    out=("f32", (256, 512)))
+
+    def row_sums(g: GraphBuilder) -> int:
+        px = g.param(0, "f32", (1000, 1000))
+        return g.op("sum", px, axes=[1], keep_axes=False, out=("f32", (1000,)))
+
+    matmul, sums = graph(product), graph(row_sums)
+
     def elementwise(x: jax.Array) -> jax.Array:
         return binary["add"](binary["multiply"](tanh(x), sigmoid(x)), exp(-(x * x)))
 
     def loss(w: jax.Array, a: jax.Array) -> jax.Array:
-        return jnp.sum(tanh(a @ w) ** 2)
+        return jnp.sum(tanh(matmul(a, w)) ** 2)
 
     workloads = {
         "elementwise 1M (tanh*sigmoid+exp)": (jax.jit(elementwise), (x,)),
         "grad of tanh layer 256x512x512": (jax.jit(jax.grad(loss)), (w, a)),
-        "matmul 256x512x512": (jax.jit(lambda w, a: a @ w), (w, a)),
+        "matmul 256x512x512": (jax.jit(matmul), (a, w)),
+        "row sums 1000x1000": (jax.jit(sums), (x.reshape(1000, 1000),)),
     }
     result = {}
     for name, (fn, args) in workloads.items():

@@ -4455,11 +4455,16 @@ defmodule Nx do
     covariance = fn t, m ->
       t = as_type(t, type)
       m = if m, do: as_type(m, type), else: mean(t, axes: [rank - 2])
-      centered = subtract(t, new_axis(m, -2))
+      # the products are summed on doubles and rounded once, as Nx's binary backend sums
+      # them (the worker's dot sums in the tensor's type)
+      centered = t |> subtract(new_axis(m, -2)) |> as_type(covariance_sum_type(type))
       batch = Enum.to_list(0..(rank - 3)//1)
 
-      centered
+      left = if Nx.Type.complex?(type), do: conjugate(centered), else: centered
+
+      left
       |> dot([rank - 2], batch, centered, [rank - 2], batch)
+      |> as_type(type)
       |> divide(n - ddof)
     end
 
@@ -4468,6 +4473,9 @@ defmodule Nx do
       do: composite(covariance, [tensor, mean]),
       else: composite(&covariance.(&1, nil), [tensor])
   end
+
+  defp covariance_sum_type({:c, _}), do: {:c, 128}
+  defp covariance_sum_type(_float), do: {:f, 64}
 
   @doc """
   The mean of every window: `window_sum/3` (same options) divided by the number of elements

@@ -626,9 +626,11 @@ def _window_reduce(
         dims, strides, padding, dilations = _window_config(c)
         if monoid is not lax.add and any(d != 1 for d in dilations):
             return _window_by_slices(c, x, monoid, init(c.dtype))
+        # window sums add up in the accumulator's type, as sum does
+        wide = _accumulator(c.dtype) if monoid is lax.add else c.dtype
         return lax.reduce_window(
-            x, init(c.dtype), monoid, dims, strides, padding, window_dilation=dilations
-        )
+            x.astype(wide), init(wide), monoid, dims, strides, padding, window_dilation=dilations
+        ).astype(c.dtype)
 
     return lower
 
@@ -636,7 +638,8 @@ def _window_reduce(
 def lower_window_product(c: Call) -> Value:
     """The product of one strided slice per window position; padding holds 1."""
     (x,) = _cast_all(c)
-    return _window_by_slices(c, x, lax.mul, np.array(1, c.dtype))
+    wide = _accumulator(c.dtype)
+    return _window_by_slices(c, x.astype(wide), lax.mul, np.array(1, wide)).astype(c.dtype)
 
 
 def _window_scatter(select: Any) -> Callable[[Call], Value]:
@@ -688,13 +691,41 @@ OPS_A: dict[str, Callable[[Call], Value]] = {
 # --- reductions and shapes -------------------------------------------------------------------
 
 
-def _reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def _accumulator(dtype: Any) -> np.dtype:
+    """The type sums of ``dtype`` values add in: Nx's double in numerics mode nx, ``dtype``
+    itself in mode native (:func:`nx_rules.accumulator`)."""
+    return nx_rules.accumulator(dtype) if numerics.exact() else np.dtype(dtype)
+
+
+def _reduction(fn: Callable[..., jax.Array], accumulates: bool = False) -> Callable[[Call], Value]:
+    """sum/product (``accumulates``: added or multiplied up in :func:`_accumulator`'s type,
+    rounded once) and reduce_max/min."""
+
     def lower(c: Call) -> Value:
         axes = c.node.opts["axes"]
-        x = jnp.asarray(c.args[0]).astype(c.dtype)
-        return fn(x, axis=None if axes is None else tuple(axes), keepdims=c.node.opts["keep_axes"])
+        wide = _accumulator(c.dtype) if accumulates else c.dtype
+        x = jnp.asarray(c.args[0]).astype(wide)
+        axis = None if axes is None else tuple(axes)
+        return fn(x, axis=axis, keepdims=c.node.opts["keep_axes"]).astype(c.dtype)
 
     return lower
+
+
+def lower_mean(c: Call) -> Value:
+    """Nx's ``mean``, its ``sum`` divided by the count: the sum added in :func:`_accumulator`'s
+    type (and, for a float tensor, rounded to its type, as Nx writes the sum), divided there,
+    rounded once. An empty reduction is JAX's (NaN)."""
+    axes, keep = c.node.opts["axes"], c.node.opts["keep_axes"]
+    x = jnp.asarray(c.args[0])
+    axis = None if axes is None else tuple(axes)
+    count = math.prod(x.shape if axis is None else (x.shape[a] for a in axis))
+    if count == 0:
+        return jnp.mean(x.astype(c.dtype), axis=axis, keepdims=keep)
+    wide = _accumulator(c.dtype)
+    total = jnp.sum(x.astype(wide), axis=axis, keepdims=keep)
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        total = total.astype(c.dtype).astype(wide)  # a float sum is written in its type first
+    return (total / np.array(count, wide)).astype(c.dtype)
 
 
 def lower_reshape(c: Call) -> Value:
@@ -720,6 +751,10 @@ def lower_concatenate(c: Call) -> Value:
 
 
 def lower_dot(c: Call) -> Value:
+    """Products summed in the result's type, in XLA's order, in both numerics modes: summing
+    them in doubles, as Nx's binary backend does, makes an f32 matrix product 2.4x slower and
+    the gradient of a dense layer 8x (bench/numerics.py, 2026-12-02). ``Nx.covariance`` and
+    ``Nx.Random.multivariate_normal`` ask for doubles in their graphs."""
     left, right = (jnp.asarray(a).astype(c.dtype) for a in c.args)
     (lc, rc), (lb, rb) = c.node.opts["contract_axes"], c.node.opts["batch_axes"]
     return lax.dot_general(
@@ -1421,11 +1456,11 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     **{op: _comparison(fn) for op, fn in COMPARISON_FNS.items()},
     "select": lower_select,
     "as_type": lower_as_type,
-    "sum": _reduction(jnp.sum),
-    "product": _reduction(jnp.prod),
+    "sum": _reduction(jnp.sum, accumulates=True),
+    "product": _reduction(jnp.prod, accumulates=True),
     "reduce_max": _reduction(jnp.max),
     "reduce_min": _reduction(jnp.min),
-    "mean": _reduction(jnp.mean),
+    "mean": lower_mean,
     **OPS_A,
     "reshape": lower_reshape,
     "transpose": lower_transpose,

@@ -29,6 +29,21 @@ _WIDER = {
 }
 
 
+# sums (sum, product, dot, window sums) accumulate in doubles, as Nx's binary backend adds the
+# numbers it reads, and are rounded to the result's type once at the end
+_ACCUMULATOR = {
+    **_WIDER,
+    np.dtype(jnp.float16): np.dtype(np.float64),
+    np.dtype(jnp.bfloat16): np.dtype(np.float64),
+}
+
+
+def accumulator(dtype: np.dtype) -> np.dtype:
+    """The type Nx's binary backend adds ``dtype`` values in: a double (or a c128) for floats
+    and complex numbers of fewer bits, ``dtype`` itself otherwise."""
+    return _ACCUMULATOR.get(np.dtype(dtype), np.dtype(dtype))
+
+
 def rounded_once(fn: Fn) -> Fn:
     """``fn`` computed on f64 (c128) copies of f32 (c64) arguments, rounded back once."""
 
@@ -101,12 +116,22 @@ def _atan2_jvp(
     return tx * (y / den) + ty * -(x / den)
 
 
+def _divide(x: jax.Array, y: jax.Array) -> jax.Array:
+    """IEEE division, rounded once. XLA's simplifier rewrites a division by a broadcast value
+    (``x / 3``, ``t / Nx.sum(t)``) into a product with its reciprocal, which is rounded twice
+    (a third of all f32 ``x / 3`` differ in the last bit); the barrier hides the broadcast."""
+    return jnp.true_divide(x, lax.optimization_barrier(y))
+
+
+def _divide_jvp(
+    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
+) -> jax.Array:
+    # (the barrier on ans keeps XLA from rewriting (x / y) / y into x / (y * y))
+    return _divide(tx, y) + ty * -_divide(lax.optimization_barrier(ans), y)
+
+
 BINARY: dict[str, tuple[Fn, Callable[..., jax.Array]]] = {
-    # (the barrier keeps XLA from rewriting (x / y) / y into x / (y * y), rounded otherwise)
-    "divide": (
-        jnp.true_divide,
-        lambda x, y, ans, tx, ty: tx / y + ty * -(lax.optimization_barrier(ans) / y),
-    ),
+    "divide": (_divide, _divide_jvp),
     "pow": (rounded_once(jnp.power), _pow_jvp),
     "atan2": (rounded_once(lax.atan2), _atan2_jvp),
 }

@@ -42,6 +42,25 @@ defmodule NxJax.NumericsTest do
              <<0, 0, 0, 0, 0, 0, 0xF8, 0x7F>>
   end
 
+  # real Nx 0.7.2's answers: its binary backend adds f32 numbers as doubles, rounds the sum
+  # once, and divides correctly rounded (XLA would multiply by the reciprocal of the 3); the
+  # worker's dot sums in f32 (docs/COMPATIBILITY.md "Numerics"), but covariance asks for doubles
+  test "sums, means, covariances and divisions by a number are Nx's" do
+    t = Nx.tensor([1.0e8, 1.0, -1.0e8])
+    assert Nx.to_number(Nx.sum(t)) == 1.0
+    assert Nx.to_number(Nx.mean(t)) == 0.3333333432674408
+    assert Nx.window_sum(t, {3}) == Nx.tensor([1.0])
+    assert Nx.to_number(Nx.product(Nx.tensor([1.0e20, 1.0e20, 1.0e-30]))) == 1.0e10
+    assert Nx.to_number(Nx.divide(Nx.tensor(4.666666507720947), 3)) == 1.5555554628372192
+    assert Nx.mean(Nx.tensor([16_777_217, 3, 1])) == Nx.tensor(5_592_407.0)
+
+    assert Nx.covariance(Nx.tensor([[4, 5], [2, 3], [1, 0]])) ==
+             Nx.tensor([[1.5555554628372192, 2.444444417953491], [2.444444417953491, 4.222222328186035]])
+
+    assert Nx.window_mean(Nx.tensor([0.1, 0.2, 0.7, 0.3]), {3}) ==
+             Nx.tensor([0.3333333432674408, 0.4000000059604645])
+  end
+
   test "a worker in mode :native uses XLA's f32 math; an unknown mode is refused" do
     native = start_supervised!({NxJax.Worker, env: [{"NX_JAX_NUMERICS", "native"}]})
     x = Nx.linspace(-3.0, 3.0, n: 4096)

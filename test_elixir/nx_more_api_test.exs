@@ -415,6 +415,23 @@ defmodule Nx.MoreApiTest do
       end
     end
 
+    # real Nx 0.7.2's values: the first factor is conjugated, so the diagonal is real
+    # (until 2026-12-02 nx_jax did not conjugate: a silently wrong complex covariance)
+    test "covariance of complex observations" do
+      z =
+        Nx.tensor([
+          [Complex.new(1, 2), Complex.new(0, 1)],
+          [Complex.new(3, -1), 2],
+          [Complex.new(0.5, 0.5), Complex.new(-1, 0)]
+        ])
+
+      assert Nx.covariance(z) ==
+               Nx.tensor([
+                 [Complex.new(2.6666667461395264, 0.0), Complex.new(1.8333333730697632, 0.8333333134651184)],
+                 [Complex.new(1.8333333730697632, -0.8333333134651184), Complex.new(1.7777777910232544, 0.0)]
+               ])
+    end
+
     test "covariance errors" do
       assert_raise ArgumentError, ~r/rank at least 2/, fn -> Nx.covariance(Nx.tensor([1, 2])) end
 

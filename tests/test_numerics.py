@@ -91,6 +91,36 @@ def test_results_carry_nx_positive_nan() -> None:
     assert f.view(np.uint64).tolist() == [0x7FF8000000000000, 0]
 
 
+def test_division_by_a_broadcast_value_is_rounded_once() -> None:
+    # XLA's simplifier would turn x / 3 into x * (1 / 3): a third of these in the last bit
+    x = RNG.uniform(-10, 10, 4096).astype(np.float32)
+    divide = jax.jit(lower.BINARY_FNS["divide"])
+    for d in (np.float32(3), np.float32(0.1), np.full(4096, 7, np.float32)):
+        assert np.array_equal(np.asarray(divide(x, d)), x / d)
+    # and the gradient's divisions too: d(x / y)/dy = -(x / y) / y
+    three = np.full(4096, 3, np.float32)
+    dy = jax.jit(jax.grad(lambda y: lower.BINARY_FNS["divide"](x, y).sum()))(three)
+    assert np.array_equal(np.asarray(dy), -((x / three) / three))
+
+
+def test_sums_add_in_doubles_rounded_once() -> None:
+    # Nx's binary backend adds f32 numbers as doubles: 1e8 + 1 - 1e8 is 1, not 0
+    g = GraphBuilder()
+    x = g.param(0, "f32", (3,))
+    total = g.op("sum", x, axes=None, keep_axes=False, out=("f32", ()))
+    mean = g.op("mean", x, axes=None, keep_axes=False, out=("f32", ()))
+    window = g.op("window_sum", x, window_dimensions=[3], strides=[1], padding=[[0, 0]],
+                  window_dilations=[1],
+                  out=("f32", (1,)))
+    product = g.op("product", x, axes=None, keep_axes=False, out=("f32", ()))
+    big = np.array([1e8, 1.0, -1e8], np.float32)
+    got = run_graph(g, [total, mean, window], big)
+    assert [float(v) for v in got[:2]] == [1.0, float(np.float32(1 / 3))]
+    assert got[2].tolist() == [1.0]
+    tiny, = run_graph(g, [product], np.array([1e20, 1e20, 1e-30], np.float32))
+    assert tiny == np.float32(1e10)  # the f32 running product overflows to inf
+
+
 def test_the_mode_is_checked_and_native_keeps_xla_math() -> None:
     env = {**os.environ, "NX_JAX_NUMERICS": "fast"}
     out = subprocess.run(
