@@ -367,6 +367,100 @@ defmodule Nx do
     end
   end
 
+  ## Serialization
+
+  @doc """
+  Serializes a tensor, a number or a container of them (`Nx.Container`) to iodata in Nx's
+  binary format (the bytes Nx 0.7.2 writes, so either side reads the other's). Axis names
+  and vectorized axes are kept; struct fields a container does not keep come back as their
+  defaults. `opts` are those of `:erlang.term_to_iovec/2` for the description of the data,
+  such as `compressed: 9`. Lazy containers are not accepted: make their tensors first.
+  Use `IO.iodata_to_binary/1` for one binary.
+
+  Not available inside `defn` (the tensors must have data).
+
+  ## Examples
+
+      iex> data = Nx.serialize({Nx.tensor([1, 2, 3], names: [:x]), %{b: 2.5}})
+      iex> {a, %{b: b}} = Nx.deserialize(data)
+      iex> a
+      #Nx.Tensor<
+        s64[x: 3]
+        [1, 2, 3]
+      >
+      iex> b
+      #Nx.Tensor<
+        f32
+        2.5
+      >
+
+  """
+  def serialize(tensor_or_container, opts \\ []),
+    do: Nx.Serialization.serialize(tensor_or_container, opts)
+
+  @doc """
+  Rebuilds what `serialize/2` wrote, from iodata; also reads the format of Nx 0.5 and
+  earlier. `opts` are those of `:erlang.binary_to_term/2`, such as `[:safe]`. Numbers come
+  back as tensors.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> v = Nx.vectorize(Nx.tensor([[1], [2]]), :x)
+      iex> Nx.deserialize(Nx.serialize(v))
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64[1]
+        [
+          [1],
+          [2]
+        ]
+      >
+
+      iex> Nx.deserialize(<<"nx", 2, 0>>)
+      ** (ArgumentError) cannot deserialize Nx format v2
+
+  """
+  def deserialize(data, opts \\ []), do: Nx.Serialization.deserialize(data, opts)
+
+  @doc """
+  Reads the contents of a NumPy `.npy` file (format versions 1.0 to 3.0) as a tensor:
+  unsigned and signed integers and floats, in either byte order, in C or Fortran order.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> header = "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }"
+      iex> npy = <<0x93, "NUMPY", 1, 0, byte_size(header)::16-little, header::binary, 1, 0, 2, 1>>
+      iex> Nx.load_numpy!(npy)
+      #Nx.Tensor<
+        u16[2]
+        [1, 258]
+      >
+
+      iex> Nx.load_numpy!("not numpy")
+      ** (ArgumentError) unable to parse NumPy file, it may be corrupted or invalid
+
+  """
+  def load_numpy!(data), do: Nx.NumPy.load!(data)
+
+  @doc """
+  Reads a NumPy `.npz` archive (a zip file of `.npy` files, compressed or not) as a list of
+  `{name, tensor}` in the archive's order, each name without its `.npy`. Use `Map.new/1`
+  to look tensors up by name.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> Nx.load_numpy_archive!("not a zip file")
+      ** (ArgumentError) unable to parse NumPy archive, it may be corrupted or invalid
+
+  """
+  def load_numpy_archive!(archive), do: Nx.NumPy.load_archive!(archive)
+
   ## Backends
 
   @doc """
