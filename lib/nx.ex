@@ -82,6 +82,15 @@ defmodule Nx do
   def tensor(%T{} = tensor, opts) do
     opts = keyword!(opts, [:type, :names, :backend])
 
+    # a tensor is not moved: it must be on the backend asked for (Nx's check)
+    with backend when backend != nil <- opts[:backend],
+         {module, _} = backend!(backend),
+         %given{} when given != module <- tensor.data do
+      raise ArgumentError,
+            "Nx.tensor/2 wants to allocate on backend #{inspect(module)} " <>
+              "but it was given a tensor allocated on #{inspect(given)}"
+    end
+
     # the names are those given (none by default), which must not contradict the tensor's
     # (Nx's)
     names = Nx.Shape.named_axes!(opts[:names], tensor.shape)
@@ -486,6 +495,41 @@ defmodule Nx do
   """
   def default_backend(backend) do
     Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
+  end
+
+  @doc """
+  Runs `fun` (no arguments) with `backend` as this process's default backend (see
+  `default_backend/1`), and returns what it returns; the previous default is back
+  afterwards, also when `fun` raises. `backend` is a module or `{module, options}`.
+
+  ## Examples
+
+      iex> Nx.with_default_backend(NxJax.Backend, fn -> Nx.default_backend() end)
+      NxJax.Backend
+      iex> Nx.default_backend()
+      Nx.BinaryBackend
+
+  """
+  def with_default_backend(backend, fun) do
+    backend!(backend)
+    previous = Process.put({Nx, :default_backend}, backend)
+
+    try do
+      fun.()
+    after
+      if previous,
+        do: Process.put({Nx, :default_backend}, previous),
+        else: Process.delete({Nx, :default_backend})
+    end
+  end
+
+  # `{module, options}` of a backend given as a module or as that pair (Nx's message else)
+  defp backend!(backend) when is_atom(backend), do: {backend, []}
+  defp backend!({backend, opts}) when is_atom(backend) and is_list(opts), do: {backend, opts}
+
+  defp backend!(other) do
+    raise ArgumentError,
+          "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
   end
 
   @doc """
