@@ -760,7 +760,13 @@ defmodule Nx do
   def vectorize(tensor, name, opts) when is_atom(name) and name != nil,
     do: vectorize(tensor, [name], opts)
 
-  def vectorize(tensor, axes, opts) when is_list(axes) and is_list(opts) do
+  def vectorize(data, axes, opts) when is_list(axes) and is_list(opts) do
+    if container?(data),
+      do: each_tensor(data, &vectorize_tensor(&1, axes, opts)),
+      else: vectorize_tensor(data, axes, opts)
+  end
+
+  defp vectorize_tensor(tensor, axes, opts) do
     %T{} = tensor = to_tensor(tensor)
     Keyword.validate!(opts, [])
     dims = Tuple.to_list(tensor.shape)
@@ -828,7 +834,13 @@ defmodule Nx do
       [:x, nil]
 
   """
-  def devectorize(tensor, opts \\ []) do
+  def devectorize(data, opts \\ []) do
+    if container?(data),
+      do: each_tensor(data, &devectorize_tensor(&1, opts)),
+      else: devectorize_tensor(data, opts)
+  end
+
+  defp devectorize_tensor(tensor, opts) do
     %T{} = tensor = to_tensor(tensor)
     opts = keyword!(opts, keep_names: true)
     {names, sizes} = Enum.unzip(tensor.vectorized_axes)
@@ -840,6 +852,26 @@ defmodule Nx do
         names: leading ++ tensor.names,
         vectorized_axes: []
     }
+  end
+
+  # a tuple, a map, a struct deriving Nx.Container or implementing Nx.LazyContainer (not a
+  # tensor or a number)
+  defp container?(data) when is_tuple(data), do: true
+  defp container?(data) when is_map(data) and not is_struct(data), do: true
+
+  defp container?(data)
+       when is_struct(data) and not is_struct(data, T) and not is_struct(data, Complex),
+       do:
+         Nx.Container.impl_for(data) not in [nil, Nx.Container.Any] or
+           Nx.LazyContainer.impl_for(data) != Nx.LazyContainer.Any
+
+  defp container?(_data), do: false
+
+  # `fun` applied to each tensor of `container` (numbers as tensors, lazy containers made)
+  defp each_tensor(container, fun) do
+    container
+    |> Nx.Defn.Composite.expand_lazy(fn _template, make -> make.() end)
+    |> Nx.Defn.Composite.traverse(fn leaf -> fun.(to_tensor(leaf)) end)
   end
 
   @doc """
