@@ -923,6 +923,57 @@ defmodule Nx do
   end
 
   @doc """
+  Gives every tensor of the list `tensors` the same vectorized axes by name, without growing
+  any: their union, in order of first appearance, where each tensor keeps its own sizes and
+  gets size 1 for the names it lacks. Two tensors may share a name when its sizes are equal
+  or one is 1. With `align_ranks: true` (and some tensor vectorized) each inner shape gets
+  leading axes of size 1 up to the largest rank of the list. A list of one tensor comes back
+  as it is. `broadcast_vectors/2` also grows the size-1 axes.
+
+  ## Examples
+
+      iex> x = Nx.vectorize(Nx.tensor([1, 2, 3]), :x)
+      iex> y = Nx.vectorize(Nx.tensor([4]), :y)
+      iex> [xv, yv] = Nx.reshape_vectors([x, y])
+      iex> {xv.vectorized_axes, yv.vectorized_axes}
+      {[x: 3, y: 1], [x: 1, y: 1]}
+      iex> [yv, xv] = Nx.reshape_vectors([y, x])
+      iex> {yv.vectorized_axes, xv.vectorized_axes}
+      {[y: 1, x: 1], [y: 1, x: 3]}
+
+      iex> y = Nx.vectorize(Nx.tensor([[[1], [1]], [[2], [2]], [[3], [3]]]), :y)
+      iex> [one, _] = Nx.reshape_vectors([1, y], align_ranks: true)
+      iex> one
+      #Nx.Tensor<
+        vectorized[y: 1]
+        s64[1][1]
+        [
+          [
+            [1]
+          ]
+        ]
+      >
+
+  """
+  def reshape_vectors(tensors, opts \\ [])
+
+  def reshape_vectors([tensor], _opts), do: [to_tensor(tensor)]
+
+  def reshape_vectors(tensors, opts) when is_list(tensors) do
+    opts = keyword!(opts, align_ranks: false)
+    tensors = Enum.map(tensors, &to_tensor/1)
+
+    case Nx.Defn.Expr.vectorized_union(tensors) do
+      [] ->
+        tensors
+
+      axes ->
+        rank = tensors |> Enum.map(&tuple_size(&1.shape)) |> Enum.max(fn -> 0 end)
+        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank, false))
+    end
+  end
+
+  @doc """
   Gives every tensor of the list `tensors` the same vectorized axes: their union by name, in
   order of first appearance, where a size-1 axis takes the size of a larger one of its name.
   Each tensor keeps its own (inner) shape, or with `align_ranks: true` gets leading axes of
@@ -956,24 +1007,39 @@ defmodule Nx do
     opts = keyword!(opts, align_ranks: false)
     tensors = Enum.map(tensors, &to_tensor/1)
 
-    case tensors do
-      [_] ->
+    # (align_ranks only applies when some tensor is vectorized, as in Nx)
+    case {tensors, Nx.Defn.Expr.vectorized_union(tensors)} do
+      {[_], _} ->
         tensors
 
-      _ ->
-        axes = Nx.Defn.Expr.vectorized_union(tensors)
+      {_, []} ->
+        tensors
+
+      {_, axes} ->
         rank = tensors |> Enum.map(&tuple_size(&1.shape)) |> Enum.max(fn -> 0 end)
-        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank))
+        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank, true))
     end
   end
 
-  # `tensor` with exactly the vectorized axes `axes` (its own are among them, by name; a
-  # size-1 one may grow), its inner shape padded with leading 1s up to `rank` unless nil
-  defp broadcast_vector(%T{vectorized_axes: own, shape: shape} = tensor, axes, rank) do
+  # `tensor` with the vectorized axes `axes` (its own are among them, by name; a size-1 one
+  # may grow) when `grow?`, else with the names of `axes` and its own sizes (1 for those it
+  # lacks); its inner shape padded with leading 1s up to `rank` unless nil
+  defp broadcast_vector(%T{vectorized_axes: own, shape: shape} = tensor, axes, rank, grow?) do
     inner = Tuple.to_list(shape)
-    inner = if rank, do: List.duplicate(1, rank - length(inner)) ++ inner, else: inner
+    pad = if rank, do: rank - length(inner), else: 0
+    inner = List.duplicate(1, pad) ++ inner
 
-    if own == axes and length(inner) == tuple_size(shape) do
+    ones =
+      Enum.map(axes, fn {name, _} ->
+        case Keyword.fetch(own, name) do
+          {:ok, size} -> size
+          :error -> 1
+        end
+      end)
+
+    target = if grow?, do: axes, else: Enum.zip(Keyword.keys(axes), ones)
+
+    if own == target and pad == 0 do
       tensor
     else
       k = length(own)
@@ -987,18 +1053,12 @@ defmodule Nx do
           do: data,
           else: transpose(data, axes: perm)
 
-      ones =
-        Enum.map(axes, fn {name, _} ->
-          case Keyword.fetch(own, name) do
-            {:ok, size} -> size
-            :error -> 1
-          end
-        end)
+      data = reshape(data, List.to_tuple(ones ++ inner))
 
-      data
-      |> reshape(List.to_tuple(ones ++ inner))
-      |> broadcast(List.to_tuple(Keyword.values(axes) ++ inner))
-      |> vectorize(axes)
+      data =
+        if grow?, do: broadcast(data, List.to_tuple(Keyword.values(axes) ++ inner)), else: data
+
+      %T{vectorize(data, target) | names: List.duplicate(nil, pad) ++ axis_names(tensor)}
     end
   end
 
