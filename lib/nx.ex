@@ -3031,6 +3031,92 @@ defmodule Nx do
   end
 
   @doc """
+  Pads each axis by periodic reflection of the tensor: `:padding_config` (required) has one
+  `{before, after}` per axis, non-negative counts of elements added before and after. The
+  tensor is mirrored about its first and last element (which are not repeated), as often as
+  the counts need; an axis of size 1 repeats its element. Axis names are kept; for vectorized
+  tensors the configuration is for the non-vectorized axes. See also `pad/3`.
+
+  ## Examples
+
+      iex> Nx.reflect(Nx.tensor([0, 1, 2]), padding_config: [{3, 1}])
+      #Nx.Tensor<
+        s64[7]
+        [1, 2, 1, 0, 1, 2, 1]
+      >
+
+      iex> Nx.reflect(Nx.tensor([[0.5, 1.5]], names: [:x, :y]), padding_config: [{1, 1}, {0, 2}])
+      #Nx.Tensor<
+        f32[x: 3][y: 4]
+        [
+          [0.5, 1.5, 0.5, 1.5],
+          [0.5, 1.5, 0.5, 1.5],
+          [0.5, 1.5, 0.5, 1.5]
+        ]
+      >
+
+      iex> Nx.reflect(Nx.tensor([0, 1]), padding_config: [{-1, 0}])
+      ** (ArgumentError) expected padding config for axis 0 to be of the format {left, right}, with left and right as non-negative integers, got: {-1, 0}
+
+  """
+  def reflect(tensor, opts \\ []) do
+    opts = keyword!(opts, [:padding_config])
+    tensor = to_tensor(tensor)
+
+    config =
+      opts[:padding_config] || raise ArgumentError, "missing mandatory option :padding_config"
+
+    rank = tuple_size(tensor.shape)
+
+    if rank == 0, do: raise(ArgumentError, "expected tensor to have rank greater than 0")
+
+    if not is_list(config) or length(config) != rank do
+      raise ArgumentError, "expected to have one padding_config entry each tensor axis"
+    end
+
+    # for each padded axis, the position in the tensor of each output position
+    takes =
+      config
+      |> Enum.with_index()
+      |> Enum.flat_map(fn
+        {{before, after_}, axis}
+        when is_integer(before) and before >= 0 and is_integer(after_) and after_ >= 0 ->
+          n = elem(tensor.shape, axis)
+          positions = reflected_positions(n, before, after_)
+          if before + after_ == 0, do: [], else: [{axis, tensor(positions)}]
+
+        {padding, axis} ->
+          raise ArgumentError,
+                "expected padding config for axis #{axis} to be of the format {left, right}, " <>
+                  "with left and right as non-negative integers, got: #{inspect(padding)}"
+      end)
+
+    names = axis_names(tensor)
+
+    composite(
+      fn t ->
+        takes
+        |> Enum.reduce(t, fn {axis, positions}, t -> take(t, positions, axis: axis) end)
+        |> rename(names)
+      end,
+      [tensor]
+    )
+  end
+
+  # Reflection repeats with period 2 * (n - 1): position p maps to p mod that period, folded
+  # back into 0..n-1.
+  defp reflected_positions(1, before, after_), do: List.duplicate(0, before + 1 + after_)
+
+  defp reflected_positions(n, before, after_) do
+    period = 2 * (n - 1)
+
+    for p <- -before..(n - 1 + after_) do
+      i = Integer.mod(p, period)
+      if i < n, do: i, else: period - i
+    end
+  end
+
+  @doc """
   Reverses the order of the elements along `:axes` (all axes by default).
 
   ## Examples
@@ -4502,6 +4588,132 @@ defmodule Nx do
       [tensor]
     )
   end
+
+  @doc """
+  The most frequent value over all elements, or along `:axis`. Among values that occur
+  equally often the smallest wins. The axis goes away unless `keep_axis: true` keeps it
+  with size 1 (over all elements that keeps every axis, each of size 1). For vectorized
+  tensors `:axis` counts in the non-vectorized shape. The type is the input's.
+
+  ## Examples
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2, 3, 5], [1, 1, 76, 8, 1]]))
+      #Nx.Tensor<
+        s64
+        1
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2, 3, 5], [1, 1, 76, 8, 1]]), axis: 1)
+      #Nx.Tensor<
+        s64[2]
+        [2, 1]
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2], [3, 3, 1]], names: [:a, :b]), axis: :b, keep_axis: true)
+      #Nx.Tensor<
+        s64[a: 2][b: 1]
+        [
+          [2],
+          [3]
+        ]
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2], [3, 3, 1]]) |> Nx.vectorize(:x))
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64
+        [2, 3]
+      >
+
+  """
+  def mode(tensor, opts \\ []) do
+    opts = keyword!(opts, axis: nil, keep_axis: false)
+    tensor = to_tensor(tensor)
+    names = axis_names(tensor)
+    axis = opts[:axis] && Nx.Shape.normalize_axis(tensor.shape, opts[:axis], names)
+    keep = opts[:keep_axis]
+
+    cond do
+      tensor.shape == {} ->
+        if keep, do: new_axis(tensor, -1), else: tensor
+
+      size(tensor) == 1 and axis == nil ->
+        if keep, do: tensor, else: squeeze(tensor)
+
+      axis != nil and elem(tensor.shape, axis) == 1 ->
+        if keep, do: tensor, else: squeeze(tensor, axes: [axis])
+
+      if(axis, do: elem(tensor.shape, axis), else: size(tensor)) == 0 ->
+        raise ArgumentError,
+              "cannot compute the mode of no elements (shape #{inspect(tensor.shape)}" <>
+                if(axis, do: ", axis #{axis})", else: ")")
+
+      true ->
+        composite(fn t -> vectorized_mode(t, axis, keep) end, [tensor])
+    end
+  end
+
+  # the shape of mode's result (nil: over all elements)
+  defp mode_shape(shape, nil, true), do: Tuple.duplicate(1, tuple_size(shape))
+  defp mode_shape(_shape, nil, false), do: {}
+  defp mode_shape(shape, axis, true), do: put_elem(shape, axis, 1)
+  defp mode_shape(shape, axis, false), do: Tuple.delete_at(shape, axis)
+
+  # mode over the data of `tensor`, its vectorized axes leading: over all elements is over
+  # the one axis of a flattened copy of each entry
+  defp vectorized_mode(%T{vectorized_axes: vectorized, shape: shape} = tensor, axis, keep) do
+    sizes = Keyword.values(vectorized)
+    k = length(sizes)
+    data = devectorize(tensor, keep_names: false)
+
+    {data, data_axis} =
+      if axis,
+        do: {data, k + axis},
+        else: {reshape(data, List.to_tuple(sizes ++ [size(shape)])), k}
+
+    names =
+      case {axis, keep} do
+        {nil, _} -> nil
+        {_, true} -> axis_names(tensor)
+        {_, false} -> List.delete_at(axis_names(tensor), axis)
+      end
+
+    out_shape = mode_shape(shape, axis, keep)
+
+    data
+    |> mode_along(data_axis)
+    |> reshape(List.to_tuple(sizes ++ Tuple.to_list(out_shape)))
+    |> vectorize_unless_none(vectorized)
+    |> rename(names || unnamed(out_shape))
+  end
+
+  # After sorting along `axis` equal values form runs. The distance of an element to the
+  # start of its run is largest at the run's last element, and the first position where it
+  # is largest ends the longest run with the smallest value. The axis is kept, size 1.
+  defp mode_along(data, axis) do
+    n = elem(data.shape, axis)
+    sorted = sort(data, axis: axis)
+
+    run_starts =
+      concatenate(
+        [
+          broadcast(1, put_elem(data.shape, axis, 1)),
+          not_equal(
+            slice_along_axis(sorted, 1, n - 1, axis: axis),
+            slice_along_axis(sorted, 0, n - 1, axis: axis)
+          )
+        ],
+        axis: axis
+      )
+
+    positions = iota(data.shape, axis: axis)
+    start_of_run = cumulative_max(select(run_starts, positions, 0), axis: axis)
+    last_of_longest = argmax(subtract(positions, start_of_run), axis: axis, keep_axis: true)
+    take_along_axis(sorted, last_of_longest, axis: axis)
+  end
+
+  defp vectorize_unless_none(tensor, []), do: tensor
+  defp vectorize_unless_none(tensor, vectorized), do: vectorize(tensor, vectorized)
 
   @doc """
   A tensor of `tensor`'s shape (vectorized axes included) filled with `value`, of type
