@@ -82,6 +82,15 @@ defmodule Nx do
   def tensor(%T{} = tensor, opts) do
     opts = keyword!(opts, [:type, :names, :backend])
 
+    # a tensor is not moved: it must be on the backend asked for (Nx's check)
+    with backend when backend != nil <- opts[:backend],
+         {module, _} = backend!(backend),
+         %given{} when given != module <- tensor.data do
+      raise ArgumentError,
+            "Nx.tensor/2 wants to allocate on backend #{inspect(module)} " <>
+              "but it was given a tensor allocated on #{inspect(given)}"
+    end
+
     # the names are those given (none by default), which must not contradict the tensor's
     # (Nx's)
     names = Nx.Shape.named_axes!(opts[:names], tensor.shape)
@@ -367,6 +376,100 @@ defmodule Nx do
     end
   end
 
+  ## Serialization
+
+  @doc """
+  Serializes a tensor, a number or a container of them (`Nx.Container`) to iodata in Nx's
+  binary format (the bytes Nx 0.7.2 writes, so either side reads the other's). Axis names
+  and vectorized axes are kept; struct fields a container does not keep come back as their
+  defaults. `opts` are those of `:erlang.term_to_iovec/2` for the description of the data,
+  such as `compressed: 9`. Lazy containers are not accepted: make their tensors first.
+  Use `IO.iodata_to_binary/1` for one binary.
+
+  Not available inside `defn` (the tensors must have data).
+
+  ## Examples
+
+      iex> data = Nx.serialize({Nx.tensor([1, 2, 3], names: [:x]), %{b: 2.5}})
+      iex> {a, %{b: b}} = Nx.deserialize(data)
+      iex> a
+      #Nx.Tensor<
+        s64[x: 3]
+        [1, 2, 3]
+      >
+      iex> b
+      #Nx.Tensor<
+        f32
+        2.5
+      >
+
+  """
+  def serialize(tensor_or_container, opts \\ []),
+    do: Nx.Serialization.serialize(tensor_or_container, opts)
+
+  @doc """
+  Rebuilds what `serialize/2` wrote, from iodata; also reads the format of Nx 0.5 and
+  earlier. `opts` are those of `:erlang.binary_to_term/2`, such as `[:safe]`. Numbers come
+  back as tensors.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> v = Nx.vectorize(Nx.tensor([[1], [2]]), :x)
+      iex> Nx.deserialize(Nx.serialize(v))
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64[1]
+        [
+          [1],
+          [2]
+        ]
+      >
+
+      iex> Nx.deserialize(<<"nx", 2, 0>>)
+      ** (ArgumentError) cannot deserialize Nx format v2
+
+  """
+  def deserialize(data, opts \\ []), do: Nx.Serialization.deserialize(data, opts)
+
+  @doc """
+  Reads the contents of a NumPy `.npy` file (format versions 1.0 to 3.0) as a tensor:
+  unsigned and signed integers and floats, in either byte order, in C or Fortran order.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> header = "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }"
+      iex> npy = <<0x93, "NUMPY", 1, 0, byte_size(header)::16-little, header::binary, 1, 0, 2, 1>>
+      iex> Nx.load_numpy!(npy)
+      #Nx.Tensor<
+        u16[2]
+        [1, 258]
+      >
+
+      iex> Nx.load_numpy!("not numpy")
+      ** (ArgumentError) unable to parse NumPy file, it may be corrupted or invalid
+
+  """
+  def load_numpy!(data), do: Nx.NumPy.load!(data)
+
+  @doc """
+  Reads a NumPy `.npz` archive (a zip file of `.npy` files, compressed or not) as a list of
+  `{name, tensor}` in the archive's order, each name without its `.npy`. Use `Map.new/1`
+  to look tensors up by name.
+
+  Not available inside `defn`.
+
+  ## Examples
+
+      iex> Nx.load_numpy_archive!("not a zip file")
+      ** (ArgumentError) unable to parse NumPy archive, it may be corrupted or invalid
+
+  """
+  def load_numpy_archive!(archive), do: Nx.NumPy.load_archive!(archive)
+
   ## Backends
 
   @doc """
@@ -392,6 +495,41 @@ defmodule Nx do
   """
   def default_backend(backend) do
     Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
+  end
+
+  @doc """
+  Runs `fun` (no arguments) with `backend` as this process's default backend (see
+  `default_backend/1`), and returns what it returns; the previous default is back
+  afterwards, also when `fun` raises. `backend` is a module or `{module, options}`.
+
+  ## Examples
+
+      iex> Nx.with_default_backend(NxJax.Backend, fn -> Nx.default_backend() end)
+      NxJax.Backend
+      iex> Nx.default_backend()
+      Nx.BinaryBackend
+
+  """
+  def with_default_backend(backend, fun) do
+    backend!(backend)
+    previous = Process.put({Nx, :default_backend}, backend)
+
+    try do
+      fun.()
+    after
+      if previous,
+        do: Process.put({Nx, :default_backend}, previous),
+        else: Process.delete({Nx, :default_backend})
+    end
+  end
+
+  # `{module, options}` of a backend given as a module or as that pair (Nx's message else)
+  defp backend!(backend) when is_atom(backend), do: {backend, []}
+  defp backend!({backend, opts}) when is_atom(backend) and is_list(opts), do: {backend, opts}
+
+  defp backend!(other) do
+    raise ArgumentError,
+          "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
   end
 
   @doc """
@@ -622,7 +760,13 @@ defmodule Nx do
   def vectorize(tensor, name, opts) when is_atom(name) and name != nil,
     do: vectorize(tensor, [name], opts)
 
-  def vectorize(tensor, axes, opts) when is_list(axes) and is_list(opts) do
+  def vectorize(data, axes, opts) when is_list(axes) and is_list(opts) do
+    if container?(data),
+      do: each_tensor(data, &vectorize_tensor(&1, axes, opts)),
+      else: vectorize_tensor(data, axes, opts)
+  end
+
+  defp vectorize_tensor(tensor, axes, opts) do
     %T{} = tensor = to_tensor(tensor)
     Keyword.validate!(opts, [])
     dims = Tuple.to_list(tensor.shape)
@@ -690,7 +834,13 @@ defmodule Nx do
       [:x, nil]
 
   """
-  def devectorize(tensor, opts \\ []) do
+  def devectorize(data, opts \\ []) do
+    if container?(data),
+      do: each_tensor(data, &devectorize_tensor(&1, opts)),
+      else: devectorize_tensor(data, opts)
+  end
+
+  defp devectorize_tensor(tensor, opts) do
     %T{} = tensor = to_tensor(tensor)
     opts = keyword!(opts, keep_names: true)
     {names, sizes} = Enum.unzip(tensor.vectorized_axes)
@@ -702,6 +852,26 @@ defmodule Nx do
         names: leading ++ tensor.names,
         vectorized_axes: []
     }
+  end
+
+  # a tuple, a map, a struct deriving Nx.Container or implementing Nx.LazyContainer (not a
+  # tensor or a number)
+  defp container?(data) when is_tuple(data), do: true
+  defp container?(data) when is_map(data) and not is_struct(data), do: true
+
+  defp container?(data)
+       when is_struct(data) and not is_struct(data, T) and not is_struct(data, Complex),
+       do:
+         Nx.Container.impl_for(data) not in [nil, Nx.Container.Any] or
+           Nx.LazyContainer.impl_for(data) != Nx.LazyContainer.Any
+
+  defp container?(_data), do: false
+
+  # `fun` applied to each tensor of `container` (numbers as tensors, lazy containers made)
+  defp each_tensor(container, fun) do
+    container
+    |> Nx.Defn.Composite.expand_lazy(fn _template, make -> make.() end)
+    |> Nx.Defn.Composite.traverse(fn leaf -> fun.(to_tensor(leaf)) end)
   end
 
   @doc """
@@ -753,6 +923,57 @@ defmodule Nx do
   end
 
   @doc """
+  Gives every tensor of the list `tensors` the same vectorized axes by name, without growing
+  any: their union, in order of first appearance, where each tensor keeps its own sizes and
+  gets size 1 for the names it lacks. Two tensors may share a name when its sizes are equal
+  or one is 1. With `align_ranks: true` (and some tensor vectorized) each inner shape gets
+  leading axes of size 1 up to the largest rank of the list. A list of one tensor comes back
+  as it is. `broadcast_vectors/2` also grows the size-1 axes.
+
+  ## Examples
+
+      iex> x = Nx.vectorize(Nx.tensor([1, 2, 3]), :x)
+      iex> y = Nx.vectorize(Nx.tensor([4]), :y)
+      iex> [xv, yv] = Nx.reshape_vectors([x, y])
+      iex> {xv.vectorized_axes, yv.vectorized_axes}
+      {[x: 3, y: 1], [x: 1, y: 1]}
+      iex> [yv, xv] = Nx.reshape_vectors([y, x])
+      iex> {yv.vectorized_axes, xv.vectorized_axes}
+      {[y: 1, x: 1], [y: 1, x: 3]}
+
+      iex> y = Nx.vectorize(Nx.tensor([[[1], [1]], [[2], [2]], [[3], [3]]]), :y)
+      iex> [one, _] = Nx.reshape_vectors([1, y], align_ranks: true)
+      iex> one
+      #Nx.Tensor<
+        vectorized[y: 1]
+        s64[1][1]
+        [
+          [
+            [1]
+          ]
+        ]
+      >
+
+  """
+  def reshape_vectors(tensors, opts \\ [])
+
+  def reshape_vectors([tensor], _opts), do: [to_tensor(tensor)]
+
+  def reshape_vectors(tensors, opts) when is_list(tensors) do
+    opts = keyword!(opts, align_ranks: false)
+    tensors = Enum.map(tensors, &to_tensor/1)
+
+    case Nx.Defn.Expr.vectorized_union(tensors) do
+      [] ->
+        tensors
+
+      axes ->
+        rank = tensors |> Enum.map(&tuple_size(&1.shape)) |> Enum.max(fn -> 0 end)
+        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank, false))
+    end
+  end
+
+  @doc """
   Gives every tensor of the list `tensors` the same vectorized axes: their union by name, in
   order of first appearance, where a size-1 axis takes the size of a larger one of its name.
   Each tensor keeps its own (inner) shape, or with `align_ranks: true` gets leading axes of
@@ -786,24 +1007,39 @@ defmodule Nx do
     opts = keyword!(opts, align_ranks: false)
     tensors = Enum.map(tensors, &to_tensor/1)
 
-    case tensors do
-      [_] ->
+    # (align_ranks only applies when some tensor is vectorized, as in Nx)
+    case {tensors, Nx.Defn.Expr.vectorized_union(tensors)} do
+      {[_], _} ->
         tensors
 
-      _ ->
-        axes = Nx.Defn.Expr.vectorized_union(tensors)
+      {_, []} ->
+        tensors
+
+      {_, axes} ->
         rank = tensors |> Enum.map(&tuple_size(&1.shape)) |> Enum.max(fn -> 0 end)
-        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank))
+        Enum.map(tensors, &broadcast_vector(&1, axes, opts[:align_ranks] && rank, true))
     end
   end
 
-  # `tensor` with exactly the vectorized axes `axes` (its own are among them, by name; a
-  # size-1 one may grow), its inner shape padded with leading 1s up to `rank` unless nil
-  defp broadcast_vector(%T{vectorized_axes: own, shape: shape} = tensor, axes, rank) do
+  # `tensor` with the vectorized axes `axes` (its own are among them, by name; a size-1 one
+  # may grow) when `grow?`, else with the names of `axes` and its own sizes (1 for those it
+  # lacks); its inner shape padded with leading 1s up to `rank` unless nil
+  defp broadcast_vector(%T{vectorized_axes: own, shape: shape} = tensor, axes, rank, grow?) do
     inner = Tuple.to_list(shape)
-    inner = if rank, do: List.duplicate(1, rank - length(inner)) ++ inner, else: inner
+    pad = if rank, do: rank - length(inner), else: 0
+    inner = List.duplicate(1, pad) ++ inner
 
-    if own == axes and length(inner) == tuple_size(shape) do
+    ones =
+      Enum.map(axes, fn {name, _} ->
+        case Keyword.fetch(own, name) do
+          {:ok, size} -> size
+          :error -> 1
+        end
+      end)
+
+    target = if grow?, do: axes, else: Enum.zip(Keyword.keys(axes), ones)
+
+    if own == target and pad == 0 do
       tensor
     else
       k = length(own)
@@ -817,18 +1053,12 @@ defmodule Nx do
           do: data,
           else: transpose(data, axes: perm)
 
-      ones =
-        Enum.map(axes, fn {name, _} ->
-          case Keyword.fetch(own, name) do
-            {:ok, size} -> size
-            :error -> 1
-          end
-        end)
+      data = reshape(data, List.to_tuple(ones ++ inner))
 
-      data
-      |> reshape(List.to_tuple(ones ++ inner))
-      |> broadcast(List.to_tuple(Keyword.values(axes) ++ inner))
-      |> vectorize(axes)
+      data =
+        if grow?, do: broadcast(data, List.to_tuple(Keyword.values(axes) ++ inner)), else: data
+
+      %T{vectorize(data, target) | names: List.duplicate(nil, pad) ++ axis_names(tensor)}
     end
   end
 
@@ -2801,6 +3031,92 @@ defmodule Nx do
   end
 
   @doc """
+  Pads each axis by periodic reflection of the tensor: `:padding_config` (required) has one
+  `{before, after}` per axis, non-negative counts of elements added before and after. The
+  tensor is mirrored about its first and last element (which are not repeated), as often as
+  the counts need; an axis of size 1 repeats its element. Axis names are kept; for vectorized
+  tensors the configuration is for the non-vectorized axes. See also `pad/3`.
+
+  ## Examples
+
+      iex> Nx.reflect(Nx.tensor([0, 1, 2]), padding_config: [{3, 1}])
+      #Nx.Tensor<
+        s64[7]
+        [1, 2, 1, 0, 1, 2, 1]
+      >
+
+      iex> Nx.reflect(Nx.tensor([[0.5, 1.5]], names: [:x, :y]), padding_config: [{1, 1}, {0, 2}])
+      #Nx.Tensor<
+        f32[x: 3][y: 4]
+        [
+          [0.5, 1.5, 0.5, 1.5],
+          [0.5, 1.5, 0.5, 1.5],
+          [0.5, 1.5, 0.5, 1.5]
+        ]
+      >
+
+      iex> Nx.reflect(Nx.tensor([0, 1]), padding_config: [{-1, 0}])
+      ** (ArgumentError) expected padding config for axis 0 to be of the format {left, right}, with left and right as non-negative integers, got: {-1, 0}
+
+  """
+  def reflect(tensor, opts \\ []) do
+    opts = keyword!(opts, [:padding_config])
+    tensor = to_tensor(tensor)
+
+    config =
+      opts[:padding_config] || raise ArgumentError, "missing mandatory option :padding_config"
+
+    rank = tuple_size(tensor.shape)
+
+    if rank == 0, do: raise(ArgumentError, "expected tensor to have rank greater than 0")
+
+    if not is_list(config) or length(config) != rank do
+      raise ArgumentError, "expected to have one padding_config entry each tensor axis"
+    end
+
+    # for each padded axis, the position in the tensor of each output position
+    takes =
+      config
+      |> Enum.with_index()
+      |> Enum.flat_map(fn
+        {{before, after_}, axis}
+        when is_integer(before) and before >= 0 and is_integer(after_) and after_ >= 0 ->
+          n = elem(tensor.shape, axis)
+          positions = reflected_positions(n, before, after_)
+          if before + after_ == 0, do: [], else: [{axis, tensor(positions)}]
+
+        {padding, axis} ->
+          raise ArgumentError,
+                "expected padding config for axis #{axis} to be of the format {left, right}, " <>
+                  "with left and right as non-negative integers, got: #{inspect(padding)}"
+      end)
+
+    names = axis_names(tensor)
+
+    composite(
+      fn t ->
+        takes
+        |> Enum.reduce(t, fn {axis, positions}, t -> take(t, positions, axis: axis) end)
+        |> rename(names)
+      end,
+      [tensor]
+    )
+  end
+
+  # Reflection repeats with period 2 * (n - 1): position p maps to p mod that period, folded
+  # back into 0..n-1.
+  defp reflected_positions(1, before, after_), do: List.duplicate(0, before + 1 + after_)
+
+  defp reflected_positions(n, before, after_) do
+    period = 2 * (n - 1)
+
+    for p <- -before..(n - 1 + after_) do
+      i = Integer.mod(p, period)
+      if i < n, do: i, else: period - i
+    end
+  end
+
+  @doc """
   Reverses the order of the elements along `:axes` (all axes by default).
 
   ## Examples
@@ -4272,6 +4588,132 @@ defmodule Nx do
       [tensor]
     )
   end
+
+  @doc """
+  The most frequent value over all elements, or along `:axis`. Among values that occur
+  equally often the smallest wins. The axis goes away unless `keep_axis: true` keeps it
+  with size 1 (over all elements that keeps every axis, each of size 1). For vectorized
+  tensors `:axis` counts in the non-vectorized shape. The type is the input's.
+
+  ## Examples
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2, 3, 5], [1, 1, 76, 8, 1]]))
+      #Nx.Tensor<
+        s64
+        1
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2, 3, 5], [1, 1, 76, 8, 1]]), axis: 1)
+      #Nx.Tensor<
+        s64[2]
+        [2, 1]
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2], [3, 3, 1]], names: [:a, :b]), axis: :b, keep_axis: true)
+      #Nx.Tensor<
+        s64[a: 2][b: 1]
+        [
+          [2],
+          [3]
+        ]
+      >
+
+      iex> Nx.mode(Nx.tensor([[1, 2, 2], [3, 3, 1]]) |> Nx.vectorize(:x))
+      #Nx.Tensor<
+        vectorized[x: 2]
+        s64
+        [2, 3]
+      >
+
+  """
+  def mode(tensor, opts \\ []) do
+    opts = keyword!(opts, axis: nil, keep_axis: false)
+    tensor = to_tensor(tensor)
+    names = axis_names(tensor)
+    axis = opts[:axis] && Nx.Shape.normalize_axis(tensor.shape, opts[:axis], names)
+    keep = opts[:keep_axis]
+
+    cond do
+      tensor.shape == {} ->
+        if keep, do: new_axis(tensor, -1), else: tensor
+
+      size(tensor) == 1 and axis == nil ->
+        if keep, do: tensor, else: squeeze(tensor)
+
+      axis != nil and elem(tensor.shape, axis) == 1 ->
+        if keep, do: tensor, else: squeeze(tensor, axes: [axis])
+
+      if(axis, do: elem(tensor.shape, axis), else: size(tensor)) == 0 ->
+        raise ArgumentError,
+              "cannot compute the mode of no elements (shape #{inspect(tensor.shape)}" <>
+                if(axis, do: ", axis #{axis})", else: ")")
+
+      true ->
+        composite(fn t -> vectorized_mode(t, axis, keep) end, [tensor])
+    end
+  end
+
+  # the shape of mode's result (nil: over all elements)
+  defp mode_shape(shape, nil, true), do: Tuple.duplicate(1, tuple_size(shape))
+  defp mode_shape(_shape, nil, false), do: {}
+  defp mode_shape(shape, axis, true), do: put_elem(shape, axis, 1)
+  defp mode_shape(shape, axis, false), do: Tuple.delete_at(shape, axis)
+
+  # mode over the data of `tensor`, its vectorized axes leading: over all elements is over
+  # the one axis of a flattened copy of each entry
+  defp vectorized_mode(%T{vectorized_axes: vectorized, shape: shape} = tensor, axis, keep) do
+    sizes = Keyword.values(vectorized)
+    k = length(sizes)
+    data = devectorize(tensor, keep_names: false)
+
+    {data, data_axis} =
+      if axis,
+        do: {data, k + axis},
+        else: {reshape(data, List.to_tuple(sizes ++ [size(shape)])), k}
+
+    names =
+      case {axis, keep} do
+        {nil, _} -> nil
+        {_, true} -> axis_names(tensor)
+        {_, false} -> List.delete_at(axis_names(tensor), axis)
+      end
+
+    out_shape = mode_shape(shape, axis, keep)
+
+    data
+    |> mode_along(data_axis)
+    |> reshape(List.to_tuple(sizes ++ Tuple.to_list(out_shape)))
+    |> vectorize_unless_none(vectorized)
+    |> rename(names || unnamed(out_shape))
+  end
+
+  # After sorting along `axis` equal values form runs. The distance of an element to the
+  # start of its run is largest at the run's last element, and the first position where it
+  # is largest ends the longest run with the smallest value. The axis is kept, size 1.
+  defp mode_along(data, axis) do
+    n = elem(data.shape, axis)
+    sorted = sort(data, axis: axis)
+
+    run_starts =
+      concatenate(
+        [
+          broadcast(1, put_elem(data.shape, axis, 1)),
+          not_equal(
+            slice_along_axis(sorted, 1, n - 1, axis: axis),
+            slice_along_axis(sorted, 0, n - 1, axis: axis)
+          )
+        ],
+        axis: axis
+      )
+
+    positions = iota(data.shape, axis: axis)
+    start_of_run = cumulative_max(select(run_starts, positions, 0), axis: axis)
+    last_of_longest = argmax(subtract(positions, start_of_run), axis: axis, keep_axis: true)
+    take_along_axis(sorted, last_of_longest, axis: axis)
+  end
+
+  defp vectorize_unless_none(tensor, []), do: tensor
+  defp vectorize_unless_none(tensor, vectorized), do: vectorize(tensor, vectorized)
 
   @doc """
   A tensor of `tensor`'s shape (vectorized axes included) filled with `value`, of type

@@ -71,6 +71,7 @@ defmodule NxSuite do
 
   def main(argv) do
     src = System.get_env("NX_SRC") || abort("set NX_SRC to the nx/ folder of Nx v0.7.2")
+    src = Path.expand(src)
     unless File.exists?(Path.join(src, "lib/nx.ex")), do: abort("#{src}/lib/nx.ex not found")
     files = if argv == [], do: @default_files, else: argv
 
@@ -87,7 +88,11 @@ defmodule NxSuite do
       timeout: 120_000
     )
 
-    rows = Enum.map(files, &run_file(Path.join(src, &1), &1))
+    # Nx's suite runs from its nx/ folder, and some tests read fixtures at paths relative to
+    # it (test/fixtures/numpy/...): each file runs with that folder as the working directory
+    rows =
+      Enum.map(files, fn file -> File.cd!(src, fn -> run_file(Path.join(src, file), file) end) end)
+
     print(rows)
     if path = System.get_env("NX_SUITE_FAILURES"), do: write_failures(path)
   end

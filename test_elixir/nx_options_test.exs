@@ -29,6 +29,7 @@ defmodule NxJax.NxOptionsTest do
       argmin: fn o -> Nx.argmin(v, o) end,
       argsort: fn o -> Nx.argsort(v, o) end,
       broadcast: fn o -> Nx.broadcast(v, {2, 4}, o) end,
+      broadcast_vectors: fn o -> Nx.broadcast_vectors([v, v], o) end,
       concatenate: fn o -> Nx.concatenate([v, v], o) end,
       conv: fn o -> Nx.conv(Nx.iota({1, 1, 4}, type: :f32), Nx.iota({1, 1, 2}, type: :f32), o) end,
       covariance: fn o -> Nx.covariance(m, o) end,
@@ -55,12 +56,15 @@ defmodule NxJax.NxOptionsTest do
       make_diagonal: fn o -> Nx.make_diagonal(v, o) end,
       mean: fn o -> Nx.mean(v, o) end,
       median: fn o -> Nx.median(v, o) end,
+      mode: fn o -> Nx.mode(v, o) end,
       product: fn o -> Nx.product(v, o) end,
       put_diagonal: fn o -> Nx.put_diagonal(m, Nx.tensor([1.0, 1.0]), o) end,
       reduce: fn o -> Nx.reduce(v, 0, o, &Nx.add/2) end,
       reduce_max: fn o -> Nx.reduce_max(v, o) end,
       reduce_min: fn o -> Nx.reduce_min(v, o) end,
+      reflect: fn o -> Nx.reflect(v, Keyword.merge([padding_config: [{1, 1}]], o)) end,
       reshape: fn o -> Nx.reshape(v, {2, 2}, o) end,
+      reshape_vectors: fn o -> Nx.reshape_vectors([v, v], o) end,
       revectorize: fn o ->
         Nx.revectorize(Nx.vectorize(m, :x), [y: 2], Keyword.merge([target_shape: {2}], o))
       end,
