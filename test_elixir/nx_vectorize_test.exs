@@ -22,9 +22,24 @@ defmodule Nx.VectorizeTest do
     end
   end
 
-  defn until_big(x) do
-    while x, Nx.sum(x) < 10 do
+  defn until_big(x, opts \\ []) do
+    while x, Nx.sum(x) < 10, max_iterations: opts[:max_iterations] do
       x * 2
+    end
+  end
+
+  defn double_n_times(x, n) do
+    {_i, v} =
+      while {i = n, v = x}, i > 0 do
+        {i - 1, v * 2}
+      end
+
+    v
+  end
+
+  defn sum_each(x, y) do
+    while y, t <- x do
+      y + Nx.sum(t)
     end
   end
 
@@ -325,13 +340,44 @@ defmodule Nx.VectorizeTest do
       assert result == Nx.vectorize(Nx.tensor([[201, 202], [397, 401]]), :x)
     end
 
-    test "a loop condition or state that the body vectorizes raises" do
+    # Nx 0.7.2: a condition with one scalar per entry runs each entry until its own condition
+    # fails (the loop stops when none holds); the state gains the condition's axes, first
+    test "a vectorized condition stops each entry on its own" do
       x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
+      # [1, 2] sums to 3: doubled twice (sum 12); [3, 4] once (14); [-3, 1] sums to -2:
+      # doubling never ends it, so it runs as long as the iterations allow
+      assert until_big(Nx.vectorize(Nx.tensor([[1, 2], [3, 4]]), :x)) ==
+               Nx.vectorize(Nx.tensor([[4, 8], [6, 8]]), :x)
 
-      assert_raise ArgumentError, ~r/the condition of while must not be vectorized/, fn ->
-        until_big(x)
-      end
+      assert until_big(x, max_iterations: 3) ==
+               Nx.vectorize(Nx.tensor([[4, 8], [-24, 8]]), :x)
 
+      # state without the condition's axes gets them: pred axes first, then its own
+      x = Nx.vectorize(Nx.tensor([1, 2, 3]), :init)
+      n = Nx.vectorize(Nx.tensor([4, 5]), :pred)
+      doubled = double_n_times(x, n)
+      assert doubled.vectorized_axes == [pred: 2, init: 3]
+      assert Nx.devectorize(doubled, keep_names: false) == Nx.tensor([[16, 32, 48], [32, 64, 96]])
+
+      # axes in another order are moved, not reinterpreted (Nx 0.7.2's own test expects the
+      # entries of [other: 3, pred: 2] read as [pred: 2, other: 3] without a transpose)
+      x = Nx.vectorize(Nx.tensor([[1, 2], [3, 4], [5, 6]]), other: 3, pred: 2)
+      doubled = double_n_times(x, Nx.vectorize(Nx.tensor([3, 4]), :pred))
+      assert Nx.devectorize(doubled, keep_names: false) == Nx.tensor([[8, 24, 40], [32, 64, 96]])
+    end
+
+    test "a vectorized generator gives the state its axes" do
+      x = Nx.vectorize(Nx.iota({3, 4}), x: 3)
+      y = Nx.vectorize(Nx.tensor([[10, 20, 30, 40], [-10, -20, -30, -40]]), y: 2)
+      result = sum_each(x, y)
+      assert result.vectorized_axes == [x: 3, y: 2]
+      # entry {i, j}: y_j plus the four numbers of row i of x, 4i + 0 ... 4i + 3
+      rows = [[10, 20, 30, 40], [-10, -20, -30, -40]]
+      want = for i <- 0..2, do: Enum.map(rows, fn row -> Enum.map(row, &(&1 + 16 * i + 6)) end)
+      assert Nx.devectorize(result, keep_names: false) == Nx.tensor(want)
+    end
+
+    test "a loop state that the body vectorizes raises" do
       assert_raise CompileError, ~r/must keep the vectorized axes of state leaf 0/, fn ->
         add_twice(Nx.tensor([1, 2]), Nx.vectorize(Nx.tensor([10, 20, 30]), :y))
       end

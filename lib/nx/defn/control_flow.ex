@@ -185,14 +185,71 @@ defmodule Nx.Defn.ControlFlow do
 
     init = state_leaves!(initial)
 
-    {{params, pred, next}, scope} =
+    traced =
       trace(fn ->
         params = parameters(init)
         state = Composite.fill(initial, params)
-        pred = condition.(state) |> predicate!()
-        {params, pred, body_leaves!(body.(state), initial, init)}
+
+        case condition.(state) do
+          %Nx.Tensor{shape: {}, vectorized_axes: [_ | _] = axes} ->
+            {:vectorized, axes}
+
+          pred ->
+            {params, predicate!(pred), body_leaves!(body.(state), initial, init)}
+        end
       end)
 
+    case traced do
+      {{:vectorized, axes}, _scope} -> while_vectorized(initial, condition, body, opts, axes)
+      {traced, scope} -> while_traced(initial, init, traced, scope, max)
+    end
+  end
+
+  # A condition with one scalar per entry of vectorized axes (Nx 0.7.2's vectorized while):
+  # every state tensor gains those axes (first, where it lacks them), the loop runs while any
+  # entry's condition holds, and an entry whose condition no longer holds keeps its state.
+  defp while_vectorized(initial, condition, body, opts, axes) do
+    initial = with_vectorized_axes(initial, axes)
+
+    any_entry = fn state ->
+      state |> condition.() |> Nx.devectorize(keep_names: false) |> Nx.any()
+    end
+
+    step = fn state ->
+      holds = condition.(state)
+      next = body.(state)
+
+      if skeleton(next) != skeleton(state) do
+        body_leaves!(next, initial, state_leaves!(initial))
+      end
+
+      kept =
+        Enum.zip_with(Composite.flatten_list([next]), Composite.flatten_list([state]), fn new,
+                                                                                          old ->
+          Nx.select(holds, new, old)
+        end)
+
+      Composite.fill(state, kept)
+    end
+
+    while(initial, any_entry, step, opts)
+  end
+
+  # every tensor of the container broadcast to hold the vectorized `axes` (those it lacks
+  # come first, in their order)
+  defp with_vectorized_axes(container, []), do: container
+
+  defp with_vectorized_axes(container, axes) do
+    sizes = axes |> Keyword.values() |> List.to_tuple()
+    entries = Nx.vectorize(Nx.broadcast(Nx.tensor(0, type: {:u, 8}), sizes), axes)
+
+    Composite.traverse(container, fn leaf ->
+      [_entries, leaf] = Nx.broadcast_vectors([entries, leaf])
+      leaf
+    end)
+  end
+
+  defp while_traced(initial, init, {params, pred, next}, scope, max) do
     captures = captures([pred | next], scope)
     sub = params ++ captures
 
@@ -228,6 +285,8 @@ defmodule Nx.Defn.ControlFlow do
       tensor |> Nx.slice_along_axis(index, 1, axis: 0) |> Nx.squeeze(axes: [0])
     end
 
+    # a vectorized generator gives every state tensor its vectorized axes (first), as in Nx
+    initial = with_vectorized_axes(initial, tensor.vectorized_axes)
     while_range(initial, 0..(elem(shape, 0) - 1)//1, &body.(&1, entry.(&2)), opts)
   end
 
