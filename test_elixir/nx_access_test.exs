@@ -155,6 +155,23 @@ defmodule Nx.AccessTest do
     end
   end
 
+  # values of real Nx 0.7.2 (which raises for two vectorized indices of different names:
+  # here each index keeps its vectorized axis, in the indices' order)
+  describe "vectorized indices" do
+    test "one position per entry" do
+      i = Nx.vectorize(Nx.tensor([0, 2, 4]), :i)
+      assert Nx.iota({6})[i] == Nx.vectorize(Nx.tensor([0, 2, 4]), i: 3)
+      assert Nx.iota({6, 2})[[i, 0..1]] == Nx.vectorize(Nx.tensor([[0, 1], [4, 5], [8, 9]]), i: 3)
+      assert Nx.vectorize(Nx.iota({3, 6}), i: 3)[i] == Nx.vectorize(Nx.tensor([0, 8, 16]), i: 3)
+      assert Nx.iota({2, 6, 3})[[1, i, 2]] == Nx.vectorize(Nx.tensor([20, 26, 32]), i: 3)
+
+      j = Nx.vectorize(Nx.tensor([5, 1]), :j)
+
+      assert Nx.iota({2, 6, 6})[[1, i, j]] ==
+               Nx.vectorize(Nx.tensor([[41, 37], [53, 49], [65, 61]]), i: 3, j: 2)
+    end
+  end
+
   describe "errors" do
     test "a scalar tensor cannot be indexed" do
       assert_raise ArgumentError, ~r/cannot use tensor\[index\] on a scalar tensor/, fn ->

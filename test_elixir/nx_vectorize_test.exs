@@ -28,6 +28,14 @@ defmodule Nx.VectorizeTest do
     end
   end
 
+  defn three_way(p1, p2, x) do
+    cond do
+      p1 -> hook(x + 1, &send(self(), {:first, &1}))
+      p2 -> hook(x + 2, &send(self(), {:second, &1}))
+      true -> hook(x + 3, &send(self(), {:third, &1}))
+    end
+  end
+
   defn double_n_times(x, n) do
     {_i, v} =
       while {i = n, v = x}, i > 0 do
@@ -342,6 +350,24 @@ defmodule Nx.VectorizeTest do
 
     # Nx 0.7.2: a condition with one scalar per entry runs each entry until its own condition
     # fails (the loop stops when none holds); the state gains the condition's axes, first
+    # as in Nx 0.7.2: a branch that no entry takes does not run (its hooks stay quiet)
+    test "a cond on vectorized conditions runs only the branches some entry takes" do
+      p1 = Nx.vectorize(Nx.tensor([1, 0, 0]), :p)
+      none = Nx.vectorize(Nx.tensor([0, 0, 0]), :p)
+      assert three_way(p1, none, 10) == Nx.vectorize(Nx.tensor([11, 13, 13]), :p)
+      assert_received {:first, first}
+      assert first == Nx.tensor(11)
+      assert_received {:third, _}
+      refute_received {:second, _}
+
+      assert three_way(p1, Nx.vectorize(Nx.tensor([0, 1, 1]), :p), 10) ==
+               Nx.vectorize(Nx.tensor([11, 12, 12]), :p)
+
+      assert_received {:first, _}
+      assert_received {:second, _}
+      refute_received {:third, _}
+    end
+
     test "a vectorized condition stops each entry on its own" do
       x = Nx.vectorize(Nx.tensor([[1, 2], [-3, 1]]), :x)
       # [1, 2] sums to 3: doubled twice (sum 12); [3, 4] once (14); [-3, 1] sums to -2:

@@ -115,6 +115,43 @@ defmodule Nx.Tensor do
   # integer or a tensor indexed: one graph when eager, the starts its arguments (so t[0] and
   # t[1] share one trace; integer starts are in bounds, so a dynamic start reads the same).
   defp read(tensor, indices) do
+    if Enum.any?(indices, &vectorized_index?/1),
+      do: read_vectorized(tensor, indices),
+      else: read_static(tensor, indices)
+  end
+
+  defp vectorized_index?(index),
+    do:
+      match?(
+        %__MODULE__{shape: {}, vectorized_axes: [_ | _], type: {kind, _}} when kind in [:s, :u],
+        index
+      )
+
+  # a vectorized scalar index (one position per entry) reads its axis whole, then takes the
+  # entry's position there (Nx.take/3 with a scalar index drops the axis)
+  defp read_vectorized(tensor, indices) do
+    {plain, picks} =
+      indices
+      |> Enum.with_index()
+      |> Enum.map_reduce([], fn {index, axis}, picks ->
+        if vectorized_index?(index),
+          do: {.., [{axis, index} | picks]},
+          else: {index, picks}
+      end)
+
+    dropped = for {index, axis} <- Enum.with_index(plain), not match?(%Range{}, index), do: axis
+
+    # (lowest axis first, so the indices' vectorized axes come in their order; each take
+    # removes its axis)
+    picks
+    |> Enum.reverse()
+    |> Enum.with_index()
+    |> Enum.reduce(read_static(tensor, plain), fn {{axis, index}, taken}, acc ->
+      Nx.take(acc, index, axis: axis - Enum.count(dropped, &(&1 < axis)) - taken)
+    end)
+  end
+
+  defp read_static(tensor, indices) do
     dims = Tuple.to_list(tensor.shape)
 
     parts =

@@ -22,6 +22,8 @@ defmodule Nx.Defn.ControlFlow do
   ## if / cond
 
   @site_key {__MODULE__, :site}
+  # the entries a vectorized if/cond branch being traced runs for (a vectorized u8)
+  @open_key {__MODULE__, :open_entries}
 
   @doc false
   # `if`/`while` of a defn body run here with their place in the source, so that a mistake
@@ -55,9 +57,10 @@ defmodule Nx.Defn.ControlFlow do
   broadcast shape of the two branches' leaves, and the union of their vectorized axes
   (branches may use vectorized values: the node takes them devectorized).
 
-  A vectorized condition (one scalar per entry) selects entry by entry instead: both
-  branches are computed (`Nx.select/3` over their leaves), hooks of both fire, and a branch
-  with an infinite derivative poisons the gradient where it is not taken.
+  A vectorized condition (one scalar per entry) selects entry by entry instead
+  (`Nx.select/3` over the branches' leaves); a branch runs only when some entry takes it (as
+  in Nx 0.7.2: its hooks fire then only), and where it runs, a branch with an infinite
+  derivative poisons the gradient of the entries that do not take it.
   """
   @spec if_(Nx.Tensor.t() | number, (() -> term), (() -> term)) :: term
   def if_(condition, on_true, on_false) do
@@ -71,13 +74,24 @@ defmodule Nx.Defn.ControlFlow do
     if pred.vectorized_axes == [] do
       cond_node(pred, on_true, on_false)
     else
-      {true_result, false_result} = {on_true.(), on_false.()}
+      # each branch runs (a scalar cond) only when some entry takes it, as in Nx; inside a
+      # branch, the entries that took it are the open ones (for the ifs and conds nested there)
+      open = Process.get(@open_key)
+      takes_true = if open, do: Nx.logical_and(open, pred), else: Nx.not_equal(pred, 0)
+      takes_false = if open, do: Nx.logical_and(open, Nx.equal(pred, 0)), else: Nx.equal(pred, 0)
+      true_result = open_branch(takes_true, on_true)
+      false_result = open_branch(takes_false, on_false)
       same_branches!(true_result, false_result)
       true_leaves = Composite.flatten_list([true_result])
       false_leaves = Composite.flatten_list([false_result])
       selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(pred, &1, &2))
       Composite.fill(true_result, selected)
     end
+  end
+
+  defp open_branch(takes, branch) do
+    any = takes |> Nx.devectorize(keep_names: false) |> Nx.any()
+    cond_node(any, fn -> Expr.with_process_value(@open_key, takes, branch) end, :zeros)
   end
 
   defp same_branches!(true_result, false_result) do
@@ -91,8 +105,10 @@ defmodule Nx.Defn.ControlFlow do
     end
   end
 
+  # `on_false` :zeros: the other branch gives zeros shaped like `on_true`'s result
   defp cond_node(pred, on_true, on_false) do
     {true_result, true_scope} = trace(on_true)
+    on_false = if on_false == :zeros, do: fn -> zeros_like(true_result) end, else: on_false
     {false_result, false_scope} = trace(on_false)
     same_branches!(true_result, false_result)
 
@@ -123,6 +139,14 @@ defmodule Nx.Defn.ControlFlow do
       outs = Expr.tuple(:cond, inputs, %{branches: branches}, templates)
       Composite.fill(true_result, Tuple.to_list(outs))
     end
+  end
+
+  defp zeros_like(container) do
+    Composite.traverse(container, fn leaf ->
+      %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes} = Expr.to_expr(leaf)
+      zeros = Nx.broadcast(Nx.tensor(0, type: type), shape)
+      if axes == [], do: zeros, else: vectorize_as(zeros, axes)
+    end)
   end
 
   defp merge_template(left, right) do
