@@ -26,7 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-from py_backend import numerics, nx_rules  # noqa: E402
+from py_backend import complex_math, numerics, nx_rules  # noqa: E402
 from py_backend.graph import (  # noqa: E402
     BINARY,
     BINARY_A,
@@ -485,6 +485,21 @@ if numerics.exact():
         _table.update({op: fn for op, fn in nx_rules.functions().items() if op in _table})
 
 
+def _complex_by(
+    complex_fn: Callable[[jax.Array], jax.Array], real_fn: Callable[[jax.Array], jax.Array]
+) -> Callable[[jax.Array], jax.Array]:
+    def apply(x: jax.Array) -> jax.Array:
+        return complex_fn(x) if jnp.iscomplexobj(x) else real_fn(x)
+
+    return apply
+
+
+# complex cbrt and atan2 have no XLA kernel: computed as Nx's Complex computes them (on top
+# of the real functions of either numerics mode)
+UNARY_A_FNS["cbrt"] = _complex_by(complex_math.cbrt, UNARY_A_FNS["cbrt"])
+BINARY_A_FNS["atan2"] = complex_math.real_atan2(BINARY_A_FNS["atan2"])
+
+
 def _predicate(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(*(jnp.asarray(a) for a in c.args)).astype(np.uint8)
@@ -552,6 +567,14 @@ def _scan(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
+def lower_cumulative_product(c: Call) -> Value:
+    """Complex running products never multiply by 1+0i (:mod:`py_backend.complex_math`)."""
+    (x,) = _cast_all(c)
+    if not jnp.iscomplexobj(x):
+        return lax.cumprod(x, axis=c.node.opts["axis"], reverse=c.node.opts["reverse"])
+    return complex_math.cumulative_product(x, c.node.opts["axis"], c.node.opts["reverse"])
+
+
 def _window_config(c: Call) -> tuple[tuple[int, ...], tuple[int, ...], Any, tuple[int, ...]]:
     o = c.node.opts
     dilations = o.get("window_dilations", (1,) * len(o["window_dimensions"]))
@@ -612,9 +635,11 @@ def _window_reduce(
 
 
 def lower_window_product(c: Call) -> Value:
-    """The product of one strided slice per window position; padding holds 1."""
+    """The product of one strided slice per window position; padding holds 1 (which complex
+    products skip: see :mod:`py_backend.complex_math`)."""
     (x,) = _cast_all(c)
-    return _window_by_slices(c, x, lax.mul, np.array(1, c.dtype))
+    times = complex_math.times_skipping_one if jnp.iscomplexobj(x) else lax.mul
+    return _window_by_slices(c, x, times, np.array(1, c.dtype))
 
 
 def _window_scatter(select: Any) -> Callable[[Call], Value]:
@@ -651,7 +676,7 @@ OPS_A: dict[str, Callable[[Call], Value]] = {
     "argmax": _arg_reduction(jnp.argmax),
     "argmin": _arg_reduction(jnp.argmin),
     "cumulative_sum": _scan(lax.cumsum),
-    "cumulative_product": _scan(lax.cumprod),
+    "cumulative_product": lower_cumulative_product,
     "cumulative_max": _scan(lax.cummax),
     "cumulative_min": _scan(lax.cummin),
     "window_sum": _window_reduce(lax.add, lambda d: np.array(0, d)),
@@ -673,6 +698,14 @@ def _reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
         return fn(x, axis=None if axes is None else tuple(axes), keepdims=c.node.opts["keep_axes"])
 
     return lower
+
+
+def lower_product(c: Call) -> Value:
+    """Complex products never multiply by the identity 1+0i (:mod:`py_backend.complex_math`)."""
+    x = jnp.asarray(c.args[0]).astype(c.dtype)
+    if not jnp.iscomplexobj(x):
+        return _reduction(jnp.prod)(c)
+    return complex_math.product(x, c.node.opts["axes"], c.node.opts["keep_axes"])
 
 
 def lower_reshape(c: Call) -> Value:
@@ -1400,7 +1433,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "select": lower_select,
     "as_type": lower_as_type,
     "sum": _reduction(jnp.sum),
-    "product": _reduction(jnp.prod),
+    "product": lower_product,
     "reduce_max": _reduction(jnp.max),
     "reduce_min": _reduction(jnp.min),
     "mean": _reduction(jnp.mean),
