@@ -1483,5 +1483,74 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
 
 def lower(graph: Graph, sink: HookSink | None = None) -> Callable[..., list[jax.Array]]:
     """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``); its
-    hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires)."""
-    return Lowering(graph, sink or _dispatch).function()
+    hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires).
+    In numerics mode ``nx``, computed NaNs come out as Nx writes them (:func:`canonical_nan`)."""
+    run = Lowering(graph, sink or _dispatch).function()
+    if not numerics.exact():
+        return run
+    computed = [_computed(graph, o) for o in graph.outputs]
+
+    def run_canonical(*args: jax.Array) -> list[jax.Array]:
+        return [canonical_nan(v) if c else v for v, c in zip(run(*args), computed, strict=True)]
+
+    return run_canonical
+
+
+# Ops that move their first input's elements without computing them (Nx keeps their bits), and
+# nodes whose bits come from the caller (a from_binary payload, a bitcast)
+_MOVING = frozenset(
+    {"reshape", "transpose", "broadcast", "slice", "dynamic_slice", "reverse", "gather", "take",
+     "take_along_axis", "metadata", "stop_grad"}
+)
+_GIVEN = frozenset({"parameter", "constant", "tensor", "bitcast"})
+
+
+def _computed(graph: Graph, node_id: int) -> bool:
+    """Whether the output ``node_id`` holds computed values, not elements moved from an input
+    or a constant."""
+    node = graph.nodes[node_id]
+    while node.op in _MOVING and node.inputs:
+        node = graph.nodes[node.inputs[0]]
+    return node.op not in _GIVEN
+
+
+def canonical_nan(value: Value) -> Value:
+    """Every NaN as the quiet NaN with a clear sign bit, the one Nx's binary backend writes for
+    any NaN it computes (``0x7FC00000`` in f32); XLA on x86-64 computes the one with the sign
+    bit set (``0/0``, ``Inf - Inf``), and the tensors would not be ``==`` to Nx's. Complex
+    parts each."""
+    if isinstance(value, tuple):
+        return tuple(canonical_nan(v) for v in value)
+    x = jnp.asarray(value)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return x
+    return _canonical_nan(x)
+
+
+# (the identity for differentiation: a function of the graph's outputs, as a test's jax.grad,
+# sees through it; bits have no derivative)
+@jax.custom_jvp
+def _canonical_nan(x: jax.Array) -> jax.Array:
+    if jnp.iscomplexobj(x):
+        return lax.complex(_canonical_nan_bits(jnp.real(x)), _canonical_nan_bits(jnp.imag(x)))
+    return _canonical_nan_bits(x)
+
+
+@_canonical_nan.defjvp
+def _canonical_nan_jvp(
+    primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+    return _canonical_nan(primals[0]), tangents[0]
+
+
+def _canonical_nan_bits(x: jax.Array) -> jax.Array:
+    # On the bits: LLVM folds a float select(isnan(x), NaN, x) back into x, and takes the
+    # result of some float ops, as sqrt, for never NaN. Of the flattened tensor: XLA's CPU
+    # compiler permutes the elements of a bitcast-convert of a result it lays out in another
+    # order than row-major (the gradient of a dilated convolution); a flat array has one order.
+    bits = np.dtype(f"uint{x.dtype.itemsize * 8}")
+    nan, inf = (np.array(v, x.dtype).view(bits) for v in (np.nan, np.inf))
+    magnitude = np.array(np.iinfo(bits).max >> 1, bits)
+    b = lax.bitcast_convert_type(x.reshape(-1), bits)
+    canonical = lax.bitcast_convert_type(jnp.where((b & magnitude) > inf, nan, b), x.dtype)
+    return canonical.reshape(x.shape)
