@@ -4,7 +4,8 @@ defmodule Complex do
 
   Each part is a number or one of `:nan`, `:infinity`, `:neg_infinity` (Erlang floats cannot
   hold non-finite values). Only what tensors need is here: building numbers, reading their
-  parts and printing them the way Nx prints complex elements.
+  parts, their phase (what `Nx.phase/1` computes) and printing them the way Nx prints complex
+  elements.
 
   ## Examples
 
@@ -54,6 +55,53 @@ defmodule Complex do
   @doc "The imaginary part."
   @spec imag(t) :: part
   def imag(%__MODULE__{im: im}), do: im
+
+  @doc """
+  The phase (argument) of a complex number or a real one, in radians: `atan2(im, re)`, in
+  `(-pi, pi]`, with the values the `complex` package (0.5) gives for non-finite parts. A real
+  number's phase is the integer `0` (or `pi` below zero).
+
+  ## Examples
+
+      iex> Complex.phase(Complex.new(0, 1))
+      1.5707963267948966
+      iex> Complex.phase(Complex.new(:infinity, 3))
+      0
+      iex> Complex.phase(Complex.new(:neg_infinity, :infinity))
+      2.356194490192345
+      iex> Complex.phase(-2)
+      3.141592653589793
+  """
+  @spec phase(t | part) :: number | :nan
+  def phase(:nan), do: :nan
+  def phase(:infinity), do: 0
+  def phase(:neg_infinity), do: :math.pi()
+  def phase(x) when is_number(x) and x < 0, do: :math.pi()
+  def phase(x) when is_number(x), do: 0
+
+  # an infinite real part and a finite imaginary one: the direction of the real axis
+  def phase(%__MODULE__{re: :infinity, im: im}) when is_number(im), do: 0
+  def phase(%__MODULE__{re: :neg_infinity, im: im}) when is_number(im), do: :math.pi()
+
+  # both infinite: the diagonals (the complex package answers 5pi/4 for -Inf-Infi)
+  def phase(%__MODULE__{re: :infinity, im: :infinity}), do: :math.pi() / 4
+  def phase(%__MODULE__{re: :infinity, im: :neg_infinity}), do: -:math.pi() / 4
+  def phase(%__MODULE__{re: :neg_infinity, im: :infinity}), do: 3 * :math.pi() / 4
+  def phase(%__MODULE__{re: :neg_infinity, im: :neg_infinity}), do: 5 * :math.pi() / 4
+
+  # an infinite imaginary part and a finite or NaN real one: the direction of the imaginary
+  # axis (the complex package decides on the imaginary part first here)
+  def phase(%__MODULE__{re: re, im: :infinity}) when re not in [:infinity, :neg_infinity],
+    do: :math.pi() / 2
+
+  def phase(%__MODULE__{re: re, im: :neg_infinity}) when re not in [:infinity, :neg_infinity],
+    do: -:math.pi() / 2
+
+  def phase(%__MODULE__{re: re, im: im}) when is_number(re) and is_number(im),
+    do: :math.atan2(im, re)
+
+  # a NaN part
+  def phase(%__MODULE__{}), do: :nan
 
   @doc """
   The number as Nx prints a complex element: `re+imi` or `re-imi`, each part formatted by

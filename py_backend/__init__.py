@@ -3,7 +3,8 @@
 Layers (one module each): :mod:`channel` (framing, ETF codec), :mod:`graph` (decode and validate),
 :mod:`lower` (graph -> JAX), :mod:`cache` (compiled executables), :mod:`worker` (the loop).
 :mod:`numerics` says how floats are rounded (Nx's way or XLA's), :mod:`nx_rules` holds the
-element-wise functions and derivatives of Nx's way.
+element-wise functions and derivatives of Nx's way, :mod:`complex_math` the complex functions
+XLA has no kernel for and complex products as Nx computes them.
 """
 
 from py_backend import numerics

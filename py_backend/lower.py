@@ -26,7 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-from py_backend import numerics, nx_rules  # noqa: E402
+from py_backend import complex_math, numerics, nx_rules  # noqa: E402
 from py_backend.graph import (  # noqa: E402
     BINARY,
     BINARY_A,
@@ -485,6 +485,21 @@ if numerics.exact():
         _table.update({op: fn for op, fn in nx_rules.functions().items() if op in _table})
 
 
+def _complex_by(
+    complex_fn: Callable[[jax.Array], jax.Array], real_fn: Callable[[jax.Array], jax.Array]
+) -> Callable[[jax.Array], jax.Array]:
+    def apply(x: jax.Array) -> jax.Array:
+        return complex_fn(x) if jnp.iscomplexobj(x) else real_fn(x)
+
+    return apply
+
+
+# complex cbrt and atan2 have no XLA kernel: computed as Nx's Complex computes them (on top
+# of the real functions of either numerics mode)
+UNARY_A_FNS["cbrt"] = _complex_by(complex_math.cbrt, UNARY_A_FNS["cbrt"])
+BINARY_A_FNS["atan2"] = complex_math.real_atan2(BINARY_A_FNS["atan2"])
+
+
 def _predicate(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(*(jnp.asarray(a) for a in c.args)).astype(np.uint8)
@@ -574,6 +589,14 @@ def _scan(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
+def lower_cumulative_product(c: Call) -> Value:
+    """Complex running products never multiply by 1+0i (:mod:`py_backend.complex_math`)."""
+    (x,) = _cast_all(c)
+    if not jnp.iscomplexobj(x):
+        return lax.cumprod(x, axis=c.node.opts["axis"], reverse=c.node.opts["reverse"])
+    return complex_math.cumulative_product(x, c.node.opts["axis"], c.node.opts["reverse"])
+
+
 def _window_config(c: Call) -> tuple[tuple[int, ...], tuple[int, ...], Any, tuple[int, ...]]:
     o = c.node.opts
     dilations = o.get("window_dilations", (1,) * len(o["window_dimensions"]))
@@ -636,10 +659,12 @@ def _window_reduce(
 
 
 def lower_window_product(c: Call) -> Value:
-    """The product of one strided slice per window position; padding holds 1."""
+    """The product of one strided slice per window position; padding holds 1 (which complex
+    products skip: see :mod:`py_backend.complex_math`)."""
     (x,) = _cast_all(c)
     wide = _accumulator(c.dtype)
-    return _window_by_slices(c, x.astype(wide), lax.mul, np.array(1, wide)).astype(c.dtype)
+    times = complex_math.times_skipping_one if jnp.iscomplexobj(x) else lax.mul
+    return _window_by_slices(c, x.astype(wide), times, np.array(1, wide)).astype(c.dtype)
 
 
 def _window_scatter(select: Any) -> Callable[[Call], Value]:
@@ -676,7 +701,7 @@ OPS_A: dict[str, Callable[[Call], Value]] = {
     "argmax": _arg_reduction(jnp.argmax),
     "argmin": _arg_reduction(jnp.argmin),
     "cumulative_sum": _scan(lax.cumsum),
-    "cumulative_product": _scan(lax.cumprod),
+    "cumulative_product": lower_cumulative_product,
     "cumulative_max": _scan(lax.cummax),
     "cumulative_min": _scan(lax.cummin),
     "window_sum": _window_reduce(lax.add, lambda d: np.array(0, d)),
@@ -726,6 +751,15 @@ def lower_mean(c: Call) -> Value:
     if not jnp.issubdtype(x.dtype, jnp.integer):
         total = total.astype(c.dtype).astype(wide)  # a float sum is written in its type first
     return (total / np.array(count, wide)).astype(c.dtype)
+
+
+def lower_product(c: Call) -> Value:
+    """Multiplied up in :func:`_accumulator`'s type; complex products (on c128 in mode nx)
+    never multiply by the identity 1+0i (:mod:`py_backend.complex_math`)."""
+    x = jnp.asarray(c.args[0]).astype(c.dtype)
+    if not jnp.iscomplexobj(x):
+        return _reduction(jnp.prod, accumulates=True)(c)
+    return complex_math.product(x, c.node.opts["axes"], c.node.opts["keep_axes"])
 
 
 def lower_reshape(c: Call) -> Value:
@@ -1457,7 +1491,7 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
     "select": lower_select,
     "as_type": lower_as_type,
     "sum": _reduction(jnp.sum, accumulates=True),
-    "product": _reduction(jnp.prod, accumulates=True),
+    "product": lower_product,
     "reduce_max": _reduction(jnp.max),
     "reduce_min": _reduction(jnp.min),
     "mean": lower_mean,
@@ -1508,14 +1542,73 @@ OPS: Mapping[str, Callable[[Call], Value]] = {
 def lower(graph: Graph, sink: HookSink | None = None) -> Callable[..., list[jax.Array]]:
     """The graph as a Python function of its ``run`` arguments (ready for ``jax.jit``); its
     hooks call ``sink`` (default: the one given to :func:`set_hook_sink`, when the hook fires).
-    In numerics mode nx its float results carry Nx's one NaN (:func:`nx_rules.positive_nan`)."""
+    In numerics mode ``nx``, computed NaNs come out as Nx writes them (:func:`canonical_nan`)."""
     run = Lowering(graph, sink or _dispatch).function()
     if not numerics.exact():
         return run
-    return lambda *args: [_positive_nans(v) for v in run(*args)]
+    computed = [_computed(graph, o) for o in graph.outputs]
+
+    def run_canonical(*args: jax.Array) -> list[jax.Array]:
+        return [canonical_nan(v) if c else v for v, c in zip(run(*args), computed, strict=True)]
+
+    return run_canonical
 
 
-def _positive_nans(value: Value) -> Value:
+# Ops that move their first input's elements without computing them (Nx keeps their bits), and
+# nodes whose bits come from the caller (a from_binary payload, a bitcast)
+_MOVING = frozenset(
+    {"reshape", "transpose", "broadcast", "slice", "dynamic_slice", "reverse", "gather", "take",
+     "take_along_axis", "metadata", "stop_grad"}
+)
+_GIVEN = frozenset({"parameter", "constant", "tensor", "bitcast"})
+
+
+def _computed(graph: Graph, node_id: int) -> bool:
+    """Whether the output ``node_id`` holds computed values, not elements moved from an input
+    or a constant."""
+    node = graph.nodes[node_id]
+    while node.op in _MOVING and node.inputs:
+        node = graph.nodes[node.inputs[0]]
+    return node.op not in _GIVEN
+
+
+def canonical_nan(value: Value) -> Value:
+    """Every NaN as the quiet NaN with a clear sign bit, the one Nx's binary backend writes for
+    any NaN it computes (``0x7FC00000`` in f32); XLA on x86-64 computes the one with the sign
+    bit set (``0/0``, ``Inf - Inf``), and the tensors would not be ``==`` to Nx's. Complex
+    parts each."""
     if isinstance(value, tuple):
-        return tuple(_positive_nans(v) for v in value)
-    return nx_rules.positive_nan(value)
+        return tuple(canonical_nan(v) for v in value)
+    x = jnp.asarray(value)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return x
+    return _canonical_nan(x)
+
+
+# (the identity for differentiation: a function of the graph's outputs, as a test's jax.grad,
+# sees through it; bits have no derivative)
+@jax.custom_jvp
+def _canonical_nan(x: jax.Array) -> jax.Array:
+    if jnp.iscomplexobj(x):
+        return lax.complex(_canonical_nan_bits(jnp.real(x)), _canonical_nan_bits(jnp.imag(x)))
+    return _canonical_nan_bits(x)
+
+
+@_canonical_nan.defjvp
+def _canonical_nan_jvp(
+    primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+    return _canonical_nan(primals[0]), tangents[0]
+
+
+def _canonical_nan_bits(x: jax.Array) -> jax.Array:
+    # On the bits: LLVM folds a float select(isnan(x), NaN, x) back into x, and takes the
+    # result of some float ops, as sqrt, for never NaN. Of the flattened tensor: XLA's CPU
+    # compiler permutes the elements of a bitcast-convert of a result it lays out in another
+    # order than row-major (the gradient of a dilated convolution); a flat array has one order.
+    bits = np.dtype(f"uint{x.dtype.itemsize * 8}")
+    nan, inf = (np.array(v, x.dtype).view(bits) for v in (np.nan, np.inf))
+    magnitude = np.array(np.iinfo(bits).max >> 1, bits)
+    b = lax.bitcast_convert_type(x.reshape(-1), bits)
+    canonical = lax.bitcast_convert_type(jnp.where((b & magnitude) > inf, nan, b), x.dtype)
+    return canonical.reshape(x.shape)

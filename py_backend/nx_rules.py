@@ -178,16 +178,3 @@ def functions() -> dict[str, Fn]:
     """The element-wise functions this module replaces, by op name."""
     return dict(_WRAPPED)
 
-
-def positive_nan(value: jax.Array) -> jax.Array:
-    """``value`` with every NaN written as the quiet NaN with the sign bit clear, the one NaN
-    Nx's binary backend writes. x86 arithmetic makes the opposite one (``inf - inf``, ``0 *
-    inf``, ``min(-inf, nan)`` set the sign bit), which prints alike but makes the tensor
-    unequal under ``==``, which compares the bytes. A complex number has each part
-    rewritten."""
-    value = jnp.asarray(value)
-    if jnp.iscomplexobj(value):
-        return lax.complex(positive_nan(jnp.real(value)), positive_nan(jnp.imag(value)))
-    if not jnp.issubdtype(value.dtype, jnp.floating):
-        return value
-    return jnp.where(jnp.isnan(value), jnp.array(np.nan, value.dtype), value)

@@ -64,9 +64,9 @@ defmodule Nx.ElementwiseTest do
       assert Nx.cosh(Nx.tensor([0.5], type: :f16)) |> Nx.to_flat_list() == [1.1279296875]
     end
 
-    test "cbrt, erf, erfc and erf_inv refuse complex inputs" do
-      for op <- [:cbrt, :erf, :erfc, :erf_inv] do
-        assert_raise ArgumentError, ~r/Nx.#{op}\/1 does not support complex inputs/, fn ->
+    test "erf, erfc and erf_inv refuse complex inputs, with Nx's message" do
+      for op <- [:erf, :erfc, :erf_inv] do
+        assert_raise ArgumentError, "Nx.#{op}/1 does not support complex inputs", fn ->
           apply(Nx, op, [Nx.tensor([Complex.new(1, 1)])])
         end
       end
@@ -317,14 +317,14 @@ defmodule Nx.ElementwiseTest do
     test "ops without complex support raise" do
       z = Nx.tensor([Complex.new(1, 1)])
 
-      for {op, args} <- [
-            floor: [z],
-            round: [z],
-            remainder: [z, 2],
-            atan2: [z, z],
-            clip: [z, 0, 1]
+      # (Nx 0.7.2's messages, word for word; clip's names clip/2)
+      for {op, args, arity} <- [
+            {:floor, [z], 1},
+            {:round, [z], 1},
+            {:remainder, [z, 2], 2},
+            {:clip, [z, 0, 1], 2}
           ] do
-        assert_raise ArgumentError, ~r/does not support complex inputs/, fn ->
+        assert_raise ArgumentError, "Nx.#{op}/#{arity} does not support complex inputs", fn ->
           apply(Nx, op, args)
         end
       end

@@ -313,8 +313,8 @@ defmodule Nx.MoreApiTest do
       assert values(Fns.mid(Nx.tensor([[3.0, 1.0], [0.0, 4.0]]))) == [2.0, 2.0]
     end
 
-    test "complex input raises" do
-      assert_raise ArgumentError, ~r/median\/2 does not support complex/, fn ->
+    test "complex input raises, naming sort/2 as Nx 0.7.2 does" do
+      assert_raise ArgumentError, "Nx.sort/2 does not support complex inputs", fn ->
         Nx.median(Nx.tensor([Complex.new(1, 1)]))
       end
     end

@@ -80,7 +80,9 @@ defmodule Nx.LinAlg do
   defp keyword!(opts, keys), do: Nx.Defn.Kernel.keyword!(opts, keys)
 
   @doc """
-  Solves `a . x = b` (or `x . a = b` with `left_side: false`) for a triangular `a`.
+  Solves `a . x = b` (or `x . a = b` with `left_side: false`) for a triangular `a`. A zero on
+  the diagonal of a concrete `a` raises, as in Nx 0.7.2 (inside `defn` the values are not
+  known: the result then holds infinities or NaN).
 
   ## Options
 
@@ -114,8 +116,41 @@ defmodule Nx.LinAlg do
       raise ArgumentError, "triangular_solve expects #{key}: true or false"
     end
 
+    nonzero_diagonal!(a)
     wire = Map.new(opts)
     apply_op(:triangular_solve, [a, b], wire, float_type([a, b]), b.shape)
+  end
+
+  # Nx 0.7.2 divides by each diagonal entry of `a` and raises when one is zero: the same
+  # check on a concrete `a` (inside defn its values are not known, and a zero entry gives
+  # infinities or NaN, as XLA's solver does)
+  defp nonzero_diagonal!(%Nx.Tensor{data: %Expr{}}), do: :ok
+
+  defp nonzero_diagonal!(%Nx.Tensor{type: {kind, bits}, shape: shape} = a) do
+    n = elem(shape, tuple_size(shape) - 1)
+    bytes = div(bits, 8)
+    binary = Nx.to_binary(a)
+    matrices = if n == 0, do: 0, else: div(byte_size(binary), n * n * bytes)
+    part_bits = if kind == :c, do: div(bits, 2), else: bits
+
+    singular? =
+      Enum.any?(0..(matrices * n - 1)//1, fn k ->
+        # the k-th diagonal entry counted through the batch: matrix div(k, n), row rem(k, n)
+        offset = (div(k, n) * n * n + rem(k, n) * (n + 1)) * bytes
+        zero_entry?(binary_part(binary, offset, bytes), kind, part_bits)
+      end)
+
+    if singular?, do: raise(ArgumentError, "can't solve for singular matrix")
+    :ok
+  end
+
+  defp zero_entry?(entry, kind, _bits) when kind in [:s, :u],
+    do: entry == <<0::size(byte_size(entry) * 8)>>
+
+  # (floating parts: zero when every bit but the sign is)
+  defp zero_entry?(entry, _kind, bits) do
+    mask = Bitwise.bsl(1, bits - 1) - 1
+    for(<<part::size(bits)-native <- entry>>, do: Bitwise.band(part, mask) == 0) |> Enum.all?()
   end
 
   @doc """
@@ -384,7 +419,8 @@ defmodule Nx.LinAlg do
   The singular value decomposition `{u, s, vt}`: `u . make_diagonal(s) . vt = a`, singular
   values `s` in decreasing order. For `a` of shape `{m, n}` and `k = min(m, n)`:
   `full_matrices?: true` (default) gives `u` `{m, m}` and `vt` `{n, n}`, `false` gives
-  `u` `{m, k}` and `vt` `{k, n}`; `s` is `{k}`.
+  `u` `{m, k}` and `vt` `{k, n}`; `s` is `{k}`. Complex inputs raise (as in Nx 0.7.2, which
+  has not implemented them).
 
   ## Examples
 
@@ -399,6 +435,11 @@ defmodule Nx.LinAlg do
   def svd(a, opts \\ []) do
     opts = keyword!(opts, max_iter: nil, full_matrices?: true)
     a = Nx.to_tensor(a)
+
+    if Nx.Type.complex?(a.type) do
+      raise ArgumentError, "Nx.LinAlg.svd/2 is not yet implemented for complex inputs"
+    end
+
     Nx.Shape.matrix!(a.shape, false, "svd")
     {batch, m, n} = batch_and_matrix(a.shape)
     k = min(m, n)
