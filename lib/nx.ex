@@ -27,6 +27,7 @@ defmodule Nx do
   @type axis :: integer
   @type axes :: [axis]
 
+  @doc type: :guards
   @doc """
   Guard: whether `t` is a tensor or a number.
 
@@ -42,6 +43,7 @@ defmodule Nx do
 
   ## Creation
 
+  @doc type: :creation
   @doc """
   Builds a tensor from a number, a boolean, `:nan`/`:infinity`/`:neg_infinity`, or an
   arbitrarily nested list of those.
@@ -160,6 +162,7 @@ defmodule Nx do
     }
   end
 
+  @doc type: :creation
   @doc """
   Builds a one-dimensional tensor from native-endian bytes of `type`.
 
@@ -189,6 +192,7 @@ defmodule Nx do
     from_binary_data(binary, type, {div(Kernel.byte_size(binary), bytes)})
   end
 
+  @doc type: :conversion
   @doc """
   Returns the native-endian bytes of a concrete tensor.
 
@@ -246,6 +250,7 @@ defmodule Nx do
     Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
   end
 
+  @doc type: :conversion
   @doc """
   Returns the value of a scalar tensor: a number, or `:nan`, `:infinity`, `:neg_infinity`.
 
@@ -276,6 +281,7 @@ defmodule Nx do
     number
   end
 
+  @doc type: :conversion
   @doc """
   Returns the elements of a tensor as a flat list, in row-major order; `limit: n` returns
   only the first `n`.
@@ -295,6 +301,7 @@ defmodule Nx do
     Nx.BinaryBackend.to_list(to_binary(tensor, opts), tensor.type)
   end
 
+  @doc type: :conversion
   @doc """
   Returns the elements of a tensor as a nested list following its shape (a scalar gives its
   number).
@@ -328,6 +335,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :conversion
   @doc """
   Converts a number into a scalar tensor; tensors are returned as they are.
 
@@ -369,6 +377,7 @@ defmodule Nx do
 
   ## Backends
 
+  @doc type: :backend
   @doc """
   The backend of new results in this process: `Nx.BinaryBackend` (the default: results come
   back into Elixir memory) or `NxJax.Backend` (results stay resident on a worker).
@@ -386,6 +395,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :backend
   @doc """
   Sets the backend of new results in this process (see `default_backend/0`); returns the
   previous one.
@@ -394,6 +404,7 @@ defmodule Nx do
     Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
   end
 
+  @doc type: :backend
   @doc """
   Moves the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`): a
   resident tensor (`NxJax.Backend`) is fetched and freed on its worker; `NxJax.Backend` as
@@ -415,6 +426,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :backend
   @doc """
   Copies the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`); a
   resident source stays resident.
@@ -429,6 +441,7 @@ defmodule Nx do
   defp container!(data),
     do: Nx.Defn.Composite.container!(data, "expected a tensor, a number or a container of them")
 
+  @doc type: :backend
   @doc """
   Frees the data of a resident tensor (or of each tensor of a container) on its worker: `:ok`,
   or `:already_deallocated` for a single tensor that was not resident (tensors in Elixir memory
@@ -443,6 +456,7 @@ defmodule Nx do
     :ok
   end
 
+  @doc type: :creation
   @doc """
   A tensor with a type and a shape but no data, to describe the inputs of a function.
 
@@ -462,6 +476,7 @@ defmodule Nx do
 
   ## Introspection
 
+  @doc type: :shape
   @doc """
   The shape of a tensor or number (a shape tuple is returned as it is).
 
@@ -478,6 +493,7 @@ defmodule Nx do
   def shape(number) when is_number(number), do: {}
   def shape(other), do: to_tensor(other).shape
 
+  @doc type: :type
   @doc """
   The type of a tensor or number.
 
@@ -492,6 +508,7 @@ defmodule Nx do
   def type(%T{type: type}), do: type
   def type(number), do: Nx.Type.infer(number)
 
+  @doc type: :shape
   @doc """
   The axis names of a tensor, one per axis (`nil` for an unnamed axis).
 
@@ -514,6 +531,7 @@ defmodule Nx do
   def names(number) when is_number(number), do: []
   def names(other), do: names(to_tensor(other))
 
+  @doc type: :shape
   @doc """
   Gives a tensor new axis names, one per axis (`nil` for none); the data is not touched.
 
@@ -542,6 +560,7 @@ defmodule Nx do
     %T{tensor | names: Nx.Shape.named_axes!(names, tensor.shape)}
   end
 
+  @doc type: :shape
   @doc """
   The number of dimensions.
 
@@ -555,6 +574,7 @@ defmodule Nx do
   """
   def rank(tensor), do: tuple_size(shape(tensor))
 
+  @doc type: :shape
   @doc """
   The number of elements.
 
@@ -566,6 +586,7 @@ defmodule Nx do
   """
   def size(tensor), do: Nx.Shape.size(shape(tensor))
 
+  @doc type: :shape
   @doc """
   The size of one axis (negative axes count from the end).
 
@@ -585,6 +606,7 @@ defmodule Nx do
 
   ## Vectorization
 
+  @doc type: :shape
   @doc """
   Turns leading axes of `tensor` into vectorized axes: every operation then works on each
   entry independently ("for each" semantics), and `shape/1` no longer counts them.
@@ -673,6 +695,7 @@ defmodule Nx do
     }
   end
 
+  @doc type: :shape
   @doc """
   Turns the vectorized axes of `tensor` back into leading axes (outermost first).
 
@@ -704,6 +727,7 @@ defmodule Nx do
     }
   end
 
+  @doc type: :vectorization
   @doc """
   Changes the vectorized axes and the shape of `tensor` at once, keeping its elements in
   row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape`
@@ -752,6 +776,7 @@ defmodule Nx do
     %T{vectorize(flat, vectorized_axes) | names: names}
   end
 
+  @doc type: :vectorization
   @doc """
   Gives every tensor of the list `tensors` the same vectorized axes: their union by name, in
   order of first appearance, where a size-1 axis takes the size of a larger one of its name.
@@ -852,6 +877,7 @@ defmodule Nx do
 
   ## Sigils
 
+  @doc type: :creation
   @doc """
   A vector (`~V`) from numbers separated by spaces, with an optional type suffix (`u8`,
   `s32`, `f64`, `c64`, ...; Nx's default types otherwise). Use with
@@ -882,6 +908,7 @@ defmodule Nx do
     quote do: Nx.tensor(unquote(Macro.escape(numbers)), type: unquote(type))
   end
 
+  @doc type: :creation
   @doc """
   A matrix (`~M`) from rows of numbers separated by spaces, rows separated by newlines or
   `;`, with an optional type suffix as for `sigil_V/2`.
@@ -1104,6 +1131,7 @@ defmodule Nx do
   ]
 
   for {name, {description, kind, result, header, arg}} <- @binary_ops do
+    @doc type: :element
     @doc """
     #{description} of two tensors or numbers, with broadcasting.
 
@@ -1136,6 +1164,7 @@ defmodule Nx do
   ]
 
   for {name, {symbol, result}} <- @compare_ops do
+    @doc type: :element
     @doc """
     Element-wise `#{symbol}` of two tensors or numbers, with broadcasting; returns a `u8`
     tensor of 0s and 1s.
@@ -1180,6 +1209,7 @@ defmodule Nx do
 
     header = if kind == :float, do: "f32", else: "s64"
 
+    @doc type: :element
     @doc """
     #{description}, element-wise. #{type_doc}
 
@@ -1200,6 +1230,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
   Picks `on_true` where `pred` is nonzero and `on_false` elsewhere, with broadcasting.
   The output type merges the types of `on_true` and `on_false`.
@@ -1233,6 +1264,7 @@ defmodule Nx do
     apply_op(:select, [pred, on_true, on_false], %{}, type, shape, names)
   end
 
+  @doc type: :type
   @doc """
   Converts a tensor to another type (floats to integers truncate toward zero).
 
@@ -1287,6 +1319,7 @@ defmodule Nx do
           "Integer inputs give `{:f, 32}`; floating inputs keep their type."
       end
 
+    @doc type: :aggregation
     @doc """
     #{description} of a tensor, over all axes or over `:axes`.
 
@@ -1365,6 +1398,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, result, complex?}} <- @unary_float_ops_a do
+    @doc type: :element
     @doc """
     #{description}, element-wise. Integer inputs give `{:f, 32}`; floating#{if complex?, do: " and complex", else: ""} inputs keep
     their type.#{if complex?, do: "", else: " Complex inputs raise."}
@@ -1398,6 +1432,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, header, result, complex?}} <- @unary_same_ops_a do
+    @doc type: :element
     @doc """
     #{description}, element-wise. The output has the input's type (integers pass through
     unchanged).#{if complex?, do: "", else: " Complex inputs raise."}
@@ -1427,6 +1462,7 @@ defmodule Nx do
   for {name, {description, input, header, result}} <- @bitwise_unary_ops do
     type_opt = if String.starts_with?(header, "u8"), do: ", type: :u8", else: ""
 
+    @doc type: :element
     @doc """
     #{description} of each element of an integer tensor; the output has the input's type.
 
@@ -1454,6 +1490,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, result}} <- @predicate_ops do
+    @doc type: :element
     @doc """
     #{description}; returns a `u8` tensor of 0s and 1s. For complex elements a part that is
     NaN (infinite) makes the element NaN (infinite); integers are never NaN or infinite.
@@ -1473,6 +1510,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
   The real part of each element: `{:c, 64}` gives `{:f, 32}`, `{:c, 128}` gives `{:f, 64}`;
   a real tensor gives itself as a float tensor.
@@ -1491,6 +1529,7 @@ defmodule Nx do
     apply_op(:real, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :element
   @doc """
   The imaginary part of each element, of the real type of the complex type (zeros for a
   real tensor).
@@ -1509,6 +1548,7 @@ defmodule Nx do
     apply_op(:imag, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :element
   @doc """
   The complex conjugate of each element; the output is complex (`f64` gives `c128`, other
   real types `c64`).
@@ -1535,6 +1575,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :type
   @doc """
   Reinterprets the bits of each element as `type`, which must have the same bit width.
 
@@ -1604,6 +1645,7 @@ defmodule Nx do
         :integer -> "The output type is the merge of the input types; floats raise."
       end
 
+    @doc type: :element
     @doc """
     #{description}, element-wise with broadcasting. #{type_doc}
 
@@ -1639,6 +1681,7 @@ defmodule Nx do
   ]
 
   for {name, {word, result}} <- @logical_ops do
+    @doc type: :element
     @doc """
     Element-wise logical #{word} with broadcasting: nonzero elements are true. Returns a `u8`
     tensor of 0s and 1s.
@@ -1659,6 +1702,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
   Clips every element into `[min, max]` (both scalars). The output type merges the types of
   `tensor`, `min` and `max` (numbers are weakly typed).
@@ -1691,6 +1735,7 @@ defmodule Nx do
   end
 
   for {name, word, result} <- [{:all, "all", "0"}, {:any, "any", "1"}] do
+    @doc type: :aggregation
     @doc """
     Whether #{word} of the elements are nonzero, over all axes or over `:axes`; returns a
     `u8` tensor of 0s and 1s.
@@ -1721,6 +1766,7 @@ defmodule Nx do
   end
 
   for {name, word, result} <- [{:argmax, "largest", "[1, 2]"}, {:argmin, "smallest", "[0, 0]"}] do
+    @doc type: :aggregation
     @doc """
     The index of the #{word} element, over the whole (flattened) tensor or along `:axis`.
     NaN counts as the #{word} value.
@@ -1769,6 +1815,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :aggregation
   @doc """
   The variance over all axes or over `:axes`: the mean of the squared distances from the
   mean (`|x - mean|^2` for complex tensors), divided by `n - ddof` instead of `n` when
@@ -1822,6 +1869,7 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :aggregation
   @doc """
   The standard deviation: the square root of `variance/2` (same options).
 
@@ -1836,6 +1884,7 @@ defmodule Nx do
   """
   def standard_deviation(tensor, opts \\ []), do: sqrt(variance(tensor, opts))
 
+  @doc type: :aggregation
   @doc """
   `log(sum(exp(tensor)))` over all axes or over `:axes`, computed without overflow (the
   maximum is subtracted first and held fixed for differentiation). The output is floating.
@@ -1898,6 +1947,7 @@ defmodule Nx do
   ]
 
   for {name, {word, result, reversed}} <- @scans do
+    @doc type: :cumulative
     @doc """
     The running #{word} along `:axis`: element `i` is the #{word} of the elements `0..i` (of
     `i..n-1` with `reverse: true`). The output has the input's type.
@@ -1943,6 +1993,7 @@ defmodule Nx do
   ]
 
   for {name, {word, row1, row2}} <- @windows do
+    @doc type: :window
     @doc """
     The #{word} of every window of size `window_dimensions` (a tuple, one entry per axis)
     sliding over the tensor. The output has the input's type.
@@ -1989,6 +2040,7 @@ defmodule Nx do
   end
 
   for {name, word} <- [window_scatter_max: "maximum", window_scatter_min: "minimum"] do
+    @doc type: :window
     @doc """
     Scatters `source` into a tensor of `tensor`'s shape filled with `init_value`: each
     window of `tensor` (as in `window_#{String.replace(Atom.to_string(name), "window_scatter_", "")}/3`) adds
@@ -2043,6 +2095,7 @@ defmodule Nx do
 
   ## Reductions with a function (Nx.Defn.ControlFlow builds the nodes)
 
+  @doc type: :aggregation
   @doc """
   Reduces the tensor over all axes or over `:axes` with `fun`, starting from the scalar
   `acc`: `fun.(element, acc)` returns the new accumulator. `fun` is traced once, at trace
@@ -2080,6 +2133,7 @@ defmodule Nx do
     reduce_with(:reduce, tensor, acc, fun, wire, type, {shape, names})
   end
 
+  @doc type: :window
   @doc """
   Reduces every window of size `window_dimensions` (a tuple, one entry per axis) with
   `fun`, starting from the scalar `acc` (see `reduce/4`); padded positions hold `acc`.
@@ -2145,6 +2199,7 @@ defmodule Nx do
 
   ## Dot products
 
+  @doc type: :ndim
   @doc """
   Dot product, as `Nx.dot/2`: with a scalar it multiplies; two vectors give their inner
   product; otherwise the last axis of `left` contracts with the only axis of a vector
@@ -2170,6 +2225,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   Dot product contracting `contract_axes1` of `left` with `contract_axes2` of `right`.
 
@@ -2188,6 +2244,7 @@ defmodule Nx do
   def dot(left, contract_axes1, right, contract_axes2),
     do: dot(left, contract_axes1, [], right, contract_axes2, [])
 
+  @doc type: :ndim
   @doc """
   General dot product with contraction and batch axes. The output has the batch
   dimensions, then the free dimensions of `left`, then those of `right`.
@@ -2224,6 +2281,7 @@ defmodule Nx do
 
   ## Fourier transforms (issue #3)
 
+  @doc type: :ndim
   @doc """
   The discrete Fourier transform of `tensor` along its last axis (leading axes are a batch):
   `out[k] = sum_j x[j] * exp(-2 pi i j k / n)`, no normalization.
@@ -2267,6 +2325,7 @@ defmodule Nx do
   """
   def fft(tensor, opts \\ []), do: fourier(:fft, tensor, opts)
 
+  @doc type: :ndim
   @doc """
   The inverse discrete Fourier transform of `tensor` along its last axis:
   `out[j] = (1 / n) * sum_k x[k] * exp(2 pi i j k / n)`, so `ifft(fft(x))` is `x`.
@@ -2319,6 +2378,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   The 2-D discrete Fourier transform: `fft/2` along the two `:axes` (the last two by
   default), each padded or cut to its entry of `:lengths`.
@@ -2343,6 +2403,7 @@ defmodule Nx do
   """
   def fft2(tensor, opts \\ []), do: fourier2(:fft, tensor, opts)
 
+  @doc type: :ndim
   @doc """
   The inverse of `fft2/2` (same options): `ifft/2` along the two `:axes`.
 
@@ -2402,6 +2463,7 @@ defmodule Nx do
 
   ## Shape ops
 
+  @doc type: :shape
   @doc """
   Changes the shape (the size must stay the same); `shape` may be a tuple, possibly with
   one `:auto` dimension, or a tensor whose shape is used.
@@ -2439,6 +2501,7 @@ defmodule Nx do
   defp shape_of(shape) when is_tuple(shape), do: shape
   defp shape_of(other), do: raise(ArgumentError, "expected a shape, got: #{inspect(other)}")
 
+  @doc type: :shape
   @doc """
   Permutes the axes: output axis `k` is input axis `axes[k]`. By default the axes are
   reversed.
@@ -2473,6 +2536,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :shape
   @doc """
   Broadcasts a tensor or number to `shape` (a tuple or a tensor). Input axis `k` goes to
   output axis `axes[k]`; by default the input is aligned to the trailing axes.
@@ -2522,6 +2586,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :creation
   @doc """
   A tensor counting up: with `axis: nil` (the default) `0..size-1` in row-major order,
   otherwise counting along `axis`. `shape` is a tuple or a tensor; `:type` defaults to
@@ -2559,6 +2624,7 @@ defmodule Nx do
     iota |> broadcast(List.to_tuple(sizes)) |> vectorize(axes)
   end
 
+  @doc type: :indexed
   @doc """
   A static slice: `lengths[k]` elements along each axis from `start_indices[k]`, every
   `strides[k]`-th one (`:strides` is a list or one integer for all axes, 1 by default).
@@ -2591,6 +2657,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   A slice along one axis: `length` elements from `start_index` (an integer, or a scalar
   integer tensor for a dynamic start) on `:axis` (default 0), every `:strides`-th one
@@ -2648,6 +2715,7 @@ defmodule Nx do
             "got: #{inspect(other)}"
   end
 
+  @doc type: :ndim
   @doc """
   Joins tensors along `:axis` (0 by default); all other dimensions must be equal. The
   output type merges all input types.
@@ -2684,6 +2752,7 @@ defmodule Nx do
     apply_op(:concatenate, tensors, %{axis: axis}, type, shape, names)
   end
 
+  @doc type: :shape
   @doc """
   Inserts an axis of size 1 at `axis` (negative counts from the end of the new shape).
 
@@ -2707,6 +2776,7 @@ defmodule Nx do
     apply_op(:reshape, [tensor], %{}, tensor.type, shape, names)
   end
 
+  @doc type: :shape
   @doc """
   Removes axes of size 1: all of them, or the given `:axes` (each must have size 1).
 
@@ -2767,6 +2837,7 @@ defmodule Nx do
     tensor
   end
 
+  @doc type: :shape
   @doc """
   Pads a tensor with the scalar `pad_value`. `padding_config` has one `{low, high, interior}`
   per axis: `low`/`high` elements before/after (negative values remove elements), `interior`
@@ -2800,6 +2871,7 @@ defmodule Nx do
     apply_op(:pad, inputs, opts, type, shape, axis_names(tensor))
   end
 
+  @doc type: :ndim
   @doc """
   Reverses the order of the elements along `:axes` (all axes by default).
 
@@ -2876,6 +2948,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   Writes `slice` into `tensor` starting at `start_indices` (integers or scalar integer
   tensors, one per axis). Start indices are clamped so the slice fits, as in Nx. The output
@@ -2912,6 +2985,7 @@ defmodule Nx do
     apply_op(:put_slice, inputs, %{}, type, tensor.shape, names)
   end
 
+  @doc type: :ndim
   @doc """
   Joins tensors of the same shape along a new axis `:axis` (0 by default; negative counts
   from the end of the output). The output type merges all input types.
@@ -2962,6 +3036,7 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :indexed
   @doc """
   Reads the elements (or slices) at `indices`: the last dimension of `indices` holds one
   index per axis in `:axes` (by default the first `k` axes, `k` being that dimension). The
@@ -3013,6 +3088,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   Adds `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option);
   repeated indices accumulate. The output type merges both types.
@@ -3029,6 +3105,7 @@ defmodule Nx do
   def indexed_add(tensor, indices, updates, opts \\ []),
     do: indexed(:indexed_add, tensor, indices, updates, opts)
 
+  @doc type: :indexed
   @doc """
   Writes `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option).
   With repeated indices, which update wins is unspecified. The output type merges both
@@ -3056,6 +3133,7 @@ defmodule Nx do
     apply_op(op, inputs, %{axes: axes}, type, tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :indexed
   @doc """
   Takes the entries at `indices` along `:axis` (0 by default): that axis is replaced by the
   dimensions of `indices`. Out-of-range indices are clamped into range.
@@ -3082,6 +3160,7 @@ defmodule Nx do
     apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape, names)
   end
 
+  @doc type: :indexed
   @doc """
   Takes, along `:axis` (0 by default), the entries at `indices`, which have the tensor's
   shape except along that axis; the output has the shape of `indices`. Out-of-range indices
@@ -3133,6 +3212,7 @@ defmodule Nx do
     %{axis: axis, direction: direction}
   end
 
+  @doc type: :ndim
   @doc """
   Sorts the tensor along `:axis` (0 by default), `:direction` `:asc` (default) or `:desc`.
 
@@ -3162,6 +3242,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :ndim
   @doc """
   The indices that sort the tensor along `:axis` (0 by default), `:direction` `:asc`
   (default) or `:desc`. The sort is stable in both directions: equal elements keep their
@@ -3196,6 +3277,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   The identity matrix: `n` gives `{n, n}`; a shape (rank >= 2) gives a batch of identities
   over its last two axes. `:type` defaults to `{:s, 64}`.
@@ -3238,6 +3320,7 @@ defmodule Nx do
     |> rename(names)
   end
 
+  @doc type: :creation
   @doc """
   A square matrix with `tensor` (a vector) on the diagonal `:offset` (0 by default, positive
   above the main diagonal, negative below), zeros elsewhere.
@@ -3289,6 +3372,7 @@ defmodule Nx do
     select(mask, values, tensor(0, type: t.type))
   end
 
+  @doc type: :ndim
   @doc """
   The outer product: both tensors are flattened, the result is
   `{size(left), size(right)}` with `out[i][j] = left[i] * right[j]`.
@@ -3320,6 +3404,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :ndim
   @doc """
   Convolution of `input` `{batch, in_channels, spatial...}` with `kernel`
   `{out_channels, in_channels / feature_group_size, spatial...}`. The output type is the
@@ -3420,6 +3505,7 @@ defmodule Nx do
 
   defp per_spatial_axis(value, _spatial), do: value
 
+  @doc type: :aggregation
   @doc """
   Returns a `u8` scalar: 1 when every element of `a` is within `atol + rtol * abs(b)` of
   the element of `b` (with broadcasting), 0 otherwise. Equal infinities are close; NaNs are
@@ -3471,6 +3557,7 @@ defmodule Nx do
   ## More of Nx 0.7's API, composed of the ops above (docs/COMPATIBILITY.md)
 
   for t <- [:u8, :u16, :u32, :u64, :s8, :s16, :s32, :s64, :bf16, :f16, :f32, :f64] do
+    @doc type: :creation
     @doc """
     `Nx.tensor(data, type: :#{t})`.
 
@@ -3482,6 +3569,7 @@ defmodule Nx do
     def unquote(t)(data), do: tensor(data, type: unquote(t))
   end
 
+  @doc type: :element
   @doc """
   Applies `fun`, a function of one scalar tensor, to every element (vectorized axes
   included). `fun` is traced once, on a vectorized scalar standing for all the elements, and
@@ -3557,6 +3645,7 @@ defmodule Nx do
     if tensor.vectorized_axes == [], do: result, else: vectorize(result, tensor.vectorized_axes)
   end
 
+  @doc type: :shape
   @doc """
   The number of elements, vectorized axes included (`size/1` counts the inner shape only).
 
@@ -3571,6 +3660,7 @@ defmodule Nx do
     Enum.reduce(tensor.vectorized_axes, size(tensor), fn {_name, n}, acc -> acc * n end)
   end
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in base 2: `log(tensor) / log(2)`.
 
@@ -3585,6 +3675,7 @@ defmodule Nx do
   """
   def log2(tensor), do: log(tensor, 2)
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in base 10: `log(tensor) / log(10)`.
 
@@ -3602,6 +3693,7 @@ defmodule Nx do
   """
   def log10(tensor), do: log(tensor, 10)
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in `base`: `log(tensor) / log(base)`, the base's logarithm in
   the base's own type (an integer or float base is an f32: `Nx.log(8.0 in f64, 2)` is
@@ -3625,6 +3717,7 @@ defmodule Nx do
     one_graph([to_tensor(tensor), to_tensor(base)], fn t, b -> divide(log(t), log(b)) end)
   end
 
+  @doc type: :ndim
   @doc """
   The `:order`-th discrete difference along `:axis` (the last by default): `out[i] =
   t[i + 1] - t[i]`, applied `order` times (each shortens the axis by one).
@@ -3680,6 +3773,7 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :shape
   @doc """
   The axes of a tensor, a shape or a number: `[0, 1, ..., rank - 1]`.
 
@@ -3695,6 +3789,7 @@ defmodule Nx do
   """
   def axes(shape_or_tensor), do: Enum.to_list(0..(tuple_size(shape(shape_or_tensor)) - 1)//1)
 
+  @doc type: :shape
   @doc """
   The index of `axis` in a tensor (or shape): negative axes count from the end. Axis names
   are not supported.
@@ -3708,6 +3803,7 @@ defmodule Nx do
   def axis_index(tensor, axis),
     do: Nx.Shape.normalize_axis(shape(tensor), axis, names_or_nil(tensor))
 
+  @doc type: :conversion
   @doc """
   `tensor_or_container` with every tensor (and number) replaced by a template: the same
   type, shape and vectorized axes, no data (as `template/3` makes). Tuples and maps keep
@@ -3725,6 +3821,7 @@ defmodule Nx do
     |> Nx.Defn.Composite.traverse(&%T{to_tensor(&1) | data: nil})
   end
 
+  @doc type: :shape
   @doc """
   Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
   the same structure and, leaf by leaf, the same type, shape and vectorized axes, and axis
@@ -3767,6 +3864,7 @@ defmodule Nx do
 
   defp compatible_leaves?(_left, _right), do: false
 
+  @doc type: :shape
   @doc """
   The size of the tensor's data in bytes: its elements (vectorized axes included) times the
   byte width of its type.
@@ -3787,6 +3885,7 @@ defmodule Nx do
     size(tensor) * vectorized * Nx.Type.byte_size(tensor.type)
   end
 
+  @doc type: :shape
   @doc """
   Flattens the tensor to one axis, or merges the consecutive `:axes` into one (a scalar
   becomes `{1}`).
@@ -3826,6 +3925,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :shape
   @doc """
   Repeats the tensor `repetitions[k]` times along axis `k`. A list shorter than the rank
   applies to the last axes; a longer one adds leading axes.
@@ -3877,6 +3977,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   `n` evenly spaced values from `start` to `stop` (numbers, or tensors of one shape `s`,
   giving `s` with an axis of `n` appended).
@@ -3941,6 +4042,7 @@ defmodule Nx do
     |> rename(axis_names(start) ++ [opts[:name]])
   end
 
+  @doc type: :creation
   @doc """
   A `{n, m}` matrix of type `u8` with 1 on and below the diagonal `:k` (0 by default:
   the main one; positive above it, negative below) and 0 elsewhere.
@@ -3963,6 +4065,7 @@ defmodule Nx do
     composite(fn -> triangle_mask({n, m}, k, :lower) end, [])
   end
 
+  @doc type: :creation
   @doc """
   The lower triangle of the last two axes (on and below the diagonal `:k`, 0 by default;
   positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
@@ -3982,6 +4085,7 @@ defmodule Nx do
   """
   def tril(tensor, opts \\ []), do: triangle(tensor, opts, :lower, "tril")
 
+  @doc type: :creation
   @doc """
   The upper triangle of the last two axes (on and above the diagonal `:k`, 0 by default;
   positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
@@ -4025,6 +4129,7 @@ defmodule Nx do
     as_type(mask, {:u, 8})
   end
 
+  @doc type: :indexed
   @doc """
   Splits the tensor in two along `:axis` (0 by default): `split` is the size of the first
   part (a negative integer counts from the end) or, as a float, the fraction of the axis it
@@ -4069,6 +4174,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   The diagonal `:offset` (0 by default; positive above the main one, negative below) of the
   last two axes; leading axes are batches.
@@ -4112,6 +4218,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   Writes `diagonal` (a vector of the diagonal's length) on the diagonal `:offset` (0 by
   default) of a matrix. The output type merges both types.
@@ -4177,6 +4284,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   The `:k` (1 by default) largest values along the last axis and their indices:
   `{values, indices}` (indices `s64`; among equal values the lower index comes first).
@@ -4217,6 +4325,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The median over all elements, or along `:axis` (`:keep_axis` keeps it with size 1). With an
   odd count it is the middle element (the input's type); with an even count the mean of the
@@ -4273,6 +4382,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :element
   @doc """
   A tensor of `tensor`'s shape (vectorized axes included) filled with `value`, of type
   `:type` (by default the tensor's and the value's types merged).
@@ -4296,6 +4406,7 @@ defmodule Nx do
     composite(fn t -> as_type(select(1, value, t), type) end, [tensor])
   end
 
+  @doc type: :element
   @doc """
   The complex tensor `real + imag * i` (neither may be complex); the type is the merged type
   made complex (`c64` from integers and `f32`).
@@ -4328,6 +4439,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :element
   @doc """
   The angle of each element in the complex plane, `atan2(imag, real)`: `f32` for `c64` and
   real inputs, `f64` for `c128`.
@@ -4351,6 +4463,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The mean weighted by `weights`: `sum(t * w) / sum(w)` over all axes or `:axes`
   (`:keep_axes` keeps them with size 1). Weights of another shape than the tensor's have one
@@ -4410,6 +4523,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The covariance matrix of `tensor` `{..., n, d}` (`n` observations of `d` variables; leading
   axes are batches): `{..., d, d}`, the products of the deviations from `mean` summed over the
@@ -4469,6 +4583,7 @@ defmodule Nx do
       else: composite(&covariance.(&1, nil), [tensor])
   end
 
+  @doc type: :window
   @doc """
   The mean of every window: `window_sum/3` (same options) divided by the number of elements
   of a window, padded positions counting as zeros. Integers give `f32`.
@@ -4488,6 +4603,7 @@ defmodule Nx do
     composite(fn t -> divide(window_sum(t, window_dimensions, opts), count) end, [tensor])
   end
 
+  @doc type: :conversion
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an
