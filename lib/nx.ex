@@ -108,8 +108,9 @@ defmodule Nx do
 
   defp data_shape(list) when is_list(list) do
     case Enum.map(list, &data_shape/1) do
+      # Nx 0.7.2 has no empty tensors: an empty list anywhere is an invalid value
       [] ->
-        {0}
+        raise ArgumentError, "invalid value given to Nx.tensor/1, got: []"
 
       [first | _] = shapes ->
         shapes
@@ -182,6 +183,8 @@ defmodule Nx do
     keyword!(opts, [:backend])
     type = Nx.Type.normalize!(type)
     bytes = Nx.Type.byte_size(type)
+
+    if binary == <<>>, do: raise(ArgumentError, "cannot build an empty tensor")
 
     if rem(Kernel.byte_size(binary), bytes) != 0 do
       raise ArgumentError,
@@ -491,7 +494,13 @@ defmodule Nx do
   def shape(%T{shape: shape}), do: shape
   def shape(shape) when is_tuple(shape), do: Nx.Shape.validate!(shape)
   def shape(number) when is_number(number), do: {}
-  def shape(other), do: to_tensor(other).shape
+
+  def shape(other) do
+    raise ArgumentError,
+          "expected a shape. A shape is a n-element tuple with the size of each dimension. " <>
+            "Alternatively, you can pass a tensor (or a number) and the shape will be " <>
+            "retrieved from the tensor. Got: #{inspect(other)}"
+  end
 
   @doc type: :type
   @doc """
@@ -572,6 +581,7 @@ defmodule Nx do
       0
 
   """
+  def rank(shape) when is_tuple(shape), do: tuple_size(shape)
   def rank(tensor), do: tuple_size(shape(tensor))
 
   @doc type: :shape
@@ -584,6 +594,8 @@ defmodule Nx do
       6
 
   """
+  # a shape tuple is taken as it is, unchecked (as Nx 0.7.2: Nx.size({2, 0}) is 0)
+  def size(shape) when is_tuple(shape), do: Nx.Shape.size(shape)
   def size(tensor), do: Nx.Shape.size(shape(tensor))
 
   @doc type: :shape

@@ -1,29 +1,35 @@
 defmodule Nx.Shape do
   @moduledoc """
-  Shape rules: every function takes shapes (tuples of non-negative dimensions) and returns
+  Shape rules: every function takes shapes (tuples of positive dimensions) and returns
   the output shape of an operation, raising `ArgumentError` with an Nx-style message when the
   shapes do not fit.
   """
 
   @doc """
-  Validates a shape.
+  Validates a shape: a tuple of positive integer dimensions (Nx 0.7.2 has no empty tensors).
 
   ## Examples
 
       iex> Nx.Shape.validate!({2, 3})
       {2, 3}
-      iex> Nx.Shape.validate!({2, -1})
-      ** (ArgumentError) invalid dimension in shape {2, -1}, every dimension must be a non-negative integer
+      iex> Nx.Shape.validate!({2, 0})
+      ** (ArgumentError) invalid dimension in axis 1 found in shape. Each dimension must be a positive integer, got 0 in shape {2, 0}
 
   """
   def validate!(shape) when is_tuple(shape) do
-    if Enum.all?(Tuple.to_list(shape), &(is_integer(&1) and &1 >= 0)) do
-      shape
-    else
-      raise ArgumentError,
-            "invalid dimension in shape #{inspect(shape)}, " <>
-              "every dimension must be a non-negative integer"
-    end
+    shape
+    |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.each(fn {dim, axis} ->
+      unless is_integer(dim) and dim > 0 do
+        raise ArgumentError,
+              "invalid dimension in axis #{axis} found in shape. " <>
+                "Each dimension must be a positive integer, got #{inspect(dim)} " <>
+                "in shape #{inspect(shape)}"
+      end
+    end)
+
+    shape
   end
 
   def validate!(other) do
