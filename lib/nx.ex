@@ -1671,6 +1671,7 @@ defmodule Nx do
 
     """
     def unquote(name)(left, right) do
+      shift_amounts!(unquote(name), right)
       {left, right, type} = binary_args(left, right)
       no_complex!(%T{left | type: type}, unquote(name), 2)
 
@@ -1685,6 +1686,33 @@ defmodule Nx do
       apply_op(unquote(name), [left, right], %{}, type, shape, broadcast_names(left, right))
     end
   end
+
+  # Nx 0.7.2 refuses negative shift amounts. They are checked where they are known without
+  # asking the worker: a number, or a signed tensor whose bytes are in Elixir memory (one
+  # pass over them); a traced or resident amount is shifted as JAX does.
+  defp shift_amounts!(op, right) when op in [:left_shift, :right_shift] do
+    negative =
+      case right do
+        n when is_integer(n) -> if n < 0, do: n
+        %T{type: {:s, _}} = t -> t |> concrete_values() |> Enum.find(&(&1 < 0))
+        _ -> nil
+      end
+
+    if negative do
+      word = if op == :left_shift, do: "left", else: "right"
+      raise ArgumentError, "cannot #{word} shift by #{negative}"
+    end
+  end
+
+  defp shift_amounts!(_op, _right), do: :ok
+
+  # The elements (row-major) of a tensor whose bytes are in Elixir memory, [] for any other
+  # (traced inside defn, or resident on a worker): the checks of concrete values that Nx
+  # 0.7.2 makes eagerly read them here, without a round trip to the worker.
+  defp concrete_values(%T{data: %Nx.BinaryBackend{state: bytes}, type: type}),
+    do: Nx.BinaryBackend.to_list(bytes, type)
+
+  defp concrete_values(%T{}), do: []
 
   @logical_ops [
     logical_and: {"and", "[0, 0, 1]"},
@@ -1716,8 +1744,8 @@ defmodule Nx do
 
   @doc type: :element
   @doc """
-  Clips every element into `[min, max]` (both scalars). The output type merges the types of
-  `tensor`, `min` and `max` (numbers are weakly typed).
+  Clips every element into `[min, max]` (both non-vectorized scalars). The output type
+  merges the types of `tensor`, `min` and `max` (numbers are weakly typed).
 
   ## Examples
 
@@ -1728,7 +1756,7 @@ defmodule Nx do
       >
 
       iex> Nx.clip(Nx.tensor([1, 2]), Nx.tensor([0, 1]), 2)
-      ** (ArgumentError) min value must be a scalar shape, got: {2}
+      ** (ArgumentError) min value must be a non-vectorized scalar shape, got shape {2} and vectorized axes []
 
   """
   def clip(tensor, min, max) do
@@ -1737,8 +1765,10 @@ defmodule Nx do
     {tensor, max, type2} = binary_args(tensor, max)
     {min, max} = {to_tensor(min), to_tensor(max)}
 
-    for {name, bound} <- [min: min, max: max], bound.shape != {} do
-      raise ArgumentError, "#{name} value must be a scalar shape, got: #{inspect(bound.shape)}"
+    for {name, bound} <- [min: min, max: max], bound.shape != {} or bound.vectorized_axes != [] do
+      raise ArgumentError,
+            "#{name} value must be a non-vectorized scalar shape, got shape " <>
+              "#{inspect(bound.shape)} and vectorized axes #{inspect(bound.vectorized_axes)}"
     end
 
     type = Nx.Type.merge(type1, type2)
