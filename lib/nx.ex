@@ -2871,9 +2871,21 @@ defmodule Nx do
 
   defp integer_type!(tensor, fun, what) do
     unless Nx.Type.integer?(tensor.type) do
-      raise ArgumentError,
+      # Nx 0.7.2's wording for the indices of the gather and scatter families
+      message =
+        case fun do
+          op when op in [:indexed_add, :indexed_put] ->
+            "indices must be an integer tensor, got type: #{inspect(tensor.type)}"
+
+          op when op in ["gather", "take", "take_along_axis"] ->
+            "indices must be an integer tensor, got #{inspect(tensor.type)}"
+
+          _ ->
             "#{fun} expects #{what} to be an integer tensor, got one of type " <>
               "#{Nx.Type.to_string(tensor.type)}. Convert it with Nx.as_type/2"
+        end
+
+      raise ArgumentError, message
     end
 
     tensor
@@ -3083,7 +3095,8 @@ defmodule Nx do
   Reads the elements (or slices) at `indices`: the last dimension of `indices` holds one
   index per axis in `:axes` (by default the first `k` axes, `k` being that dimension). The
   output has the leading dimensions of `indices` followed by the dimensions not indexed.
-  Out-of-range indices are clamped into range.
+  An index out of range raises when `indices` is concrete (as in Nx 0.7.2); inside `defn`
+  indices are not known until run time and are clamped into range.
 
   ## Examples
 
@@ -3108,6 +3121,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "gather", "indices")
     axes = index_axes(tensor, indices, opts)
     shape = Nx.Shape.gather(tensor.shape, indices.shape, axes)
+    Nx.Shape.gather_indices_in_bounds!(tensor.shape, axes, concrete_values(indices))
     apply_op(:gather, [tensor, indices], %{axes: axes}, tensor.type, shape)
   end
 
@@ -3171,6 +3185,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, op, "indices")
     axes = index_axes(tensor, indices, opts)
     Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
+    Nx.Shape.gather_indices_in_bounds!(tensor.shape, axes, concrete_values(indices))
     inputs = [as_type(tensor, type), indices, as_type(updates, type)]
     apply_op(op, inputs, %{axes: axes}, type, tensor.shape, axis_names(tensor))
   end
@@ -3178,7 +3193,8 @@ defmodule Nx do
   @doc type: :indexed
   @doc """
   Takes the entries at `indices` along `:axis` (0 by default): that axis is replaced by the
-  dimensions of `indices`. Out-of-range indices are clamped into range.
+  dimensions of `indices`. An index out of range raises when `indices` is concrete; inside
+  `defn` it is clamped into range.
 
   ## Examples
 
@@ -3198,6 +3214,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
+    Nx.Shape.indices_in_bounds!(tensor.shape, [axis], concrete_values(indices))
     names = Nx.Shape.take_names(axis_names(tensor), axis_names(indices), axis)
     apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape, names)
   end
@@ -3205,8 +3222,8 @@ defmodule Nx do
   @doc type: :indexed
   @doc """
   Takes, along `:axis` (0 by default), the entries at `indices`, which have the tensor's
-  shape except along that axis; the output has the shape of `indices`. Out-of-range indices
-  are clamped into range.
+  shape except along that axis; the output has the shape of `indices`. An index out of range
+  raises when `indices` is concrete; inside `defn` it is clamped into range.
 
   ## Examples
 
@@ -3227,6 +3244,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take_along_axis", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
+    Nx.Shape.indices_in_bounds!(tensor.shape, [axis], concrete_values(indices))
 
     apply_op(
       :take_along_axis,

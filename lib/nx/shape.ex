@@ -993,6 +993,59 @@ defmodule Nx.Shape do
     shape
   end
 
+  @doc """
+  Checks concrete indices of `Nx.take/3` and `Nx.take_along_axis/3` (`axes` is `[axis]`) and,
+  through `gather_indices_in_bounds!/3`, of the gather and scatter families: `values` are
+  the indices' elements in row-major order, every consecutive `length(axes)` of them one
+  position along `axes` of `shape`. The first one out of range raises (no negative index
+  counts from the end here). Returns `:ok`.
+
+  ## Examples
+
+      iex> Nx.Shape.indices_in_bounds!({2, 3}, [1], [2, 0])
+      :ok
+      iex> Nx.Shape.indices_in_bounds!({2, 3}, [1], [2, -1])
+      ** (ArgumentError) index -1 is out of bounds for axis 1 in shape {2, 3}
+
+  """
+  def indices_in_bounds!(_shape, [], _values), do: :ok
+
+  def indices_in_bounds!(shape, axes, values) do
+    dims = Enum.map(axes, &{&1, elem(shape, &1)})
+
+    values
+    |> Enum.chunk_every(length(dims))
+    |> Enum.each(fn position ->
+      Enum.zip_with(position, dims, fn index, {axis, dim} ->
+        if index < 0 or index >= dim do
+          raise ArgumentError,
+                "index #{index} is out of bounds for axis #{axis} in shape #{inspect(shape)}"
+        end
+      end)
+    end)
+  end
+
+  @doc """
+  Checks concrete indices of `Nx.gather/3`, `Nx.indexed_add/4` and `Nx.indexed_put/4` as
+  `indices_in_bounds!/3` does. The message names the axis as Nx 0.7.2 does, which moves the
+  indexed `axes` to the front first: the axis is the position within `axes`, the shape the
+  one with `axes` in front.
+
+  ## Examples
+
+      iex> Nx.Shape.gather_indices_in_bounds!({2, 3}, [0, 1], [1, 2, 0, -1])
+      ** (ArgumentError) index -1 is out of bounds for axis 1 in shape {2, 3}
+
+      iex> Nx.Shape.gather_indices_in_bounds!({2, 3}, [1], [5])
+      ** (ArgumentError) index 5 is out of bounds for axis 0 in shape {3, 2}
+
+  """
+  def gather_indices_in_bounds!(shape, axes, values) do
+    rest = Enum.to_list(0..(tuple_size(shape) - 1)//1) -- axes
+    front = List.to_tuple(for axis <- axes ++ rest, do: elem(shape, axis))
+    indices_in_bounds!(front, Enum.to_list(0..(length(axes) - 1)//1), values)
+  end
+
   defp indices_last!(indices_shape, axes) do
     rank = tuple_size(indices_shape)
 
