@@ -4219,10 +4219,19 @@ defmodule Nx do
         true -> raise ArgumentError, "split must be an integer or a float, got: #{inspect(split)}"
       end
 
-    unless first > 0 and first < size do
-      raise ArgumentError,
-            "split #{inspect(split)} leaves an empty part of axis #{axis} of size #{size}: " <>
-              "it must give between 1 and #{size - 1} elements to the first part"
+    # Nx 0.7.2's wording (its float rule reads: 0 < ceil(split * axis_size) < axis_size)
+    cond do
+      first > 0 and first < size ->
+        :ok
+
+      is_float(split) ->
+        raise ArgumentError,
+              "split must be a float such that 0 < split and ceil(split * axis_size) < 1"
+
+      true ->
+        raise ArgumentError,
+              "split must be an integer greater than zero and less than the length of the " <>
+                "given axis"
     end
 
     composite(
@@ -4317,25 +4326,26 @@ defmodule Nx do
 
     if length(positions) != elem(diagonal.shape, 0) do
       raise ArgumentError,
-            "expected a diagonal of length #{length(positions)} for offset #{offset} of shape " <>
-              "#{inspect(tensor.shape)}, got one of length #{elem(diagonal.shape, 0)}"
+            "expected diagonal tensor of length: #{length(positions)}, got diagonal tensor of " <>
+              "length: #{elem(diagonal.shape, 0)}"
     end
 
     indices = tensor(Enum.map(positions, &Tuple.to_list/1), type: {:s, 64})
     indexed_put(tensor, indices, diagonal)
   end
 
-  # the {row, col} of each element of the diagonal `offset` of a rows x cols matrix
+  # the {row, col} of each element of the diagonal `offset` of a rows x cols matrix (Nx
+  # 0.7.2 names the matrix's axes 0 and 1 in its messages, whatever the batch axes)
   defp diagonal_positions(rows, cols, offset) do
     cond do
       offset >= 0 and offset >= cols ->
         raise ArgumentError,
-              "offset must be less than the size of the last axis (#{cols}), got: #{offset}"
+              "offset must be less than length of axis 1 when positive, got: #{offset}"
 
       offset < 0 and -offset >= rows ->
         raise ArgumentError,
-              "the absolute value of a negative offset must be less than the size of the " <>
-                "second to last axis (#{rows}), got: #{offset}"
+              "absolute value of offset must be less than length of axis 0 when negative, " <>
+                "got: #{offset}"
 
       true ->
         {row0, col0} = if offset >= 0, do: {0, offset}, else: {-offset, 0}
