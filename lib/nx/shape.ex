@@ -600,12 +600,19 @@ defmodule Nx.Shape do
   end
 
   defp window_padding(pairs, dims, _dilated, _strides) when is_list(pairs) do
-    valid? =
-      length(pairs) == length(dims) and
-        Enum.all?(pairs, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)) and
-        Enum.all?(pairs, fn {lo, hi} -> lo >= 0 and hi >= 0 end)
+    # Nx 0.7.2's checks and wording, then ours for negative pairs
+    unless Enum.all?(pairs, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)) do
+      raise ArgumentError,
+            "padding must be a list of {high, low} tuples, where each element is an integer. " <>
+              "Got: #{inspect(pairs)}"
+    end
 
-    unless valid? do
+    if length(pairs) != length(dims) do
+      raise ArgumentError,
+            "invalid padding configuration, rank of padding configuration and shape must match"
+    end
+
+    unless Enum.all?(pairs, fn {lo, hi} -> lo >= 0 and hi >= 0 end) do
       raise ArgumentError,
             "invalid padding configuration, expected :valid, :same or one {low, high} pair " <>
               "of non-negative integers per axis (#{length(dims)}), got: #{inspect(pairs)}"
@@ -614,11 +621,7 @@ defmodule Nx.Shape do
     pairs
   end
 
-  defp window_padding(other, _dims, _dilated, _strides) do
-    raise ArgumentError,
-          "invalid padding, expected :valid, :same or a list of {low, high} pairs, " <>
-            "got: #{inspect(other)}"
-  end
+  defp window_padding(other, _dims, _dilated, _strides), do: raise_padding_mode(other)
 
   @doc """
   The shape after permuting the axes: output axis `k` is input axis `axes[k]`.
@@ -1185,10 +1188,10 @@ defmodule Nx.Shape do
         list when is_list(list) and length(list) == spatial ->
           if Enum.all?(list, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)),
             do: list,
-            else: raise_conv_padding(list)
+            else: raise_padding_mode(list)
 
         other ->
-          raise_conv_padding(other)
+          raise_padding_mode(other)
       end
 
     out_spatial =
@@ -1209,7 +1212,7 @@ defmodule Nx.Shape do
     {List.to_tuple([div(n, bgs), o | out_spatial]), padding}
   end
 
-  defp raise_conv_padding(padding) do
+  defp raise_padding_mode(padding) do
     raise ArgumentError,
           "invalid padding mode specified, padding must be one of :valid, :same, or a padding " <>
             "configuration, got: #{inspect(padding)}"
