@@ -1688,31 +1688,47 @@ defmodule Nx do
   end
 
   # Nx 0.7.2 refuses negative shift amounts. They are checked where they are known without
-  # asking the worker: a number, or a signed tensor whose bytes are in Elixir memory (one
-  # pass over them); a traced or resident amount is shifted as JAX does.
+  # asking the worker: a number, or a signed tensor in Elixir memory (see
+  # out_of_range_row/2); a traced or resident amount is shifted as JAX does.
   defp shift_amounts!(op, right) when op in [:left_shift, :right_shift] do
     negative =
       case right do
-        n when is_integer(n) -> if n < 0, do: n
-        %T{type: {:s, _}} = t -> t |> concrete_values() |> Enum.find(&(&1 < 0))
+        n when is_integer(n) and n < 0 -> [n]
+        %T{type: {:s, _} = type} = t -> out_of_range_row(t, {Nx.Type.max_finite(type) + 1})
         _ -> nil
       end
 
     if negative do
       word = if op == :left_shift, do: "left", else: "right"
-      raise ArgumentError, "cannot #{word} shift by #{negative}"
+      raise ArgumentError, "cannot #{word} shift by #{hd(negative)}"
     end
+
+    :ok
   end
 
   defp shift_amounts!(_op, _right), do: :ok
 
-  # The elements (row-major) of a tensor whose bytes are in Elixir memory, [] for any other
-  # (traced inside defn, or resident on a worker): the checks of concrete values that Nx
-  # 0.7.2 makes eagerly read them here, without a round trip to the worker.
-  defp concrete_values(%T{data: %Nx.BinaryBackend{state: bytes}, type: type}),
-    do: Nx.BinaryBackend.to_list(bytes, type)
+  # Concrete index values out of range raise, as in Nx 0.7.2 (eagerly); `check` is the
+  # Nx.Shape rule that words the error for the offending row of indices.
+  defp indices_in_bounds!(indices, shape, [_ | _] = axes, check) do
+    limits = List.to_tuple(for axis <- axes, do: elem(shape, axis))
+    if row = out_of_range_row(indices, limits), do: check.(shape, axes, row)
+    :ok
+  end
 
-  defp concrete_values(%T{}), do: []
+  # The row (`tuple_size(limits)` consecutive elements) that holds the first element of an
+  # integer tensor outside `[0, limit)` (Nx.BinaryBackend.first_out_of_range/3), or nil. Only
+  # a tensor whose bytes are in Elixir memory is read, in one pass and with no round trip to
+  # the worker; a traced (defn) or resident tensor gives nil: its values are not known here.
+  defp out_of_range_row(%T{data: %Nx.BinaryBackend{state: bytes}, type: type}, limits) do
+    with i when is_integer(i) <- Nx.BinaryBackend.first_out_of_range(bytes, type, limits) do
+      {n, width} = {tuple_size(limits), Nx.Type.byte_size(type)}
+      row = binary_part(bytes, (i - rem(i, n)) * width, n * width)
+      Nx.BinaryBackend.to_list(row, type)
+    end
+  end
+
+  defp out_of_range_row(%T{}, _limits), do: nil
 
   @logical_ops [
     logical_and: {"and", "[0, 0, 1]"},
@@ -3121,7 +3137,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "gather", "indices")
     axes = index_axes(tensor, indices, opts)
     shape = Nx.Shape.gather(tensor.shape, indices.shape, axes)
-    Nx.Shape.gather_indices_in_bounds!(tensor.shape, axes, concrete_values(indices))
+    indices_in_bounds!(indices, tensor.shape, axes, &Nx.Shape.gather_indices_in_bounds!/3)
     apply_op(:gather, [tensor, indices], %{axes: axes}, tensor.type, shape)
   end
 
@@ -3185,7 +3201,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, op, "indices")
     axes = index_axes(tensor, indices, opts)
     Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
-    Nx.Shape.gather_indices_in_bounds!(tensor.shape, axes, concrete_values(indices))
+    indices_in_bounds!(indices, tensor.shape, axes, &Nx.Shape.gather_indices_in_bounds!/3)
     inputs = [as_type(tensor, type), indices, as_type(updates, type)]
     apply_op(op, inputs, %{axes: axes}, type, tensor.shape, axis_names(tensor))
   end
@@ -3214,7 +3230,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
-    Nx.Shape.indices_in_bounds!(tensor.shape, [axis], concrete_values(indices))
+    indices_in_bounds!(indices, tensor.shape, [axis], &Nx.Shape.indices_in_bounds!/3)
     names = Nx.Shape.take_names(axis_names(tensor), axis_names(indices), axis)
     apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape, names)
   end
@@ -3244,7 +3260,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take_along_axis", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
-    Nx.Shape.indices_in_bounds!(tensor.shape, [axis], concrete_values(indices))
+    indices_in_bounds!(indices, tensor.shape, [axis], &Nx.Shape.indices_in_bounds!/3)
 
     apply_op(
       :take_along_axis,
