@@ -27,6 +27,7 @@ defmodule Nx do
   @type axis :: integer
   @type axes :: [axis]
 
+  @doc type: :guards
   @doc """
   Guard: whether `t` is a tensor or a number.
 
@@ -42,6 +43,7 @@ defmodule Nx do
 
   ## Creation
 
+  @doc type: :creation
   @doc """
   Builds a tensor from a number, a boolean, `:nan`/`:infinity`/`:neg_infinity`, or an
   arbitrarily nested list of those.
@@ -115,8 +117,9 @@ defmodule Nx do
 
   defp data_shape(list) when is_list(list) do
     case Enum.map(list, &data_shape/1) do
+      # Nx 0.7.2 has no empty tensors: an empty list anywhere is an invalid value
       [] ->
-        {0}
+        raise ArgumentError, "invalid value given to Nx.tensor/1, got: []"
 
       [first | _] = shapes ->
         shapes
@@ -169,6 +172,7 @@ defmodule Nx do
     }
   end
 
+  @doc type: :creation
   @doc """
   Builds a one-dimensional tensor from native-endian bytes of `type`.
 
@@ -189,6 +193,8 @@ defmodule Nx do
     type = Nx.Type.normalize!(type)
     bytes = Nx.Type.byte_size(type)
 
+    if binary == <<>>, do: raise(ArgumentError, "cannot build an empty tensor")
+
     if rem(Kernel.byte_size(binary), bytes) != 0 do
       raise ArgumentError,
             "binary does not match the given type #{inspect(type)}, " <>
@@ -198,6 +204,7 @@ defmodule Nx do
     from_binary_data(binary, type, {div(Kernel.byte_size(binary), bytes)})
   end
 
+  @doc type: :conversion
   @doc """
   Returns the native-endian bytes of a concrete tensor.
 
@@ -255,6 +262,7 @@ defmodule Nx do
     Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
   end
 
+  @doc type: :conversion
   @doc """
   Returns the value of a scalar tensor: a number, or `:nan`, `:infinity`, `:neg_infinity`.
 
@@ -285,6 +293,7 @@ defmodule Nx do
     number
   end
 
+  @doc type: :conversion
   @doc """
   Returns the elements of a tensor as a flat list, in row-major order; `limit: n` returns
   only the first `n`.
@@ -304,6 +313,7 @@ defmodule Nx do
     Nx.BinaryBackend.to_list(to_binary(tensor, opts), tensor.type)
   end
 
+  @doc type: :conversion
   @doc """
   Returns the elements of a tensor as a nested list following its shape (a scalar gives its
   number).
@@ -337,6 +347,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :conversion
   @doc """
   Converts a number into a scalar tensor; tensors are returned as they are.
 
@@ -378,6 +389,7 @@ defmodule Nx do
 
   ## Serialization
 
+  @doc type: :conversion
   @doc """
   Serializes a tensor, a number or a container of them (`Nx.Container`) to iodata in Nx's
   binary format (the bytes Nx 0.7.2 writes, so either side reads the other's). Axis names
@@ -407,6 +419,7 @@ defmodule Nx do
   def serialize(tensor_or_container, opts \\ []),
     do: Nx.Serialization.serialize(tensor_or_container, opts)
 
+  @doc type: :conversion
   @doc """
   Rebuilds what `serialize/2` wrote, from iodata; also reads the format of Nx 0.5 and
   earlier. `opts` are those of `:erlang.binary_to_term/2`, such as `[:safe]`. Numbers come
@@ -433,6 +446,7 @@ defmodule Nx do
   """
   def deserialize(data, opts \\ []), do: Nx.Serialization.deserialize(data, opts)
 
+  @doc type: :conversion
   @doc """
   Reads the contents of a NumPy `.npy` file (format versions 1.0 to 3.0) as a tensor:
   unsigned and signed integers and floats, in either byte order, in C or Fortran order.
@@ -455,6 +469,7 @@ defmodule Nx do
   """
   def load_numpy!(data), do: Nx.NumPy.load!(data)
 
+  @doc type: :conversion
   @doc """
   Reads a NumPy `.npz` archive (a zip file of `.npy` files, compressed or not) as a list of
   `{name, tensor}` in the archive's order, each name without its `.npy`. Use `Map.new/1`
@@ -472,6 +487,7 @@ defmodule Nx do
 
   ## Backends
 
+  @doc type: :backend
   @doc """
   The backend of new results in this process: `Nx.BinaryBackend` (the default: results come
   back into Elixir memory) or `NxJax.Backend` (results stay resident on a worker).
@@ -489,6 +505,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :backend
   @doc """
   Sets the backend of new results in this process (see `default_backend/0`); returns the
   previous one.
@@ -497,6 +514,7 @@ defmodule Nx do
     Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
   end
 
+  @doc type: :backend
   @doc """
   Runs `fun` (no arguments) with `backend` as this process's default backend (see
   `default_backend/1`), and returns what it returns; the previous default is back
@@ -532,6 +550,7 @@ defmodule Nx do
           "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
   end
 
+  @doc type: :backend
   @doc """
   Moves the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`): a
   resident tensor (`NxJax.Backend`) is fetched and freed on its worker; `NxJax.Backend` as
@@ -553,6 +572,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :backend
   @doc """
   Copies the tensors of `tensor_or_container` to `backend` (default `Nx.BinaryBackend`); a
   resident source stays resident.
@@ -567,6 +587,7 @@ defmodule Nx do
   defp container!(data),
     do: Nx.Defn.Composite.container!(data, "expected a tensor, a number or a container of them")
 
+  @doc type: :backend
   @doc """
   Frees the data of a resident tensor (or of each tensor of a container) on its worker: `:ok`,
   or `:already_deallocated` for a single tensor that was not resident (tensors in Elixir memory
@@ -581,6 +602,7 @@ defmodule Nx do
     :ok
   end
 
+  @doc type: :creation
   @doc """
   A tensor with a type and a shape but no data, to describe the inputs of a function.
 
@@ -600,6 +622,7 @@ defmodule Nx do
 
   ## Introspection
 
+  @doc type: :shape
   @doc """
   The shape of a tensor or number (a shape tuple is returned as it is).
 
@@ -614,8 +637,15 @@ defmodule Nx do
   def shape(%T{shape: shape}), do: shape
   def shape(shape) when is_tuple(shape), do: Nx.Shape.validate!(shape)
   def shape(number) when is_number(number), do: {}
-  def shape(other), do: to_tensor(other).shape
 
+  def shape(other) do
+    raise ArgumentError,
+          "expected a shape. A shape is a n-element tuple with the size of each dimension. " <>
+            "Alternatively, you can pass a tensor (or a number) and the shape will be " <>
+            "retrieved from the tensor. Got: #{inspect(other)}"
+  end
+
+  @doc type: :type
   @doc """
   The type of a tensor or number.
 
@@ -630,6 +660,7 @@ defmodule Nx do
   def type(%T{type: type}), do: type
   def type(number), do: Nx.Type.infer(number)
 
+  @doc type: :shape
   @doc """
   The axis names of a tensor, one per axis (`nil` for an unnamed axis).
 
@@ -652,6 +683,7 @@ defmodule Nx do
   def names(number) when is_number(number), do: []
   def names(other), do: names(to_tensor(other))
 
+  @doc type: :shape
   @doc """
   Gives a tensor new axis names, one per axis (`nil` for none); the data is not touched.
 
@@ -680,6 +712,7 @@ defmodule Nx do
     %T{tensor | names: Nx.Shape.named_axes!(names, tensor.shape)}
   end
 
+  @doc type: :shape
   @doc """
   The number of dimensions.
 
@@ -691,8 +724,10 @@ defmodule Nx do
       0
 
   """
+  def rank(shape) when is_tuple(shape), do: tuple_size(shape)
   def rank(tensor), do: tuple_size(shape(tensor))
 
+  @doc type: :shape
   @doc """
   The number of elements.
 
@@ -702,8 +737,11 @@ defmodule Nx do
       6
 
   """
+  # a shape tuple is taken as it is, unchecked (as Nx 0.7.2: Nx.size({2, 0}) is 0)
+  def size(shape) when is_tuple(shape), do: Nx.Shape.size(shape)
   def size(tensor), do: Nx.Shape.size(shape(tensor))
 
+  @doc type: :shape
   @doc """
   The size of one axis (negative axes count from the end).
 
@@ -723,6 +761,7 @@ defmodule Nx do
 
   ## Vectorization
 
+  @doc type: :shape
   @doc """
   Turns leading axes of `tensor` into vectorized axes: every operation then works on each
   entry independently ("for each" semantics), and `shape/1` no longer counts them.
@@ -817,6 +856,7 @@ defmodule Nx do
     }
   end
 
+  @doc type: :shape
   @doc """
   Turns the vectorized axes of `tensor` back into leading axes (outermost first).
 
@@ -874,6 +914,7 @@ defmodule Nx do
     |> Nx.Defn.Composite.traverse(fn leaf -> fun.(to_tensor(leaf)) end)
   end
 
+  @doc type: :vectorization
   @doc """
   Changes the vectorized axes and the shape of `tensor` at once, keeping its elements in
   row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape`
@@ -922,6 +963,7 @@ defmodule Nx do
     %T{vectorize(flat, vectorized_axes) | names: names}
   end
 
+  @doc type: :vectorization
   @doc """
   Gives every tensor of the list `tensors` the same vectorized axes by name, without growing
   any: their union, in order of first appearance, where each tensor keeps its own sizes and
@@ -973,6 +1015,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :vectorization
   @doc """
   Gives every tensor of the list `tensors` the same vectorized axes: their union by name, in
   order of first appearance, where a size-1 axis takes the size of a larger one of its name.
@@ -1082,6 +1125,7 @@ defmodule Nx do
 
   ## Sigils
 
+  @doc type: :creation
   @doc """
   A vector (`~V`) from numbers separated by spaces, with an optional type suffix (`u8`,
   `s32`, `f64`, `c64`, ...; Nx's default types otherwise). Use with
@@ -1112,6 +1156,7 @@ defmodule Nx do
     quote do: Nx.tensor(unquote(Macro.escape(numbers)), type: unquote(type))
   end
 
+  @doc type: :creation
   @doc """
   A matrix (`~M`) from rows of numbers separated by spaces, rows separated by newlines or
   `;`, with an optional type suffix as for `sigil_V/2`.
@@ -1334,6 +1379,7 @@ defmodule Nx do
   ]
 
   for {name, {description, kind, result, header, arg}} <- @binary_ops do
+    @doc type: :element
     @doc """
     #{description} of two tensors or numbers, with broadcasting.
 
@@ -1367,6 +1413,7 @@ defmodule Nx do
   ]
 
   for {name, {symbol, result}} <- @compare_ops do
+    @doc type: :element
     @doc """
     Element-wise `#{symbol}` of two tensors or numbers, with broadcasting; returns a `u8`
     tensor of 0s and 1s.
@@ -1418,6 +1465,7 @@ defmodule Nx do
 
     header = if kind == :float, do: "f32", else: "s64"
 
+    @doc type: :element
     @doc """
     #{description}, element-wise. #{type_doc}
 
@@ -1438,6 +1486,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
   Picks `on_true` where `pred` is nonzero and `on_false` elsewhere, with broadcasting.
   The output type merges the types of `on_true` and `on_false`.
@@ -1471,6 +1520,7 @@ defmodule Nx do
     apply_op(:select, [pred, on_true, on_false], %{}, type, shape, names)
   end
 
+  @doc type: :type
   @doc """
   Converts a tensor to another type (floats to integers truncate toward zero).
 
@@ -1525,6 +1575,7 @@ defmodule Nx do
           "Integer inputs give `{:f, 32}`; floating inputs keep their type."
       end
 
+    @doc type: :aggregation
     @doc """
     #{description} of a tensor, over all axes or over `:axes`.
 
@@ -1603,6 +1654,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, result, complex?}} <- @unary_float_ops_a do
+    @doc type: :element
     @doc """
     #{description}, element-wise. Integer inputs give `{:f, 32}`; floating#{if complex?, do: " and complex", else: ""} inputs keep
     their type.#{if complex?, do: "", else: " Complex inputs raise."}
@@ -1636,6 +1688,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, header, result, complex?}} <- @unary_same_ops_a do
+    @doc type: :element
     @doc """
     #{description}, element-wise. The output has the input's type (integers pass through
     unchanged).#{if complex?, do: "", else: " Complex inputs raise."}
@@ -1665,6 +1718,7 @@ defmodule Nx do
   for {name, {description, input, header, result}} <- @bitwise_unary_ops do
     type_opt = if String.starts_with?(header, "u8"), do: ", type: :u8", else: ""
 
+    @doc type: :element
     @doc """
     #{description} of each element of an integer tensor; the output has the input's type.
 
@@ -1692,6 +1746,7 @@ defmodule Nx do
   ]
 
   for {name, {description, input, result}} <- @predicate_ops do
+    @doc type: :element
     @doc """
     #{description}; returns a `u8` tensor of 0s and 1s. For complex elements a part that is
     NaN (infinite) makes the element NaN (infinite); integers are never NaN or infinite.
@@ -1711,6 +1766,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
   The real part of each element: `{:c, 64}` gives `{:f, 32}`, `{:c, 128}` gives `{:f, 64}`;
   a real tensor gives itself as a float tensor.
@@ -1729,6 +1785,7 @@ defmodule Nx do
     apply_op(:real, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :element
   @doc """
   The imaginary part of each element, of the real type of the complex type (zeros for a
   real tensor).
@@ -1747,6 +1804,7 @@ defmodule Nx do
     apply_op(:imag, [tensor], %{}, Nx.Type.to_real(tensor.type), tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :element
   @doc """
   The complex conjugate of each element; the output is complex (`f64` gives `c128`, other
   real types `c64`).
@@ -1773,6 +1831,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :type
   @doc """
   Reinterprets the bits of each element as `type`, which must have the same bit width.
 
@@ -1844,6 +1903,7 @@ defmodule Nx do
         :integer -> "The output type is the merge of the input types; floats raise."
       end
 
+    @doc type: :element
     @doc """
     #{description}, element-wise with broadcasting. #{type_doc}
 
@@ -1857,6 +1917,7 @@ defmodule Nx do
 
     """
     def unquote(name)(left, right) do
+      shift_amounts!(unquote(name), right)
       {left, right, type} = binary_args(left, right)
       # (atan2 of complex tensors is defined on their real parts, see its docs; the integer
       # ops refuse complex types with the integer-only message, as Nx does)
@@ -1897,6 +1958,49 @@ defmodule Nx do
       zero_imaginary_parts?(rest, part_bits)
   end
 
+  # Nx 0.7.2 refuses negative shift amounts. They are checked where they are known without
+  # asking the worker: a number, or a signed tensor in Elixir memory (see
+  # out_of_range_row/2); a traced or resident amount is shifted as JAX does.
+  defp shift_amounts!(op, right) when op in [:left_shift, :right_shift] do
+    negative =
+      case right do
+        n when is_integer(n) and n < 0 -> [n]
+        %T{type: {:s, _} = type} = t -> out_of_range_row(t, {Nx.Type.max_finite(type) + 1})
+        _ -> nil
+      end
+
+    if negative do
+      word = if op == :left_shift, do: "left", else: "right"
+      raise ArgumentError, "cannot #{word} shift by #{hd(negative)}"
+    end
+
+    :ok
+  end
+
+  defp shift_amounts!(_op, _right), do: :ok
+
+  # Concrete index values out of range raise, as in Nx 0.7.2 (eagerly); `check` is the
+  # Nx.Shape rule that words the error for the offending row of indices.
+  defp indices_in_bounds!(indices, shape, [_ | _] = axes, check) do
+    limits = List.to_tuple(for axis <- axes, do: elem(shape, axis))
+    if row = out_of_range_row(indices, limits), do: check.(shape, axes, row)
+    :ok
+  end
+
+  # The row (`tuple_size(limits)` consecutive elements) that holds the first element of an
+  # integer tensor outside `[0, limit)` (Nx.BinaryBackend.first_out_of_range/3), or nil. Only
+  # a tensor whose bytes are in Elixir memory is read, in one pass and with no round trip to
+  # the worker; a traced (defn) or resident tensor gives nil: its values are not known here.
+  defp out_of_range_row(%T{data: %Nx.BinaryBackend{state: bytes}, type: type}, limits) do
+    with i when is_integer(i) <- Nx.BinaryBackend.first_out_of_range(bytes, type, limits) do
+      {n, width} = {tuple_size(limits), Nx.Type.byte_size(type)}
+      row = binary_part(bytes, (i - rem(i, n)) * width, n * width)
+      Nx.BinaryBackend.to_list(row, type)
+    end
+  end
+
+  defp out_of_range_row(%T{}, _limits), do: nil
+
   @logical_ops [
     logical_and: {"and", "[0, 0, 1]"},
     logical_or: {"or", "[1, 0, 1]"},
@@ -1904,6 +2008,7 @@ defmodule Nx do
   ]
 
   for {name, {word, result}} <- @logical_ops do
+    @doc type: :element
     @doc """
     Element-wise logical #{word} with broadcasting: nonzero elements are true. Returns a `u8`
     tensor of 0s and 1s.
@@ -1924,9 +2029,10 @@ defmodule Nx do
     end
   end
 
+  @doc type: :element
   @doc """
-  Clips every element into `[min, max]` (both scalars). The output type merges the types of
-  `tensor`, `min` and `max` (numbers are weakly typed).
+  Clips every element into `[min, max]` (both non-vectorized scalars). The output type
+  merges the types of `tensor`, `min` and `max` (numbers are weakly typed).
 
   ## Examples
 
@@ -1937,7 +2043,7 @@ defmodule Nx do
       >
 
       iex> Nx.clip(Nx.tensor([1, 2]), Nx.tensor([0, 1]), 2)
-      ** (ArgumentError) min value must be a scalar shape, got: {2}
+      ** (ArgumentError) min value must be a non-vectorized scalar shape, got shape {2} and vectorized axes []
 
   """
   def clip(tensor, min, max) do
@@ -1946,8 +2052,10 @@ defmodule Nx do
     {tensor, max, type2} = binary_args(tensor, max)
     {min, max} = {to_tensor(min), to_tensor(max)}
 
-    for {name, bound} <- [min: min, max: max], bound.shape != {} do
-      raise ArgumentError, "#{name} value must be a scalar shape, got: #{inspect(bound.shape)}"
+    for {name, bound} <- [min: min, max: max], bound.shape != {} or bound.vectorized_axes != [] do
+      raise ArgumentError,
+            "#{name} value must be a non-vectorized scalar shape, got shape " <>
+              "#{inspect(bound.shape)} and vectorized axes #{inspect(bound.vectorized_axes)}"
     end
 
     type = Nx.Type.merge(type1, type2)
@@ -1957,6 +2065,7 @@ defmodule Nx do
   end
 
   for {name, word, result} <- [{:all, "all", "0"}, {:any, "any", "1"}] do
+    @doc type: :aggregation
     @doc """
     Whether #{word} of the elements are nonzero, over all axes or over `:axes`; returns a
     `u8` tensor of 0s and 1s.
@@ -1987,6 +2096,7 @@ defmodule Nx do
   end
 
   for {name, word, result} <- [{:argmax, "largest", "[1, 2]"}, {:argmin, "smallest", "[0, 0]"}] do
+    @doc type: :aggregation
     @doc """
     The index of the #{word} element, over the whole (flattened) tensor or along `:axis`.
     NaN counts as the #{word} value.
@@ -2035,6 +2145,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :aggregation
   @doc """
   The variance over all axes or over `:axes`: the mean of the squared distances from the
   mean (`|x - mean|^2` for complex tensors), divided by `n - ddof` instead of `n` when
@@ -2088,6 +2199,7 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :aggregation
   @doc """
   The standard deviation: the square root of `variance/2` (same options).
 
@@ -2102,6 +2214,7 @@ defmodule Nx do
   """
   def standard_deviation(tensor, opts \\ []), do: sqrt(variance(tensor, opts))
 
+  @doc type: :aggregation
   @doc """
   `log(sum(exp(tensor)))` over all axes or over `:axes`, computed without overflow (the
   maximum is subtracted first and held fixed for differentiation). The output is floating.
@@ -2164,6 +2277,7 @@ defmodule Nx do
   ]
 
   for {name, {word, result, reversed}} <- @scans do
+    @doc type: :cumulative
     @doc """
     The running #{word} along `:axis`: element `i` is the #{word} of the elements `0..i` (of
     `i..n-1` with `reverse: true`). The output has the input's type.
@@ -2209,6 +2323,7 @@ defmodule Nx do
   ]
 
   for {name, {word, row1, row2}} <- @windows do
+    @doc type: :window
     @doc """
     The #{word} of every window of size `window_dimensions` (a tuple, one entry per axis)
     sliding over the tensor. The output has the input's type.
@@ -2255,6 +2370,7 @@ defmodule Nx do
   end
 
   for {name, word} <- [window_scatter_max: "maximum", window_scatter_min: "minimum"] do
+    @doc type: :window
     @doc """
     Scatters `source` into a tensor of `tensor`'s shape filled with `init_value`: each
     window of `tensor` (as in `window_#{String.replace(Atom.to_string(name), "window_scatter_", "")}/3`) adds
@@ -2309,6 +2425,7 @@ defmodule Nx do
 
   ## Reductions with a function (Nx.Defn.ControlFlow builds the nodes)
 
+  @doc type: :aggregation
   @doc """
   Reduces the tensor over all axes or over `:axes` with `fun`, starting from the scalar
   `acc`: `fun.(element, acc)` returns the new accumulator. `fun` is traced once, at trace
@@ -2346,6 +2463,7 @@ defmodule Nx do
     reduce_with(:reduce, tensor, acc, fun, wire, type, {shape, names})
   end
 
+  @doc type: :window
   @doc """
   Reduces every window of size `window_dimensions` (a tuple, one entry per axis) with
   `fun`, starting from the scalar `acc` (see `reduce/4`); padded positions hold `acc`.
@@ -2411,6 +2529,7 @@ defmodule Nx do
 
   ## Dot products
 
+  @doc type: :ndim
   @doc """
   Dot product, as `Nx.dot/2`: with a scalar it multiplies; two vectors give their inner
   product; otherwise the last axis of `left` contracts with the only axis of a vector
@@ -2436,6 +2555,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   Dot product contracting `contract_axes1` of `left` with `contract_axes2` of `right`.
 
@@ -2454,6 +2574,7 @@ defmodule Nx do
   def dot(left, contract_axes1, right, contract_axes2),
     do: dot(left, contract_axes1, [], right, contract_axes2, [])
 
+  @doc type: :ndim
   @doc """
   General dot product with contraction and batch axes. The output has the batch
   dimensions, then the free dimensions of `left`, then those of `right`.
@@ -2490,6 +2611,7 @@ defmodule Nx do
 
   ## Fourier transforms (issue #3)
 
+  @doc type: :ndim
   @doc """
   The discrete Fourier transform of `tensor` along its last axis (leading axes are a batch):
   `out[k] = sum_j x[j] * exp(-2 pi i j k / n)`, no normalization.
@@ -2533,6 +2655,7 @@ defmodule Nx do
   """
   def fft(tensor, opts \\ []), do: fourier(:fft, tensor, opts)
 
+  @doc type: :ndim
   @doc """
   The inverse discrete Fourier transform of `tensor` along its last axis:
   `out[j] = (1 / n) * sum_k x[k] * exp(2 pi i j k / n)`, so `ifft(fft(x))` is `x`.
@@ -2585,6 +2708,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   The 2-D discrete Fourier transform: `fft/2` along the two `:axes` (the last two by
   default), each padded or cut to its entry of `:lengths`.
@@ -2609,6 +2733,7 @@ defmodule Nx do
   """
   def fft2(tensor, opts \\ []), do: fourier2(:fft, tensor, opts)
 
+  @doc type: :ndim
   @doc """
   The inverse of `fft2/2` (same options): `ifft/2` along the two `:axes`.
 
@@ -2668,6 +2793,7 @@ defmodule Nx do
 
   ## Shape ops
 
+  @doc type: :shape
   @doc """
   Changes the shape (the size must stay the same); `shape` may be a tuple, possibly with
   one `:auto` dimension, or a tensor whose shape is used.
@@ -2705,6 +2831,7 @@ defmodule Nx do
   defp shape_of(shape) when is_tuple(shape), do: shape
   defp shape_of(other), do: raise(ArgumentError, "expected a shape, got: #{inspect(other)}")
 
+  @doc type: :shape
   @doc """
   Permutes the axes: output axis `k` is input axis `axes[k]`. By default the axes are
   reversed.
@@ -2739,6 +2866,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :shape
   @doc """
   Broadcasts a tensor or number to `shape` (a tuple or a tensor). Input axis `k` goes to
   output axis `axes[k]`; by default the input is aligned to the trailing axes.
@@ -2788,6 +2916,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :creation
   @doc """
   A tensor counting up: with `axis: nil` (the default) `0..size-1` in row-major order,
   otherwise counting along `axis`. `shape` is a tuple or a tensor; `:type` defaults to
@@ -2825,6 +2954,7 @@ defmodule Nx do
     iota |> broadcast(List.to_tuple(sizes)) |> vectorize(axes)
   end
 
+  @doc type: :indexed
   @doc """
   A static slice: `lengths[k]` elements along each axis from `start_indices[k]`, every
   `strides[k]`-th one (`:strides` is a list or one integer for all axes, 1 by default).
@@ -2857,6 +2987,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   A slice along one axis: `length` elements from `start_index` (an integer, or a scalar
   integer tensor for a dynamic start) on `:axis` (default 0), every `:strides`-th one
@@ -2914,6 +3045,7 @@ defmodule Nx do
             "got: #{inspect(other)}"
   end
 
+  @doc type: :ndim
   @doc """
   Joins tensors along `:axis` (0 by default); all other dimensions must be equal. The
   output type merges all input types.
@@ -2950,6 +3082,7 @@ defmodule Nx do
     apply_op(:concatenate, tensors, %{axis: axis}, type, shape, names)
   end
 
+  @doc type: :shape
   @doc """
   Inserts an axis of size 1 at `axis` (negative counts from the end of the new shape).
 
@@ -2973,6 +3106,7 @@ defmodule Nx do
     apply_op(:reshape, [tensor], %{}, tensor.type, shape, names)
   end
 
+  @doc type: :shape
   @doc """
   Removes axes of size 1: all of them, or the given `:axes` (each must have size 1).
 
@@ -3025,14 +3159,27 @@ defmodule Nx do
 
   defp integer_type!(tensor, fun, what) do
     unless Nx.Type.integer?(tensor.type) do
-      raise ArgumentError,
+      # Nx 0.7.2's wording for the indices of the gather and scatter families
+      message =
+        case fun do
+          op when op in [:indexed_add, :indexed_put] ->
+            "indices must be an integer tensor, got type: #{inspect(tensor.type)}"
+
+          op when op in ["gather", "take", "take_along_axis"] ->
+            "indices must be an integer tensor, got #{inspect(tensor.type)}"
+
+          _ ->
             "#{fun} expects #{what} to be an integer tensor, got one of type " <>
               "#{Nx.Type.to_string(tensor.type)}. Convert it with Nx.as_type/2"
+        end
+
+      raise ArgumentError, message
     end
 
     tensor
   end
 
+  @doc type: :shape
   @doc """
   Pads a tensor with the scalar `pad_value`. `padding_config` has one `{low, high, interior}`
   per axis: `low`/`high` elements before/after (negative values remove elements), `interior`
@@ -3066,6 +3213,7 @@ defmodule Nx do
     apply_op(:pad, inputs, opts, type, shape, axis_names(tensor))
   end
 
+  @doc type: :ndim
   @doc """
   Pads each axis by periodic reflection of the tensor: `:padding_config` (required) has one
   `{before, after}` per axis, non-negative counts of elements added before and after. The
@@ -3152,6 +3300,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   Reverses the order of the elements along `:axes` (all axes by default).
 
@@ -3228,6 +3377,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   Writes `slice` into `tensor` starting at `start_indices` (integers or scalar integer
   tensors, one per axis). Start indices are clamped so the slice fits, as in Nx. The output
@@ -3264,6 +3414,7 @@ defmodule Nx do
     apply_op(:put_slice, inputs, %{}, type, tensor.shape, names)
   end
 
+  @doc type: :ndim
   @doc """
   Joins tensors of the same shape along a new axis `:axis` (0 by default; negative counts
   from the end of the output). The output type merges all input types.
@@ -3314,11 +3465,13 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :indexed
   @doc """
   Reads the elements (or slices) at `indices`: the last dimension of `indices` holds one
   index per axis in `:axes` (by default the first `k` axes, `k` being that dimension). The
   output has the leading dimensions of `indices` followed by the dimensions not indexed.
-  Out-of-range indices are clamped into range.
+  An index out of range raises when `indices` is concrete (as in Nx 0.7.2); inside `defn`
+  indices are not known until run time and are clamped into range.
 
   ## Examples
 
@@ -3343,6 +3496,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "gather", "indices")
     axes = index_axes(tensor, indices, opts)
     shape = Nx.Shape.gather(tensor.shape, indices.shape, axes)
+    indices_in_bounds!(indices, tensor.shape, axes, &Nx.Shape.gather_indices_in_bounds!/3)
     apply_op(:gather, [tensor, indices], %{axes: axes}, tensor.type, shape)
   end
 
@@ -3365,6 +3519,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :indexed
   @doc """
   Adds `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option);
   repeated indices accumulate. The output type merges both types.
@@ -3381,6 +3536,7 @@ defmodule Nx do
   def indexed_add(tensor, indices, updates, opts \\ []),
     do: indexed(:indexed_add, tensor, indices, updates, opts)
 
+  @doc type: :indexed
   @doc """
   Writes `updates` into `tensor` at `indices` (as in `gather/3`, with the `:axes` option).
   With repeated indices, which update wins is unspecified. The output type merges both
@@ -3404,13 +3560,16 @@ defmodule Nx do
     indices = integer_tensor!(indices, op, "indices")
     axes = index_axes(tensor, indices, opts)
     Nx.Shape.indexed(tensor.shape, indices.shape, updates.shape, axes)
+    indices_in_bounds!(indices, tensor.shape, axes, &Nx.Shape.gather_indices_in_bounds!/3)
     inputs = [as_type(tensor, type), indices, as_type(updates, type)]
     apply_op(op, inputs, %{axes: axes}, type, tensor.shape, axis_names(tensor))
   end
 
+  @doc type: :indexed
   @doc """
   Takes the entries at `indices` along `:axis` (0 by default): that axis is replaced by the
-  dimensions of `indices`. Out-of-range indices are clamped into range.
+  dimensions of `indices`. An index out of range raises when `indices` is concrete; inside
+  `defn` it is clamped into range.
 
   ## Examples
 
@@ -3430,14 +3589,16 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take(tensor.shape, indices.shape, axis)
+    indices_in_bounds!(indices, tensor.shape, [axis], &Nx.Shape.indices_in_bounds!/3)
     names = Nx.Shape.take_names(axis_names(tensor), axis_names(indices), axis)
     apply_op(:take, [tensor, indices], %{axis: axis}, tensor.type, shape, names)
   end
 
+  @doc type: :indexed
   @doc """
   Takes, along `:axis` (0 by default), the entries at `indices`, which have the tensor's
-  shape except along that axis; the output has the shape of `indices`. Out-of-range indices
-  are clamped into range.
+  shape except along that axis; the output has the shape of `indices`. An index out of range
+  raises when `indices` is concrete; inside `defn` it is clamped into range.
 
   ## Examples
 
@@ -3458,6 +3619,7 @@ defmodule Nx do
     indices = integer_tensor!(indices, "take_along_axis", "indices")
     axis = Nx.Shape.normalize_axis(tensor.shape, Keyword.get(opts, :axis, 0), axis_names(tensor))
     shape = Nx.Shape.take_along_axis(tensor.shape, indices.shape, axis)
+    indices_in_bounds!(indices, tensor.shape, [axis], &Nx.Shape.indices_in_bounds!/3)
 
     apply_op(
       :take_along_axis,
@@ -3486,6 +3648,7 @@ defmodule Nx do
     %{axis: axis, direction: direction}
   end
 
+  @doc type: :ndim
   @doc """
   Sorts the tensor along `:axis` (0 by default), `:direction` `:asc` (default) or `:desc`.
 
@@ -3515,6 +3678,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :ndim
   @doc """
   The indices that sort the tensor along `:axis` (0 by default), `:direction` `:asc`
   (default) or `:desc`. The sort is stable in both directions: equal elements keep their
@@ -3549,6 +3713,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   The identity matrix: `n` gives `{n, n}`; a shape (rank >= 2) gives a batch of identities
   over its last two axes. `:type` defaults to `{:s, 64}`.
@@ -3591,6 +3756,7 @@ defmodule Nx do
     |> rename(names)
   end
 
+  @doc type: :creation
   @doc """
   A square matrix with `tensor` (a vector) on the diagonal `:offset` (0 by default, positive
   above the main diagonal, negative below), zeros elsewhere.
@@ -3642,6 +3808,7 @@ defmodule Nx do
     select(mask, values, tensor(0, type: t.type))
   end
 
+  @doc type: :ndim
   @doc """
   The outer product: both tensors are flattened, the result is
   `{size(left), size(right)}` with `out[i][j] = left[i] * right[j]`.
@@ -3673,6 +3840,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :ndim
   @doc """
   Convolution of `input` `{batch, in_channels, spatial...}` with `kernel`
   `{out_channels, in_channels / feature_group_size, spatial...}`. The output type is the
@@ -3773,6 +3941,7 @@ defmodule Nx do
 
   defp per_spatial_axis(value, _spatial), do: value
 
+  @doc type: :aggregation
   @doc """
   Returns a `u8` scalar: 1 when every element of `a` is within `atol + rtol * abs(b)` of
   the element of `b` (with broadcasting), 0 otherwise. Equal infinities are close; NaNs are
@@ -3824,6 +3993,7 @@ defmodule Nx do
   ## More of Nx 0.7's API, composed of the ops above (docs/COMPATIBILITY.md)
 
   for t <- [:u8, :u16, :u32, :u64, :s8, :s16, :s32, :s64, :bf16, :f16, :f32, :f64] do
+    @doc type: :creation
     @doc """
     `Nx.tensor(data, type: :#{t})`.
 
@@ -3835,6 +4005,7 @@ defmodule Nx do
     def unquote(t)(data), do: tensor(data, type: unquote(t))
   end
 
+  @doc type: :element
   @doc """
   Applies `fun`, a function of one scalar tensor, to every element (vectorized axes
   included). `fun` is traced once, on a vectorized scalar standing for all the elements, and
@@ -3910,6 +4081,7 @@ defmodule Nx do
     if tensor.vectorized_axes == [], do: result, else: vectorize(result, tensor.vectorized_axes)
   end
 
+  @doc type: :shape
   @doc """
   The number of elements, vectorized axes included (`size/1` counts the inner shape only).
 
@@ -3924,6 +4096,7 @@ defmodule Nx do
     Enum.reduce(tensor.vectorized_axes, size(tensor), fn {_name, n}, acc -> acc * n end)
   end
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in base 2: `log(tensor) / log(2)`.
 
@@ -3938,6 +4111,7 @@ defmodule Nx do
   """
   def log2(tensor), do: log(tensor, 2)
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in base 10: `log(tensor) / log(10)`.
 
@@ -3955,6 +4129,7 @@ defmodule Nx do
   """
   def log10(tensor), do: log(tensor, 10)
 
+  @doc type: :element
   @doc """
   The element-wise logarithm in `base`: `log(tensor) / log(base)`, the base's logarithm in
   the base's own type (an integer or float base is an f32: `Nx.log(8.0 in f64, 2)` is
@@ -3978,6 +4153,7 @@ defmodule Nx do
     one_graph([to_tensor(tensor), to_tensor(base)], fn t, b -> divide(log(t), log(b)) end)
   end
 
+  @doc type: :ndim
   @doc """
   The `:order`-th discrete difference along `:axis` (the last by default): `out[i] =
   t[i + 1] - t[i]`, applied `order` times (each shortens the axis by one).
@@ -4033,6 +4209,7 @@ defmodule Nx do
     end)
   end
 
+  @doc type: :shape
   @doc """
   The axes of a tensor, a shape or a number: `[0, 1, ..., rank - 1]`.
 
@@ -4048,6 +4225,7 @@ defmodule Nx do
   """
   def axes(shape_or_tensor), do: Enum.to_list(0..(tuple_size(shape(shape_or_tensor)) - 1)//1)
 
+  @doc type: :shape
   @doc """
   The index of `axis` in a tensor (or shape): negative axes count from the end. Axis names
   are not supported.
@@ -4061,6 +4239,7 @@ defmodule Nx do
   def axis_index(tensor, axis),
     do: Nx.Shape.normalize_axis(shape(tensor), axis, names_or_nil(tensor))
 
+  @doc type: :conversion
   @doc """
   `tensor_or_container` with every tensor (and number) replaced by a template: the same
   type, shape and vectorized axes, no data (as `template/3` makes). Tuples and maps keep
@@ -4078,6 +4257,7 @@ defmodule Nx do
     |> Nx.Defn.Composite.traverse(&%T{to_tensor(&1) | data: nil})
   end
 
+  @doc type: :shape
   @doc """
   Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
   the same structure and, leaf by leaf, the same type, shape and vectorized axes, and axis
@@ -4120,6 +4300,7 @@ defmodule Nx do
 
   defp compatible_leaves?(_left, _right), do: false
 
+  @doc type: :shape
   @doc """
   The size of the tensor's data in bytes: its elements (vectorized axes included) times the
   byte width of its type.
@@ -4140,6 +4321,7 @@ defmodule Nx do
     size(tensor) * vectorized * Nx.Type.byte_size(tensor.type)
   end
 
+  @doc type: :shape
   @doc """
   Flattens the tensor to one axis, or merges the consecutive `:axes` into one (a scalar
   becomes `{1}`).
@@ -4179,6 +4361,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :shape
   @doc """
   Repeats the tensor `repetitions[k]` times along axis `k`. A list shorter than the rank
   applies to the last axes; a longer one adds leading axes.
@@ -4230,6 +4413,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   `n` evenly spaced values from `start` to `stop` (numbers, or tensors of one shape `s`,
   giving `s` with an axis of `n` appended).
@@ -4294,6 +4478,7 @@ defmodule Nx do
     |> rename(axis_names(start) ++ [opts[:name]])
   end
 
+  @doc type: :creation
   @doc """
   A `{n, m}` matrix of type `u8` with 1 on and below the diagonal `:k` (0 by default:
   the main one; positive above it, negative below) and 0 elsewhere.
@@ -4316,6 +4501,7 @@ defmodule Nx do
     composite(fn -> triangle_mask({n, m}, k, :lower) end, [])
   end
 
+  @doc type: :creation
   @doc """
   The lower triangle of the last two axes (on and below the diagonal `:k`, 0 by default;
   positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
@@ -4335,6 +4521,7 @@ defmodule Nx do
   """
   def tril(tensor, opts \\ []), do: triangle(tensor, opts, :lower, "tril")
 
+  @doc type: :creation
   @doc """
   The upper triangle of the last two axes (on and above the diagonal `:k`, 0 by default;
   positive above the main one), zeros elsewhere. The tensor needs 2 axes or more.
@@ -4378,6 +4565,7 @@ defmodule Nx do
     as_type(mask, {:u, 8})
   end
 
+  @doc type: :indexed
   @doc """
   Splits the tensor in two along `:axis` (0 by default): `split` is the size of the first
   part (a negative integer counts from the end) or, as a float, the fraction of the axis it
@@ -4407,10 +4595,19 @@ defmodule Nx do
         true -> raise ArgumentError, "split must be an integer or a float, got: #{inspect(split)}"
       end
 
-    unless first > 0 and first < size do
-      raise ArgumentError,
-            "split #{inspect(split)} leaves an empty part of axis #{axis} of size #{size}: " <>
-              "it must give between 1 and #{size - 1} elements to the first part"
+    # Nx 0.7.2's wording (its float rule reads: 0 < ceil(split * axis_size) < axis_size)
+    cond do
+      first > 0 and first < size ->
+        :ok
+
+      is_float(split) ->
+        raise ArgumentError,
+              "split must be a float such that 0 < split and ceil(split * axis_size) < 1"
+
+      true ->
+        raise ArgumentError,
+              "split must be an integer greater than zero and less than the length of the " <>
+                "given axis"
     end
 
     composite(
@@ -4422,6 +4619,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   The diagonal `:offset` (0 by default; positive above the main one, negative below) of the
   last two axes; leading axes are batches.
@@ -4465,6 +4663,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :creation
   @doc """
   Writes `diagonal` (a vector of the diagonal's length) on the diagonal `:offset` (0 by
   default) of a matrix. The output type merges both types.
@@ -4503,25 +4702,26 @@ defmodule Nx do
 
     if length(positions) != elem(diagonal.shape, 0) do
       raise ArgumentError,
-            "expected a diagonal of length #{length(positions)} for offset #{offset} of shape " <>
-              "#{inspect(tensor.shape)}, got one of length #{elem(diagonal.shape, 0)}"
+            "expected diagonal tensor of length: #{length(positions)}, got diagonal tensor of " <>
+              "length: #{elem(diagonal.shape, 0)}"
     end
 
     indices = tensor(Enum.map(positions, &Tuple.to_list/1), type: {:s, 64})
     indexed_put(tensor, indices, diagonal)
   end
 
-  # the {row, col} of each element of the diagonal `offset` of a rows x cols matrix
+  # the {row, col} of each element of the diagonal `offset` of a rows x cols matrix (Nx
+  # 0.7.2 names the matrix's axes 0 and 1 in its messages, whatever the batch axes)
   defp diagonal_positions(rows, cols, offset) do
     cond do
       offset >= 0 and offset >= cols ->
         raise ArgumentError,
-              "offset must be less than the size of the last axis (#{cols}), got: #{offset}"
+              "offset must be less than length of axis 1 when positive, got: #{offset}"
 
       offset < 0 and -offset >= rows ->
         raise ArgumentError,
-              "the absolute value of a negative offset must be less than the size of the " <>
-                "second to last axis (#{rows}), got: #{offset}"
+              "absolute value of offset must be less than length of axis 0 when negative, " <>
+                "got: #{offset}"
 
       true ->
         {row0, col0} = if offset >= 0, do: {0, offset}, else: {-offset, 0}
@@ -4530,6 +4730,7 @@ defmodule Nx do
     end
   end
 
+  @doc type: :ndim
   @doc """
   The `:k` (1 by default) largest values along the last axis and their indices:
   `{values, indices}` (indices `s64`; among equal values the lower index comes first).
@@ -4570,6 +4771,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The median over all elements, or along `:axis` (`:keep_axis` keeps it with size 1). With an
   odd count it is the middle element (the input's type); with an even count the mean of the
@@ -4627,6 +4829,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :element
   @doc """
   The most frequent value over all elements, or along `:axis`. Among values that occur
   equally often the smallest wins. The axis goes away unless `keep_axis: true` keeps it
@@ -4753,6 +4956,7 @@ defmodule Nx do
   defp vectorize_unless_none(tensor, []), do: tensor
   defp vectorize_unless_none(tensor, vectorized), do: vectorize(tensor, vectorized)
 
+  @doc type: :element
   @doc """
   A tensor of `tensor`'s shape (vectorized axes included) filled with `value`, of type
   `:type` (by default the tensor's and the value's types merged).
@@ -4776,6 +4980,7 @@ defmodule Nx do
     composite(fn t -> as_type(select(1, value, t), type) end, [tensor])
   end
 
+  @doc type: :element
   @doc """
   The complex tensor `real + imag * i` (neither may be complex); the type is the merged type
   made complex (`c64` from integers and `f32`).
@@ -4808,6 +5013,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :element
   @doc """
   The angle of each element in the complex plane, `atan2(imag, real)`: `f32` for `c64` and
   real inputs, `f64` for `c128`.
@@ -4831,6 +5037,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The mean weighted by `weights`: `sum(t * w) / sum(w)` over all axes or `:axes`
   (`:keep_axes` keeps them with size 1). Weights of another shape than the tensor's have one
@@ -4890,6 +5097,7 @@ defmodule Nx do
     )
   end
 
+  @doc type: :aggregation
   @doc """
   The covariance matrix of `tensor` `{..., n, d}` (`n` observations of `d` variables; leading
   axes are batches): `{..., d, d}`, the products of the deviations from `mean` summed over the
@@ -4957,6 +5165,7 @@ defmodule Nx do
   defp covariance_sum_type({:c, _}), do: {:c, 128}
   defp covariance_sum_type(_float), do: {:f, 64}
 
+  @doc type: :window
   @doc """
   The mean of every window: `window_sum/3` (same options) divided by the number of elements
   of a window, padded positions counting as zeros. Integers give `f32`.
@@ -4976,6 +5185,7 @@ defmodule Nx do
     composite(fn t -> divide(window_sum(t, window_dimensions, opts), count) end, [tensor])
   end
 
+  @doc type: :conversion
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an

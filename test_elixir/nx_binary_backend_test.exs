@@ -64,4 +64,17 @@ defmodule Nx.BinaryBackendTest do
   test "f16 subnormals decode" do
     assert B.to_list(<<1::16-native>>, {:f, 16}) == [5.960464477539063e-8]
   end
+
+  test "first_out_of_range/3 finds the first element outside its cycling bound, every integer type" do
+    for type <- [s: 8, s: 16, s: 32, s: 64, u: 8, u: 16, u: 32, u: 64] do
+      assert B.first_out_of_range(B.from_list([0, 1, 2, 0], type), type, {3}) == nil
+      assert B.first_out_of_range(B.from_list([0, 1, 2, 3, 9], type), type, {3}) == 3
+      # rows of (row, column) positions into a 2 x 3 matrix: the 3 in column 0 is out
+      assert B.first_out_of_range(B.from_list([1, 2, 0, 2, 3, 0], type), type, {2, 3}) == 4
+    end
+
+    assert B.first_out_of_range(B.from_list([0, -1], {:s, 64}), {:s, 64}, {5}) == 1
+    # an unsigned 255 is no negative number
+    assert B.first_out_of_range(<<255>>, {:u, 8}, {256}) == nil
+  end
 end

@@ -27,10 +27,46 @@ defmodule Nx.CreationTest do
       assert Nx.type(Nx.tensor(1, type: :bf16)) == {:bf, 16}
     end
 
-    test "empty lists" do
-      assert Nx.shape(Nx.tensor([])) == {0}
-      assert Nx.shape(Nx.tensor([[], []])) == {2, 0}
-      assert Nx.to_list(Nx.tensor([[], []])) == [[], []]
+    test "empty lists raise: Nx 0.7.2 has no empty tensors" do
+      for data <- [[], [[], []], [[1], []], [1, []]] do
+        assert_raise ArgumentError, "invalid value given to Nx.tensor/1, got: []", fn ->
+          Nx.tensor(data)
+        end
+      end
+    end
+
+    test "an empty binary raises (Nx 0.7.2)" do
+      for type <- [{:u, 32}, {:f, 64}] do
+        assert_raise ArgumentError, "cannot build an empty tensor", fn ->
+          Nx.from_binary(<<>>, type)
+        end
+      end
+    end
+
+    test "a dimension must be a positive integer (Nx 0.7.2's message)" do
+      assert_raise ArgumentError,
+                   "invalid dimension in axis 2 found in shape. Each dimension must be a " <>
+                     "positive integer, got :blep in shape {1, 2, :blep}",
+                   fn -> Nx.shape({1, 2, :blep}) end
+
+      assert_raise ArgumentError,
+                   "invalid dimension in axis 1 found in shape. Each dimension must be a " <>
+                     "positive integer, got 0 in shape {2, 0}",
+                   fn -> Nx.iota({2, 0}) end
+
+      assert_raise ArgumentError, ~r/got -2 in shape \{1, -2\}/, fn ->
+        Nx.broadcast(1, {1, -2})
+      end
+    end
+
+    test "shape/1 of something that is not a shape, a tensor or a number raises" do
+      for other <- ["something else", [1, 2]] do
+        assert_raise ArgumentError,
+                     "expected a shape. A shape is a n-element tuple with the size of each " <>
+                       "dimension. Alternatively, you can pass a tensor (or a number) and the " <>
+                       "shape will be retrieved from the tensor. Got: #{inspect(other)}",
+                     fn -> Nx.shape(other) end
+      end
     end
 
     test "ragged lists raise" do
@@ -183,13 +219,6 @@ defmodule Nx.CreationTest do
       t = Nx.from_binary(:binary.copy(<<7>>, 60), :u8)
       assert inspect(t) =~ "7, ...]"
       assert length(String.split(inspect(t), "7")) == 51
-    end
-
-    test "empty tensors" do
-      assert inspect(Nx.tensor([])) == "#Nx.Tensor<\n  f32[0]\n  []\n>"
-
-      assert inspect(Nx.tensor([[], []])) ==
-               "#Nx.Tensor<\n  f32[2][0]\n  [\n    [],\n    []\n  ]\n>"
     end
 
     test "templates" do

@@ -128,6 +128,30 @@ defmodule Nx.ElementwiseTest do
       assert Nx.left_shift(Nx.tensor([1]), 62) == Nx.tensor([4_611_686_018_427_387_904])
     end
 
+    test "a negative shift amount raises, as a number or a concrete tensor (Nx 0.7.2)" do
+      assert_raise ArgumentError, "cannot right shift by -1", fn ->
+        Nx.right_shift(Nx.tensor(1), -1)
+      end
+
+      assert_raise ArgumentError, "cannot left shift by -1", fn ->
+        Nx.left_shift(Nx.tensor(1), -1)
+      end
+
+      assert_raise ArgumentError, "cannot left shift by -3", fn ->
+        Nx.left_shift(Nx.tensor([1, 2, 3]), Nx.tensor([1, -3, -1]))
+      end
+
+      assert_raise ArgumentError, "cannot right shift by -1", fn ->
+        Nx.right_shift(Nx.tensor([1, 2]), Nx.tensor([[-1], [1]]))
+      end
+
+      # a negative left operand is fine, and so is an unsigned amount
+      assert Nx.left_shift(-1, 1) == Nx.tensor(-2)
+
+      assert Nx.right_shift(Nx.tensor(8, type: :u8), Nx.tensor(255, type: :u8)) ==
+               Nx.tensor(0, type: :u8)
+    end
+
     test "population_count and count_leading_zeros per type width" do
       x = [0, 1, 255]
 
@@ -192,9 +216,20 @@ defmodule Nx.ElementwiseTest do
       assert Nx.clip(Nx.tensor([1, 5], type: :s8), Nx.tensor(0, type: :f64), 3) ==
                Nx.tensor([1.0, 3.0], type: :f64)
 
-      assert_raise ArgumentError, "max value must be a scalar shape, got: {1}", fn ->
-        Nx.clip(Nx.tensor([1]), 0, Nx.tensor([2]))
-      end
+      assert_raise ArgumentError,
+                   "max value must be a non-vectorized scalar shape, got shape {1} and " <>
+                     "vectorized axes []",
+                   fn -> Nx.clip(Nx.tensor([1]), 0, Nx.tensor([2])) end
+
+      assert_raise ArgumentError,
+                   "min value must be a non-vectorized scalar shape, got shape {2} and " <>
+                     "vectorized axes []",
+                   fn -> Nx.clip(Nx.iota({4}), Nx.iota({2}), 3) end
+
+      assert_raise ArgumentError,
+                   "min value must be a non-vectorized scalar shape, got shape {} and " <>
+                     "vectorized axes [v: 2]",
+                   fn -> Nx.clip(Nx.iota({4}), Nx.vectorize(Nx.iota({2}), :v), 3) end
     end
   end
 

@@ -177,11 +177,10 @@ defmodule Nx.FftTest do
                      fn -> Nx.fft(Nx.iota({4}), length: bad) end
       end
 
-      assert_raise ArgumentError, ~r/cannot transform an empty last axis/, fn ->
+      # an empty axis cannot reach fft: Nx 0.7.2 builds no tensor with one
+      assert_raise ArgumentError, ~r/invalid dimension in axis 1 found in shape/, fn ->
         Nx.fft(Nx.iota({2, 0}))
       end
-
-      assert Nx.shape(Nx.fft(Nx.iota({2, 0}), length: 2)) == {2, 2}
 
       assert_raise ArgumentError, ~r/unknown keys \[:axes\]/, fn ->
         Nx.fft(Nx.iota({4}), axes: [0])

@@ -269,8 +269,33 @@ defmodule Nx.ReduceWindowTest do
         Nx.window_min(x, {3, 1})
       end
 
-      assert_raise ArgumentError, ~r/invalid padding configuration/, fn ->
-        Nx.window_product(x, {1, 1}, padding: [{0, 0}])
+      assert_raise ArgumentError,
+                   "invalid padding configuration, rank of padding configuration and shape " <>
+                     "must match",
+                   fn -> Nx.window_product(x, {1, 1}, padding: [{0, 0}]) end
+    end
+
+    test "a bad :padding raises with Nx 0.7.2's messages" do
+      t = Nx.tensor([1, 2, 3])
+
+      assert_raise ArgumentError,
+                   "invalid padding mode specified, padding must be one of :valid, :same, or a " <>
+                     "padding configuration, got: :whatever",
+                   fn -> Nx.window_max(t, {2}, padding: :whatever) end
+
+      assert_raise ArgumentError, ~r/^invalid padding mode specified/, fn ->
+        Nx.window_reduce(t, 0, {2}, [padding: :whatever], fn x, acc -> max(x, acc) end)
+      end
+
+      assert_raise ArgumentError, ~r/^invalid padding mode specified/, fn ->
+        Nx.window_scatter_max(t, Nx.tensor([1, 1]), 0, {2}, padding: :bad)
+      end
+
+      for bad <- [[1], [{1.0, 0}], [{1, 0, 0}]] do
+        assert_raise ArgumentError,
+                     "padding must be a list of {high, low} tuples, where each element is an " <>
+                       "integer. Got: #{inspect(bad)}",
+                     fn -> Nx.window_sum(t, {2}, padding: bad) end
       end
     end
 

@@ -132,6 +132,74 @@ defmodule Nx.ShapeOpsTest do
       end
     end
 
+    test "concrete indices out of bounds raise with Nx 0.7.2's messages" do
+      t = Nx.tensor([[1, 2], [3, 4]])
+
+      for {indices, message} <- [
+            {[[3, -10]], "index 3 is out of bounds for axis 0 in shape {2, 2}"},
+            {[[0, -1]], "index -1 is out of bounds for axis 1 in shape {2, 2}"},
+            {[[0, 0], [7, 9]], "index 7 is out of bounds for axis 0 in shape {2, 2}"}
+          ] do
+        indices = Nx.tensor(indices)
+        updates = Nx.broadcast(1, {elem(indices.shape, 0)})
+        assert_raise ArgumentError, message, fn -> Nx.gather(t, indices) end
+        assert_raise ArgumentError, message, fn -> Nx.indexed_add(t, indices, updates) end
+        assert_raise ArgumentError, message, fn -> Nx.indexed_put(t, indices, updates) end
+      end
+
+      # with :axes, Nx names the axis by its position in :axes, in the shape with the
+      # indexed axes moved to the front
+      assert_raise ArgumentError, "index 5 is out of bounds for axis 0 in shape {3, 2}", fn ->
+        Nx.gather(Nx.iota({2, 3}), Nx.tensor([[5]]), axes: [1])
+      end
+
+      assert_raise ArgumentError, "index 5 is out of bounds for axis 0 in shape {3, 2}", fn ->
+        Nx.indexed_add(Nx.iota({2, 3}), Nx.tensor([[5]]), Nx.tensor([[1, 1]]), axes: [1])
+      end
+
+      assert_raise ArgumentError, "index 5 is out of bounds for axis 1 in shape {2, 3}", fn ->
+        Nx.take(Nx.iota({2, 3}), Nx.tensor([5]), axis: 1)
+      end
+
+      assert_raise ArgumentError, "index -1 is out of bounds for axis 0 in shape {3}", fn ->
+        Nx.take(Nx.iota({3}), Nx.tensor([-1]))
+      end
+
+      assert_raise ArgumentError, "index 5 is out of bounds for axis 1 in shape {2, 3}", fn ->
+        Nx.take_along_axis(Nx.iota({2, 3}), Nx.tensor([[5], [0]]), axis: 1)
+      end
+    end
+
+    test "traced indices are not known at trace time: JAX clamps them into range" do
+      gather = Nx.Defn.jit(&Nx.gather/2)
+      assert gather.(Nx.tensor([[1, 2], [3, 4]]), Nx.tensor([[3, -10]])) == Nx.tensor([3])
+    end
+
+    test "indices must have an integer type (Nx 0.7.2's messages)" do
+      t = Nx.broadcast(0, {2, 2})
+
+      for type <- [f: 16, bf: 16, f: 32, f: 64, c: 64, c: 128] do
+        indices = Nx.tensor([[0, 0], [1, 1]], type: type)
+        message = "indices must be an integer tensor, got type: #{inspect(type)}"
+
+        assert_raise ArgumentError, message, fn ->
+          Nx.indexed_add(t, indices, Nx.tensor([1, 2]))
+        end
+
+        assert_raise ArgumentError, message, fn ->
+          Nx.indexed_put(t, indices, Nx.tensor([1, 2]))
+        end
+      end
+
+      message = "indices must be an integer tensor, got {:f, 32}"
+      assert_raise ArgumentError, message, fn -> Nx.gather(t, Nx.tensor([[0, 0]], type: :f32)) end
+      assert_raise ArgumentError, message, fn -> Nx.take(t, Nx.tensor([0.0])) end
+
+      assert_raise ArgumentError, message, fn ->
+        Nx.take_along_axis(Nx.iota({3}), Nx.tensor([0.0]), axis: 0)
+      end
+    end
+
     test "gradients of gather, take, take_along_axis, indexed_add and indexed_put" do
       x = f64([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
       idx = Nx.tensor([[1, 2], [0, 0], [1, 2]])

@@ -91,20 +91,17 @@ defmodule NxJax.RoundTripTest do
       assert Nx.to_binary(Nx.backend_transfer(resident)) == bin
     end
 
-    test "#{inspect(type)}: empty tensors round-trip" do
+    test "#{inspect(type)}: empty arrays round-trip through the worker" do
       type = unquote(Macro.escape(type))
 
+      # the wire carries them, though Nx 0.7.2 (and so the front end) builds no empty tensor
       for shape <- [{0}, {2, 0, 3}] do
         assert [{^type, ^shape, <<>>}] =
                  NxJax.Worker.run(identity_graph(type, shape), [{type, shape, <<>>}])
+      end
 
-        empty = Nx.from_binary(<<>>, type) |> Nx.reshape(shape)
-        transposed = Nx.transpose(empty)
-        assert transposed.shape == shape |> Tuple.to_list() |> Enum.reverse() |> List.to_tuple()
-        assert Nx.to_binary(transposed) == <<>>
-
-        assert Nx.to_binary(Nx.backend_transfer(Nx.backend_transfer(empty, NxJax.Backend))) ==
-                 <<>>
+      assert_raise ArgumentError, "cannot build an empty tensor", fn ->
+        Nx.from_binary(<<>>, type)
       end
     end
   end

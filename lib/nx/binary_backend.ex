@@ -2,7 +2,8 @@ defmodule Nx.BinaryBackend do
   @moduledoc """
   The data of a concrete tensor: its bytes, row-major and native-endian, in `state`.
 
-  The functions here convert between flat lists of numbers and those bytes. Non-finite
+  The functions here convert between flat lists of numbers and those bytes, and scan the
+  bytes of integer indices for a value out of range (without building a list). Non-finite
   floats are the atoms `:nan`, `:infinity` and `:neg_infinity` (Erlang floats cannot hold
   them).
   """
@@ -135,6 +136,56 @@ defmodule Nx.BinaryBackend do
 
   def to_list(binary, {:f, size}) do
     for <<bits::size(size)-native <- binary>>, do: decode_float(bits, size)
+  end
+
+  @doc """
+  The flat (row-major) position of the first element of an integer binary outside
+  `[0, limit)`, or `nil`. `limits` is a tuple of exclusive upper bounds that the elements
+  cycle through: element `i` is held to `elem(limits, rem(i, tuple_size(limits)))` (the
+  positions along several axes, one per element of each row of indices). One pass over the
+  bytes, no list built.
+
+  ## Examples
+
+      iex> Nx.BinaryBackend.first_out_of_range(<<0, 2, 1, 3>>, {:s, 8}, {2, 4})
+      nil
+      iex> Nx.BinaryBackend.first_out_of_range(<<0, 2, 1, 4>>, {:s, 8}, {2, 4})
+      3
+      iex> Nx.BinaryBackend.first_out_of_range(<<0, 255>>, {:s, 8}, {10})
+      1
+
+  """
+  # one loop per integer type, each a bare binary match on a literal size (the binary first,
+  # so that the match context is reused from one element to the next)
+  for size <- [8, 16, 32, 64] do
+    signed = :"scan_s#{size}"
+    unsigned = :"scan_u#{size}"
+
+    def first_out_of_range(binary, {:s, unquote(size)}, limits),
+      do: unquote(signed)(binary, limits, 0, 0, tuple_size(limits))
+
+    def first_out_of_range(binary, {:u, unquote(size)}, limits),
+      do: unquote(unsigned)(binary, limits, 0, 0, tuple_size(limits))
+
+    defp unquote(signed)(<<x::signed-unquote(size)-native, rest::binary>>, limits, k, i, n)
+         when x >= 0 and x < elem(limits, k) do
+      if k + 1 == n,
+        do: unquote(signed)(rest, limits, 0, i + 1, n),
+        else: unquote(signed)(rest, limits, k + 1, i + 1, n)
+    end
+
+    defp unquote(signed)(<<>>, _limits, _k, _i, _n), do: nil
+    defp unquote(signed)(_out_of_range, _limits, _k, i, _n), do: i
+
+    defp unquote(unsigned)(<<x::unsigned-unquote(size)-native, rest::binary>>, limits, k, i, n)
+         when x < elem(limits, k) do
+      if k + 1 == n,
+        do: unquote(unsigned)(rest, limits, 0, i + 1, n),
+        else: unquote(unsigned)(rest, limits, k + 1, i + 1, n)
+    end
+
+    defp unquote(unsigned)(<<>>, _limits, _k, _i, _n), do: nil
+    defp unquote(unsigned)(_out_of_range, _limits, _k, i, _n), do: i
   end
 
   defp decode_float(bits, size) do

@@ -1,29 +1,35 @@
 defmodule Nx.Shape do
   @moduledoc """
-  Shape rules: every function takes shapes (tuples of non-negative dimensions) and returns
+  Shape rules: every function takes shapes (tuples of positive dimensions) and returns
   the output shape of an operation, raising `ArgumentError` with an Nx-style message when the
   shapes do not fit.
   """
 
   @doc """
-  Validates a shape.
+  Validates a shape: a tuple of positive integer dimensions (Nx 0.7.2 has no empty tensors).
 
   ## Examples
 
       iex> Nx.Shape.validate!({2, 3})
       {2, 3}
-      iex> Nx.Shape.validate!({2, -1})
-      ** (ArgumentError) invalid dimension in shape {2, -1}, every dimension must be a non-negative integer
+      iex> Nx.Shape.validate!({2, 0})
+      ** (ArgumentError) invalid dimension in axis 1 found in shape. Each dimension must be a positive integer, got 0 in shape {2, 0}
 
   """
   def validate!(shape) when is_tuple(shape) do
-    if Enum.all?(Tuple.to_list(shape), &(is_integer(&1) and &1 >= 0)) do
-      shape
-    else
-      raise ArgumentError,
-            "invalid dimension in shape #{inspect(shape)}, " <>
-              "every dimension must be a non-negative integer"
-    end
+    shape
+    |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.each(fn {dim, axis} ->
+      unless is_integer(dim) and dim > 0 do
+        raise ArgumentError,
+              "invalid dimension in axis #{axis} found in shape. " <>
+                "Each dimension must be a positive integer, got #{inspect(dim)} " <>
+                "in shape #{inspect(shape)}"
+      end
+    end)
+
+    shape
   end
 
   def validate!(other) do
@@ -594,12 +600,19 @@ defmodule Nx.Shape do
   end
 
   defp window_padding(pairs, dims, _dilated, _strides) when is_list(pairs) do
-    valid? =
-      length(pairs) == length(dims) and
-        Enum.all?(pairs, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)) and
-        Enum.all?(pairs, fn {lo, hi} -> lo >= 0 and hi >= 0 end)
+    # Nx 0.7.2's checks and wording, then ours for negative pairs
+    unless Enum.all?(pairs, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)) do
+      raise ArgumentError,
+            "padding must be a list of {high, low} tuples, where each element is an integer. " <>
+              "Got: #{inspect(pairs)}"
+    end
 
-    unless valid? do
+    if length(pairs) != length(dims) do
+      raise ArgumentError,
+            "invalid padding configuration, rank of padding configuration and shape must match"
+    end
+
+    unless Enum.all?(pairs, fn {lo, hi} -> lo >= 0 and hi >= 0 end) do
       raise ArgumentError,
             "invalid padding configuration, expected :valid, :same or one {low, high} pair " <>
               "of non-negative integers per axis (#{length(dims)}), got: #{inspect(pairs)}"
@@ -608,11 +621,7 @@ defmodule Nx.Shape do
     pairs
   end
 
-  defp window_padding(other, _dims, _dilated, _strides) do
-    raise ArgumentError,
-          "invalid padding, expected :valid, :same or a list of {low, high} pairs, " <>
-            "got: #{inspect(other)}"
-  end
+  defp window_padding(other, _dims, _dilated, _strides), do: raise_padding_mode(other)
 
   @doc """
   The shape after permuting the axes: output axis `k` is input axis `axes[k]`.
@@ -987,6 +996,59 @@ defmodule Nx.Shape do
     shape
   end
 
+  @doc """
+  Checks concrete indices of `Nx.take/3` and `Nx.take_along_axis/3` (`axes` is `[axis]`) and,
+  through `gather_indices_in_bounds!/3`, of the gather and scatter families: `values` are
+  the indices' elements in row-major order, every consecutive `length(axes)` of them one
+  position along `axes` of `shape`. The first one out of range raises (no negative index
+  counts from the end here). Returns `:ok`.
+
+  ## Examples
+
+      iex> Nx.Shape.indices_in_bounds!({2, 3}, [1], [2, 0])
+      :ok
+      iex> Nx.Shape.indices_in_bounds!({2, 3}, [1], [2, -1])
+      ** (ArgumentError) index -1 is out of bounds for axis 1 in shape {2, 3}
+
+  """
+  def indices_in_bounds!(_shape, [], _values), do: :ok
+
+  def indices_in_bounds!(shape, axes, values) do
+    dims = Enum.map(axes, &{&1, elem(shape, &1)})
+
+    values
+    |> Enum.chunk_every(length(dims))
+    |> Enum.each(fn position ->
+      Enum.zip_with(position, dims, fn index, {axis, dim} ->
+        if index < 0 or index >= dim do
+          raise ArgumentError,
+                "index #{index} is out of bounds for axis #{axis} in shape #{inspect(shape)}"
+        end
+      end)
+    end)
+  end
+
+  @doc """
+  Checks concrete indices of `Nx.gather/3`, `Nx.indexed_add/4` and `Nx.indexed_put/4` as
+  `indices_in_bounds!/3` does. The message names the axis as Nx 0.7.2 does, which moves the
+  indexed `axes` to the front first: the axis is the position within `axes`, the shape the
+  one with `axes` in front.
+
+  ## Examples
+
+      iex> Nx.Shape.gather_indices_in_bounds!({2, 3}, [0, 1], [1, 2, 0, -1])
+      ** (ArgumentError) index -1 is out of bounds for axis 1 in shape {2, 3}
+
+      iex> Nx.Shape.gather_indices_in_bounds!({2, 3}, [1], [5])
+      ** (ArgumentError) index 5 is out of bounds for axis 0 in shape {3, 2}
+
+  """
+  def gather_indices_in_bounds!(shape, axes, values) do
+    rest = Enum.to_list(0..(tuple_size(shape) - 1)//1) -- axes
+    front = List.to_tuple(for axis <- axes ++ rest, do: elem(shape, axis))
+    indices_in_bounds!(front, Enum.to_list(0..(length(axes) - 1)//1), values)
+  end
+
   defp indices_last!(indices_shape, axes) do
     rank = tuple_size(indices_shape)
 
@@ -1126,10 +1188,10 @@ defmodule Nx.Shape do
         list when is_list(list) and length(list) == spatial ->
           if Enum.all?(list, &match?({lo, hi} when is_integer(lo) and is_integer(hi), &1)),
             do: list,
-            else: raise_conv_padding(list)
+            else: raise_padding_mode(list)
 
         other ->
-          raise_conv_padding(other)
+          raise_padding_mode(other)
       end
 
     out_spatial =
@@ -1150,7 +1212,7 @@ defmodule Nx.Shape do
     {List.to_tuple([div(n, bgs), o | out_spatial]), padding}
   end
 
-  defp raise_conv_padding(padding) do
+  defp raise_padding_mode(padding) do
     raise ArgumentError,
           "invalid padding mode specified, padding must be one of :valid, :same, or a padding " <>
             "configuration, got: #{inspect(padding)}"

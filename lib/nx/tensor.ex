@@ -72,27 +72,18 @@ defmodule Nx.Tensor do
             "tensor type #{Nx.Type.to_string(tensor.type)})"
   end
 
+  # an empty list reads the whole tensor (Nx 0.7.2)
+  def fetch(%__MODULE__{} = tensor, []), do: {:ok, tensor}
+
   def fetch(%__MODULE__{} = tensor, [{name, _} | _] = index) when is_atom(name) do
     # by axis name: the named axes indexed, the others whole
     names = Nx.names(tensor)
-
-    by_axis =
-      Map.new(index, fn {name, i} -> {Nx.Shape.normalize_axis(tensor.shape, name, names), i} end)
-
-    indices = for axis <- 0..(tuple_size(tensor.shape) - 1)//1, do: Map.get(by_axis, axis, ..)
-    {:ok, read(tensor, indices)}
+    by_axis = for {name, i} <- index, do: {Nx.Shape.normalize_axis(tensor.shape, name, names), i}
+    {:ok, read(tensor, by_axis)}
   end
 
   def fetch(%__MODULE__{} = tensor, indices) when is_list(indices) do
-    rank = tuple_size(tensor.shape)
-
-    if indices == [] or length(indices) > rank do
-      raise ArgumentError,
-            "tensor[index] takes 1 to #{rank} indices (one per leading axis) for a tensor of " <>
-              "shape #{inspect(tensor.shape)}, got: #{inspect(indices)}"
-    end
-
-    {:ok, read(tensor, indices)}
+    {:ok, read(tensor, Enum.with_index(indices, &{&2, &1}))}
   end
 
   def fetch(%__MODULE__{} = tensor, index), do: fetch(tensor, [index])
@@ -114,10 +105,11 @@ defmodule Nx.Tensor do
   # One slice over every axis (the unindexed ones whole), then one squeeze of the axes an
   # integer or a tensor indexed: one graph when eager, the starts its arguments (so t[0] and
   # t[1] share one trace; integer starts are in bounds, so a dynamic start reads the same).
-  defp read(tensor, indices) do
-    if Enum.any?(indices, &vectorized_index?/1),
-      do: read_vectorized(tensor, indices),
-      else: read_static(tensor, indices)
+  # `by_axis` holds {axis, index} pairs; an axis given twice or past the rank raises.
+  defp read(tensor, by_axis) do
+    if Enum.any?(by_axis, fn {_axis, index} -> vectorized_index?(index) end),
+      do: read_vectorized(tensor, by_axis),
+      else: read_static(tensor, by_axis)
   end
 
   defp vectorized_index?(index),
@@ -127,39 +119,35 @@ defmodule Nx.Tensor do
         index
       )
 
-  # a vectorized scalar index (one position per entry) reads its axis whole, then takes the
-  # entry's position there (Nx.take/3 with a scalar index drops the axis)
-  defp read_vectorized(tensor, indices) do
-    {plain, picks} =
-      indices
-      |> Enum.with_index()
-      |> Enum.map_reduce([], fn {index, axis}, picks ->
-        if vectorized_index?(index),
-          do: {.., [{axis, index} | picks]},
-          else: {index, picks}
-      end)
+  # a vectorized scalar index (one position per entry): its axis is read whole, then the
+  # entry's position taken there (Nx.take/3 with a scalar index drops the axis), lowest axis
+  # first, so the indices' vectorized axes come in their order
+  defp read_vectorized(tensor, by_axis) do
+    Enum.reduce(by_axis, %{}, &put_axis!(&1, &2, tensor.shape))
+    {picks, plain} = Enum.split_with(by_axis, fn {_axis, index} -> vectorized_index?(index) end)
+    dropped = for {axis, index} <- plain, not match?(%Range{}, index), do: axis
 
-    dropped = for {index, axis} <- Enum.with_index(plain), not match?(%Range{}, index), do: axis
-
-    # (lowest axis first, so the indices' vectorized axes come in their order; each take
-    # removes its axis)
     picks
-    |> Enum.reverse()
+    |> Enum.sort()
     |> Enum.with_index()
     |> Enum.reduce(read_static(tensor, plain), fn {{axis, index}, taken}, acc ->
       Nx.take(acc, index, axis: axis - Enum.count(dropped, &(&1 < axis)) - taken)
     end)
   end
 
-  defp read_static(tensor, indices) do
-    dims = Tuple.to_list(tensor.shape)
+  defp read_static(tensor, by_axis) do
+    shape = tensor.shape
+    by_axis = Enum.reduce(by_axis, %{}, &put_axis!(&1, &2, shape))
 
     parts =
-      for {{index, dim}, axis} <- Enum.with_index(Enum.zip(indices, dims)),
-          do: axis_part(index, dim, axis, tensor.shape)
+      for {dim, axis} <- Enum.with_index(Tuple.to_list(shape)) do
+        case by_axis do
+          %{^axis => index} -> axis_part(index, dim, axis, shape)
+          %{} -> {{0, dim, 1}, false}
+        end
+      end
 
-    whole = for dim <- Enum.drop(dims, length(indices)), do: {{0, dim, 1}, false}
-    {slices, drops} = Enum.unzip(parts ++ whole)
+    {slices, drops} = Enum.unzip(parts)
     starts = Enum.map(slices, &elem(&1, 0))
     lengths = Enum.map(slices, &elem(&1, 1))
     strides = Enum.map(slices, &elem(&1, 2))
@@ -173,40 +161,37 @@ defmodule Nx.Tensor do
     Nx.Defn.Compiler.jit_apply(read, [tensor, List.to_tuple(starts)], [])
   end
 
-  # {{start, length, stride}, remove the axis?} for the index of one axis of size `dim`.
-  defp axis_part(index, dim, axis, shape) when is_integer(index) do
-    at = if index < 0, do: index + dim, else: index
-
-    if at < 0 or at >= dim do
+  defp put_axis!({axis, index}, acc, shape) do
+    if axis >= tuple_size(shape) or Map.has_key?(acc, axis) do
       raise ArgumentError,
-            "index #{index} is out of bounds for axis #{axis} of size #{dim} (shape " <>
-              "#{inspect(shape)})"
+            "unknown or duplicate axis #{axis} found when slicing shape #{inspect(shape)}"
     end
 
-    {{at, 1, 1}, true}
+    Map.put(acc, axis, index)
+  end
+
+  # {{start, length, stride}, remove the axis?} for the index of one axis of size `dim`.
+  defp axis_part(index, dim, axis, shape) when is_integer(index) do
+    {{position!(index, dim, axis, shape), 1, 1}, true}
   end
 
   defp axis_part(%Range{first: first, last: last, step: step} = range, dim, axis, shape) do
-    from = if first < 0, do: first + dim, else: first
-    to = if last < 0, do: last + dim, else: last
-
-    # (`1..-1` without a step has step -1 in Elixir: read it as 1..-1//1, the whole rest)
-    step = if step < 0 and (first < 0 or last < 0) and from <= to, do: -step, else: step
-
-    cond do
-      step < 1 ->
-        raise ArgumentError,
-              "tensor[index] takes ranges with a positive step, got #{inspect(range)} for " <>
-                "axis #{axis}"
-
-      from < 0 or to >= dim or from > to ->
-        raise ArgumentError,
-              "range #{inspect(range)} is out of bounds or empty for axis #{axis} of size " <>
-                "#{dim} (shape #{inspect(shape)})"
-
-      true ->
-        {{from, to - from + 1, step}, false}
+    # Nx 0.7.2's checks, in its order: the step, each end's bounds, then emptiness (Elixir
+    # gives `3..1` and `1..-1` the step -1, hence the hint)
+    if step < 0 do
+      hint = if step == -1, do: ". Did you mean to pass the range #{first}..#{last}//1 instead?"
+      raise ArgumentError, "range step must be positive, got range: #{inspect(range)}#{hint}"
     end
+
+    from = position!(first, dim, axis, shape)
+    to = position!(last, dim, axis, shape)
+
+    if from > to do
+      raise ArgumentError,
+            "slicing a tensor requires a non-empty range, got: #{inspect(from..to//step)}"
+    end
+
+    {{from, to - from + 1, step}, false}
   end
 
   defp axis_part(%__MODULE__{} = index, _dim, axis, shape) do
@@ -231,5 +216,17 @@ defmodule Nx.Tensor do
     raise ArgumentError,
           "tensor[index] takes integers, ranges and scalar integer tensors, got " <>
             "#{inspect(index)} for axis #{axis} of a tensor of shape #{inspect(shape)}"
+  end
+
+  # a position on an axis of size `dim`, negative ones counting from the end
+  defp position!(index, dim, axis, shape) do
+    at = if index < 0, do: index + dim, else: index
+
+    if at < 0 or at >= dim do
+      raise ArgumentError,
+            "index #{index} is out of bounds for axis #{axis} in shape #{inspect(shape)}"
+    end
+
+    at
   end
 end
