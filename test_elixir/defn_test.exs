@@ -293,6 +293,15 @@ defmodule NxJax.DefnTest do
       Nx.Defn.default_options([])
     end
 
+    # as Nx 0.7.2's compilers: a number returned is a constant expression, and a constant
+    # is one expression per value, type and shape (Nx's defn_test compares them with ==)
+    test "Nx.Defn.Debug returns numbers as constant expressions" do
+      debug = Nx.Defn.jit(fn _x -> {0, 2.5} end, compiler: Nx.Defn.Debug)
+      assert debug.(Nx.tensor(1)) == {Nx.Defn.Expr.tensor(0), Nx.Defn.Expr.tensor(2.5)}
+      assert %Nx.Tensor{type: {:s, 64}, data: %Nx.Defn.Expr{op: :constant}} = Nx.Defn.Expr.tensor(0)
+      refute Nx.Defn.Expr.tensor(0) == Nx.Defn.Expr.tensor(1)
+    end
+
     test "another compiler (and its options) runs on the worker, said once in the log" do
       import ExUnit.CaptureLog
       compiler = :"Elixir.NxJax.TestOnlyCompiler#{System.unique_integer([:positive])}"

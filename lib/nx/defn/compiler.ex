@@ -223,7 +223,8 @@ defmodule Nx.Defn.Compiler do
   def trace(fun, args) do
     {params, _concrete} = parameters(args)
     {result, _hooks} = traced(fun, params)
-    result
+    # (numbers among the results are expressions too, as Nx's compilers return them)
+    Composite.traverse(result, &Expr.to_expr/1)
   end
 
   # `fun` applied to the parameter expressions, and the hooks its trace defined

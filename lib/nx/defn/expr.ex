@@ -203,7 +203,10 @@ defmodule Nx.Defn.Expr do
   """
   @spec constant(number | atom, Nx.Tensor.type(), tuple) :: Nx.Tensor.t()
   def constant(value, type, shape) do
-    expr(:constant, [], %{value: normalize_value(value, type)}, template(type, shape))
+    value = normalize_value(value, type)
+    %Nx.Tensor{data: data} = tensor = expr(:constant, [], %{value: value}, template(type, shape))
+    # one id per value, type and shape (as in Nx): equal constants are equal expressions
+    %{tensor | data: %{data | id: {:constant, value, type, shape}}}
   end
 
   @doc """
