@@ -55,6 +55,34 @@ defmodule NxJax.DefnKernelOpsTest do
     assert Nx.Defn.Kernel.max(7, 2) == 7 and Nx.Defn.Kernel.div(7, 2) == 3
   end
 
+  defn compare_constants(opts \\ []) do
+    l = opts[:l]
+    r = opts[:r]
+    {l < r, l <= r, l > r, l >= r, l == r, l != r, l and r, l or r, not l}
+  end
+
+  defn pick_statically(x, opts \\ []) do
+    # the branches differ in shape: only one is traced, as Nx eliminates the other
+    if opts[:n] > 2, do: Nx.sum(x), else: x
+  end
+
+  # Nx 0.7.2's defn_test "supports booleans in some operations": true/false count as 1/0 and
+  # two numbers compare into a u8 scalar tensor (they were Kernel's booleans here)
+  test "comparisons of numbers and booleans give u8 tensors" do
+    for l <- [true, false, 1, 0, 2.5], r <- [true, false, 1, 0] do
+      ln = if l in [true, false], do: if(l, do: 1, else: 0), else: l
+      rn = if r in [true, false], do: if(r, do: 1, else: 0), else: r
+      bit = fn b -> Nx.tensor(if(b, do: 1, else: 0), type: :u8) end
+
+      assert compare_constants(l: l, r: r) ==
+               {bit.(ln < rn), bit.(ln <= rn), bit.(ln > rn), bit.(ln >= rn), bit.(ln == rn),
+                bit.(ln != rn), bit.(ln != 0 and rn != 0), bit.(ln != 0 or rn != 0), bit.(ln == 0)}
+    end
+
+    assert pick_statically(Nx.tensor([1, 2]), n: 3) == Nx.tensor(3)
+    assert pick_statically(Nx.tensor([1, 2]), n: 1) == Nx.tensor([1, 2])
+  end
+
   defmodule GuardUse do
     import Kernel, except: [and: 2, or: 2, not: 1]
     import Nx.Defn.Kernel, only: [and: 2, or: 2, not: 1]

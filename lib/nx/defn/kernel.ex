@@ -7,7 +7,7 @@ defmodule Nx.Defn.Kernel do
   to a plain number (as in `Kernel`), anything else becomes the `Nx` operation
   (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
   `Nx.negate/1`). `==`, `!=`, `<`, `<=`, `>`, `>=` compare element-wise when a side is
-  a tensor. `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
+  a tensor, and give a `u8` scalar tensor for two numbers or booleans (as Nx does). `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
   rewrites `cond` into nested `if/2`s. Everything else from `Kernel` stays available.
 
   ## Examples
@@ -84,7 +84,13 @@ defmodule Nx.Defn.Kernel do
   ]
 
   for {op, {fun, doc}} <- @binary_operators do
-    @doc doc <> " Two numbers give `Kernel.#{op}/2`, as does a guard."
+    @doc doc <>
+           Kernel.if(op in [:+, :-, :*, :/],
+             do: " Two numbers give `Kernel.#{op}/2`, as does a guard.",
+             else:
+               " Two numbers (`true`/`false` counting as 1/0) give a `u8` scalar tensor, as " <>
+                 "in Nx; a guard gives `Kernel.#{op}/2`."
+           )
     defmacro unquote(op)(left, right) do
       Kernel.if(Macro.Env.in_guard?(__CALLER__),
         do: {{:., [], [Kernel, unquote(op)]}, [], [left, right]},
@@ -154,6 +160,14 @@ defmodule Nx.Defn.Kernel do
     @doc false
     def unquote(fun)(%Nx.Tensor{} = left, right), do: Nx.unquote(nx_fun)(left, right)
     def unquote(fun)(left, %Nx.Tensor{} = right), do: Nx.unquote(nx_fun)(left, right)
+
+    # as in Nx: true/false count as 1/0, and two numbers give a u8 scalar tensor
+    def unquote(fun)(left, right) when Kernel.or(is_boolean(left), is_boolean(right)),
+      do: unquote(fun)(truth(left), truth(right))
+
+    def unquote(fun)(left, right) when Kernel.and(is_number(left), is_number(right)),
+      do: Nx.tensor(Kernel.if(Kernel.unquote(op)(left, right), do: 1, else: 0), type: {:u, 8})
+
     def unquote(fun)(left, right), do: Kernel.unquote(op)(left, right)
   end
 
@@ -334,6 +348,15 @@ defmodule Nx.Defn.Kernel do
   def first..last//step, do: Range.new(first, last, step)
 
   @doc false
+  # a condition known at trace time (a number, a concrete scalar such as `1 < 2` gives)
+  # picks its branch then, as Nx eliminates the other
+  def __if__(
+        %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = condition,
+        on_true,
+        on_false
+      ),
+      do: __if__(Nx.to_number(condition), on_true, on_false)
+
   def __if__(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
     do: ControlFlow.if_(condition, on_true, on_false)
 
@@ -341,7 +364,7 @@ defmodule Nx.Defn.Kernel do
     do: select(condition, on_true, on_false)
 
   def __if__(condition, on_true, on_false) when is_number(condition),
-    do: ControlFlow.if_(condition, on_true, on_false)
+    do: Kernel.if(Kernel.!=(condition, 0), do: on_true.(), else: on_false.())
 
   def __if__(condition, on_true, on_false),
     do: Kernel.if(condition, do: on_true.(), else: on_false.())
@@ -351,7 +374,10 @@ defmodule Nx.Defn.Kernel do
     true_leaves = Nx.Defn.Composite.flatten_list([on_true])
     false_leaves = Nx.Defn.Composite.flatten_list([on_false])
 
-    Kernel.if Kernel.or(length(true_leaves) != length(false_leaves), true_leaves == []) do
+    Kernel.if Kernel.or(
+                Kernel.!=(length(true_leaves), length(false_leaves)),
+                Kernel.==(true_leaves, [])
+              ) do
       raise ArgumentError,
             "both branches of an if/cond on a tensor condition must return tensors in the " <>
               "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
