@@ -3451,7 +3451,18 @@ defmodule Nx do
       %T{} = tensor ->
         [tensor]
 
+      boolean when is_boolean(boolean) ->
+        # (they were dropped without a word)
+        raise Protocol.UndefinedError,
+          protocol: Nx.LazyContainer,
+          value: boolean,
+          description:
+            "booleans are not valid tensors (and therefore not supported as defn inputs). " <>
+              "However, you can convert them to tensors using Nx.tensor/1"
+
       other ->
+        Nx.Defn.Composite.container!(other, "expected tensors, numbers or containers of them")
+
         if is_map(other) and not is_struct(other) do
           IO.warn(
             "a map has been given to stack/concatenate: its tensors are taken in the order " <>

@@ -138,6 +138,16 @@ defmodule NxJax.ContainerTest do
            end) =~ "a map has been given to stack/concatenate"
   end
 
+  # Nx 0.7.2 raises Protocol.UndefinedError for these; they were dropped without a word
+  # (Nx.stack([true, false, 1]) was [1])
+  test "stack and concatenate refuse booleans and other terms" do
+    assert_raise Protocol.UndefinedError, ~r/booleans are not valid tensors/, fn ->
+      Nx.stack([true, false, 1])
+    end
+
+    assert_raise Protocol.UndefinedError, fn -> Nx.concatenate([Nx.tensor([1]), :foo]) end
+  end
+
   test "to_tensor of a lazy container standing for one tensor makes it; of a collection raises" do
     assert Nx.to_tensor(%One{value: 7}) == Nx.tensor(7)
 
