@@ -3461,8 +3461,6 @@ defmodule Nx do
               "However, you can convert them to tensors using Nx.tensor/1"
 
       other ->
-        Nx.Defn.Composite.container!(other, "expected tensors, numbers or containers of them")
-
         if is_map(other) and not is_struct(other) do
           IO.warn(
             "a map has been given to stack/concatenate: its tensors are taken in the order " <>
@@ -3472,6 +3470,7 @@ defmodule Nx do
 
         other
         |> Nx.Defn.Composite.expand_lazy(fn _template, make -> to_tensor(make.()) end)
+        |> Nx.Defn.Composite.container!("expected tensors, numbers or containers of them")
         |> then(&Nx.Defn.Composite.flatten_list([&1]))
     end)
   end
