@@ -33,7 +33,7 @@ defmodule NxJax.DefnTest do
     case opts[:value] do
       value when value == -2 -> -1
       value when value == +2 -> 1
-      {x, y} when x > y and x - y >= 2 * 1 -> 10
+      {x, y} when x > y and x >= 3 -> 10
       _ -> 0
     end
   end
@@ -253,11 +253,20 @@ defmodule NxJax.DefnTest do
       assert scale.(Nx.tensor([1.0, 2.0]), {Nx.tensor(2.0), Nx.tensor(1.0)}) ==
                Nx.tensor([3.0, 5.0])
 
+      # Nx 0.7.2's messages
       assert_raise ArgumentError,
-                   ~r/argument 1 of the compiled function does not match its template/,
+                   ~r/argument at position 1 is not compatible with compiled function template/,
                    fn ->
                      scale.(Nx.tensor([1, 2]), {Nx.tensor(2.0), Nx.tensor(1.0)})
                    end
+
+      assert_raise ArgumentError,
+                   ~r/cannot invoke compiled function because the given arguments do not match/,
+                   fn -> scale.(Nx.tensor([1.0, 2.0]), 3.0) end
+
+      # a list among the templates is static: not an argument of the compiled function
+      sum_rows = Nx.Defn.compile(&Nx.sum/2, [Nx.template({2, 2}, :s64), [axes: [1]]])
+      assert sum_rows.(Nx.iota({2, 2})) == Nx.tensor([1, 5])
     end
   end
 
@@ -265,6 +274,15 @@ defmodule NxJax.DefnTest do
     assert pick(5) == 5
     assert pick(3, 4) == 3
     assert picked(Nx.tensor(1)) == Nx.tensor(3)
+  end
+
+  defn sum_all(a, b, c), do: Enum.reduce([a, b, c], &+/2) * 2
+
+  # as in Nx 0.7.2: + - * / are functions (captured as `&+/2`), the comparisons and unary
+  # minus are macros (Kernel's in guards)
+  test "the arithmetic operators can be captured" do
+    assert sum_all(Nx.tensor([1, 2]), 3, Nx.tensor([10, 20])) == Nx.tensor([28, 50])
+    assert Nx.Defn.jit(&Nx.Defn.Kernel.*/2).(Nx.tensor([2, 3]), 4) == Nx.tensor([8, 12])
   end
 
   test "operators in guards are Kernel's, outside guards tensor-aware" do

@@ -360,34 +360,60 @@ defmodule Nx.Defn do
   """
   @spec compile(function, [term], keyword) :: function
   def compile(fun, templates, opts \\ []) when is_function(fun, length(templates)) do
-    expected = Enum.map(templates, &Nx.Defn.Composite.traverse(&1, fn t -> Nx.to_template(t) end))
+    # a list among the arguments (options) is static: given now, not at each call
+    static = for {template, i} <- Enum.with_index(templates), is_list(template), do: i
+    expected = for {t, i} <- Enum.with_index(templates), i not in static, do: template_of(t)
     jitted = jit(fun, opts)
 
     fn_of_arity(
-      length(templates),
+      length(expected),
       fn args ->
         for {arg, template, i} <- Enum.zip([args, expected, 1..length(args)//1]) do
-          unless compatible_leaves?(arg, template) do
-            raise ArgumentError,
-                  "argument #{i} of the compiled function does not match its template: " <>
-                    "expected #{inspect(template)}, got #{inspect(arg)}"
-          end
+          check_argument!(arg, template, i, expected, args)
         end
 
-        apply(jitted, args)
+        apply(jitted, with_static(templates, static, args))
       end
     )
   end
 
-  defp compatible_leaves?(arg, template) do
-    args = Nx.Defn.Composite.flatten_list([arg])
-    templates = Nx.Defn.Composite.flatten_list([template])
+  defp template_of(arg), do: Nx.Defn.Composite.traverse(arg, &Nx.to_template/1)
 
-    length(args) == length(templates) and
-      Enum.all?(Enum.zip(args, templates), fn {a, t} ->
-        a = Nx.to_tensor(a)
-        a.type == t.type and a.shape == t.shape
+  defp with_static(templates, static, args) do
+    {all, []} =
+      templates
+      |> Enum.with_index()
+      |> Enum.map_reduce(args, fn {template, i}, rest ->
+        if i in static, do: {template, rest}, else: {hd(rest), tl(rest)}
       end)
+
+    all
+  end
+
+  # Nx 0.7.2's messages: another container shape, then a tensor of another type or shape
+  defp check_argument!(arg, template, i, expected, args) do
+    skeleton = &Nx.Defn.Composite.traverse(&1, fn _ -> :tensor end)
+
+    unless skeleton.(arg) == skeleton.(template) do
+      raise ArgumentError,
+            "cannot invoke compiled function because the given arguments do not match " <>
+              "compiled arguments\n\nCompiled with:\n\n#{inspect(expected)}\n\nGot:\n\n" <>
+              inspect(args)
+    end
+
+    unless compatible_leaves?(arg, template) do
+      raise ArgumentError,
+            "argument at position #{i} is not compatible with compiled function template." <>
+              "\n\nExpected:\n\n#{inspect(template)}\n\nGot:\n\n#{inspect(template_of(arg))}"
+    end
+  end
+
+  defp compatible_leaves?(arg, template) do
+    Enum.zip(Nx.Defn.Composite.flatten_list([arg]), Nx.Defn.Composite.flatten_list([template]))
+    |> Enum.all?(fn {a, t} ->
+      a = Nx.to_tensor(a)
+      a.type == t.type and a.shape == t.shape and a.vectorized_axes == t.vectorized_axes
+    end)
   end
 
   # a function of `arity` arguments that calls `fun` with them as a list

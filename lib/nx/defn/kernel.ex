@@ -69,10 +69,6 @@ defmodule Nx.Defn.Kernel do
   # The operators are macros, as in Nx: in a guard (`case` clauses inside defn, defn heads)
   # they are Kernel's, elsewhere they call the tensor-aware function named after them.
   @binary_operators [
-    +: {:__add__, "Adds `left` and `right`; see `Nx.add/2`."},
-    -: {:__subtract__, "Subtracts `right` from `left`; see `Nx.subtract/2`."},
-    *: {:__multiply__, "Multiplies `left` and `right`; see `Nx.multiply/2`."},
-    /: {:__divide__, "Divides `left` by `right` (always a float division); see `Nx.divide/2`."},
     ==: {:__equal__, "Equal, element-wise when a side is a tensor (`Nx.equal/2`)."},
     !=: {:__not_equal__, "Not equal, element-wise when a side is a tensor (`Nx.not_equal/2`)."},
     <: {:__less__, "Less than, element-wise when a side is a tensor (`Nx.less/2`)."},
@@ -85,12 +81,8 @@ defmodule Nx.Defn.Kernel do
 
   for {op, {fun, doc}} <- @binary_operators do
     @doc doc <>
-           Kernel.if(op in [:+, :-, :*, :/],
-             do: " Two numbers give `Kernel.#{op}/2`, as does a guard.",
-             else:
-               " Two numbers (`true`/`false` counting as 1/0) give a `u8` scalar tensor, as " <>
-                 "in Nx; a guard gives `Kernel.#{op}/2`."
-           )
+           " Two numbers (`true`/`false` counting as 1/0) give a `u8` scalar tensor, as " <>
+           "in Nx; a guard gives `Kernel.#{op}/2`."
     defmacro unquote(op)(left, right) do
       Kernel.if(Macro.Env.in_guard?(__CALLER__),
         do: {{:., [], [Kernel, unquote(op)]}, [], [left, right]},
@@ -117,29 +109,25 @@ defmodule Nx.Defn.Kernel do
     )
   end
 
-  @doc false
-  def __add__(left, right) when Kernel.and(is_number(left), is_number(right)),
-    do: Kernel.+(left, right)
+  # `+ - * /` are functions, as in Nx 0.7.2 (so `&+/2` captures them; they are not guards)
+  @doc "Adds `left` and `right`; see `Nx.add/2`. Two numbers give `Kernel.+/2`."
+  def left + right when Kernel.and(is_number(left), is_number(right)), do: Kernel.+(left, right)
+  def left + right, do: Nx.add(left, right)
 
-  def __add__(left, right), do: Nx.add(left, right)
+  @doc "Subtracts `right` from `left`; see `Nx.subtract/2`. Two numbers give `Kernel.-/2`."
+  def left - right when Kernel.and(is_number(left), is_number(right)), do: Kernel.-(left, right)
+  def left - right, do: Nx.subtract(left, right)
 
-  @doc false
-  def __subtract__(left, right) when Kernel.and(is_number(left), is_number(right)),
-    do: Kernel.-(left, right)
+  @doc "Multiplies `left` and `right`; see `Nx.multiply/2`. Two numbers give `Kernel.*/2`."
+  def left * right when Kernel.and(is_number(left), is_number(right)), do: Kernel.*(left, right)
+  def left * right, do: Nx.multiply(left, right)
 
-  def __subtract__(left, right), do: Nx.subtract(left, right)
-
-  @doc false
-  def __multiply__(left, right) when Kernel.and(is_number(left), is_number(right)),
-    do: Kernel.*(left, right)
-
-  def __multiply__(left, right), do: Nx.multiply(left, right)
-
-  @doc false
-  def __divide__(left, right) when Kernel.and(is_number(left), is_number(right)),
-    do: Kernel./(left, right)
-
-  def __divide__(left, right), do: Nx.divide(left, right)
+  @doc """
+  Divides `left` by `right` (always a float division); see `Nx.divide/2`. Two numbers give
+  `Kernel.//2`.
+  """
+  def left / right when Kernel.and(is_number(left), is_number(right)), do: Kernel./(left, right)
+  def left / right, do: Nx.divide(left, right)
 
   @doc false
   def __negate__(value) when is_number(value), do: Kernel.-(value)
