@@ -280,6 +280,30 @@ defmodule NxJax.DefnTest do
 
   # as in Nx 0.7.2: + - * / are functions (captured as `&+/2`), the comparisons and unary
   # minus are macros (Kernel's in guards)
+  defn nested_jit(opts \\ []), do: nested_jit_transform(opts)
+
+  deftransformp nested_jit_transform(opts) do
+    eleven = Nx.tensor(11)
+    Nx.Defn.jit(&Nx.Defn.Kernel.*/2, opts).(eleven, eleven)
+  end
+
+  defn nested_reuse(x), do: nested_reuse_transform(x)
+  deftransformp nested_reuse_transform(x), do: Nx.Defn.jit(&Nx.exp/1, on_conflict: :reuse).(x)
+
+  # Nx 0.7.2: a jit while another function is traced raises unless :on_conflict says
+  test "a nested jit raises, runs now (:force) or joins the trace (:reuse)" do
+    assert_raise RuntimeError,
+                 "cannot invoke JITed function when there is a JIT compilation happening",
+                 fn -> nested_jit() end
+
+    assert nested_jit(on_conflict: :force) == Nx.tensor(121)
+    assert nested_reuse(Nx.tensor(0.0)) == Nx.tensor(1.0)
+
+    assert_raise ArgumentError, ~r/:on_conflict option must be/, fn ->
+      Nx.Defn.jit(&Nx.exp/1, on_conflict: :later).(1.0)
+    end
+  end
+
   test "the arithmetic operators can be captured" do
     assert sum_all(Nx.tensor([1, 2]), 3, Nx.tensor([10, 20])) == Nx.tensor([28, 50])
     assert Nx.Defn.jit(&Nx.Defn.Kernel.*/2).(Nx.tensor([2, 3]), 4) == Nx.tensor([8, 12])

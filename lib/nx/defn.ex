@@ -252,13 +252,40 @@ defmodule Nx.Defn do
   @doc """
   Jits `fun` and calls it on the list `args` right away.
 
+  Called while another function is being traced (from a `deftransform` of a `defn`, say),
+  it raises, as in Nx 0.7.2, unless `:on_conflict` says otherwise: `:force` runs `fun` on
+  its (concrete) arguments right away, `:reuse` traces it into the enclosing function.
+
   ## Examples
 
       Nx.Defn.jit_apply(&Nx.add/2, [1.0, 2.0])
       #=> #Nx.Tensor<f32 3.0>
   """
   @spec jit_apply(function, [term], keyword) :: term
-  def jit_apply(fun, args, opts \\ []), do: Compiler.jit_apply(fun, args, opts)
+  def jit_apply(fun, args, opts \\ []) do
+    {on_conflict, opts} = Keyword.pop(opts, :on_conflict, :raise)
+    jit_or_conflict(fun, args, opts, on_conflict, "JITed function")
+  end
+
+  defp jit_or_conflict(fun, args, opts, on_conflict, what) do
+    case {Nx.Defn.Expr.tracing?(), on_conflict} do
+      {false, conflict} when conflict in [:raise, :force, :reuse] ->
+        Compiler.jit_apply(fun, args, opts)
+
+      {true, :raise} ->
+        raise "cannot invoke #{what} when there is a JIT compilation happening"
+
+      {true, :force} ->
+        Nx.Defn.Expr.without_tracing(fn -> Compiler.jit_apply(fun, args, opts) end)
+
+      {true, :reuse} ->
+        apply(fun, args)
+
+      {_, other} ->
+        raise ArgumentError,
+              "the :on_conflict option must be :raise, :force or :reuse, got: #{inspect(other)}"
+    end
+  end
 
   @doc """
   The gradient of the scalar `fun.(x)` with respect to `x` (a tensor, a number, or a
@@ -371,6 +398,9 @@ defmodule Nx.Defn do
         for {arg, template, i} <- Enum.zip([args, expected, 1..length(args)//1]) do
           check_argument!(arg, template, i, expected, args)
         end
+
+        if Nx.Defn.Expr.tracing?(),
+          do: raise("cannot invoke compiled function when there is a JIT compilation happening")
 
         apply(jitted, with_static(templates, static, args))
       end

@@ -69,6 +69,11 @@ defmodule Nx.Defn.Expr do
   def with_tracing(fun) when is_function(fun, 0), do: with_process_value(@tracing_key, true, fun)
 
   @doc false
+  # runs `fun` as if no trace were open (a nested jit forced to run now)
+  def without_tracing(fun) when is_function(fun, 0),
+    do: with_process_value(@tracing_key, false, fun)
+
+  @doc false
   # runs `fun` with `key` set to `value` in the process dictionary, then puts back what was
   # there before (nothing, or the value of an enclosing call)
   def with_process_value(key, value, fun) do
