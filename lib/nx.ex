@@ -4894,11 +4894,6 @@ defmodule Nx do
       axis != nil and elem(tensor.shape, axis) == 1 ->
         if keep, do: tensor, else: squeeze(tensor, axes: [axis])
 
-      if(axis, do: elem(tensor.shape, axis), else: size(tensor)) == 0 ->
-        raise ArgumentError,
-              "cannot compute the mode of no elements (shape #{inspect(tensor.shape)}" <>
-                if(axis, do: ", axis #{axis})", else: ")")
-
       true ->
         composite(fn t -> vectorized_mode(t, axis, keep) end, [tensor])
     end
