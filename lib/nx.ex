@@ -5151,12 +5151,14 @@ defmodule Nx do
       # the products are summed on doubles and rounded once, as Nx's binary backend sums
       # them (the worker's dot sums in the tensor's type)
       centered = t |> subtract(new_axis(m, -2)) |> as_type(covariance_sum_type(type))
-      batch = Enum.to_list(0..(rank - 3)//1)
+      # (a batch of means broadcasts the observations: the batch axes are the centered ones')
+      centered_rank = tuple_size(centered.shape)
+      batch = Enum.to_list(0..(centered_rank - 3)//1)
 
       left = if Nx.Type.complex?(type), do: conjugate(centered), else: centered
 
       left
-      |> dot([rank - 2], batch, centered, [rank - 2], batch)
+      |> dot([centered_rank - 2], batch, centered, [centered_rank - 2], batch)
       |> as_type(type)
       |> divide(n - ddof)
     end

@@ -456,6 +456,18 @@ defmodule Nx.MoreApiTest do
                ])
     end
 
+    # real Nx 0.7.2's values: means with batch axes broadcast unbatched observations (the
+    # result was a {3, 2, 3, 2} tensor of the wrong numbers)
+    test "covariance of observations against a batch of means" do
+      t = Nx.tensor([[4, 5], [2, 3], [1, 0]])
+
+      assert Nx.covariance(t, Nx.tensor([[3, 2], [2, 3]])) ==
+               Nx.tensor([
+                 [[2.0, 2.0], [2.0, 4.666666507720947]],
+                 [[1.6666666269302368, 2.3333332538604736], [2.3333332538604736, 4.333333492279053]]
+               ])
+    end
+
     test "covariance errors" do
       assert_raise ArgumentError, ~r/rank at least 2/, fn -> Nx.covariance(Nx.tensor([1, 2])) end
 
