@@ -170,7 +170,14 @@ defmodule NxJax.DefnTest do
     end
 
     test "an expression inspected inside jit shows the listing" do
-      listing = Nx.Defn.jit(fn x -> inspect(Nx.log1p(Nx.exp(x))) end).(1.0)
+      # (a string is not a result, as in Nx: the listing leaves the trace in a message)
+      Nx.Defn.jit(fn x ->
+        y = Nx.log1p(Nx.exp(x))
+        send(self(), {:listing, inspect(y)})
+        y
+      end).(1.0)
+
+      assert_received {:listing, listing}
       assert listing =~ "#Nx.Tensor<"
       assert listing =~ "c = log1p b"
     end
@@ -301,6 +308,25 @@ defmodule NxJax.DefnTest do
 
     assert_raise ArgumentError, ~r/:on_conflict option must be/, fn ->
       Nx.Defn.jit(&Nx.exp/1, on_conflict: :later).(1.0)
+    end
+  end
+
+  defn compiled_by(x), do: report_compiler(x)
+
+  deftransformp report_compiler(x) do
+    send(self(), {:compiler, Nx.Defn.Compiler.current()})
+    x
+  end
+
+  test "Nx.Defn.Compiler.current/0 names the compiler of the trace; results must be data" do
+    assert Nx.Defn.Compiler.current() == nil
+    compiled_by(Nx.tensor(1))
+    assert_received {:compiler, NxJax}
+    Nx.Defn.jit(&compiled_by/1, compiler: Nx.Defn.Evaluator).(Nx.tensor(2))
+    assert_received {:compiler, Nx.Defn.Evaluator}
+
+    assert_raise Protocol.UndefinedError, ~r/must return tensors, numbers or containers/, fn ->
+      Nx.Defn.jit(fn -> :ok end).()
     end
   end
 

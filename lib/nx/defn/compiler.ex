@@ -27,11 +27,22 @@ defmodule Nx.Defn.Compiler do
       apply(impl, args)
     else
       case Nx.Defn.default_options() do
-        [] -> cached(impl, impl, args, [])
+        [] -> with_current(NxJax, fn -> cached(impl, impl, args, []) end)
         defaults -> run(impl, impl, args, defaults)
       end
     end
   end
+
+  @current_key __MODULE__
+
+  @doc """
+  The compiler of the `defn` or jitted function being traced (the `:compiler` option given,
+  or `NxJax`, which runs everything on the worker); `nil` outside of one, as in Nx 0.7.2.
+  """
+  @spec current() :: module | nil
+  def current, do: Process.get(@current_key)
+
+  defp with_current(compiler, fun), do: Expr.with_process_value(@current_key, compiler, fun)
 
   @doc """
   Traces `fun` on `args` and runs it on the worker; see `Nx.Defn.jit_apply/3`.
@@ -54,6 +65,11 @@ defmodule Nx.Defn.Compiler do
   # worker; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) runs on the worker too, which
   # the log says once per compiler. The options meant for that compiler are not passed on.
   defp run(id, fun, args, opts) do
+    compiler = Keyword.get(opts, :compiler) || NxJax
+    with_current(compiler, fn -> run_with(id, fun, args, opts) end)
+  end
+
+  defp run_with(id, fun, args, opts) do
     case Keyword.pop(opts, :compiler) do
       {Nx.Defn.Debug, _opts} ->
         trace(fun, args)
@@ -239,6 +255,12 @@ defmodule Nx.Defn.Compiler do
 
   # `parameters`: the indices of the `count` concrete arguments the graph takes, or :all
   defp encode(result, hooks, count) do
+    # (as in Nx: a result must be tensors, numbers or containers of them)
+    Composite.container!(
+      result,
+      "a defn or jitted function must return tensors, numbers or containers of them"
+    )
+
     case Composite.flatten_list([result]) do
       [] ->
         {:no_tensors, result}
