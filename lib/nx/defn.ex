@@ -299,7 +299,8 @@ defmodule Nx.Defn do
   """
   @spec grad(term, function) :: term
   def grad(x, fun) when is_function(fun, 1) do
-    jit_apply(&Nx.Defn.Kernel.grad(&1, fun), [x])
+    # (inside a trace, a nested grad joins it, as Nx's does)
+    Compiler.jit_apply(&Nx.Defn.Kernel.grad(&1, fun), [x], [])
   end
 
   @doc """
@@ -313,7 +314,7 @@ defmodule Nx.Defn do
   """
   @spec value_and_grad(term, function, (term -> term)) :: {term, term}
   def value_and_grad(x, fun, transform \\ & &1) when is_function(fun, 1) do
-    jit_apply(&Nx.Defn.Kernel.value_and_grad(&1, fun, transform), [x])
+    Compiler.jit_apply(&Nx.Defn.Kernel.value_and_grad(&1, fun, transform), [x], [])
   end
 
   @doc """
