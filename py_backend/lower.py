@@ -1124,11 +1124,16 @@ def lower_grad(c: Call) -> Value:
         raise
     by_id = dict(zip(unique, grads, strict=True))
     results = []
-    for x in xs:
+    # the declared types are Nx's (the type its backward pass computes in, decided in Elixir):
+    # JAX's gradient, in x's type, is cast to it; one declared real for a complex x is the
+    # real part
+    for x, out in zip(xs, c.node.out.elements, strict=True):
         g = by_id[x]
         if g.dtype == jax.dtypes.float0:
             g = jnp.zeros(g.shape, to_dtype(low.nodes[x].tensor.type))
-        results.append(g)
+        if jnp.iscomplexobj(g) and not out.type.is_complex:
+            g = jnp.real(g)
+        results.append(g.astype(to_dtype(out.type)))
     return tuple(results)
 
 
