@@ -235,4 +235,22 @@ defmodule NxJax.DefnGradTest do
       end
     end
   end
+
+  defn grad_quotient(t), do: grad(t, &Nx.quotient(&1, 2))
+
+  defn quotient_beside_the_value(t),
+    do: value_and_grad(t, fn t -> {t * t, Nx.quotient(t, 2)} end, fn {y, _} -> y end)
+
+  describe "quotient (as Nx 0.7.2)" do
+    test "the gradient through it is refused with Nx's message" do
+      assert_raise ArgumentError, ~r"^cannot compute gradient for Nx.quotient/2", fn ->
+        grad_quotient(2)
+      end
+    end
+
+    test "of an integer input it computes on the integer when the gradient does not reach it" do
+      assert quotient_beside_the_value(Nx.tensor(3)) ==
+               {{Nx.tensor(9), Nx.tensor(1)}, Nx.tensor(6.0)}
+    end
+  end
 end

@@ -86,6 +86,8 @@ defmodule Nx.Defn.Grad do
                     [:reduce_max, :reduce_min, :window_sum, :cumulative_sum, :sort, :gather] ++
                     [:indexed_add, :indexed_put]
 
+  @refused [:quotient]
+
   defp gradient_types(y, xs) do
     x_ids = MapSet.new(xs, & &1.data.id)
     {order, depends} = backward_order(y, x_ids)
@@ -95,17 +97,22 @@ defmodule Nx.Defn.Grad do
                                                       grads ->
         case grads do
           %{^id => g} ->
-            if MapSet.member?(x_ids, id) do
-              grads
-            else
-              node
-              |> contributions(g)
-              |> Enum.filter(fn {arg, _} ->
-                differentiable?(arg) and Map.get(depends, arg.data.id, false)
-              end)
-              |> Enum.reduce(grads, fn {arg, type}, grads ->
-                Map.update(grads, arg.data.id, type, &Nx.Type.merge(&1, type))
-              end)
+            cond do
+              MapSet.member?(x_ids, id) ->
+                grads
+
+              node.data.op in @refused and Map.fetch!(depends, id) ->
+                refuse!(node.data.op)
+
+              true ->
+                node
+                |> contributions(g)
+                |> Enum.filter(fn {arg, _} ->
+                  differentiable?(arg) and Map.get(depends, arg.data.id, false)
+                end)
+                |> Enum.reduce(grads, fn {arg, type}, grads ->
+                  Map.update(grads, arg.data.id, type, &Nx.Type.merge(&1, type))
+                end)
             end
 
           %{} ->
@@ -149,12 +156,22 @@ defmodule Nx.Defn.Grad do
        do: inputs
 
   defp gradient_children(%Nx.Tensor{data: %Expr{args: args}}),
-    do: Enum.filter(args, &differentiable?/1)
+    do: Enum.filter(args, &match?(%Nx.Tensor{data: %Expr{}}, &1))
+
+  defp differentiable?(%Nx.Tensor{data: %Expr{op: op}}) when op in @refused, do: true
 
   defp differentiable?(%Nx.Tensor{data: %Expr{}, type: type}),
     do: Nx.Type.float?(type) or match?({:tuple, _}, type)
 
   defp differentiable?(_), do: false
+
+  # Nx 0.7.2's refusal (its message): the integer quotient has no gradient
+  defp refuse!(:quotient) do
+    raise ArgumentError,
+          "cannot compute gradient for Nx.quotient/2.\n\nIf a floating point computation is " <>
+            "acceptable, consider using an implementation of floor division. See the " <>
+            "documentation of `Nx.quotient` for more details.\n"
+  end
 
   # {input, type of its gradient contribution} for a node whose incoming gradient has type g
   defp contributions(%Nx.Tensor{data: %Expr{op: :metadata} = expr}, g) do
@@ -177,8 +194,12 @@ defmodule Nx.Defn.Grad do
   defp contributions(%Nx.Tensor{data: %Expr{op: op, args: [x]}}, g) when op in [:real, :imag],
     do: [{x, Nx.Type.to_real(g)}]
 
-  defp contributions(%Nx.Tensor{data: %Expr{op: :conjugate, args: [x]}}, g),
-    do: [{x, if(Nx.Type.complex?(x.type), do: g, else: Nx.Type.to_real(g))}]
+  # conjugate(g) of a complex x (complex even for a real g), real(g) of a real one
+  defp contributions(%Nx.Tensor{data: %Expr{op: :conjugate, args: [x]}}, g) do
+    if Nx.Type.complex?(x.type),
+      do: [{x, Nx.Type.to_complex(g)}],
+      else: [{x, Nx.Type.to_real(g)}]
+  end
 
   defp contributions(%Nx.Tensor{data: %Expr{op: :as_type, args: [x]}, type: type}, g) do
     if Nx.Type.complex?(x.type) and not Nx.Type.complex?(type),
