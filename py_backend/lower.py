@@ -683,8 +683,13 @@ def _window_scatter(select: Any) -> Callable[[Call], Value]:
         common = to_dtype(merge(types[0], c.out.type))
         scattered = _select_and_scatter_add(
             source.astype(common), x.astype(common), select, dims, strides, padding
-        )
-        return scattered.astype(c.dtype) + init.astype(c.dtype)
+        ).astype(c.dtype)
+        # init_value's gradient is the sum of the incoming one (Nx's rule: Nx.sum(g)): the
+        # round trip through the accumulator type (exact for the value) makes JAX's transpose
+        # of the broadcast add up in it, as Nx's sum does
+        wide = _accumulator(c.dtype)
+        init_b = jnp.broadcast_to(init.astype(wide), scattered.shape).astype(c.dtype)
+        return scattered + init_b
 
     return lower
 
