@@ -1132,7 +1132,10 @@ def lower_grad(c: Call) -> Value:
     # the declared types are Nx's (the type its backward pass computes in, decided in Elixir):
     # JAX's gradient, in x's type, is cast to it; one declared real for a complex x is the
     # real part
-    for x, out in zip(xs, c.node.out.elements, strict=True):
+    outs = c.node.out
+    assert isinstance(outs, TupleOut)  # (graph.py checks a grad node's out is one per x)
+    for x, out in zip(xs, outs.elements, strict=True):
+        assert isinstance(out, TensorOut)
         g = by_id[x]
         if g.dtype == jax.dtypes.float0:
             g = jnp.zeros(g.shape, to_dtype(low.nodes[x].tensor.type))
