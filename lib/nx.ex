@@ -1918,6 +1918,12 @@ defmodule Nx do
     """
     def unquote(name)(left, right) do
       shift_amounts!(unquote(name), right)
+
+      {left, right} =
+        if unquote(name) == :quotient,
+          do: {integer_grad_input(left), integer_grad_input(right)},
+          else: {left, right}
+
       {left, right, type} = binary_args(left, right)
       # (atan2 of complex tensors is defined on their real parts, see its docs; the integer
       # ops refuse complex types with the integer-only message, as Nx does)
@@ -1935,6 +1941,16 @@ defmodule Nx do
       apply_op(unquote(name), [left, right], %{}, type, shape, broadcast_names(left, right))
     end
   end
+
+  # grad/2 traces an integer input as a float copy (see integer_tensor!/3); quotient of that
+  # copy computes on the integer it was, as in Nx, and grad/2 refuses the gradient through it
+  # with Nx's message
+  defp integer_grad_input(
+         %T{data: %Nx.Defn.Expr{op: :metadata, opts: %{metadata: %{integer_input: type}}}} = t
+       ),
+       do: as_type(t, type)
+
+  defp integer_grad_input(tensor), do: tensor
 
   # Nx computes atan2 of complex tensors with Complex.atan2/2, which accepts only complex
   # numbers whose imaginary part is zero: the same check on the values of concrete tensors

@@ -683,8 +683,13 @@ def _window_scatter(select: Any) -> Callable[[Call], Value]:
         common = to_dtype(merge(types[0], c.out.type))
         scattered = _select_and_scatter_add(
             source.astype(common), x.astype(common), select, dims, strides, padding
-        )
-        return scattered.astype(c.dtype) + init.astype(c.dtype)
+        ).astype(c.dtype)
+        # init_value's gradient is the sum of the incoming one (Nx's rule: Nx.sum(g)): the
+        # round trip through the accumulator type (exact for the value) makes JAX's transpose
+        # of the broadcast add up in it, as Nx's sum does
+        wide = _accumulator(c.dtype)
+        init_b = jnp.broadcast_to(init.astype(wide), scattered.shape).astype(c.dtype)
+        return scattered + init_b
 
     return lower
 
@@ -1124,11 +1129,19 @@ def lower_grad(c: Call) -> Value:
         raise
     by_id = dict(zip(unique, grads, strict=True))
     results = []
-    for x in xs:
+    # the declared types are Nx's (the type its backward pass computes in, decided in Elixir):
+    # JAX's gradient, in x's type, is cast to it; one declared real for a complex x is the
+    # real part
+    outs = c.node.out
+    assert isinstance(outs, TupleOut)  # (graph.py checks a grad node's out is one per x)
+    for x, out in zip(xs, outs.elements, strict=True):
+        assert isinstance(out, TensorOut)
         g = by_id[x]
         if g.dtype == jax.dtypes.float0:
             g = jnp.zeros(g.shape, to_dtype(low.nodes[x].tensor.type))
-        results.append(g)
+        if jnp.iscomplexobj(g) and not out.type.is_complex:
+            g = jnp.real(g)
+        results.append(g.astype(to_dtype(out.type)))
     return tuple(results)
 
 

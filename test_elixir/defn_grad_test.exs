@@ -235,4 +235,42 @@ defmodule NxJax.DefnGradTest do
       end
     end
   end
+
+  defn grad_quotient(t), do: grad(t, &Nx.quotient(&1, 2))
+
+  defn quotient_beside_the_value(t),
+    do: value_and_grad(t, fn t -> {t * t, Nx.quotient(t, 2)} end, fn {y, _} -> y end)
+
+  describe "quotient (as Nx 0.7.2)" do
+    test "the gradient through it is refused with Nx's message" do
+      assert_raise ArgumentError, ~r"^cannot compute gradient for Nx.quotient/2", fn ->
+        grad_quotient(2)
+      end
+    end
+
+    test "of an integer input it computes on the integer when the gradient does not reach it" do
+      assert quotient_beside_the_value(Nx.tensor(3)) ==
+               {{Nx.tensor(9), Nx.tensor(1)}, Nx.tensor(6.0)}
+    end
+  end
+
+  defn grad_composed_window_scatter_min(t, source, init) do
+    grad({t, source, init}, fn {t, source, init} ->
+      t
+      |> Nx.pow(2)
+      |> Nx.window_scatter_min(source, init, {2, 3}, strides: [2, 3], padding: :valid)
+      |> Nx.exp()
+      |> Nx.add(Nx.multiply(init, 2))
+    end)
+  end
+
+  test "window_scatter's init value gradient adds up as Nx's sum (the f32 value of Nx 0.7.2)" do
+    t =
+      Nx.tensor([[7, 2, 5, 3, 10, 2], [3, 8, 9, 3, 4, 2], [1, 5, 7, 5, 6, 1], [0, 6, 2, 7, 2, 8]])
+
+    {dt, _dsource, dinit} = grad_composed_window_scatter_min(t, Nx.tensor([[2, 6], [3, 1]]), 0)
+    # 2 * 24 + 20 + exp(2) + exp(6) + exp(3) + exp(1); a sum in f32 gives 501.6217041015625
+    assert dinit == Nx.tensor(501.6216735839844)
+    assert dt == Nx.broadcast(0.0, {4, 6})
+  end
 end

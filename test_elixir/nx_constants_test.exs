@@ -101,6 +101,15 @@ defmodule Nx.ConstantsTest do
       Nx.Constants.epsilon({:u, 8})
     end
 
+    # Nx 0.7.2's message for the limits of a complex type
+    assert_raise ArgumentError, "only floating types are supported, got: {:c, 64}", fn ->
+      Nx.Constants.epsilon({:c, 64})
+    end
+
+    assert_raise ArgumentError, "only floating types are supported, got: {:c, 128}", fn ->
+      Nx.Constants.smallest_positive_normal({:c, 128})
+    end
+
     assert_raise ArgumentError, ~r/expects a complex type/, fn -> Nx.Constants.i({:f, 32}) end
 
     assert_raise ArgumentError, ~r/expected a real type/, fn ->

@@ -313,3 +313,28 @@ def test_grad_of_a_complex_scalar_is_the_derivative_not_its_conjugate() -> None:
     got, got2 = run_graph(g, [dz, dz2], at)
     np.testing.assert_allclose(got, np.exp(at), rtol=1e-6)
     np.testing.assert_allclose(got2, 2 * np.conj(at), rtol=1e-6)
+
+
+def test_grad_is_cast_to_its_declared_type_a_real_one_of_a_complex_x_takes_the_real_part() -> None:
+    """The grad node's outs carry Nx 0.7.2's gradient types (decided in Elixir): d sum(z) / dz
+    declared f32 for a complex z is the real part of JAX's 1+0i; d sum(x) / dx declared f32
+    for an f64 x is f32 ones; d imag(z) / dz declared f32 is 0, the real part of JAX's -i."""
+    g = GraphBuilder()
+    z = g.param(0, "c64", (2,))
+    x = g.param(1, "f64", (2,))
+    y = g.op("sum", z, axes=None, keep_axes=False, out=("c64", ()))
+    yx = g.op("sum", x, axes=None, keep_axes=False, out=("f64", ()))
+    yi = g.op("sum", g.op("imag", z, out=("f32", (2,))), axes=None, keep_axes=False,
+              out=("f32", ()))
+    node = g.add("grad", [y, z], {}, [("f32", (2,))])
+    dz = g.op("elem", node, index=0, out=("f32", (2,)))
+    node = g.add("grad", [yx, x], {}, [("f32", (2,))])
+    dx = g.op("elem", node, index=0, out=("f32", (2,)))
+    node = g.add("grad", [yi, z], {}, [("f32", (2,))])
+    di = g.op("elem", node, index=0, out=("f32", (2,)))
+    got_z, got_x, got_i = run_graph(g, [dz, dx, di], np.array([1 + 2j, -3j], np.complex64),
+                                    np.array([0.5, 2.0]))
+    assert got_z.dtype == np.float32 and got_x.dtype == np.float32 and got_i.dtype == np.float32
+    np.testing.assert_array_equal(got_z, [1.0, 1.0])
+    np.testing.assert_array_equal(got_x, [1.0, 1.0])
+    np.testing.assert_array_equal(got_i, [0.0, 0.0])

@@ -105,9 +105,17 @@ defmodule Nx.Constants do
   defp float_limit(fun, type, opts, name) do
     type = Nx.Type.normalize!(type)
 
-    unless Nx.Type.float?(type) do
-      raise ArgumentError,
-            "Nx.Constants.#{name} expects a floating-point type, got: #{inspect(type)}"
+    cond do
+      # Nx 0.7.2's message for a complex type (Nx.Type.float?/1 counts complex as floating)
+      Nx.Type.complex?(type) ->
+        raise ArgumentError, "only floating types are supported, got: #{inspect(type)}"
+
+      not Nx.Type.float?(type) ->
+        raise ArgumentError,
+              "Nx.Constants.#{name} expects a floating-point type, got: #{inspect(type)}"
+
+      true ->
+        :ok
     end
 
     build(fun.(type), type, opts)

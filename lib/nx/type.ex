@@ -252,17 +252,20 @@ defmodule Nx.Type do
   def to_aggregate(type), do: type
 
   @doc """
-  Whether the type is a floating-point type.
+  Whether the type is a floating-point type. As in Nx 0.7.2 the complex types count as
+  floating point here (their parts are floats); `complex?/1` tells them apart.
 
   ## Examples
 
       iex> Nx.Type.float?({:bf, 16})
       true
+      iex> Nx.Type.float?({:c, 64})
+      true
       iex> Nx.Type.float?({:s, 64})
       false
 
   """
-  def float?({class, _}), do: class in [:f, :bf]
+  def float?({class, _}), do: class in [:f, :bf, :c]
 
   @doc """
   Whether the type is an integer type.

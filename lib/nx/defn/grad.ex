@@ -54,8 +54,185 @@ defmodule Nx.Defn.Grad do
     # that is the per-entry gradient for an x vectorized like y, and the sum over the entries
     # for an x without some of y's vectorized axes.
     y = if y.vectorized_axes == [], do: y, else: y |> Nx.devectorize() |> Nx.sum()
-    grads = Expr.tuple(:grad, [y | xs], %{}, Enum.map(xs, &Expr.template_of/1))
+
+    templates =
+      Enum.zip_with(xs, gradient_types(y, xs), fn x, type ->
+        %{Expr.template_of(x) | type: type}
+      end)
+
+    grads = Expr.tuple(:grad, [y | xs], %{}, templates)
     {value, Composite.fill(x, Tuple.to_list(grads))}
+  end
+
+  ## The types of the gradients
+  #
+  # JAX's gradient has its input's type; Nx 0.7.2's has the type its backward pass computes
+  # in: the seed is an f32 1.0 and each rule combines the incoming gradient with values of the
+  # forward pass, so the gradient of `sum(x)` is f32 for an f64 or f16 `x`, that of
+  # `sum(broadcast(z))` real for a complex `z`, `exp`'s has `x`'s type (merged with f32), and an
+  # `x` nothing depends on gets f32 zeros. The worker computes in JAX's types and casts to the
+  # types found here (the real part for a complex gradient declared real: there the backward
+  # pass never met a complex value, so the imaginary part is zero, or, for `imag`, Nx's
+  # directional derivative along the real axis is the real part).
+  #
+  # The rules follow Nx's for the ops whose gradient only moves, sums or selects the incoming
+  # one (and for `multiply`, `divide`, `real`, `imag`, `as_type`, `window_scatter_*`); every
+  # other op merges the incoming type with its inputs' and outputs' types, which is what Nx's
+  # rules compute in, or wider (never narrower than its inputs, so no precision is lost).
+
+  @moves_gradient [:reshape, :transpose, :broadcast, :reverse, :sum, :mean, :concatenate] ++
+                    [:add, :subtract, :negate, :bitcast, :elem, :hook, :attach_token] ++
+                    [:slice, :dynamic_slice, :put_slice, :pad, :select, :clip, :max, :min] ++
+                    [:reduce_max, :reduce_min, :window_sum, :cumulative_sum, :sort, :gather] ++
+                    [:indexed_add, :indexed_put]
+
+  @refused [:quotient]
+
+  defp gradient_types(y, xs) do
+    x_ids = MapSet.new(xs, & &1.data.id)
+    {order, depends} = backward_order(y, x_ids)
+
+    grads =
+      Enum.reduce(order, %{y.data.id => {:f, 32}}, fn %Nx.Tensor{data: %Expr{id: id}} = node,
+                                                      grads ->
+        case grads do
+          %{^id => g} ->
+            cond do
+              MapSet.member?(x_ids, id) ->
+                grads
+
+              node.data.op in @refused and Map.fetch!(depends, id) ->
+                refuse!(node.data.op)
+
+              true ->
+                node
+                |> contributions(g)
+                |> Enum.filter(fn {arg, _} ->
+                  differentiable?(arg) and Map.get(depends, arg.data.id, false)
+                end)
+                |> Enum.reduce(grads, fn {arg, type}, grads ->
+                  Map.update(grads, arg.data.id, type, &Nx.Type.merge(&1, type))
+                end)
+            end
+
+          %{} ->
+            grads
+        end
+      end)
+
+    Enum.map(xs, &Map.get(grads, &1.data.id, {:f, 32}))
+  end
+
+  # The nodes between y and the xs, users before the nodes they use, and whether each
+  # node depends on an x.
+  defp backward_order(y, x_ids), do: visit(y, x_ids, {[], %{}})
+
+  defp visit(%Nx.Tensor{data: %Expr{id: id}} = node, x_ids, {order, depends} = acc) do
+    cond do
+      Map.has_key?(depends, id) ->
+        acc
+
+      MapSet.member?(x_ids, id) ->
+        {[node | order], Map.put(depends, id, true)}
+
+      true ->
+        children = gradient_children(node)
+        {order, depends} = Enum.reduce(children, acc, &visit(&1, x_ids, &2))
+        depends? = Enum.any?(children, &Map.fetch!(depends, &1.data.id))
+        {[node | order], Map.put(depends, id, depends?)}
+    end
+  end
+
+  # the nodes a node's gradient flows to: none through stop_grad, the inputs of a custom_grad,
+  # the floating and complex arguments of any other node (integer ones are indices,
+  # predicates or counts: our integer inputs are differentiated through floating copies)
+  defp gradient_children(%Nx.Tensor{data: %Expr{op: :metadata, opts: %{metadata: metadata}}})
+       when is_map_key(metadata, :stop_grad),
+       do: []
+
+  defp gradient_children(%Nx.Tensor{
+         data: %Expr{op: :metadata, opts: %{metadata: %{custom_grad: {inputs, _, _}}}}
+       }),
+       do: inputs
+
+  defp gradient_children(%Nx.Tensor{data: %Expr{args: args}}),
+    do: Enum.filter(args, &match?(%Nx.Tensor{data: %Expr{}}, &1))
+
+  defp differentiable?(%Nx.Tensor{data: %Expr{op: op}}) when op in @refused, do: true
+
+  defp differentiable?(%Nx.Tensor{data: %Expr{}, type: type}),
+    do: Nx.Type.float?(type) or match?({:tuple, _}, type)
+
+  defp differentiable?(_), do: false
+
+  # Nx 0.7.2's refusal (its message): the integer quotient has no gradient
+  defp refuse!(:quotient) do
+    raise ArgumentError,
+          "cannot compute gradient for Nx.quotient/2.\n\nIf a floating point computation is " <>
+            "acceptable, consider using an implementation of floor division. See the " <>
+            "documentation of `Nx.quotient` for more details.\n"
+  end
+
+  # {input, type of its gradient contribution} for a node whose incoming gradient has type g
+  defp contributions(%Nx.Tensor{data: %Expr{op: :metadata} = expr}, g) do
+    case expr.opts.metadata do
+      %{stop_grad: true} -> []
+      %{custom_grad: {inputs, _, _}} -> Enum.map(inputs, &{&1, &1.type})
+      _ -> Enum.map(expr.args, &{&1, g})
+    end
+  end
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: op, args: args}}, g) when op in @moves_gradient,
+    do: Enum.map(args, &{&1, g})
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: :multiply, args: [x, y]}}, g),
+    do: [{x, merge_types(g, [y])}, {y, merge_types(g, [x])}]
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: :divide, args: [x, y]}} = ans, g),
+    do: [{x, merge_types(g, [y])}, {y, merge_types(g, [ans, y])}]
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: op, args: [x]}}, g) when op in [:real, :imag],
+    do: [{x, Nx.Type.to_real(g)}]
+
+  # conjugate(g) of a complex x (complex even for a real g), real(g) of a real one
+  defp contributions(%Nx.Tensor{data: %Expr{op: :conjugate, args: [x]}}, g) do
+    if Nx.Type.complex?(x.type),
+      do: [{x, Nx.Type.to_complex(g)}],
+      else: [{x, Nx.Type.to_real(g)}]
+  end
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: :as_type, args: [x]}, type: type}, g) do
+    if Nx.Type.complex?(x.type) and not Nx.Type.complex?(type),
+      do: [{x, Nx.Type.to_real(g)}],
+      else: [{x, g}]
+  end
+
+  defp contributions(%Nx.Tensor{data: %Expr{op: :abs, args: [x]}} = ans, g) do
+    if Nx.Type.complex?(x.type), do: [{x, merge_types(g, [x, ans])}], else: [{x, g}]
+  end
+
+  # the operand's gradient is Nx.broadcast(0, tensor): s64 zeros
+  defp contributions(%Nx.Tensor{data: %Expr{op: op, args: [x, source, init]}}, g)
+       when op in [:window_scatter_max, :window_scatter_min],
+       do: [{x, {:s, 64}}, {source, g}, {init, g}]
+
+  # take's gradient is scattered into zeros of the operand's type
+  defp contributions(%Nx.Tensor{data: %Expr{op: op, args: [x | _]}}, g)
+       when op in [:take, :take_along_axis],
+       do: [{x, merge_types(g, [x])}]
+
+  defp contributions(%Nx.Tensor{data: %Expr{args: args, outs: outs}} = ans, g) do
+    type = merge_types(g, [ans | args] ++ (outs || []))
+    Enum.map(args, &{&1, type})
+  end
+
+  # scalar constants are weakly typed in Nx's backward pass (a number in its rules)
+  defp merge_types(g, tensors) do
+    Enum.reduce(tensors, g, fn
+      %Nx.Tensor{type: {:tuple, _}}, acc -> acc
+      %Nx.Tensor{data: %Expr{op: :constant}, shape: {}}, acc -> acc
+      %Nx.Tensor{type: type}, acc -> Nx.Type.merge(acc, type)
+    end)
   end
 
   # As Nx 0.7: an integer input is differentiated as a float (its gradient is floating, f32
