@@ -5189,7 +5189,8 @@ defmodule Nx do
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an
-  incomplete last batch is dropped).
+  incomplete last batch is dropped). A vectorized tensor is batched along its first
+  vectorized axis: every batch is vectorized, that axis of size `batch_size`.
 
   ## Examples
 
@@ -5209,14 +5210,22 @@ defmodule Nx do
             "expected :leftover to be :repeat or :discard, got: #{inspect(leftover)}"
     end
 
-    if tensor.shape == {},
+    if tensor.shape == {} and tensor.vectorized_axes == [],
       do: raise(ArgumentError, "cannot batch non-vectorized scalar tensor #{inspect(tensor)}")
 
+    # a vectorized tensor is batched along its first vectorized axis (as Nx 0.7.2 does):
+    # each batch is vectorized again, that axis now of size batch_size
+    vectorized_axes = tensor.vectorized_axes
+    tensor = devectorize(tensor, keep_names: false)
     size = elem(tensor.shape, 0)
 
-    if size < batch_size do
-      raise ArgumentError,
-            "cannot batch #{size} entries into batches of #{batch_size}"
+    if size < batch_size, do: raise(ArgumentError, "cannot batch beyond original tensor")
+
+    revectorize = fn batch ->
+      case vectorized_axes do
+        [] -> batch
+        [{name, _} | rest] -> vectorize(batch, [{name, batch_size} | rest])
+      end
     end
 
     full = div(size, batch_size)
@@ -5225,13 +5234,15 @@ defmodule Nx do
 
     Stream.map(Enum.to_list(0..(full - 1)) ++ last, fn
       :leftover ->
-        concatenate([
-          slice_along_axis(tensor, full * batch_size, rest),
-          slice_along_axis(tensor, 0, batch_size - rest)
-        ])
+        revectorize.(
+          concatenate([
+            slice_along_axis(tensor, full * batch_size, rest),
+            slice_along_axis(tensor, 0, batch_size - rest)
+          ])
+        )
 
       i ->
-        slice_along_axis(tensor, i * batch_size, batch_size)
+        revectorize.(slice_along_axis(tensor, i * batch_size, batch_size))
     end)
   end
 end

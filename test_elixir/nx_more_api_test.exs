@@ -486,12 +486,34 @@ defmodule Nx.MoreApiTest do
       assert Enum.map(Nx.to_batched(t, 5), & &1.shape) == [{5, 2}]
     end
 
+    # Nx 0.7.2's answers: the first vectorized axis is batched, each batch vectorized again
+    test "a vectorized tensor is batched along its first vectorized axis" do
+      t = Nx.iota({2, 2, 2}) |> Nx.vectorize(x: 2, y: 2)
+      [first, second] = Nx.to_batched(t, 1) |> Enum.to_list()
+      assert first.vectorized_axes == [x: 1, y: 2] and first.shape == {2}
+      assert values(first) == [0, 1, 2, 3]
+      assert values(second) == [4, 5, 6, 7]
+
+      t = Nx.iota({5, 2}, names: [:x, :y]) |> Nx.vectorize(:x)
+      batches = Nx.to_batched(t, 2) |> Enum.to_list()
+      assert Enum.map(batches, &{&1.vectorized_axes, &1.names}) == List.duplicate({[x: 2], [:y]}, 3)
+      assert Enum.map(batches, &values/1) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+
+      # a vectorized scalar can be batched
+      t = Nx.tensor([1, 2, 3]) |> Nx.vectorize(:x)
+      assert t |> Nx.to_batched(2) |> Enum.map(&values/1) == [[1, 2], [3, 1]]
+
+      assert_raise ArgumentError, "cannot batch beyond original tensor", fn ->
+        Nx.to_batched(t, 4)
+      end
+    end
+
     test "errors" do
       assert_raise ArgumentError, ~r/cannot batch non-vectorized scalar tensor/, fn ->
         Nx.to_batched(Nx.tensor(1), 1)
       end
 
-      assert_raise ArgumentError, ~r/cannot batch 2 entries into batches of 3/, fn ->
+      assert_raise ArgumentError, "cannot batch beyond original tensor", fn ->
         Nx.to_batched(Nx.iota({2}), 3)
       end
 
