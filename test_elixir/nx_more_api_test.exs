@@ -451,8 +451,14 @@ defmodule Nx.MoreApiTest do
 
       assert Nx.covariance(z) ==
                Nx.tensor([
-                 [Complex.new(2.6666667461395264, 0.0), Complex.new(1.8333333730697632, 0.8333333134651184)],
-                 [Complex.new(1.8333333730697632, -0.8333333134651184), Complex.new(1.7777777910232544, 0.0)]
+                 [
+                   Complex.new(2.6666667461395264, 0.0),
+                   Complex.new(1.8333333730697632, 0.8333333134651184)
+                 ],
+                 [
+                   Complex.new(1.8333333730697632, -0.8333333134651184),
+                   Complex.new(1.7777777910232544, 0.0)
+                 ]
                ])
     end
 
@@ -496,7 +502,10 @@ defmodule Nx.MoreApiTest do
 
       t = Nx.iota({5, 2}, names: [:x, :y]) |> Nx.vectorize(:x)
       batches = Nx.to_batched(t, 2) |> Enum.to_list()
-      assert Enum.map(batches, &{&1.vectorized_axes, &1.names}) == List.duplicate({[x: 2], [:y]}, 3)
+
+      assert Enum.map(batches, &{&1.vectorized_axes, &1.names}) ==
+               List.duplicate({[x: 2], [:y]}, 3)
+
       assert Enum.map(batches, &values/1) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
 
       # a vectorized scalar can be batched
