@@ -810,35 +810,40 @@ defmodule Nx do
     Keyword.validate!(opts, [])
     dims = Tuple.to_list(tensor.shape)
 
-    if axes == [] or length(axes) > length(dims) do
-      raise ArgumentError,
-            "cannot vectorize #{length(axes)} axes of a tensor of shape " <>
-              "#{inspect(tensor.shape)}: give between 1 and #{length(dims)} names " <>
-              "(one per leading axis)"
+    cond do
+      axes == [] ->
+        :ok
+
+      dims == [] ->
+        raise ArgumentError, "cannot vectorize tensor of rank 0"
+
+      length(axes) > length(dims) ->
+        raise ArgumentError, "number of vectorized axes must not be greater than the shape size"
+
+      true ->
+        :ok
     end
 
     {leading, inner} = Enum.split(dims, length(axes))
 
     new =
       Enum.zip_with(axes, leading, fn
-        {name, size}, dim when is_atom(name) and size == dim ->
+        {name, size}, dim when is_atom(name) and size === dim ->
           {name, dim}
 
-        {name, size}, dim when is_atom(name) ->
+        {name, size}, dim when is_atom(name) and is_integer(size) ->
           raise ArgumentError,
-                "cannot vectorize axis #{inspect(name)} with size #{inspect(size)}: the " <>
-                  "tensor's axis has size #{dim} (shape #{inspect(tensor.shape)})"
+                "expected vectorized axis #{inspect(name)} to have size #{size}, got #{dim}"
 
         name, dim when is_atom(name) and name != nil ->
           {name, dim}
 
         other, _dim ->
           raise ArgumentError,
-                "expected a vectorized axis name (an atom) or name: size, got: #{inspect(other)}"
+                "expected vectorized axis specification to be an atom or a tuple of " <>
+                  "{atom, pos_integer}, got: #{inspect(other)}"
       end)
 
-    vectorized_axes = tensor.vectorized_axes ++ new
-    unique_axis_names!(vectorized_axes)
     inner_names = Enum.drop(axis_names(tensor), length(axes))
 
     for {name, _} <- new, name in inner_names do
@@ -846,6 +851,16 @@ defmodule Nx do
             "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
               "already an axis with the same name"
     end
+
+    for {name, _} <- new, Keyword.has_key?(tensor.vectorized_axes, name) do
+      raise ArgumentError,
+            "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
+              "already a vectorized axis with the same name"
+    end
+
+    # Nx 0.7.2 accepts a name twice among the new axes; we refuse it
+    vectorized_axes = tensor.vectorized_axes ++ new
+    unique_axis_names!(vectorized_axes)
 
     # the axes left keep their names
     %T{
@@ -917,8 +932,11 @@ defmodule Nx do
   @doc type: :vectorization
   @doc """
   Changes the vectorized axes and the shape of `tensor` at once, keeping its elements in
-  row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape`
-  (required) the new non-vectorized shape. The number of elements must stay the same.
+  row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape` the
+  new non-vectorized shape (by default the tensor's shape and names stay), `:target_names`
+  its names. One size, among the vectorized axes and `:target_shape`, may be `:auto`: it is
+  computed from the number of elements, which must stay the same. A container (tuple, map)
+  is revectorized tensor by tensor.
 
   ## Examples
 
@@ -926,41 +944,66 @@ defmodule Nx do
       iex> r = Nx.revectorize(t, [a: 3, b: 2], target_shape: {})
       iex> {r.vectorized_axes, r.shape}
       {[a: 3, b: 2], {}}
+      iex> Nx.revectorize(t, a: :auto).vectorized_axes
+      [a: 2]
 
   """
-  def revectorize(tensor, vectorized_axes, opts \\ []) when is_list(vectorized_axes) do
-    %T{} = tensor = to_tensor(tensor)
+  def revectorize(tensor, vectorized_axes, opts \\ [])
+
+  def revectorize(%T{} = tensor, vectorized_axes, opts) when is_list(vectorized_axes) do
     opts = keyword!(opts, [:target_shape, :target_names])
 
-    target =
-      case opts[:target_shape] do
-        nil -> raise ArgumentError, "revectorize/3 needs the :target_shape option"
-        shape -> Nx.Shape.validate!(shape)
-      end
-
-    unless vectorized_axes != [] and Keyword.keyword?(vectorized_axes) and
-             Enum.all?(vectorized_axes, fn {_, size} -> is_integer(size) and size > 0 end) do
+    unless Keyword.keyword?(vectorized_axes) and
+             Enum.all?(vectorized_axes, fn {_, size} ->
+               size == :auto or (is_integer(size) and size > 0)
+             end) do
       raise ArgumentError,
-            "revectorize/3 expects a non-empty keyword list of name: size, got: " <>
-              inspect(vectorized_axes)
+            "revectorize/3 expects a keyword list of name: size (a positive integer or " <>
+              ":auto), got: " <> inspect(vectorized_axes)
     end
 
     unique_axis_names!(vectorized_axes)
-    full = List.to_tuple(Keyword.values(vectorized_axes) ++ Tuple.to_list(target))
-    old = full_shape(tensor)
+    {names, sizes} = Enum.unzip(vectorized_axes)
 
-    if Nx.Shape.size(full) != Nx.Shape.size(old) do
+    {target, target_names} =
+      case opts[:target_shape] do
+        nil ->
+          {tensor.shape, tensor.names}
+
+        shape when is_tuple(shape) ->
+          {shape, opts[:target_names]}
+
+        other ->
+          raise ArgumentError, "expected :target_shape to be a tuple, got: #{inspect(other)}"
+      end
+
+    inner = sizes ++ Tuple.to_list(target)
+
+    if Enum.count(inner, &(&1 == :auto)) > 1 do
       raise ArgumentError,
-            "cannot revectorize a tensor of #{Nx.Shape.size(old)} elements (vectorized " <>
-              "#{inspect(tensor.vectorized_axes)}, shape #{inspect(tensor.shape)}) to " <>
-              "#{inspect(vectorized_axes)} with shape #{inspect(target)} " <>
-              "(#{Nx.Shape.size(full)} elements): the number of elements must stay the same"
+            "cannot have more than one `:auto` occurrence between target_axes and the " <>
+              ":target_shape option"
     end
 
-    flat = devectorize(tensor, keep_names: false)
-    flat = if full == old, do: flat, else: reshape(flat, full)
-    names = Nx.Shape.named_axes!(opts[:target_names], target)
-    %T{vectorize(flat, vectorized_axes) | names: names}
+    inner_names =
+      case target_names do
+        nil -> nil
+        target_names -> List.duplicate(nil, length(names)) ++ target_names
+      end
+
+    tensor
+    |> devectorize(keep_names: false)
+    |> reshape(List.to_tuple(inner), names: inner_names)
+    |> vectorize(names)
+  end
+
+  def revectorize(number, vectorized_axes, opts) when is_number(number),
+    do: revectorize(to_tensor(number), vectorized_axes, opts)
+
+  def revectorize(container, vectorized_axes, opts) do
+    if container?(container),
+      do: each_tensor(container, &revectorize(&1, vectorized_axes, opts)),
+      else: revectorize(to_tensor(container), vectorized_axes, opts)
   end
 
   @doc type: :vectorization

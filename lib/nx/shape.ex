@@ -671,15 +671,20 @@ defmodule Nx.Shape do
           known = dims |> Enum.reject(&(&1 == :auto)) |> Enum.reduce(1, &*/2)
           old_size = size(old_shape)
 
-          if known == 0 or rem(old_size, known) != 0 do
+          # as Nx 0.7.2: the :auto size is the quotient; when it is 0 the message shows
+          # the shape without it, otherwise the size check below shows the inferred shape
+          inferred = if known == 0, do: 0, else: div(old_size, known)
+
+          if inferred == 0 do
             raise ArgumentError,
                   "cannot reshape, current shape #{inspect(old_shape)} " <>
-                    "is not compatible with new shape #{inspect(new_shape)}"
+                    "is not compatible with new shape " <>
+                    inspect(dims |> Enum.reject(&(&1 == :auto)) |> List.to_tuple())
           end
 
           dims
           |> Enum.map(fn
-            :auto -> div(old_size, known)
+            :auto -> inferred
             dim -> dim
           end)
           |> List.to_tuple()
