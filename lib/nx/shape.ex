@@ -802,16 +802,12 @@ defmodule Nx.Shape do
 
   """
   def dot(s1, c1, b1, s2, c2, b2) do
+    dot_batch_axes!(s1, c1, b1, s2, c2, b2)
+
     if length(c1) != length(c2) do
       raise ArgumentError,
             "dot expects the same number of contraction axes on both sides, " <>
               "got: #{inspect(c1)} and #{inspect(c2)}"
-    end
-
-    if length(b1) != length(b2) do
-      raise ArgumentError,
-            "dot expects the same number of batch axes on both sides, " <>
-              "got: #{inspect(b1)} and #{inspect(b2)}"
     end
 
     for {a1, a2} <- Enum.zip(c1 ++ b1, c2 ++ b2), elem(s1, a1) != elem(s2, a2) do
@@ -824,6 +820,45 @@ defmodule Nx.Shape do
     free1 = free_dims(s1, c1 ++ b1)
     free2 = free_dims(s2, c2 ++ b2)
     List.to_tuple(batch ++ free1 ++ free2)
+  end
+
+  # Nx 0.7.2's rules and messages: both sides batched or neither, the batch axes the leading
+  # ones (0, 1, ...) in order, of the same sizes, and none of them contracted
+  defp dot_batch_axes!(_s1, _c1, [], _s2, _c2, []), do: :ok
+
+  defp dot_batch_axes!(_s1, _c1, [], _s2, _c2, _b2),
+    do: raise(ArgumentError, "left tensor must be batched if right tensor is batched")
+
+  defp dot_batch_axes!(_s1, _c1, _b1, _s2, _c2, []),
+    do: raise(ArgumentError, "right tensor must be batched if left tensor is batched")
+
+  defp dot_batch_axes!(s1, c1, b1, s2, c2, b2) do
+    leading = Enum.to_list(0..(length(b1) - 1))
+
+    for {axes, side} <- [{b1, "left"}, {b2, "right"}], axes != leading do
+      raise ArgumentError,
+            "invalid dot batch axis for the #{side} tensor, batch axes must be successive " <>
+              "dimensions starting from 0, got #{inspect(axes)}"
+    end
+
+    {sizes1, sizes2} = {Enum.map(b1, &elem(s1, &1)), Enum.map(b2, &elem(s2, &1))}
+
+    # (Nx's message lacks the space before "and")
+    if sizes1 != sizes2 do
+      raise ArgumentError,
+            "dot batch dimension sizes must match, but the left batch dimension of axes " <>
+              "#{inspect(b1)} has dimension sizes #{inspect(sizes1)}and the right batch " <>
+              "dimension of axes #{inspect(b2)} has sizes #{inspect(sizes2)}"
+    end
+
+    for {batch, contract, side} <- [{b1, c1, "left"}, {b2, c2, "right"}],
+        Enum.any?(batch, &(&1 in contract)) do
+      raise ArgumentError,
+            "dot batch axes for #{side} tensor (#{inspect(batch)}) cannot be in contract " <>
+              "axes (#{inspect(contract)})"
+    end
+
+    :ok
   end
 
   defp free_dims(shape, used) do
