@@ -1294,32 +1294,67 @@ defmodule Nx.Shape do
 
   @doc """
   Checks that `shape` is a matrix, or a batch of them (rank >= 2), square when `square?`;
-  `fun` names the function for the error message. Returns `shape`.
+  `fun` names the function, whose Nx 0.7.2 message is raised otherwise. Returns `shape`.
 
   ## Examples
 
       iex> Nx.Shape.matrix!({2, 3, 3}, true, "cholesky")
       {2, 3, 3}
       iex> Nx.Shape.matrix!({2, 3}, true, "cholesky")
-      ** (ArgumentError) cholesky expects a square matrix or a batch of square matrices (shape {..., n, n}), got tensor with shape {2, 3}
+      ** (ArgumentError) tensor must be a square matrix or a batch of square matrices, got shape: {2, 3}
+
+      iex> Nx.Shape.matrix!({3}, false, "qr")
+      ** (ArgumentError) tensor must have at least rank 2, got rank 1 with shape {3}
 
   """
   def matrix!(shape, square?, fun) do
     rank = tuple_size(shape)
 
-    ok? = rank >= 2 and (not square? or elem(shape, rank - 1) == elem(shape, rank - 2))
+    cond do
+      rank < 2 ->
+        raise ArgumentError, matrix_message(fun, :rank, shape)
 
-    unless ok? do
-      what =
-        if square?,
-          do: "a square matrix or a batch of square matrices (shape {..., n, n})",
-          else: "a matrix or a batch of matrices (shape {..., m, n})"
+      square? and elem(shape, rank - 1) != elem(shape, rank - 2) ->
+        raise ArgumentError, matrix_message(fun, :square, shape)
 
-      raise ArgumentError, "#{fun} expects #{what}, got tensor with shape #{inspect(shape)}"
+      true ->
+        shape
     end
-
-    shape
   end
+
+  # Nx 0.7.2 words these per function
+  defp matrix_message("triangular_solve", :rank, _shape),
+    do: "incompatible dimensions for a and b on triangular solve"
+
+  defp matrix_message("triangular_solve", :square, shape),
+    do:
+      "triangular_solve/3 expected a square matrix or a batch of square matrices, got tensor " <>
+        "with shape: #{inspect(shape)}"
+
+  defp matrix_message("solve", _, shape),
+    do:
+      "`a` tensor has incompatible dimensions, expected a square matrix or a batch of square " <>
+        "matrices, got: #{inspect(shape)}"
+
+  defp matrix_message("invert", _, shape),
+    do:
+      "invert/1 expects a square matrix or a batch of square matrices, got tensor with shape: " <>
+        inspect(shape)
+
+  defp matrix_message("determinant", _, shape),
+    do:
+      "determinant/1 expects a square tensor, got tensor with shape: " <>
+        inspect(Tuple.to_list(shape))
+
+  defp matrix_message(_fun, :rank, shape),
+    do:
+      "tensor must have at least rank 2, got rank #{tuple_size(shape)} with shape " <>
+        inspect(shape)
+
+  defp matrix_message(_fun, :square, shape),
+    do:
+      "tensor must be a square matrix or a batch of square matrices, got shape: " <>
+        inspect(shape)
 
   @doc """
   The output shapes `{eigenvalues, eigenvectors}` of `Nx.LinAlg.eigh/2` for a square matrix or
