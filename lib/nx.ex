@@ -99,10 +99,15 @@ defmodule Nx do
     Nx.Shape.merge_names!(axis_names(tensor), names)
     tensor = %T{tensor | names: names}
 
-    case opts[:type] do
-      nil -> tensor
-      type -> as_type(tensor, type)
+    # the type, when given, must be the tensor's (Nx's check: a tensor is not converted)
+    with type when type != nil <- opts[:type],
+         false <- Nx.Type.normalize!(type) == tensor.type do
+      raise ArgumentError,
+            "Nx.tensor/2 expects a tensor with type #{inspect(type)} " <>
+              "but it was given a tensor of type #{inspect(tensor.type)}"
     end
+
+    tensor
   end
 
   def tensor(data, opts) when is_list(opts) do
@@ -185,7 +190,7 @@ defmodule Nx do
       >
 
       iex> Nx.from_binary(<<1, 2, 3>>, :s16)
-      ** (ArgumentError) binary does not match the given type {:s, 16}, its size (3) is not a multiple of 2
+      ** (ArgumentError) binary does not match the given size
 
   """
   def from_binary(binary, type, opts \\ []) when is_binary(binary) do
@@ -196,9 +201,7 @@ defmodule Nx do
     if binary == <<>>, do: raise(ArgumentError, "cannot build an empty tensor")
 
     if rem(Kernel.byte_size(binary), bytes) != 0 do
-      raise ArgumentError,
-            "binary does not match the given type #{inspect(type)}, " <>
-              "its size (#{Kernel.byte_size(binary)}) is not a multiple of #{bytes}"
+      raise ArgumentError, "binary does not match the given size"
     end
 
     from_binary_data(binary, type, {div(Kernel.byte_size(binary), bytes)})
@@ -279,14 +282,15 @@ defmodule Nx do
   def to_number(tensor) do
     tensor = to_tensor(tensor)
 
-    if tensor.shape != {} do
-      raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
-    end
-
+    # Nx 0.7.2's messages, in its order
     if tensor.vectorized_axes != [] do
       raise ArgumentError,
-            "cannot convert a vectorized tensor (#{inspect(tensor.vectorized_axes)}) to a " <>
-              "number; use Nx.to_flat_list/1, or Nx.devectorize/2 and then read its entries"
+            "cannot convert vectorized tensor with axes #{inspect(tensor.vectorized_axes)} " <>
+              "and shape #{inspect(tensor.shape)} to number"
+    end
+
+    if tensor.shape != {} do
+      raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
     end
 
     [number] = to_flat_list(tensor)
@@ -1895,7 +1899,7 @@ defmodule Nx do
     type = Nx.Type.normalize!(type)
 
     if Nx.Type.complex?(type) do
-      raise ArgumentError, "Nx.bitcast/2 does not support complex output types"
+      raise ArgumentError, "Nx.bitcast/2 does not support complex inputs"
     end
 
     if elem(tensor.type, 1) != elem(type, 1) do
@@ -4394,8 +4398,7 @@ defmodule Nx do
 
         if axes == [] or axes != Enum.to_list(hd(axes)..List.last(axes)) do
           raise ArgumentError,
-                "flatten axes must be consecutive, got: #{inspect(opts[:axes])} for shape " <>
-                  "#{inspect(tensor.shape)}"
+                "flatten axes must be consecutive"
         end
 
         {before, rest} = Enum.split(dims, hd(axes))
@@ -4433,7 +4436,7 @@ defmodule Nx do
 
     unless is_list(repetitions) and Enum.all?(repetitions, &(is_integer(&1) and &1 >= 1)) do
       raise ArgumentError,
-            "repetitions must be a list of integers of at least 1, got: #{inspect(repetitions)}"
+            "repetitions must be a list of integers, got: #{inspect(repetitions)}"
     end
 
     dims = Tuple.to_list(tensor.shape)
@@ -4492,7 +4495,7 @@ defmodule Nx do
     n = opts[:n]
 
     unless is_integer(n) and n >= 1 do
-      raise ArgumentError, "linspace expects :n to be a positive integer, got: #{inspect(n)}"
+      raise ArgumentError, "expected n to be a non-negative integer, got: #{inspect(n)}"
     end
 
     type = Nx.Type.normalize!(opts[:type])
@@ -4500,7 +4503,7 @@ defmodule Nx do
 
     if start.shape != stop.shape do
       raise ArgumentError,
-            "linspace expects start and stop to have the same shape, got: " <>
+            "expected start and stop to have the same shape. Got shapes " <>
               "#{inspect(start.shape)} and #{inspect(stop.shape)}"
     end
 
@@ -4790,15 +4793,21 @@ defmodule Nx do
     k = Keyword.validate!(opts, k: 1)[:k]
     rank = tuple_size(tensor.shape)
 
+    # Nx 0.7.2's checks and messages, in its order
+    unless is_integer(k) and k >= 1 do
+      raise ArgumentError, "top_k k must be an integer greater than or equal to 1, got k=#{k}"
+    end
+
     if rank == 0 do
       raise ArgumentError, "top_k input must have at least rank 1"
     end
 
     last = elem(tensor.shape, rank - 1)
 
-    unless is_integer(k) and k >= 1 and k <= last do
+    if last < k do
       raise ArgumentError,
-            "top_k expects :k between 1 and the last axis size (#{last}), got: #{inspect(k)}"
+            "top_k input last axis size must be greater than or equal to k, got size=#{last} " <>
+              "and k=#{k}"
     end
 
     composite(

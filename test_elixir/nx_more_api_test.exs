@@ -143,11 +143,11 @@ defmodule Nx.MoreApiTest do
     end
 
     test "errors" do
-      assert_raise ArgumentError, ~r/:n to be a positive integer, got: nil/, fn ->
+      assert_raise ArgumentError, "expected n to be a non-negative integer, got: nil", fn ->
         Nx.linspace(0, 1, [])
       end
 
-      assert_raise ArgumentError, ~r/:n to be a positive integer, got: 0/, fn ->
+      assert_raise ArgumentError, "expected n to be a non-negative integer, got: 0", fn ->
         Nx.linspace(0, 1, n: 0)
       end
 
@@ -318,9 +318,15 @@ defmodule Nx.MoreApiTest do
     end
 
     test "errors" do
-      assert_raise ArgumentError, ~r/:k between 1 and the last axis size \(3\), got: 4/, fn ->
-        Nx.top_k(Nx.tensor([1, 2, 3]), k: 4)
-      end
+      # Nx 0.7.2's messages
+      assert_raise ArgumentError,
+                   "top_k input last axis size must be greater than or equal to k, got size=3 " <>
+                     "and k=4",
+                   fn -> Nx.top_k(Nx.tensor([1, 2, 3]), k: 4) end
+
+      assert_raise ArgumentError,
+                   "top_k k must be an integer greater than or equal to 1, got k=0",
+                   fn -> Nx.top_k(Nx.tensor([1, 2, 3]), k: 0) end
 
       assert_raise ArgumentError, ~r/at least rank 1/, fn -> Nx.top_k(Nx.tensor(1)) end
     end

@@ -766,22 +766,25 @@ defmodule Nx.Shape do
       iex> Nx.Shape.concatenate([{2, 3}, {4, 3}], 0)
       {6, 3}
       iex> Nx.Shape.concatenate([{2, 3}, {2, 2}], 0)
-      ** (ArgumentError) cannot concatenate tensors on axis 0, all other dimensions must be equal, got shapes {2, 3} and {2, 2}
+      ** (ArgumentError) expected all shapes to match {*, 3}, got unmatching shape: {2, 2}
 
   """
   def concatenate([first | rest] = shapes, axis) do
-    for shape <- rest do
-      if tuple_size(shape) != tuple_size(first) do
-        raise ArgumentError,
-              "cannot concatenate tensors of different ranks, " <>
-                "got shapes #{inspect(first)} and #{inspect(shape)}"
-      end
+    # Nx 0.7.2's message: the first shape with `*` on the axis
+    template =
+      first
+      |> Tuple.to_list()
+      |> Enum.with_index(fn
+        _, ^axis -> "*"
+        dim, _ -> Integer.to_string(dim)
+      end)
+      |> Enum.join(", ")
 
-      if Tuple.delete_at(shape, axis) != Tuple.delete_at(first, axis) do
-        raise ArgumentError,
-              "cannot concatenate tensors on axis #{axis}, all other dimensions must be equal, " <>
-                "got shapes #{inspect(first)} and #{inspect(shape)}"
-      end
+    for shape <- rest,
+        tuple_size(shape) != tuple_size(first) or
+          Tuple.delete_at(shape, axis) != Tuple.delete_at(first, axis) do
+      raise ArgumentError,
+            "expected all shapes to match {#{template}}, got unmatching shape: #{inspect(shape)}"
     end
 
     put_elem(first, axis, shapes |> Enum.map(&elem(&1, axis)) |> Enum.sum())
