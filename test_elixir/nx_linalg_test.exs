@@ -147,6 +147,41 @@ defmodule Nx.LinAlgTest do
       assert close?(Nx.dot(Nx.transpose(q), q), Nx.eye(3, type: :f64))
     end
 
+    # Nx 0.7.2's doc examples: a column with nothing below its diagonal is not reflected (its
+    # sign stays), entries within 1.0e-10 of zero are 0.0 (never -0.0), and the digits are
+    # those of Nx's Householder steps
+    test "qr of triangular matrices as Nx 0.7.2" do
+      bits = &Nx.to_binary/1
+
+      {q, r} = Nx.LinAlg.qr(Nx.tensor([[-3, 2, 1], [0, 1, 1], [0, 0, -1]]))
+      assert bits.(q) == bits.(Nx.eye(3, type: :f32))
+      assert bits.(r) == bits.(Nx.tensor([[-3.0, 2.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, -1.0]]))
+
+      t = Nx.tensor([[3, 2, 1], [0, 1, 1], [0, 0, 1], [0, 0, 1]])
+      {q, r} = Nx.LinAlg.qr(t)
+
+      assert bits.(q) ==
+               bits.(
+                 Nx.tensor([
+                   [1.0, 0.0, 0.0],
+                   [0.0, 1.0, 0.0],
+                   [0.0, 0.0, 0.7071068286895752],
+                   [0.0, 0.0, 0.7071067690849304]
+                 ])
+               )
+
+      assert bits.(r) ==
+               bits.(
+                 Nx.tensor([[3.0, 2.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.4142136573791504]])
+               )
+
+      {q, _r} = Nx.LinAlg.qr(t, mode: :complete)
+
+      assert Nx.to_flat_list(q) ==
+               [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.7071068286895752] ++
+                 [0.7071067690849304, 0.0, 0.0, 0.7071067690849304, -0.7071068286895752]
+    end
+
     # Nx 0.7.2's answers (run on real Nx): R's diagonal positive, except the last entry of a
     # matrix with no more rows than columns, which makes det(Q) that of Nx's reflections
     test "qr gives Nx's signs" do
