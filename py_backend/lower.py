@@ -1093,14 +1093,71 @@ def lower_qr(c: Call) -> Value:
     return _outs_of(c, (nq + (q - lax.stop_gradient(q)), nr + (r - lax.stop_gradient(r))))
 
 
+_NX_LU_EPS = 1.0e-10  # Nx 0.7.2's default :eps for lu
+
+
+def _nx_lu_matrix(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """P, L and U of one square matrix as Nx 0.7.2's binary backend computes them, in double:
+    the rows are first ordered so that, column after column, the entry of largest magnitude
+    of the rows left (the first of equals) comes to the diagonal, of the matrix as given (no
+    elimination in between, unlike LAPACK's partial pivoting); then Doolittle's recurrences
+    without pivoting, each entry under ``eps`` in magnitude set to 0 (a zero pivot gives
+    infinities below it). Loops run over every row with masks, so reverse-mode gradients go
+    through."""
+    n = a.shape[0]
+    idx = jnp.arange(n)
+    eps = _NX_LU_EPS
+
+    def pivot(j: jax.Array, state: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        perm, m = state
+        top = jnp.argmax(jnp.where(idx >= j, jnp.abs(m[:, j]), -1.0))
+        swap = jnp.where(idx == j, top, jnp.where(idx == top, j, idx))
+        return perm[swap], m[swap]
+
+    perm, m = lax.fori_loop(0, max(n - 1, 0), pivot, (idx, a))
+
+    def column(j: jax.Array, lu: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        lower, upper = lu
+        lower = lower.at[j, j].set(1.0)
+
+        def upper_row(i: jax.Array, upper: jax.Array) -> jax.Array:
+            total = jnp.sum(jnp.where(idx < i, upper[:, j] * lower[i, :], 0.0))
+            value = m[i, j] - total
+            value = jnp.where(jnp.abs(value) < eps, 0.0, value)
+            return upper.at[i, j].set(jnp.where(i <= j, value, upper[i, j]))
+
+        upper = lax.fori_loop(0, n, upper_row, upper)
+
+        def lower_row(i: jax.Array, lower: jax.Array) -> jax.Array:
+            total = jnp.sum(jnp.where(idx < i, upper[:, j] * lower[i, :], 0.0))
+            pivot = upper[j, j]
+            safe = jnp.where(pivot != 0, pivot, 1.0)
+            infinite = jnp.where(m[i, j] >= total, jnp.inf, -jnp.inf)
+            value = jnp.where(pivot != 0, (m[i, j] - total) / safe, infinite)
+            value = jnp.where(jnp.abs(value) < eps, 0.0, value)
+            return lower.at[i, j].set(jnp.where(i > j, value, lower[i, j]))
+
+        return lax.fori_loop(0, n, lower_row, lower), upper
+
+    zeros = jnp.zeros_like(a)
+    lower, upper = lax.fori_loop(0, n, column, (zeros, zeros))
+    # (Nx multiplies the entries under eps by 0, which keeps a negative one's sign)
+    lower = jnp.where(jnp.abs(lower) < eps, lower * 0, lower)
+    upper = jnp.where(jnp.abs(upper) < eps, upper * 0, upper)
+    p = (perm[:, None] == idx[None, :]).astype(a.dtype)
+    return jnp.swapaxes(p, -1, -2), lower, upper
+
+
 def lower_lu(c: Call) -> Value:
-    """``[p, l, u]`` of each matrix (``jax.scipy.linalg.lu`` takes one matrix: a batch is
-    mapped over)."""
+    """``[p, l, u]`` of each matrix by Nx 0.7.2's algorithm (:func:`_nx_lu_matrix`), computed
+    in double (complex: in complex128) and rounded once to the output types, as Nx's binary
+    backend does; a batch is mapped over."""
     a = _float_input(c)
-    lu: Callable[[jax.Array], Any] = jax.scipy.linalg.lu
+    wide = jnp.promote_types(a.dtype, jnp.float64)
+    lu: Callable[[jax.Array], Any] = _nx_lu_matrix
     for _ in range(a.ndim - 2):
         lu = jax.vmap(lu)
-    return _outs_of(c, lu(a))
+    return _outs_of(c, lu(a.astype(wide)))
 
 
 def lower_svd(c: Call) -> Value:

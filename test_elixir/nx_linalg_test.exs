@@ -147,6 +147,28 @@ defmodule Nx.LinAlgTest do
       assert close?(Nx.dot(Nx.transpose(q), q), Nx.eye(3, type: :f64))
     end
 
+    # Nx 0.7.2's doc example: Nx orders the rows before eliminating (by each column of the
+    # matrix as given), not as LAPACK's partial pivoting, and computes in double
+    test "lu pivots as Nx 0.7.2" do
+      {p, l, u} = Nx.LinAlg.lu(Nx.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]))
+      assert Nx.to_list(p) == [[0, 0, 1], [0, 1, 0], [1, 0, 0]]
+
+      assert Nx.to_list(l) == [
+               [1.0, 0.0, 0.0],
+               [0.5714285969734192, 1.0, 0.0],
+               [0.1428571492433548, 2.0, 1.0]
+             ]
+
+      assert Nx.to_list(u) == [
+               [7.0, 8.0, 9.0],
+               [0.0, 0.4285714328289032, 0.8571428656578064],
+               [0.0, 0.0, 0.0]
+             ]
+
+      {p, _l, _u} = Nx.LinAlg.lu(Nx.tensor([[[9, 8, 7], [6, 5, 4], [3, 2, 1]]]))
+      assert Nx.to_list(p) == [[[1, 0, 0], [0, 1, 0], [0, 0, 1]]]
+    end
+
     # Nx 0.7.2's doc examples: a column with nothing below its diagonal is not reflected (its
     # sign stays), entries within 1.0e-10 of zero are 0.0 (never -0.0), and the digits are
     # those of Nx's Householder steps
