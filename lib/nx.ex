@@ -3782,25 +3782,44 @@ defmodule Nx do
   def eye(n, opts) when is_integer(n), do: eye({n, n}, opts)
 
   def eye(shape, opts) do
-    opts = keyword!(opts, [:names, :backend, type: {:s, 64}])
+    opts = keyword!(opts, [:names, :backend, :vectorized_axes, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     rank = tuple_size(shape)
+    vectorized_axes = opts[:vectorized_axes] || []
 
-    if rank < 2 do
+    # (Nx 0.7.2 accepts a rank-1 shape only with vectorized axes: each entry is then [1, 0, ...])
+    if rank < 2 and (rank == 0 or vectorized_axes == []) do
       raise ArgumentError,
-            "eye expects a shape with at least 2 dimensions, got: #{inspect(shape)}"
+            "eye/2 expects a shape with at least 2 dimensions or an integer, got: " <>
+              inspect(shape)
     end
 
     names = Nx.Shape.named_axes!(opts[:names], shape)
 
-    composite(
-      fn ->
-        iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
-      end,
-      []
-    )
-    |> rename(names)
+    eye =
+      composite(
+        fn ->
+          case rank do
+            1 ->
+              iota(shape) |> equal(0) |> as_type(type)
+
+            _ ->
+              iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
+          end
+        end,
+        []
+      )
+      |> rename(names)
+
+    case vectorized_axes do
+      [] ->
+        eye
+
+      axes ->
+        full = List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))
+        eye |> broadcast(full) |> vectorize(axes) |> rename(names)
+    end
   end
 
   @doc type: :creation
