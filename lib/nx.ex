@@ -4612,7 +4612,7 @@ defmodule Nx do
 
     if tuple_size(tensor.shape) < 2 do
       raise ArgumentError,
-            "#{fun}/2 expects a tensor with at least 2 dimensions, got: #{inspect(tensor.shape)}"
+            "#{fun}/2 expects a tensor with at least 2 dimensions, got: #{inspect(tensor)}"
     end
 
     composite(

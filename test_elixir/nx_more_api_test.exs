@@ -179,9 +179,11 @@ defmodule Nx.MoreApiTest do
     end
 
     test "a tensor of rank under 2 raises" do
-      assert_raise ArgumentError, ~r/tril\/2 expects a tensor with at least 2 dimensions/, fn ->
-        Nx.tril(Nx.tensor([1, 2]))
-      end
+      # Nx 0.7.2's message shows the tensor
+      assert_raise ArgumentError,
+                   "tril/2 expects a tensor with at least 2 dimensions, got: " <>
+                     inspect(Nx.tensor([1, 2])),
+                   fn -> Nx.tril(Nx.tensor([1, 2])) end
 
       assert_raise ArgumentError, ~r/triu\/2 expects/, fn -> Nx.triu(Nx.tensor(1)) end
     end
