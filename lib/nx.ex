@@ -99,10 +99,15 @@ defmodule Nx do
     Nx.Shape.merge_names!(axis_names(tensor), names)
     tensor = %T{tensor | names: names}
 
-    case opts[:type] do
-      nil -> tensor
-      type -> as_type(tensor, type)
+    # the type, when given, must be the tensor's (Nx's check: a tensor is not converted)
+    with type when type != nil <- opts[:type],
+         false <- Nx.Type.normalize!(type) == tensor.type do
+      raise ArgumentError,
+            "Nx.tensor/2 expects a tensor with type #{inspect(type)} " <>
+              "but it was given a tensor of type #{inspect(tensor.type)}"
     end
+
+    tensor
   end
 
   def tensor(data, opts) when is_list(opts) do
@@ -185,7 +190,7 @@ defmodule Nx do
       >
 
       iex> Nx.from_binary(<<1, 2, 3>>, :s16)
-      ** (ArgumentError) binary does not match the given type {:s, 16}, its size (3) is not a multiple of 2
+      ** (ArgumentError) binary does not match the given size
 
   """
   def from_binary(binary, type, opts \\ []) when is_binary(binary) do
@@ -196,9 +201,7 @@ defmodule Nx do
     if binary == <<>>, do: raise(ArgumentError, "cannot build an empty tensor")
 
     if rem(Kernel.byte_size(binary), bytes) != 0 do
-      raise ArgumentError,
-            "binary does not match the given type #{inspect(type)}, " <>
-              "its size (#{Kernel.byte_size(binary)}) is not a multiple of #{bytes}"
+      raise ArgumentError, "binary does not match the given size"
     end
 
     from_binary_data(binary, type, {div(Kernel.byte_size(binary), bytes)})
@@ -279,14 +282,15 @@ defmodule Nx do
   def to_number(tensor) do
     tensor = to_tensor(tensor)
 
-    if tensor.shape != {} do
-      raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
-    end
-
+    # Nx 0.7.2's messages, in its order
     if tensor.vectorized_axes != [] do
       raise ArgumentError,
-            "cannot convert a vectorized tensor (#{inspect(tensor.vectorized_axes)}) to a " <>
-              "number; use Nx.to_flat_list/1, or Nx.devectorize/2 and then read its entries"
+            "cannot convert vectorized tensor with axes #{inspect(tensor.vectorized_axes)} " <>
+              "and shape #{inspect(tensor.shape)} to number"
+    end
+
+    if tensor.shape != {} do
+      raise ArgumentError, "cannot convert tensor of shape #{inspect(tensor.shape)} to number"
     end
 
     [number] = to_flat_list(tensor)
@@ -810,35 +814,40 @@ defmodule Nx do
     Keyword.validate!(opts, [])
     dims = Tuple.to_list(tensor.shape)
 
-    if axes == [] or length(axes) > length(dims) do
-      raise ArgumentError,
-            "cannot vectorize #{length(axes)} axes of a tensor of shape " <>
-              "#{inspect(tensor.shape)}: give between 1 and #{length(dims)} names " <>
-              "(one per leading axis)"
+    cond do
+      axes == [] ->
+        :ok
+
+      dims == [] ->
+        raise ArgumentError, "cannot vectorize tensor of rank 0"
+
+      length(axes) > length(dims) ->
+        raise ArgumentError, "number of vectorized axes must not be greater than the shape size"
+
+      true ->
+        :ok
     end
 
     {leading, inner} = Enum.split(dims, length(axes))
 
     new =
       Enum.zip_with(axes, leading, fn
-        {name, size}, dim when is_atom(name) and size == dim ->
+        {name, size}, dim when is_atom(name) and size === dim ->
           {name, dim}
 
-        {name, size}, dim when is_atom(name) ->
+        {name, size}, dim when is_atom(name) and is_integer(size) ->
           raise ArgumentError,
-                "cannot vectorize axis #{inspect(name)} with size #{inspect(size)}: the " <>
-                  "tensor's axis has size #{dim} (shape #{inspect(tensor.shape)})"
+                "expected vectorized axis #{inspect(name)} to have size #{size}, got #{dim}"
 
         name, dim when is_atom(name) and name != nil ->
           {name, dim}
 
         other, _dim ->
           raise ArgumentError,
-                "expected a vectorized axis name (an atom) or name: size, got: #{inspect(other)}"
+                "expected vectorized axis specification to be an atom or a tuple of " <>
+                  "{atom, pos_integer}, got: #{inspect(other)}"
       end)
 
-    vectorized_axes = tensor.vectorized_axes ++ new
-    unique_axis_names!(vectorized_axes)
     inner_names = Enum.drop(axis_names(tensor), length(axes))
 
     for {name, _} <- new, name in inner_names do
@@ -846,6 +855,16 @@ defmodule Nx do
             "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
               "already an axis with the same name"
     end
+
+    for {name, _} <- new, Keyword.has_key?(tensor.vectorized_axes, name) do
+      raise ArgumentError,
+            "cannot use name #{inspect(name)} for new vectorized axes because there's " <>
+              "already a vectorized axis with the same name"
+    end
+
+    # Nx 0.7.2 accepts a name twice among the new axes; we refuse it
+    vectorized_axes = tensor.vectorized_axes ++ new
+    unique_axis_names!(vectorized_axes)
 
     # the axes left keep their names
     %T{
@@ -917,8 +936,11 @@ defmodule Nx do
   @doc type: :vectorization
   @doc """
   Changes the vectorized axes and the shape of `tensor` at once, keeping its elements in
-  row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape`
-  (required) the new non-vectorized shape. The number of elements must stay the same.
+  row-major order: `vectorized_axes` is a keyword list `name: size` and `:target_shape` the
+  new non-vectorized shape (by default the tensor's shape and names stay), `:target_names`
+  its names. One size, among the vectorized axes and `:target_shape`, may be `:auto`: it is
+  computed from the number of elements, which must stay the same. A container (tuple, map)
+  is revectorized tensor by tensor.
 
   ## Examples
 
@@ -926,41 +948,66 @@ defmodule Nx do
       iex> r = Nx.revectorize(t, [a: 3, b: 2], target_shape: {})
       iex> {r.vectorized_axes, r.shape}
       {[a: 3, b: 2], {}}
+      iex> Nx.revectorize(t, a: :auto).vectorized_axes
+      [a: 2]
 
   """
-  def revectorize(tensor, vectorized_axes, opts \\ []) when is_list(vectorized_axes) do
-    %T{} = tensor = to_tensor(tensor)
+  def revectorize(tensor, vectorized_axes, opts \\ [])
+
+  def revectorize(%T{} = tensor, vectorized_axes, opts) when is_list(vectorized_axes) do
     opts = keyword!(opts, [:target_shape, :target_names])
 
-    target =
-      case opts[:target_shape] do
-        nil -> raise ArgumentError, "revectorize/3 needs the :target_shape option"
-        shape -> Nx.Shape.validate!(shape)
-      end
-
-    unless vectorized_axes != [] and Keyword.keyword?(vectorized_axes) and
-             Enum.all?(vectorized_axes, fn {_, size} -> is_integer(size) and size > 0 end) do
+    unless Keyword.keyword?(vectorized_axes) and
+             Enum.all?(vectorized_axes, fn {_, size} ->
+               size == :auto or (is_integer(size) and size > 0)
+             end) do
       raise ArgumentError,
-            "revectorize/3 expects a non-empty keyword list of name: size, got: " <>
-              inspect(vectorized_axes)
+            "revectorize/3 expects a keyword list of name: size (a positive integer or " <>
+              ":auto), got: " <> inspect(vectorized_axes)
     end
 
     unique_axis_names!(vectorized_axes)
-    full = List.to_tuple(Keyword.values(vectorized_axes) ++ Tuple.to_list(target))
-    old = full_shape(tensor)
+    {names, sizes} = Enum.unzip(vectorized_axes)
 
-    if Nx.Shape.size(full) != Nx.Shape.size(old) do
+    {target, target_names} =
+      case opts[:target_shape] do
+        nil ->
+          {tensor.shape, tensor.names}
+
+        shape when is_tuple(shape) ->
+          {shape, opts[:target_names]}
+
+        other ->
+          raise ArgumentError, "expected :target_shape to be a tuple, got: #{inspect(other)}"
+      end
+
+    inner = sizes ++ Tuple.to_list(target)
+
+    if Enum.count(inner, &(&1 == :auto)) > 1 do
       raise ArgumentError,
-            "cannot revectorize a tensor of #{Nx.Shape.size(old)} elements (vectorized " <>
-              "#{inspect(tensor.vectorized_axes)}, shape #{inspect(tensor.shape)}) to " <>
-              "#{inspect(vectorized_axes)} with shape #{inspect(target)} " <>
-              "(#{Nx.Shape.size(full)} elements): the number of elements must stay the same"
+            "cannot have more than one `:auto` occurrence between target_axes and the " <>
+              ":target_shape option"
     end
 
-    flat = devectorize(tensor, keep_names: false)
-    flat = if full == old, do: flat, else: reshape(flat, full)
-    names = Nx.Shape.named_axes!(opts[:target_names], target)
-    %T{vectorize(flat, vectorized_axes) | names: names}
+    inner_names =
+      case target_names do
+        nil -> nil
+        target_names -> List.duplicate(nil, length(names)) ++ target_names
+      end
+
+    tensor
+    |> devectorize(keep_names: false)
+    |> reshape(List.to_tuple(inner), names: inner_names)
+    |> vectorize(names)
+  end
+
+  def revectorize(number, vectorized_axes, opts) when is_number(number),
+    do: revectorize(to_tensor(number), vectorized_axes, opts)
+
+  def revectorize(container, vectorized_axes, opts) do
+    if container?(container),
+      do: each_tensor(container, &revectorize(&1, vectorized_axes, opts)),
+      else: revectorize(to_tensor(container), vectorized_axes, opts)
   end
 
   @doc type: :vectorization
@@ -1852,7 +1899,7 @@ defmodule Nx do
     type = Nx.Type.normalize!(type)
 
     if Nx.Type.complex?(type) do
-      raise ArgumentError, "Nx.bitcast/2 does not support complex output types"
+      raise ArgumentError, "Nx.bitcast/2 does not support complex inputs"
     end
 
     if elem(tensor.type, 1) != elem(type, 1) do
@@ -3761,25 +3808,44 @@ defmodule Nx do
   def eye(n, opts) when is_integer(n), do: eye({n, n}, opts)
 
   def eye(shape, opts) do
-    opts = keyword!(opts, [:names, :backend, type: {:s, 64}])
+    opts = keyword!(opts, [:names, :backend, :vectorized_axes, type: {:s, 64}])
     shape = Nx.Shape.validate!(shape_of(shape))
     type = Nx.Type.normalize!(opts[:type] || {:s, 64})
     rank = tuple_size(shape)
+    vectorized_axes = opts[:vectorized_axes] || []
 
-    if rank < 2 do
+    # (Nx 0.7.2 accepts a rank-1 shape only with vectorized axes: each entry is then [1, 0, ...])
+    if rank < 2 and (rank == 0 or vectorized_axes == []) do
       raise ArgumentError,
-            "eye expects a shape with at least 2 dimensions, got: #{inspect(shape)}"
+            "eye/2 expects a shape with at least 2 dimensions or an integer, got: " <>
+              inspect(shape)
     end
 
     names = Nx.Shape.named_axes!(opts[:names], shape)
 
-    composite(
-      fn ->
-        iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
-      end,
-      []
-    )
-    |> rename(names)
+    eye =
+      composite(
+        fn ->
+          case rank do
+            1 ->
+              iota(shape) |> equal(0) |> as_type(type)
+
+            _ ->
+              iota(shape, axis: rank - 2) |> equal(iota(shape, axis: rank - 1)) |> as_type(type)
+          end
+        end,
+        []
+      )
+      |> rename(names)
+
+    case vectorized_axes do
+      [] ->
+        eye
+
+      axes ->
+        full = List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))
+        eye |> broadcast(full) |> vectorize(axes) |> rename(names)
+    end
   end
 
   @doc type: :creation
@@ -4377,8 +4443,7 @@ defmodule Nx do
 
         if axes == [] or axes != Enum.to_list(hd(axes)..List.last(axes)) do
           raise ArgumentError,
-                "flatten axes must be consecutive, got: #{inspect(opts[:axes])} for shape " <>
-                  "#{inspect(tensor.shape)}"
+                "flatten axes must be consecutive"
         end
 
         {before, rest} = Enum.split(dims, hd(axes))
@@ -4416,7 +4481,7 @@ defmodule Nx do
 
     unless is_list(repetitions) and Enum.all?(repetitions, &(is_integer(&1) and &1 >= 1)) do
       raise ArgumentError,
-            "repetitions must be a list of integers of at least 1, got: #{inspect(repetitions)}"
+            "repetitions must be a list of integers, got: #{inspect(repetitions)}"
     end
 
     dims = Tuple.to_list(tensor.shape)
@@ -4475,7 +4540,7 @@ defmodule Nx do
     n = opts[:n]
 
     unless is_integer(n) and n >= 1 do
-      raise ArgumentError, "linspace expects :n to be a positive integer, got: #{inspect(n)}"
+      raise ArgumentError, "expected n to be a non-negative integer, got: #{inspect(n)}"
     end
 
     type = Nx.Type.normalize!(opts[:type])
@@ -4483,7 +4548,7 @@ defmodule Nx do
 
     if start.shape != stop.shape do
       raise ArgumentError,
-            "linspace expects start and stop to have the same shape, got: " <>
+            "expected start and stop to have the same shape. Got shapes " <>
               "#{inspect(start.shape)} and #{inspect(stop.shape)}"
     end
 
@@ -4573,7 +4638,7 @@ defmodule Nx do
 
     if tuple_size(tensor.shape) < 2 do
       raise ArgumentError,
-            "#{fun}/2 expects a tensor with at least 2 dimensions, got: #{inspect(tensor.shape)}"
+            "#{fun}/2 expects a tensor with at least 2 dimensions, got: #{inspect(tensor)}"
     end
 
     composite(
@@ -4773,15 +4838,21 @@ defmodule Nx do
     k = Keyword.validate!(opts, k: 1)[:k]
     rank = tuple_size(tensor.shape)
 
+    # Nx 0.7.2's checks and messages, in its order
+    unless is_integer(k) and k >= 1 do
+      raise ArgumentError, "top_k k must be an integer greater than or equal to 1, got k=#{k}"
+    end
+
     if rank == 0 do
       raise ArgumentError, "top_k input must have at least rank 1"
     end
 
     last = elem(tensor.shape, rank - 1)
 
-    unless is_integer(k) and k >= 1 and k <= last do
+    if last < k do
       raise ArgumentError,
-            "top_k expects :k between 1 and the last axis size (#{last}), got: #{inspect(k)}"
+            "top_k input last axis size must be greater than or equal to k, got size=#{last} " <>
+              "and k=#{k}"
     end
 
     composite(
@@ -5212,7 +5283,8 @@ defmodule Nx do
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an
-  incomplete last batch is dropped).
+  incomplete last batch is dropped). A vectorized tensor is batched along its first
+  vectorized axis: every batch is vectorized, that axis of size `batch_size`.
 
   ## Examples
 
@@ -5232,14 +5304,22 @@ defmodule Nx do
             "expected :leftover to be :repeat or :discard, got: #{inspect(leftover)}"
     end
 
-    if tensor.shape == {},
+    if tensor.shape == {} and tensor.vectorized_axes == [],
       do: raise(ArgumentError, "cannot batch non-vectorized scalar tensor #{inspect(tensor)}")
 
+    # a vectorized tensor is batched along its first vectorized axis (as Nx 0.7.2 does):
+    # each batch is vectorized again, that axis now of size batch_size
+    vectorized_axes = tensor.vectorized_axes
+    tensor = devectorize(tensor, keep_names: false)
     size = elem(tensor.shape, 0)
 
-    if size < batch_size do
-      raise ArgumentError,
-            "cannot batch #{size} entries into batches of #{batch_size}"
+    if size < batch_size, do: raise(ArgumentError, "cannot batch beyond original tensor")
+
+    revectorize = fn batch ->
+      case vectorized_axes do
+        [] -> batch
+        [{name, _} | rest] -> vectorize(batch, [{name, batch_size} | rest])
+      end
     end
 
     full = div(size, batch_size)
@@ -5248,13 +5328,15 @@ defmodule Nx do
 
     Stream.map(Enum.to_list(0..(full - 1)) ++ last, fn
       :leftover ->
-        concatenate([
-          slice_along_axis(tensor, full * batch_size, rest),
-          slice_along_axis(tensor, 0, batch_size - rest)
-        ])
+        revectorize.(
+          concatenate([
+            slice_along_axis(tensor, full * batch_size, rest),
+            slice_along_axis(tensor, 0, batch_size - rest)
+          ])
+        )
 
       i ->
-        slice_along_axis(tensor, i * batch_size, batch_size)
+        revectorize.(slice_along_axis(tensor, i * batch_size, batch_size))
     end)
   end
 end

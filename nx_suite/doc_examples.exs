@@ -1,9 +1,11 @@
 # Nx 0.7.2's doc examples of the `Nx` module, run on both sides (see nx_suite/README.md).
 #
-#   run DOCS_DIR OUT [REGEX]   evaluate the examples found in DOCS_DIR/Elixir.Nx.beam (the
-#                              docs of Nx 0.7.2's build) whose group matches REGEX (by default:
-#                              axis names), in the project this runs in; write the answers to
-#                              OUT (an Erlang term file)
+#   run DOCS_DIR OUT [REGEX | all] [MODULE ...]
+#                              evaluate the examples found in DOCS_DIR/Elixir.MODULE.beam (the
+#                              docs of Nx 0.7.2's build; MODULE is Nx unless named, e.g.
+#                              `Nx Nx.LinAlg`) whose group matches REGEX (by default: axis
+#                              names; `all` takes every example), in the project this runs in;
+#                              write the answers to OUT (an Erlang term file)
 #   compare NX_OUT OURS_OUT    count the examples answered alike and list the others
 #
 # An example group is a run of `iex>` lines not separated by a blank line (their bindings are
@@ -11,16 +13,25 @@
 defmodule NxSuite.DocExamples do
   @default ~S"names|rename|\[[a-z_]+: \d+\]"
 
-  def main(["run", docs_dir, out | regex]) do
-    pattern = Regex.compile!(List.first(regex) || @default)
-    {:docs_v1, _, _, _, _, _, entries} = Code.fetch_docs(Path.join(docs_dir, "Elixir.Nx.beam"))
+  def main(["run", docs_dir, out | rest]) do
+    {selector, modules} =
+      case rest do
+        [] -> {@default, ["Nx"]}
+        [selector] -> {selector, ["Nx"]}
+        [selector | modules] -> {selector, modules}
+      end
+
+    pattern = if selector == "all", do: ~r//, else: Regex.compile!(selector)
 
     groups =
-      for {{kind, fun, arity}, _, _, %{"en" => doc}, _} <- entries,
+      for module <- modules,
+          {:docs_v1, _, _, _, _, _, entries} =
+            Code.fetch_docs(Path.join(docs_dir, "Elixir.#{module}.beam")),
+          {{kind, fun, arity}, _, _, %{"en" => doc}, _} <- entries,
           kind in [:function, :macro],
           {group, index} <- Enum.with_index(String.split(doc, ~r/\n\s*\n/)),
           String.contains?(group, "iex>") and Regex.match?(pattern, group),
-          do: {{fun, arity, index}, expressions(group)}
+          do: {{key_prefix(module, fun), arity, index}, expressions(group)}
 
     answers = for {key, exprs} <- groups, do: {key, answer_all(exprs)}
     File.write!(out, :erlang.term_to_binary(answers))
@@ -48,6 +59,10 @@ defmodule NxSuite.DocExamples do
 
     IO.puts("#{length(rows) - length(different)} of #{length(rows)} examples answer alike")
   end
+
+  # Nx's own functions keep their bare name, so the default report reads as before
+  defp key_prefix("Nx", fun), do: fun
+  defp key_prefix(module, fun), do: :"#{module}.#{fun}"
 
   defp expressions(group) do
     group

@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import jax
@@ -1002,6 +1003,63 @@ def _float_input(c: Call) -> jax.Array:
     return _single(jnp.asarray(c.args[0]).astype(to_dtype(element.type)))
 
 
+_NX_QR_EPS = 1.0e-10  # Nx 0.7.2's default :eps for qr
+
+
+def _nx_dot(x: jax.Array, y: jax.Array) -> jax.Array:
+    """A product as Nx's binary backend computes it: summed in double, rounded once."""
+    wide = jnp.promote_types(x.dtype, jnp.float64)
+    return jnp.matmul(x.astype(wide), y.astype(wide)).astype(x.dtype)
+
+
+def _nx_reflector(x: jax.Array, i: jax.Array, eps: float) -> jax.Array:
+    """Nx 0.7.2's Householder reflector for step ``i`` of a real column ``x`` (zero above
+    ``i``): it sends ``x[i:]`` to ``+|x[i:]|`` on row ``i``, and is the identity when the entries
+    below ``i`` are already zero (their squared norm under ``eps``), so such a column keeps its
+    sign."""
+    size = x.shape[0]
+    norm_sq = _nx_dot(x, x)
+    norm = jnp.sqrt(norm_sq)
+    x_i = x[i]
+    below_sq = norm_sq - jnp.abs(x_i) ** 2
+    v_0 = jnp.where(x_i <= 0, x_i - norm, -below_sq / (x_i + norm))
+    skip = below_sq < eps
+    v = x.at[i].set(jnp.where(skip, jnp.ones_like(v_0), v_0))
+    v = v / jnp.where(skip, jnp.ones_like(v_0), v_0)
+    scale = jnp.where(skip, 0, 2 / jnp.where(skip, 1, _nx_dot(v, v))).astype(x.dtype)
+    inside = jnp.arange(size) >= i
+    eye = jnp.eye(size, dtype=x.dtype)
+    return jnp.where(inside[:, None] & inside[None, :], eye - scale * jnp.outer(v, v), eye)
+
+
+def _nx_qr_matrix(a: jax.Array, complete: bool, eps: float) -> tuple[jax.Array, jax.Array]:
+    """Q and R of one real matrix by Nx 0.7.2's algorithm: a reflection per column (none for
+    the last column of a square matrix; a wide matrix is padded with zero rows to square),
+    then entries within ``eps`` of zero set to 0."""
+    m_in, n_in = a.shape
+    wide = m_in < n_in
+    if wide:
+        a = jnp.pad(a, ((0, n_in - m_in), (0, 0)))
+    m = a.shape[0]
+    last = n_in - 1 if wide or m != n_in else n_in - 2
+    rows = jnp.arange(m)
+
+    def step(i: jax.Array, qr: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        q, r = qr
+        x = jnp.where(rows < i, 0, lax.dynamic_index_in_dim(r, i, axis=1, keepdims=False))
+        h = _nx_reflector(x, i, eps)
+        return _nx_dot(q, h), _nx_dot(h, r)
+
+    q, r = lax.fori_loop(0, last + 1, step, (jnp.eye(m, dtype=a.dtype), a))
+    q = jnp.where(jnp.abs(q) <= eps, jnp.zeros_like(q), q)
+    r = jnp.where(jnp.abs(r) <= eps, jnp.zeros_like(r), r)
+    if wide:
+        return q[:m_in, :m_in], r[:m_in, :n_in]
+    if not complete and m > n_in:
+        return q[:, :n_in], r[:n_in, :n_in]
+    return q, r
+
+
 def lower_qr(c: Call) -> Value:
     """Q and R, for a real matrix with Nx 0.7.2's signs. Nx reflects each column onto a
     positive diagonal entry of R, except the last row's single entry when the matrix has no
@@ -1025,17 +1083,86 @@ def lower_qr(c: Call) -> Value:
     # (mode: :complete) Q has more columns, and R more rows, than R has diagonal entries:
     # those stay
     sign = jnp.concatenate([sign, jnp.ones(sign.shape[:-1] + (q.shape[-1] - k,), r.dtype)], -1)
-    return _outs_of(c, (q * sign[..., None, :], r * sign[..., :, None]))
+    q, r = q * sign[..., None, :], r * sign[..., :, None]
+    # The values are those of Nx's own algorithm (its rounding, and its signs where a column
+    # needs no reflection, which LAPACK's factors cannot tell); the gradient is LAPACK's
+    # factorization's, with each column of Q (row of R) given the sign of Nx's.
+    fun = partial(_nx_qr_matrix, complete=c.node.opts["mode"] == "complete", eps=_NX_QR_EPS)
+    for _ in range(a.ndim - 2):
+        fun = jax.vmap(fun)
+    nq, nr = lax.stop_gradient(fun(a))
+    flip = jnp.where(jnp.sum(nq * lax.stop_gradient(q), axis=-2) < 0, -1, 1).astype(r.dtype)
+    if q.shape[-1] != r.shape[-2]:
+        raise AssertionError("qr: Q's columns and R's rows must pair up")
+    q, r = q * flip[..., None, :], r * flip[..., :, None]
+    return _outs_of(c, (nq + (q - lax.stop_gradient(q)), nr + (r - lax.stop_gradient(r))))
+
+
+_NX_LU_EPS = 1.0e-10  # Nx 0.7.2's default :eps for lu
+
+
+def _nx_lu_matrix(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """P, L and U of one square matrix as Nx 0.7.2's binary backend computes them, in double:
+    the rows are first ordered so that, column after column, the entry of largest magnitude
+    of the rows left (the first of equals) comes to the diagonal, of the matrix as given (no
+    elimination in between, unlike LAPACK's partial pivoting); then Doolittle's recurrences
+    without pivoting, each entry under ``eps`` in magnitude set to 0 (a zero pivot gives
+    infinities below it). Loops run over every row with masks, so reverse-mode gradients go
+    through."""
+    n = a.shape[0]
+    idx = jnp.arange(n)
+    eps = _NX_LU_EPS
+
+    def pivot(j: jax.Array, state: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        perm, m = state
+        top = jnp.argmax(jnp.where(idx >= j, jnp.abs(m[:, j]), -1.0))
+        swap = jnp.where(idx == j, top, jnp.where(idx == top, j, idx))
+        return perm[swap], m[swap]
+
+    perm, m = lax.fori_loop(0, max(n - 1, 0), pivot, (idx, a))
+
+    def column(j: jax.Array, lu: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        lower, upper = lu
+        lower = lower.at[j, j].set(1.0)
+
+        def upper_row(i: jax.Array, upper: jax.Array) -> jax.Array:
+            total = jnp.sum(jnp.where(idx < i, upper[:, j] * lower[i, :], 0.0))
+            value = m[i, j] - total
+            value = jnp.where(jnp.abs(value) < eps, 0.0, value)
+            return upper.at[i, j].set(jnp.where(i <= j, value, upper[i, j]))
+
+        upper = lax.fori_loop(0, n, upper_row, upper)
+
+        def lower_row(i: jax.Array, lower: jax.Array) -> jax.Array:
+            total = jnp.sum(jnp.where(idx < i, upper[:, j] * lower[i, :], 0.0))
+            pivot = upper[j, j]
+            safe = jnp.where(pivot != 0, pivot, 1.0)
+            infinite = jnp.where(m[i, j] >= total, jnp.inf, -jnp.inf)
+            value = jnp.where(pivot != 0, (m[i, j] - total) / safe, infinite)
+            value = jnp.where(jnp.abs(value) < eps, 0.0, value)
+            return lower.at[i, j].set(jnp.where(i > j, value, lower[i, j]))
+
+        return lax.fori_loop(0, n, lower_row, lower), upper
+
+    zeros = jnp.zeros_like(a)
+    lower, upper = lax.fori_loop(0, n, column, (zeros, zeros))
+    # (Nx multiplies the entries under eps by 0, which keeps a negative one's sign)
+    lower = jnp.where(jnp.abs(lower) < eps, lower * 0, lower)
+    upper = jnp.where(jnp.abs(upper) < eps, upper * 0, upper)
+    p = (perm[:, None] == idx[None, :]).astype(a.dtype)
+    return jnp.swapaxes(p, -1, -2), lower, upper
 
 
 def lower_lu(c: Call) -> Value:
-    """``[p, l, u]`` of each matrix (``jax.scipy.linalg.lu`` takes one matrix: a batch is
-    mapped over)."""
+    """``[p, l, u]`` of each matrix by Nx 0.7.2's algorithm (:func:`_nx_lu_matrix`), computed
+    in double (complex: in complex128) and rounded once to the output types, as Nx's binary
+    backend does; a batch is mapped over."""
     a = _float_input(c)
-    lu: Callable[[jax.Array], Any] = jax.scipy.linalg.lu
+    wide = jnp.promote_types(a.dtype, jnp.float64)
+    lu: Callable[[jax.Array], Any] = _nx_lu_matrix
     for _ in range(a.ndim - 2):
         lu = jax.vmap(lu)
-    return _outs_of(c, lu(a))
+    return _outs_of(c, lu(a.astype(wide)))
 
 
 def lower_svd(c: Call) -> Value:

@@ -93,6 +93,26 @@ defmodule Nx.CreationTest do
     end
   end
 
+  # Nx 0.7.2's doc examples of eye/2 and the same calls on real Nx
+  describe "eye/2" do
+    test "vectorized_axes give every entry the identity; a rank-1 shape only then" do
+      t = Nx.eye({2, 3}, vectorized_axes: [x: 2])
+      assert {t.vectorized_axes, t.shape} == {[x: 2], {2, 3}}
+      assert Nx.to_flat_list(t) == [1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0]
+
+      t = Nx.eye({3}, vectorized_axes: [x: 1, y: 2], names: [:a])
+      assert {t.vectorized_axes, t.shape, t.names} == {[x: 1, y: 2], {3}, [:a]}
+      assert Nx.to_flat_list(t) == [1, 0, 0, 1, 0, 0]
+
+      for shape <- [{3}, {}] do
+        assert_raise ArgumentError,
+                     "eye/2 expects a shape with at least 2 dimensions or an integer, got: " <>
+                       inspect(shape),
+                     fn -> Nx.eye(shape) end
+      end
+    end
+  end
+
   describe "conversion" do
     test "to_number returns non-finite atoms" do
       assert Nx.to_number(Nx.tensor(:infinity)) == :infinity

@@ -72,17 +72,45 @@ defmodule Nx.LinAlgTest do
       assert close?(Nx.dot(a, [2], [0], inv, [1], [0]), Nx.eye({2, 3, 3}, type: :f64))
     end
 
-    test "shape errors at trace time" do
-      assert_raise ArgumentError, ~r/solve expects a square matrix/, fn ->
-        Nx.LinAlg.solve(Nx.iota({2, 3}), Nx.iota({2}))
-      end
+    # Nx 0.7.2's messages (its doc examples and the same calls run on real Nx)
+    test "shape and option errors at trace time" do
+      {v, r, sq} = {Nx.tensor([1.0, 2.0, 3.0]), Nx.iota({2, 3}, type: :f32), Nx.eye(2)}
 
-      assert_raise ArgumentError, ~r/triangular_solve expects b to have the shape \{2\}/, fn ->
-        Nx.LinAlg.triangular_solve(Nx.eye(2), Nx.iota({3}))
-      end
-
-      assert_raise ArgumentError, ~r/transform_a/, fn ->
-        Nx.LinAlg.triangular_solve(Nx.eye(2), Nx.iota({2}), transform_a: :conjugate)
+      for {fun, message} <- [
+            {fn -> Nx.LinAlg.triangular_solve(v, v) end,
+             "incompatible dimensions for a and b on triangular solve"},
+            {fn -> Nx.LinAlg.triangular_solve(r, v) end,
+             "triangular_solve/3 expected a square matrix or a batch of square matrices, " <>
+               "got tensor with shape: {2, 3}"},
+            {fn -> Nx.LinAlg.triangular_solve(sq, Nx.iota({3, 2})) end,
+             "incompatible dimensions for a and b on triangular solve"},
+            {fn -> Nx.LinAlg.triangular_solve(sq, v, transform_a: :conjugate) end,
+             "complex numbers not supported yet"},
+            {fn -> Nx.LinAlg.triangular_solve(sq, v, transform_a: :other) end,
+             "invalid value for :transform_a option, expected :none, :transpose, or " <>
+               ":conjugate, got: :other"},
+            {fn -> Nx.LinAlg.solve(r, v) end,
+             "`a` tensor has incompatible dimensions, expected a square matrix or a batch of " <>
+               "square matrices, got: {2, 3}"},
+            {fn -> Nx.LinAlg.solve(sq, Nx.iota({3, 2})) end,
+             "`b` tensor has incompatible dimensions, expected {2, 2} or {2}, got: {3, 2}"},
+            {fn -> Nx.LinAlg.invert(v) end,
+             "invert/1 expects a square matrix or a batch of square matrices, got tensor " <>
+               "with shape: {3}"},
+            {fn -> Nx.LinAlg.determinant(r) end,
+             "determinant/1 expects a square tensor, got tensor with shape: [2, 3]"},
+            {fn -> Nx.LinAlg.cholesky(v) end,
+             "tensor must have at least rank 2, got rank 1 with shape {3}"},
+            {fn -> Nx.LinAlg.lu(r) end,
+             "tensor must be a square matrix or a batch of square matrices, got shape: {2, 3}"},
+            {fn -> Nx.LinAlg.qr(v) end,
+             "tensor must have at least rank 2, got rank 1 with shape {3}"},
+            {fn -> Nx.LinAlg.qr(sq, mode: :x) end,
+             "invalid :mode received. Expected one of [:reduced, :complete], received: :x"},
+            {fn -> Nx.LinAlg.svd(v) end,
+             "tensor must have at least rank 2, got rank 1 with shape {3}"}
+          ] do
+        assert_raise ArgumentError, message, fun
       end
     end
 
@@ -117,6 +145,63 @@ defmodule Nx.LinAlgTest do
       {q, r} = Nx.LinAlg.qr(a, mode: :complete)
       assert {q.shape, r.shape} == {{3, 3}, {3, 2}}
       assert close?(Nx.dot(Nx.transpose(q), q), Nx.eye(3, type: :f64))
+    end
+
+    # Nx 0.7.2's doc example: Nx orders the rows before eliminating (by each column of the
+    # matrix as given), not as LAPACK's partial pivoting, and computes in double
+    test "lu pivots as Nx 0.7.2" do
+      {p, l, u} = Nx.LinAlg.lu(Nx.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]))
+      assert Nx.to_list(p) == [[0, 0, 1], [0, 1, 0], [1, 0, 0]]
+
+      assert Nx.to_list(l) == [
+               [1.0, 0.0, 0.0],
+               [0.5714285969734192, 1.0, 0.0],
+               [0.1428571492433548, 2.0, 1.0]
+             ]
+
+      assert Nx.to_list(u) == [
+               [7.0, 8.0, 9.0],
+               [0.0, 0.4285714328289032, 0.8571428656578064],
+               [0.0, 0.0, 0.0]
+             ]
+
+      {p, _l, _u} = Nx.LinAlg.lu(Nx.tensor([[[9, 8, 7], [6, 5, 4], [3, 2, 1]]]))
+      assert Nx.to_list(p) == [[[1, 0, 0], [0, 1, 0], [0, 0, 1]]]
+    end
+
+    # Nx 0.7.2's doc examples: a column with nothing below its diagonal is not reflected (its
+    # sign stays), entries within 1.0e-10 of zero are 0.0 (never -0.0), and the digits are
+    # those of Nx's Householder steps
+    test "qr of triangular matrices as Nx 0.7.2" do
+      bits = &Nx.to_binary/1
+
+      {q, r} = Nx.LinAlg.qr(Nx.tensor([[-3, 2, 1], [0, 1, 1], [0, 0, -1]]))
+      assert bits.(q) == bits.(Nx.eye(3, type: :f32))
+      assert bits.(r) == bits.(Nx.tensor([[-3.0, 2.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, -1.0]]))
+
+      t = Nx.tensor([[3, 2, 1], [0, 1, 1], [0, 0, 1], [0, 0, 1]])
+      {q, r} = Nx.LinAlg.qr(t)
+
+      assert bits.(q) ==
+               bits.(
+                 Nx.tensor([
+                   [1.0, 0.0, 0.0],
+                   [0.0, 1.0, 0.0],
+                   [0.0, 0.0, 0.7071068286895752],
+                   [0.0, 0.0, 0.7071067690849304]
+                 ])
+               )
+
+      assert bits.(r) ==
+               bits.(
+                 Nx.tensor([[3.0, 2.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.4142136573791504]])
+               )
+
+      {q, _r} = Nx.LinAlg.qr(t, mode: :complete)
+
+      assert Nx.to_flat_list(q) ==
+               [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.7071068286895752] ++
+                 [0.7071067690849304, 0.0, 0.0, 0.7071067690849304, -0.7071068286895752]
     end
 
     # Nx 0.7.2's answers (run on real Nx): R's diagonal positive, except the last entry of a

@@ -11,9 +11,7 @@ defmodule NxJax.NxOptionsTest do
 
   # where we knowingly differ from Nx 0.7.2 (docs/COMPATIBILITY.md): a key Nx accepts that
   # we do not implement is refused rather than ignored
-  @differs %{
-    eye: "no :vectorized_axes"
-  }
+  @differs %{}
 
   # (functions missing here or in Nx 0.7.2 are called through apply/3, which compiles quietly)
   defp calls do

@@ -74,11 +74,42 @@ defmodule Nx.ShapeTest do
     assert Nx.Shape.dot({3}, [0], [], {3}, [0], []) == {}
     assert Nx.Shape.dot({2}, [], [], {3}, [], []) == {2, 3}
 
+    # Nx 0.7.2's message (without a space before "and")
     assert_raise ArgumentError,
-                 ~r/dimension 0 of left-side \(2\) does not equal dimension 0/,
+                 "dot batch dimension sizes must match, but the left batch dimension of " <>
+                   "axes [0] has dimension sizes [2]and the right batch dimension of axes " <>
+                   "[0] has sizes [4]",
                  fn ->
                    Nx.Shape.dot({2, 3}, [1], [0], {4, 3}, [1], [0])
                  end
+  end
+
+  # Nx 0.7.2's rules and messages for batch axes (its dot/6 doc examples)
+  test "dot's batch axes: both sides or neither, leading, not contracted" do
+    {u, v} = {{2, 3, 4}, {2, 4, 3}}
+
+    for {args, message} <- [
+          {{[2], [0], [1], []}, "right tensor must be batched if left tensor is batched"},
+          {{[2], [], [1], [0]}, "left tensor must be batched if right tensor is batched"},
+          {{[2], [1], [1], [0]},
+           "invalid dot batch axis for the left tensor, batch axes must be successive " <>
+             "dimensions starting from 0, got [1]"},
+          {{[2], [0], [1], [1]},
+           "invalid dot batch axis for the right tensor, batch axes must be successive " <>
+             "dimensions starting from 0, got [1]"},
+          {{[2], [0], [1], [0, 1]},
+           "invalid dot batch axis for the right tensor, batch axes must be successive " <>
+             "dimensions starting from 0, got [0, 1]"},
+          {{[0], [0], [1], [0]},
+           "dot batch axes for left tensor ([0]) cannot be in contract axes ([0])"},
+          {{[2], [0], [0], [0]},
+           "dot batch axes for right tensor ([0]) cannot be in contract axes ([0])"}
+        ] do
+      {c1, b1, c2, b2} = args
+      assert_raise ArgumentError, message, fn -> Nx.Shape.dot(u, c1, b1, v, c2, b2) end
+    end
+
+    assert Nx.Shape.dot(u, [2], [0], v, [1], [0]) == {2, 3, 3}
   end
 
   test "squeeze and new_axis" do

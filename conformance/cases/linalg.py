@@ -2,8 +2,9 @@
 tuple-valued decompositions qr, lu, svd, eigh (one tuple-valued node, read with :elem).
 
 Integer inputs give f32; leading axes are a batch. References are NumPy float64: solves via
-np.linalg.solve, the LU factorization by our own Doolittle elimination with partial pivoting
-(the pivot is the first entry of largest magnitude, as LAPACK's getrf), so p, l and u are
+np.linalg.solve, the LU factorization by Nx 0.7.2's scheme written out here: the rows are
+ordered first, column after column, by the largest magnitude among the rows left of the matrix
+as given (no elimination in between), then eliminated without pivoting; so p, l and u are
 compared directly (the matrices here have no ties among pivot candidates). QR and SVD are
 unique only up to signs: both runners bring q, r (diag(r) >= 0) and u, vt (the largest entry
 of each column of u positive) to the canonical form of conformance/case.py CANONICAL, the
@@ -49,17 +50,17 @@ def _triangular(lower: bool, left_side: bool, transpose: bool) -> Any:
 
 
 def _lu(a: Any) -> tuple[Any, Any, Any]:
-    """p, l, u with p . l . u = a: Doolittle elimination with partial pivoting."""
+    """p, l, u with p . l . u = a, as Nx 0.7.2 pivots: rows ordered up front, then Gaussian
+    elimination without row exchanges."""
     n = a.shape[0]
     u = a.astype(np.float64).copy()
-    l_ = np.eye(n)
     perm = list(range(n))
     for k in range(n - 1):
         pivot = k + int(np.argmax(np.abs(u[k:, k])))
-        if pivot != k:
-            u[[k, pivot], :] = u[[pivot, k], :]
-            l_[[k, pivot], :k] = l_[[pivot, k], :k]
-            perm[k], perm[pivot] = perm[pivot], perm[k]
+        u[[k, pivot], :] = u[[pivot, k], :]
+        perm[k], perm[pivot] = perm[pivot], perm[k]
+    l_ = np.eye(n)
+    for k in range(n - 1):
         for i in range(k + 1, n):
             l_[i, k] = u[i, k] / u[k, k]
             u[i, :] -= l_[i, k] * u[k, :]

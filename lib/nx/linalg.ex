@@ -68,11 +68,19 @@ defmodule Nx.LinAlg do
           false
       end
 
-    unless ok? do
-      raise ArgumentError,
-            "#{fun} expects b to have the shape #{inspect(List.to_tuple(batch ++ [n]))} or " <>
-              "to be a matrix whose #{if left_side?, do: "rows", else: "columns"} match a " <>
-              "(#{n}), got a of shape #{inspect(a.shape)} and b of shape #{inspect(b.shape)}"
+    # Nx 0.7.2's messages
+    cond do
+      ok? ->
+        :ok
+
+      fun == "solve" ->
+        raise ArgumentError,
+              "`b` tensor has incompatible dimensions, expected " <>
+                "#{inspect(if batch == [], do: {n, n}, else: List.to_tuple(batch ++ [n, "m"]))} " <>
+                "or #{inspect(List.to_tuple(batch ++ [n]))}, got: #{inspect(b.shape)}"
+
+      true ->
+        raise ArgumentError, "incompatible dimensions for a and b on triangular solve"
     end
   end
 
@@ -103,14 +111,23 @@ defmodule Nx.LinAlg do
   def triangular_solve(a, b, opts \\ []) do
     opts = keyword!(opts, lower: true, left_side: true, transform_a: :none)
     {a, b} = {Nx.to_tensor(a), Nx.to_tensor(b)}
+
+    # Nx 0.7.2's checks, in its order: the option, then the shapes
+    case opts[:transform_a] do
+      transform when transform in [:none, :transpose] ->
+        :ok
+
+      :conjugate ->
+        raise ArgumentError, "complex numbers not supported yet"
+
+      other ->
+        raise ArgumentError,
+              "invalid value for :transform_a option, expected :none, :transpose, or " <>
+                ":conjugate, got: #{inspect(other)}"
+    end
+
     Nx.Shape.matrix!(a.shape, true, "triangular_solve")
     check_rhs!(a, b, opts[:left_side], "triangular_solve")
-
-    unless opts[:transform_a] in [:none, :transpose] do
-      raise ArgumentError,
-            "triangular_solve expects :transform_a to be :none or :transpose, got: " <>
-              inspect(opts[:transform_a])
-    end
 
     for key <- [:lower, :left_side], not is_boolean(opts[key]) do
       raise ArgumentError, "triangular_solve expects #{key}: true or false"
@@ -270,7 +287,8 @@ defmodule Nx.LinAlg do
 
         other ->
           raise ArgumentError,
-                "qr expects :mode to be :reduced or :complete, got: #{inspect(other)}"
+                "invalid :mode received. Expected one of [:reduced, :complete], received: " <>
+                  inspect(other)
       end
 
     outs =

@@ -671,15 +671,20 @@ defmodule Nx.Shape do
           known = dims |> Enum.reject(&(&1 == :auto)) |> Enum.reduce(1, &*/2)
           old_size = size(old_shape)
 
-          if known == 0 or rem(old_size, known) != 0 do
+          # as Nx 0.7.2: the :auto size is the quotient; when it is 0 the message shows
+          # the shape without it, otherwise the size check below shows the inferred shape
+          inferred = if known == 0, do: 0, else: div(old_size, known)
+
+          if inferred == 0 do
             raise ArgumentError,
                   "cannot reshape, current shape #{inspect(old_shape)} " <>
-                    "is not compatible with new shape #{inspect(new_shape)}"
+                    "is not compatible with new shape " <>
+                    inspect(dims |> Enum.reject(&(&1 == :auto)) |> List.to_tuple())
           end
 
           dims
           |> Enum.map(fn
-            :auto -> div(old_size, known)
+            :auto -> inferred
             dim -> dim
           end)
           |> List.to_tuple()
@@ -761,22 +766,25 @@ defmodule Nx.Shape do
       iex> Nx.Shape.concatenate([{2, 3}, {4, 3}], 0)
       {6, 3}
       iex> Nx.Shape.concatenate([{2, 3}, {2, 2}], 0)
-      ** (ArgumentError) cannot concatenate tensors on axis 0, all other dimensions must be equal, got shapes {2, 3} and {2, 2}
+      ** (ArgumentError) expected all shapes to match {*, 3}, got unmatching shape: {2, 2}
 
   """
   def concatenate([first | rest] = shapes, axis) do
-    for shape <- rest do
-      if tuple_size(shape) != tuple_size(first) do
-        raise ArgumentError,
-              "cannot concatenate tensors of different ranks, " <>
-                "got shapes #{inspect(first)} and #{inspect(shape)}"
-      end
+    # Nx 0.7.2's message: the first shape with `*` on the axis
+    template =
+      first
+      |> Tuple.to_list()
+      |> Enum.with_index(fn
+        _, ^axis -> "*"
+        dim, _ -> Integer.to_string(dim)
+      end)
+      |> Enum.join(", ")
 
-      if Tuple.delete_at(shape, axis) != Tuple.delete_at(first, axis) do
-        raise ArgumentError,
-              "cannot concatenate tensors on axis #{axis}, all other dimensions must be equal, " <>
-                "got shapes #{inspect(first)} and #{inspect(shape)}"
-      end
+    for shape <- rest,
+        tuple_size(shape) != tuple_size(first) or
+          Tuple.delete_at(shape, axis) != Tuple.delete_at(first, axis) do
+      raise ArgumentError,
+            "expected all shapes to match {#{template}}, got unmatching shape: #{inspect(shape)}"
     end
 
     put_elem(first, axis, shapes |> Enum.map(&elem(&1, axis)) |> Enum.sum())
@@ -797,16 +805,12 @@ defmodule Nx.Shape do
 
   """
   def dot(s1, c1, b1, s2, c2, b2) do
+    dot_batch_axes!(s1, c1, b1, s2, c2, b2)
+
     if length(c1) != length(c2) do
       raise ArgumentError,
             "dot expects the same number of contraction axes on both sides, " <>
               "got: #{inspect(c1)} and #{inspect(c2)}"
-    end
-
-    if length(b1) != length(b2) do
-      raise ArgumentError,
-            "dot expects the same number of batch axes on both sides, " <>
-              "got: #{inspect(b1)} and #{inspect(b2)}"
     end
 
     for {a1, a2} <- Enum.zip(c1 ++ b1, c2 ++ b2), elem(s1, a1) != elem(s2, a2) do
@@ -819,6 +823,45 @@ defmodule Nx.Shape do
     free1 = free_dims(s1, c1 ++ b1)
     free2 = free_dims(s2, c2 ++ b2)
     List.to_tuple(batch ++ free1 ++ free2)
+  end
+
+  # Nx 0.7.2's rules and messages: both sides batched or neither, the batch axes the leading
+  # ones (0, 1, ...) in order, of the same sizes, and none of them contracted
+  defp dot_batch_axes!(_s1, _c1, [], _s2, _c2, []), do: :ok
+
+  defp dot_batch_axes!(_s1, _c1, [], _s2, _c2, _b2),
+    do: raise(ArgumentError, "left tensor must be batched if right tensor is batched")
+
+  defp dot_batch_axes!(_s1, _c1, _b1, _s2, _c2, []),
+    do: raise(ArgumentError, "right tensor must be batched if left tensor is batched")
+
+  defp dot_batch_axes!(s1, c1, b1, s2, c2, b2) do
+    leading = Enum.to_list(0..(length(b1) - 1))
+
+    for {axes, side} <- [{b1, "left"}, {b2, "right"}], axes != leading do
+      raise ArgumentError,
+            "invalid dot batch axis for the #{side} tensor, batch axes must be successive " <>
+              "dimensions starting from 0, got #{inspect(axes)}"
+    end
+
+    {sizes1, sizes2} = {Enum.map(b1, &elem(s1, &1)), Enum.map(b2, &elem(s2, &1))}
+
+    # (Nx's message lacks the space before "and")
+    if sizes1 != sizes2 do
+      raise ArgumentError,
+            "dot batch dimension sizes must match, but the left batch dimension of axes " <>
+              "#{inspect(b1)} has dimension sizes #{inspect(sizes1)}and the right batch " <>
+              "dimension of axes #{inspect(b2)} has sizes #{inspect(sizes2)}"
+    end
+
+    for {batch, contract, side} <- [{b1, c1, "left"}, {b2, c2, "right"}],
+        Enum.any?(batch, &(&1 in contract)) do
+      raise ArgumentError,
+            "dot batch axes for #{side} tensor (#{inspect(batch)}) cannot be in contract " <>
+              "axes (#{inspect(contract)})"
+    end
+
+    :ok
   end
 
   defp free_dims(shape, used) do
@@ -1254,32 +1297,67 @@ defmodule Nx.Shape do
 
   @doc """
   Checks that `shape` is a matrix, or a batch of them (rank >= 2), square when `square?`;
-  `fun` names the function for the error message. Returns `shape`.
+  `fun` names the function, whose Nx 0.7.2 message is raised otherwise. Returns `shape`.
 
   ## Examples
 
       iex> Nx.Shape.matrix!({2, 3, 3}, true, "cholesky")
       {2, 3, 3}
       iex> Nx.Shape.matrix!({2, 3}, true, "cholesky")
-      ** (ArgumentError) cholesky expects a square matrix or a batch of square matrices (shape {..., n, n}), got tensor with shape {2, 3}
+      ** (ArgumentError) tensor must be a square matrix or a batch of square matrices, got shape: {2, 3}
+
+      iex> Nx.Shape.matrix!({3}, false, "qr")
+      ** (ArgumentError) tensor must have at least rank 2, got rank 1 with shape {3}
 
   """
   def matrix!(shape, square?, fun) do
     rank = tuple_size(shape)
 
-    ok? = rank >= 2 and (not square? or elem(shape, rank - 1) == elem(shape, rank - 2))
+    cond do
+      rank < 2 ->
+        raise ArgumentError, matrix_message(fun, :rank, shape)
 
-    unless ok? do
-      what =
-        if square?,
-          do: "a square matrix or a batch of square matrices (shape {..., n, n})",
-          else: "a matrix or a batch of matrices (shape {..., m, n})"
+      square? and elem(shape, rank - 1) != elem(shape, rank - 2) ->
+        raise ArgumentError, matrix_message(fun, :square, shape)
 
-      raise ArgumentError, "#{fun} expects #{what}, got tensor with shape #{inspect(shape)}"
+      true ->
+        shape
     end
-
-    shape
   end
+
+  # Nx 0.7.2 words these per function
+  defp matrix_message("triangular_solve", :rank, _shape),
+    do: "incompatible dimensions for a and b on triangular solve"
+
+  defp matrix_message("triangular_solve", :square, shape),
+    do:
+      "triangular_solve/3 expected a square matrix or a batch of square matrices, got tensor " <>
+        "with shape: #{inspect(shape)}"
+
+  defp matrix_message("solve", _, shape),
+    do:
+      "`a` tensor has incompatible dimensions, expected a square matrix or a batch of square " <>
+        "matrices, got: #{inspect(shape)}"
+
+  defp matrix_message("invert", _, shape),
+    do:
+      "invert/1 expects a square matrix or a batch of square matrices, got tensor with shape: " <>
+        inspect(shape)
+
+  defp matrix_message("determinant", _, shape),
+    do:
+      "determinant/1 expects a square tensor, got tensor with shape: " <>
+        inspect(Tuple.to_list(shape))
+
+  defp matrix_message(_fun, :rank, shape),
+    do:
+      "tensor must have at least rank 2, got rank #{tuple_size(shape)} with shape " <>
+        inspect(shape)
+
+  defp matrix_message(_fun, :square, shape),
+    do:
+      "tensor must be a square matrix or a batch of square matrices, got shape: " <>
+        inspect(shape)
 
   @doc """
   The output shapes `{eigenvalues, eigenvectors}` of `Nx.LinAlg.eigh/2` for a square matrix or

@@ -84,6 +84,8 @@ defmodule NxJax.Backend do
     body =
       binary_tensor(tensor, to_binary(tensor))
       |> Inspect.inspect(opts)
+      |> Inspect.Algebra.format(:infinity)
+      |> IO.iodata_to_binary()
       |> String.split("\n")
       |> Enum.slice(2..-2//1)
       |> Enum.map_join("\n", &String.replace_prefix(&1, "  ", ""))

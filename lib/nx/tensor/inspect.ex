@@ -54,7 +54,24 @@ defimpl Inspect, for: Nx.Tensor do
           module.inspect(tensor, opts)
       end
 
-    "#Nx.Tensor<\n" <> indent("#{header}\n#{body}") <> "\n>"
+    # An algebra document rather than a string: inside a list, tuple or map the tensor's
+    # lines are indented with the container's items, as Nx prints them.
+    lines =
+      "#{header}\n#{body}"
+      |> String.split("\n")
+      |> Enum.map(fn
+        "" -> Inspect.Algebra.nest(Inspect.Algebra.line(), :reset)
+        line -> Inspect.Algebra.concat(Inspect.Algebra.line(), line)
+      end)
+
+    Inspect.Algebra.force_unfit(
+      Inspect.Algebra.concat([
+        "#Nx.Tensor<",
+        Inspect.Algebra.nest(Inspect.Algebra.concat(lines), 2),
+        Inspect.Algebra.line(),
+        ">"
+      ])
+    )
   end
 
   defp indent(string) do
