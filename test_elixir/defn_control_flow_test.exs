@@ -121,6 +121,21 @@ defmodule NxJax.DefnControlFlowTest do
       end
     end
 
+    defn if_option(opts \\ []), do: if(opts[:flag], do: 1, else: -1)
+
+    # regression: a missing option (nil) silently took the else branch; Nx 0.7.2 refuses it
+    test "an if on an option takes true/false statically and refuses nil" do
+      assert if_option(flag: true) == Nx.tensor(1)
+      assert if_option(flag: false) == Nx.tensor(-1)
+
+      assert_raise CompileError,
+                   ~r/cond in defn expects the predicate to be true, false, or a scalar tensor, got: nil/,
+                   fn -> if_option([]) end
+
+      # a concrete NaN scalar is not zero: the true branch, as Nx.select takes it
+      assert Nx.Defn.Kernel.__if__(Nx.tensor(:nan), fn -> 1 end, fn -> 2 end) == 1
+    end
+
     test "branches returning different containers raise at trace time" do
       assert_raise ArgumentError, ~r/same container/, fn ->
         Nx.Defn.jit(fn x ->
@@ -386,7 +401,54 @@ defmodule NxJax.DefnControlFlowTest do
     |> Nx.window_reduce(Nx.tensor(:neg_infinity), {2}, [window_dilations: 2], &Nx.max/2)
   end
 
+  defn reduce_to_matrix(t), do: Nx.reduce(t, 0, fn x, acc -> Nx.broadcast(x + acc, {1, 1}) end)
+
+  defn window_reduce_to_pair(t),
+    do: Nx.window_reduce(t, 0, {2}, fn x, acc -> Nx.broadcast(x + acc, {2}) end)
+
+  defn iota_of(n), do: Nx.iota({n})
+
   describe "reduce and window_reduce with a defn function" do
+    # regression: these raised ArgumentError with another message; Nx 0.7.2 raises
+    # RuntimeError naming the shape the function returned
+    test "a reducer that returns a non-scalar tensor raises RuntimeError" do
+      assert_raise RuntimeError, "reduce function must return a scalar tensor, got: {1, 1}", fn ->
+        reduce_to_matrix(Nx.tensor([1, 2, 3]))
+      end
+
+      assert_raise RuntimeError,
+                   "window_reduce function must return a scalar tensor, got: {2}",
+                   fn -> window_reduce_to_pair(Nx.tensor([1, 2, 3])) end
+    end
+
+    test "a traced argument used as a dimension says to pass it as an option" do
+      assert_raise ArgumentError,
+                   ~r/invalid dimension in axis 0 found in shape.*pass a dimension or a shape as an argument to a defn function/s,
+                   fn -> iota_of(10) end
+    end
+
+    test "Nx.tensor/2 of data that is not a literal warns at compile time, and still works" do
+      warning =
+        ExUnit.CaptureIO.capture_io(:stderr, fn ->
+          {:module, module, _, _} =
+            defmodule TensorOfOption do
+              import Nx.Defn
+              defn rate(x, opts \\ []), do: x * Nx.tensor(opts[:rate])
+              defn literal(x), do: x * Nx.tensor([1.0, 2.0])
+            end
+
+          send(self(), {:defined, module})
+        end)
+
+      assert_received {:defined, module}
+
+      assert warning =~ "Nx.tensor/2 inside defn expects the first argument to be a literal"
+      assert warning =~ "opts[:rate]"
+      refute warning =~ "[1.0, 2.0]"
+      assert module.rate(2.0, rate: 0.5) == Nx.tensor(1.0)
+      assert module.literal(2.0) == Nx.tensor([2.0, 4.0])
+    end
+
     test "reduce over axes, keep_axes and types" do
       t = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
       assert sum_squares(t) == Nx.tensor([5.0, 25.0])

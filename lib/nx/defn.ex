@@ -130,10 +130,36 @@ defmodule Nx.Defn do
         import Nx.Defn, only: [], warn: false
         import Kernel, except: unquote(@kernel_ops), warn: false
         import Nx.Defn.Kernel, warn: false
-        unquote(rewrite_cond(body))
+        unquote(body |> warn_traced_tensor_data() |> rewrite_cond())
       end
     end
   end
+
+  # `Nx.tensor(data)` inside defn builds a constant at trace time: data that is not written
+  # out in the source (an option, a variable) makes every different value a new trace and
+  # compilation. Warned at compile time, as Nx 0.7.2 does (the call still works).
+  defp warn_traced_tensor_data(body) do
+    Macro.prewalk(body, fn
+      {{:., _, [{:__aliases__, _, [:Nx]}, :tensor]}, meta, [data | _]} = call ->
+        unless Macro.quoted_literal?(data) do
+          IO.warn(
+            "Nx.tensor/2 inside defn expects the first argument to be a literal (such as a " <>
+              "list), got: #{Macro.to_string(data)}. Any other value makes a constant of " <>
+              "each value it takes, so each one traces and compiles the function anew: " <>
+              "convert such data with Nx.tensor/2 outside defn and pass the tensor as an " <>
+              "argument" <> at_line(meta),
+            []
+          )
+        end
+
+        call
+
+      other ->
+        other
+    end)
+  end
+
+  defp at_line(meta), do: if(meta[:line], do: " (line #{meta[:line]})", else: "")
 
   # `cond` is a special form and cannot be imported: rewrite it into nested
   # Nx.Defn.Kernel.if/2 calls, so that tensor conditions select.

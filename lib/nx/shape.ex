@@ -21,6 +21,20 @@ defmodule Nx.Shape do
     |> Tuple.to_list()
     |> Enum.with_index()
     |> Enum.each(fn {dim, axis} ->
+      if is_struct(dim, Nx.Tensor) do
+        raise ArgumentError, """
+        invalid dimension in axis #{axis} found in shape. Each dimension must be a positive \
+        integer, but a tensor was given as a dimension: #{inspect(dim)}
+
+        This happens if you are trying to pass a dimension or a shape as an argument to a \
+        defn function: defn's arguments are all traced as tensors. Pass the dimension as an \
+        option instead (`defn f(opts \\\\ []), do: Nx.iota({opts[:size]})`, called as \
+        `f(size: 10)`), which stays an integer.
+
+        Invalid shape: #{inspect(shape)}
+        """
+      end
+
       unless is_integer(dim) and dim > 0 do
         raise ArgumentError,
               "invalid dimension in axis #{axis} found in shape. " <>

@@ -32,6 +32,10 @@ defmodule Nx.Defn.ControlFlow do
 
   # inside a defn body (at_site/2): a CompileError at its place; a direct call of this
   # module's functions: an ArgumentError
+  @doc false
+  # a CompileError at the defn site being traced (ArgumentError outside one)
+  def __invalid__(message), do: invalid!(message)
+
   defp invalid!(message) do
     case Process.get(@site_key) do
       {file, line} -> raise CompileError, file: file, line: line, description: message
@@ -471,6 +475,10 @@ defmodule Nx.Defn.ControlFlow do
 
             number when is_number(number) ->
               Expr.constant(number, type, {})
+
+            # (Nx 0.7.2 raises a RuntimeError naming the shape in this case)
+            %Nx.Tensor{shape: shape} ->
+              raise "#{op} function must return a scalar tensor, got: #{inspect(shape)}"
 
             other ->
               raise ArgumentError,

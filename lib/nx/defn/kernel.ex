@@ -354,8 +354,24 @@ defmodule Nx.Defn.Kernel do
   def __if__(condition, on_true, on_false) when is_number(condition),
     do: Kernel.if(Kernel.!=(condition, 0), do: on_true.(), else: on_false.())
 
-  def __if__(condition, on_true, on_false),
+  # (Nx.to_number/1 of a concrete scalar: non-finite floats and complex numbers)
+  def __if__(condition, on_true, _on_false) when condition in [:nan, :infinity, :neg_infinity],
+    do: on_true.()
+
+  def __if__(%Complex{re: re, im: im}, on_true, on_false),
+    do: __if__(Kernel.or(Kernel.!=(re, 0), Kernel.!=(im, 0)), on_true, on_false)
+
+  def __if__(condition, on_true, on_false) when is_boolean(condition),
     do: Kernel.if(condition, do: on_true.(), else: on_false.())
+
+  # (Nx 0.7.2 refuses nil and any other term: `if opts[:flag]` with the option missing must
+  # not silently take the else branch)
+  def __if__(condition, _on_true, _on_false) do
+    ControlFlow.__invalid__(
+      "cond in defn expects the predicate to be true, false, or a scalar tensor, got: " <>
+        inspect(condition)
+    )
+  end
 
   defp select(condition, on_true, on_false) do
     {on_true, on_false} = {on_true.(), on_false.()}
