@@ -32,16 +32,16 @@ defmodule Nx.Defn.ControlFlow do
 
   # inside a defn body (at_site/2): a CompileError at its place; a direct call of this
   # module's functions: an ArgumentError
-  @doc false
-  # a CompileError at the defn site being traced (ArgumentError outside one)
-  def __invalid__(message), do: invalid!(message)
-
   defp invalid!(message) do
     case Process.get(@site_key) do
       {file, line} -> raise CompileError, file: file, line: line, description: message
       nil -> raise ArgumentError, message
     end
   end
+
+  @doc false
+  # invalid!/1 for Nx.Defn.Kernel's `if` (a predicate that is no tensor, number or boolean)
+  def __invalid__(message), do: invalid!(message)
 
   @doc false
   # the branch of a defn `cond` after its last clause: reached (traced) when no clause is
