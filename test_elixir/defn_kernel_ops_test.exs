@@ -76,7 +76,8 @@ defmodule NxJax.DefnKernelOpsTest do
 
       assert compare_constants(l: l, r: r) ==
                {bit.(ln < rn), bit.(ln <= rn), bit.(ln > rn), bit.(ln >= rn), bit.(ln == rn),
-                bit.(ln != rn), bit.(ln != 0 and rn != 0), bit.(ln != 0 or rn != 0), bit.(ln == 0)}
+                bit.(ln != rn), bit.(ln != 0 and rn != 0), bit.(ln != 0 or rn != 0),
+                bit.(ln == 0)}
     end
 
     assert pick_statically(Nx.tensor([1, 2]), n: 3) == Nx.tensor(3)

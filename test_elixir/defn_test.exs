@@ -295,7 +295,7 @@ defmodule NxJax.DefnTest do
   end
 
   defn nested_reuse(x), do: nested_reuse_transform(x)
-  deftransformp nested_reuse_transform(x), do: Nx.Defn.jit(&Nx.exp/1, on_conflict: :reuse).(x)
+  deftransformp(nested_reuse_transform(x), do: Nx.Defn.jit(&Nx.exp/1, on_conflict: :reuse).(x))
 
   # Nx 0.7.2: a jit while another function is traced raises unless :on_conflict says
   test "a nested jit raises, runs now (:force) or joins the trace (:reuse)" do
@@ -366,7 +366,10 @@ defmodule NxJax.DefnTest do
     test "Nx.Defn.Debug returns numbers as constant expressions" do
       debug = Nx.Defn.jit(fn _x -> {0, 2.5} end, compiler: Nx.Defn.Debug)
       assert debug.(Nx.tensor(1)) == {Nx.Defn.Expr.tensor(0), Nx.Defn.Expr.tensor(2.5)}
-      assert %Nx.Tensor{type: {:s, 64}, data: %Nx.Defn.Expr{op: :constant}} = Nx.Defn.Expr.tensor(0)
+
+      assert %Nx.Tensor{type: {:s, 64}, data: %Nx.Defn.Expr{op: :constant}} =
+               Nx.Defn.Expr.tensor(0)
+
       refute Nx.Defn.Expr.tensor(0) == Nx.Defn.Expr.tensor(1)
     end
 

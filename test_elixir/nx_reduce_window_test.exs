@@ -50,10 +50,18 @@ defmodule Nx.ReduceWindowTest do
       assert Nx.argmax(x) == Nx.tensor(2)
       assert Nx.argmin(x) == Nx.tensor(0)
 
-      t = Nx.tensor([[:neg_infinity, :nan, :neg_infinity], [:nan, 1, 2], [2, 2, :nan], [:nan, 0, :nan]])
+      t =
+        Nx.tensor([
+          [:neg_infinity, :nan, :neg_infinity],
+          [:nan, 1, 2],
+          [2, 2, :nan],
+          [:nan, 0, :nan]
+        ])
+
       assert Nx.argmax(t, axis: 1) == Nx.tensor([0, 0, 0, 0])
       assert Nx.argmax(t, axis: 1, tie_break: :high) == Nx.tensor([2, 0, 1, 2])
       assert Nx.argmin(t, axis: 1, tie_break: :high) == Nx.tensor([2, 0, 1, 2])
+
       assert Nx.argmin(Nx.tensor([[1, :nan, 3], [:nan, 2, 0]]), axis: 0, tie_break: :high) ==
                Nx.tensor([0, 0, 1])
     end
