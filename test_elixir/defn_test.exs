@@ -126,8 +126,13 @@ defmodule NxJax.DefnTest do
     end
 
     test "if/2 on a non-tensor condition traces one branch" do
-      assert maybe_double(3) == Nx.tensor(3)
+      assert maybe_double(3, double: false) == Nx.tensor(3)
       assert maybe_double(3, double: true) == Nx.tensor(6)
+      # a missing option (nil) is refused, as in Nx 0.7.2 (its defn_test "evaluates boolean
+      # predicates"); this test expected the else branch until 2026-12-02
+      assert_raise CompileError, ~r/expects the predicate to be true, false, or a scalar/, fn ->
+        maybe_double(3)
+      end
     end
 
     test "comparison operators compare tensors element-wise" do
