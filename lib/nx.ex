@@ -4353,7 +4353,9 @@ defmodule Nx do
   @doc """
   Whether two tensors (or containers of tensors, numbers counting as scalar tensors) have
   the same structure and, leaf by leaf, the same type, shape and vectorized axes, and axis
-  names that agree (an unnamed axis agrees with any name).
+  names that agree (an unnamed axis agrees with any name). The structure is compared as
+  `Nx.Defn.Composite.compatible?/3` does (the fields a struct keeps out of its container do
+  not count).
 
   ## Examples
 
@@ -4368,17 +4370,11 @@ defmodule Nx do
 
   """
   def compatible?(left, right) do
-    {left, right} = {to_template(left), to_template(right)}
-    shape_of_container = fn c -> Nx.Defn.Composite.traverse(c, fn _ -> :leaf end) end
-
-    shape_of_container.(left) == shape_of_container.(right) and
-      Enum.all?(
-        Enum.zip_with(
-          Nx.Defn.Composite.flatten_list([left]),
-          Nx.Defn.Composite.flatten_list([right]),
-          &compatible_leaves?(to_tensor(&1), to_tensor(&2))
-        )
-      )
+    Nx.Defn.Composite.compatible?(
+      left,
+      right,
+      &compatible_leaves?(to_template(&1), to_template(&2))
+    )
   end
 
   # the same type, shape and vectorized axes, and names that agree where both are given

@@ -67,6 +67,7 @@ defmodule NxSuite do
     test/nx/complex_test.exs
     test/nx/container_test.exs
     test/nx/lazy_container_test.exs
+    test/nx/defn/stream_test.exs
   )
 
   def main(argv) do
@@ -94,7 +95,7 @@ defmodule NxSuite do
       Enum.map(files, fn file -> File.cd!(src, fn -> run_file(Path.join(src, file), file) end) end)
 
     print(rows)
-    if path = System.get_env("NX_SUITE_FAILURES"), do: write_failures(path)
+    if path = System.get_env("NX_SUITE_FAILURES"), do: write_failures(path, rows)
   end
 
   # NX_SUITE_VERBOSE=1 adds ExUnit's own report of each failure (left, right, stack)
@@ -166,11 +167,19 @@ defmodule NxSuite do
     )
   end
 
-  defp write_failures(path) do
-    lines =
+  # one line per failed test; a file that does not compile has one line, with the test "*"
+  defp write_failures(path, rows) do
+    failed =
       for {file, test, line} <- :ets.tab2list(:nx_suite_failures) |> Enum.sort() do
         "#{Path.basename(file)}\t#{test}\t#{line}"
       end
+
+    uncompiled =
+      for row <- rows, not row.compiled do
+        "#{Path.basename(row.file)}\t*\tdoes not compile: #{String.replace(row.error, "\n", " ")}"
+      end
+
+    lines = uncompiled ++ failed
 
     File.write!(path, Enum.join(lines, "\n") <> "\n")
   end

@@ -435,6 +435,7 @@ defmodule NxJax.DefnControlFlowTest do
               import Nx.Defn
               defn rate(x, opts \\ []), do: x * Nx.tensor(opts[:rate])
               defn literal(x), do: x * Nx.tensor([1.0, 2.0])
+              defn negative(x), do: x * Nx.tensor([-1, +2]) + Nx.tensor(-3.5)
             end
 
           send(self(), {:defined, module})
@@ -445,8 +446,11 @@ defmodule NxJax.DefnControlFlowTest do
       assert warning =~ "Nx.tensor/2 inside defn expects the first argument to be a literal"
       assert warning =~ "opts[:rate]"
       refute warning =~ "[1.0, 2.0]"
+      refute warning =~ "-3.5"
+      refute warning =~ "[-1, +2]"
       assert module.rate(2.0, rate: 0.5) == Nx.tensor(1.0)
       assert module.literal(2.0) == Nx.tensor([2.0, 4.0])
+      assert module.negative(2) == Nx.tensor([-5.5, 0.5])
     end
 
     test "reduce over axes, keep_axes and types" do

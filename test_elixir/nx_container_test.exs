@@ -102,6 +102,28 @@ defmodule NxJax.ContainerTest do
     assert Nx.compatible?(%Pair{left: 1, right: 2}, %Pair{left: 3, right: 4})
     refute Nx.compatible?(%Pair{left: 1, right: 2}, %Pair{left: 3, right: 4.0})
 
+    # kept fields do not count (as in Nx 0.7.2); the containers' structure does
+    w = Nx.tensor([[1.0]])
+
+    assert Nx.compatible?(%Layer{w: w, b: 1.0, activation: :tanh}, %Layer{
+             w: w,
+             b: 2.0,
+             activation: nil
+           })
+
+    refute Nx.compatible?(%Layer{w: w, b: 1.0}, %Pair{left: w, right: 1.0})
+    refute Nx.compatible?({1, 2}, {1, 2, 3})
+    refute Nx.compatible?(%{a: 1}, %{b: 1})
+    assert Nx.compatible?(%Lazy{left: 1, right: 2.0}, %Pair{left: 5, right: 0.5}) == false
+    assert Nx.compatible?(%Lazy{left: 1, right: 2.0}, %Lazy{left: 7, right: 0.5})
+    refute Nx.compatible?(%Lazy{left: 1, right: 2.0}, %Lazy{left: 7, right: 5})
+
+    assert Nx.Defn.Composite.count({%Layer{w: w, b: 1.0}, [:not, :leaves], %{a: 1}}) == 3
+    assert Nx.Defn.Composite.reduce(%Pair{left: 1, right: {2, 3}}, 0, &(&1 + &2)) == 6
+
+    assert Nx.Defn.Composite.traverse(%Pair{left: 1, right: 2}, [], &{&1 * 10, [&1 | &2]}) ==
+             {%Pair{left: 10, right: 20}, [2, 1]}
+
     assert Nx.backend_copy(%Pair{left: Nx.tensor(1), right: 2}) ==
              %Pair{left: Nx.tensor(1), right: Nx.tensor(2)}
 

@@ -27,7 +27,7 @@ defmodule Nx.Defn do
   of concrete tensors. Calling a `defn` from inside another `defn` inlines it.
   """
 
-  alias Nx.Defn.Compiler
+  alias Nx.Defn.{Compiler, SourceChecks}
 
   @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
                 [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2] ++
@@ -41,12 +41,12 @@ defmodule Nx.Defn do
   @doc """
   Defines a public numerical function; see the module documentation.
   """
-  defmacro defn(call, do: body), do: define(:def, call, body)
+  defmacro defn(call, do: body), do: define(:def, call, body, __CALLER__)
 
   @doc """
   Defines a private numerical function; see the module documentation.
   """
-  defmacro defnp(call, do: body), do: define(:defp, call, body)
+  defmacro defnp(call, do: body), do: define(:defp, call, body, __CALLER__)
 
   @doc """
   Defines a public function that `defn` code calls at trace time with plain Elixir
@@ -58,7 +58,10 @@ defmodule Nx.Defn do
       deftransform double_axis(opts \\ []), do: Keyword.get(opts, :axis, 0) * 2
   """
   defmacro deftransform(call, do: body) do
-    quote do: def(unquote(call), do: unquote(body))
+    quote do
+      unquote(register_transform(:transform, call))
+      def unquote(call), do: unquote(body)
+    end
   end
 
   @doc """
@@ -66,34 +69,55 @@ defmodule Nx.Defn do
   `deftransform f(x \\\\ 1, y)`.
   """
   defmacro deftransform(call) do
-    quote do: def(unquote(call))
+    quote do
+      unquote(register_transform(:transform, call))
+      def unquote(call)
+    end
   end
 
   @doc """
   A private `deftransform/2`.
   """
   defmacro deftransformp(call, do: body) do
-    quote do: defp(unquote(call), do: unquote(body))
+    quote do
+      unquote(register_transform(:transformp, call))
+      defp unquote(call), do: unquote(body)
+    end
   end
 
   @doc "A bodiless head of a private multi-clause transform; see `deftransform/1`."
   defmacro deftransformp(call) do
-    quote do: defp(unquote(call))
+    quote do
+      unquote(register_transform(:transformp, call))
+      defp unquote(call)
+    end
   end
 
-  defp define(kind, call, body) do
+  defp register_transform(kind, call) do
+    {name, args, _guards} = decompose(call)
+    arity = length(args)
+    name = with {:unquote, _, [value]} <- name, do: value
+    SourceChecks.register(kind, name, nil, arity, arity - count_defaults(args))
+  end
+
+  defp count_defaults(args), do: Enum.count(args, &match?({:\\, _, [_, _]}, &1))
+
+  defp define(kind, call, body, env) do
     {name, args, guards} = decompose(call)
     arity = length(args)
+    SourceChecks.check_head!(args, head_meta(call), env)
+    SourceChecks.check_patterns!(body, env)
 
     # `name` is an atom, or an unquote fragment (`defn unquote(name)(x)` inside a `for`): then
     # the implementation's name is one too, and the module body refers to the fragment's value
-    {impl, name_value} =
+    {impl, impl_value, name_value} =
       case name do
         {:unquote, meta, [value]} ->
-          {{:unquote, meta, [quote(do: :"__defn:#{unquote(value)}__")]}, value}
+          impl_value = quote(do: :"__defn:#{unquote(value)}__")
+          {{:unquote, meta, [impl_value]}, impl_value, value}
 
         name ->
-          {:"__defn:#{name}__", name}
+          {:"__defn:#{name}__", :"__defn:#{name}__", name}
       end
 
     vars = Enum.map(1..arity//1, &Macro.var(:"arg#{&1}", __MODULE__))
@@ -117,7 +141,18 @@ defmodule Nx.Defn do
     # without free variables, equal from call to call, so the trace cache finds it)
     capture = {:fn, [], [{:->, [], [vars, {impl, [], vars}]}]}
 
+    registration =
+      SourceChecks.register(
+        if(kind == :def, do: :defn, else: :defnp),
+        name_value,
+        impl_value,
+        arity,
+        arity - count_defaults(args)
+      )
+
     quote do
+      unquote(registration)
+
       unless Module.defines?(__MODULE__, {unquote(name_value), unquote(arity)}) do
         unquote(kind)(unquote(name)(unquote_splicing(wrapper_args))) do
           Nx.Defn.Compiler.__runtime__(unquote(capture), unquote(vars))
@@ -130,7 +165,13 @@ defmodule Nx.Defn do
         import Nx.Defn, only: [], warn: false
         import Kernel, except: unquote(@kernel_ops), warn: false
         import Nx.Defn.Kernel, warn: false
-        unquote(body |> warn_traced_tensor_data() |> rewrite_cond())
+
+        unquote(
+          body
+          |> warn_traced_tensor_data()
+          |> rewrite_cond()
+          |> SourceChecks.rewrite_remotes(env)
+        )
       end
     end
   end
@@ -141,7 +182,7 @@ defmodule Nx.Defn do
   defp warn_traced_tensor_data(body) do
     Macro.prewalk(body, fn
       {{:., _, [{:__aliases__, _, [:Nx]}, :tensor]}, meta, [data | _]} = call ->
-        unless Macro.quoted_literal?(data) do
+        unless data |> fold_signs() |> Macro.quoted_literal?() do
           IO.warn(
             "Nx.tensor/2 inside defn expects the first argument to be a literal (such as a " <>
               "list), got: #{Macro.to_string(data)}. Any other value makes a constant of " <>
@@ -156,6 +197,15 @@ defmodule Nx.Defn do
 
       other ->
         other
+    end)
+  end
+
+  # `-1` in the source is a call of unary minus on 1 (a literal once expanded)
+  defp fold_signs(data) do
+    Macro.prewalk(data, fn
+      {:-, _, [number]} when is_number(number) -> -number
+      {:+, _, [number]} when is_number(number) -> number
+      other -> other
     end)
   end
 
@@ -179,6 +229,9 @@ defmodule Nx.Defn do
         other
     end)
   end
+
+  defp head_meta({:when, _, [call, _guards]}), do: head_meta(call)
+  defp head_meta({_name, meta, _args}), do: meta
 
   defp decompose({:when, _, [call, guards]}) do
     {name, args, nil} = decompose(call)
@@ -291,6 +344,67 @@ defmodule Nx.Defn do
   def jit_apply(fun, args, opts \\ []) do
     {on_conflict, opts} = Keyword.pop(opts, :on_conflict, :raise)
     jit_or_conflict(fun, args, opts, on_conflict, "JITed function")
+  end
+
+  @doc """
+  Starts a stream of `fun`, jitted: `fun` takes one input, the accumulator and the other
+  `args`, and returns `{output, accumulator}`.
+
+  `args` are at least two: the first is the template (or an example) of each input, the
+  second the initial accumulator (numbers become tensors); the rest are passed to every
+  step as they are. Each `Nx.Stream.send/2` runs one step on the worker, in order; each
+  `Nx.Stream.recv/1` returns the output of the oldest step not yet received (waiting for
+  it); `Nx.Stream.done/1` stops the stream and returns the accumulator. An input that is
+  not compatible with the template raises `ArgumentError` in `send`; a step that raises
+  stops the stream's process (linked to the caller).
+
+  Options as `jit/2` (`:hooks` is a map of hook functions).
+
+  ## Examples
+
+      defmodule Streamed do
+        import Nx.Defn
+        defn running_sum(x, acc), do: {acc, acc + x}
+      end
+
+      stream = Nx.Defn.stream(&Streamed.running_sum/2, [Nx.template({}, :s64), 0])
+      Nx.Stream.send(stream, 1)
+      Nx.Stream.recv(stream)
+      #=> #Nx.Tensor<s64 0>
+      Nx.Stream.send(stream, 2)
+      Nx.Stream.recv(stream)
+      #=> #Nx.Tensor<s64 1>
+      Nx.Stream.done(stream)
+      #=> #Nx.Tensor<s64 3>
+  """
+  @spec stream(function, [term], keyword) :: Nx.Stream.t()
+  def stream(fun, args, opts \\ []) when is_function(fun) and is_list(args) and is_list(opts) do
+    if Nx.Defn.Expr.tracing?() do
+      raise "cannot call Nx.Defn.stream/3 when there is a JIT compilation happening"
+    end
+
+    unless is_map(Keyword.get(opts, :hooks, %{})) do
+      raise ArgumentError, ":hooks option must be a map"
+    end
+
+    case args do
+      [input, acc | rest] when is_function(fun, length(args)) ->
+        # the step runs in the stream's process, with this process's defaults
+        opts = Keyword.merge(default_options(), opts)
+        acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
+
+        Nx.Defn.Stream.start_link(Nx.to_template(input), acc, fn data, acc ->
+          Compiler.jit_apply(fun, [data, acc | rest], opts)
+        end)
+
+      [_, _ | _] ->
+        raise ArgumentError,
+              "Nx.Defn.stream/3 was given #{length(args)} arguments for a function of arity " <>
+                "#{elem(Function.info(fun, :arity), 1)}"
+
+      _ ->
+        raise ArgumentError, "Nx.Defn.stream/3 expects at least two arguments"
+    end
   end
 
   defp jit_or_conflict(fun, args, opts, on_conflict, what) do

@@ -666,8 +666,10 @@ defmodule Nx.LinAlg do
   @doc """
   The Moore-Penrose pseudo-inverse: `1 / x` of a scalar, `adjoint(v) / norm(v)^2` of a
   vector, `V . diag(1 / s) . U^H` of a matrix (from its thin SVD, singular values below
-  `:eps` (default `1.0e-10`) treated as zero); all zeros for a tensor whose entries are all
-  within `:eps` of zero.
+  `:eps` (default `1.0e-10`) treated as zero, and so are those that are zero up to rounding:
+  at most `10 * max(m, n) * epsilon` of the type times the largest, as in JAX and NumPy,
+  where Nx's own SVD gives exact zeros); all zeros for a tensor whose entries are all within
+  `:eps` of zero.
 
   ## Examples
 
@@ -708,13 +710,24 @@ defmodule Nx.LinAlg do
 
         _ ->
           {u, s, vt} = svd(t, full_matrices?: false)
-          small = Nx.less(Nx.abs(s), eps)
+          small = Nx.logical_or(Nx.less(Nx.abs(s), eps), rounding_noise(s, t))
           s_inv = Nx.select(small, 0, Nx.divide(1, Nx.select(small, 1, s)))
           Nx.dot(adjoint(vt), Nx.multiply(Nx.new_axis(s_inv, -1), adjoint(u)))
       end
 
     zero = t |> Nx.abs() |> Nx.less_equal(eps) |> Nx.all()
     Nx.select(zero, Nx.broadcast(Nx.tensor(0, type: type), inverse.shape), inverse)
+  end
+
+  # Singular values that are zero up to the rounding of the factorization: at most
+  # 10 * max(m, n) * epsilon of the type times the largest one (JAX's and NumPy's default
+  # cutoff). Nx 0.7.2's own SVD returns such values as exact zeros; LAPACK's returns them as
+  # noise (about 1.0e-7 in f32), whose inverse would swamp the pseudo-inverse.
+  defp rounding_noise(s, t) do
+    {m, n} = {Nx.axis_size(t, -2), Nx.axis_size(t, -1)}
+    real = t.type |> Nx.Type.to_floating() |> Nx.Type.to_real()
+    largest = Nx.reduce_max(s, axes: [-1], keep_axes: true)
+    Nx.less_equal(s, Nx.multiply(largest, 10 * max(m, n) * Nx.Type.epsilon(real)))
   end
 
   @doc """

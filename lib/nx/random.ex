@@ -28,7 +28,7 @@ defmodule Nx.Random do
   what was compared and the few places where the numbers can differ.
   """
 
-  import Nx.Defn, only: [defn: 2, defnp: 2]
+  import Nx.Defn, only: [defn: 2, defnp: 2, deftransformp: 2]
 
   # Threefry-2x32's rotation constants (two groups of four rounds) and key-schedule parity
   @rotations {[13, 15, 26, 6], [17, 29, 16, 24]}
@@ -58,7 +58,7 @@ defmodule Nx.Random do
     seed_words(seed)
   end
 
-  defp seed_words(seed) do
+  deftransformp seed_words(seed) do
     high = Nx.right_shift(seed, 32)
     low = Nx.bitwise_and(seed, 0xFFFFFFFF)
     [high, low] |> Nx.stack() |> Nx.as_type({:u, 32}) |> constant()
@@ -83,7 +83,7 @@ defmodule Nx.Random do
     split_key(key, opts)
   end
 
-  defp split_key(key, opts) do
+  deftransformp split_key(key, opts) do
     assert_key!(key)
     opts = keyword!(opts, parts: 2)
     parts = opts[:parts]
@@ -113,7 +113,7 @@ defmodule Nx.Random do
     fold(key, data)
   end
 
-  defp fold(key, data) do
+  deftransformp fold(key, data) do
     assert_key!(key)
     shape = Nx.shape(data)
     high = Nx.right_shift(data, 32)
@@ -152,7 +152,7 @@ defmodule Nx.Random do
 
   # The rounds are unrolled at trace time: 5 groups of 4 add-rotate-xor rounds, the key
   # (extended with the parity word) injected after each group with the group's number.
-  defp threefry(x0, x1, key) do
+  deftransformp threefry(x0, x1, key) do
     k0 = key[0]
     k1 = key[1]
     schedule = {k0, k1, k0 |> Nx.bitwise_xor(k1) |> Nx.bitwise_xor(@parity)}
@@ -247,7 +247,7 @@ defmodule Nx.Random do
     randint_numbers(key, min_value, max_value, opts)
   end
 
-  defp randint_numbers(key, min_value, max_value, opts) do
+  deftransformp randint_numbers(key, min_value, max_value, opts) do
     opts = keyword!(opts, [:names, :type, shape: {}])
     assert_key!(key)
     shape = opts[:shape]
@@ -331,7 +331,7 @@ defmodule Nx.Random do
     uniform_numbers(key, min_value, max_value, opts)
   end
 
-  defp uniform_numbers(key, min_value, max_value, opts) do
+  deftransformp uniform_numbers(key, min_value, max_value, opts) do
     assert_key!(key)
     opts = keyword!(opts, [:names, :type, shape: {}])
     type = result_type(min_value, max_value, opts[:type], :float)
@@ -425,7 +425,7 @@ defmodule Nx.Random do
     normal_numbers(key, mean, standard_deviation, opts)
   end
 
-  defp normal_numbers(key, mean, standard_deviation, opts) do
+  deftransformp normal_numbers(key, mean, standard_deviation, opts) do
     assert_key!(key)
     opts = keyword!(opts, [:names, :type, shape: {}])
     type = result_type(mean, standard_deviation, opts[:type], :float)
@@ -537,7 +537,7 @@ defmodule Nx.Random do
     gumbel_numbers(key, opts)
   end
 
-  defp gumbel_numbers(key, opts) do
+  deftransformp gumbel_numbers(key, opts) do
     opts = keyword!(opts, shape: {}, type: {:f, 32})
     type = Nx.Type.normalize!(opts[:type])
 
@@ -587,7 +587,7 @@ defmodule Nx.Random do
     shuffled(key, tensor, opts)
   end
 
-  defp shuffled(key, tensor, opts) do
+  deftransformp shuffled(key, tensor, opts) do
     opts = keyword!(opts, axis: 0, independent: false)
     axis = opts[:axis]
 
@@ -665,7 +665,7 @@ defmodule Nx.Random do
     end
   end
 
-  defp weighted_choice(key, tensor, p, opts) do
+  deftransformp weighted_choice(key, tensor, p, opts) do
     {tensor, n, samples, axis, replace} = choice_setup(tensor, opts)
 
     unless Nx.rank(p) == 1 do
@@ -707,7 +707,7 @@ defmodule Nx.Random do
     end
   end
 
-  defp choice_setup(tensor, opts) do
+  deftransformp choice_setup(tensor, opts) do
     opts = Keyword.validate!(opts, [:axis, samples: 1, replace: true])
     axis = opts[:axis] && Nx.Shape.normalize_axis(Nx.shape(tensor), opts[:axis])
 
@@ -805,7 +805,7 @@ defmodule Nx.Random do
     mvn_numbers(key, mean, covariance, opts)
   end
 
-  defp mvn_numbers(key, mean, covariance, opts) do
+  deftransformp mvn_numbers(key, mean, covariance, opts) do
     assert_key!(key)
     opts = keyword!(opts, [:names, :type, :shape, method: :cholesky])
     {type, shape} = mvn_setup(mean, covariance, opts)
@@ -896,7 +896,7 @@ defmodule Nx.Random do
   defp constant(t), do: Nx.Defn.Kernel.stop_grad(t)
 
   # The functions without `_split`: draw with the second key of a split, return the first
-  defp drawn_with_next_key(key, draw) do
+  deftransformp drawn_with_next_key(key, draw) do
     keys = split_key(key, [])
     {draw.(keys[1]), keys[0]}
   end
