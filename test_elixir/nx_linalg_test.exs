@@ -501,6 +501,36 @@ defmodule Nx.LinAlgTest do
     assert Nx.all_close(product, a, atol: 1.0e-10) == Nx.tensor(1, type: :u8)
   end
 
+  test "pinv of a rank-deficient matrix drops the singular value that is rounding noise" do
+    # LAPACK's f32 SVD gives [[1..9]]'s zero singular value as about 2.4e-7; inverted, it
+    # swamped the result (entries near 1.0e6). Real Nx 0.7.2, whose SVD returns 0.0 there,
+    # answers [-0.63879, -0.16677, 0.30526, -0.05538, 3.74e-5, 0.05545, 0.52804, 0.16684,
+    # -0.19435]; the exact pseudo-inverse is below (Nx's is within 1e-3 of it)
+    t = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    exact = Nx.divide(Nx.tensor([[-23, -6, 11], [-2, 0, 2], [19, 6, -7]]), 36)
+    assert Nx.all_close(Nx.LinAlg.pinv(t), exact, atol: 1.0e-5) == Nx.tensor(1, type: :u8)
+
+    nx_values = [
+      -0.63879,
+      -0.16677,
+      0.30526,
+      -0.05538,
+      3.74e-5,
+      0.05545,
+      0.52804,
+      0.16684,
+      -0.19435
+    ]
+
+    nx = Nx.tensor(nx_values) |> Nx.reshape({3, 3})
+    assert Nx.all_close(Nx.LinAlg.pinv(t), nx, atol: 1.0e-3) == Nx.tensor(1, type: :u8)
+
+    # a rank-one tall matrix: real Nx 0.7.2 gives [1, 2, 3; 2, 4, 6] / 70
+    t = Nx.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    expected = Nx.divide(Nx.tensor([[1, 2, 3], [2, 4, 6]]), 70)
+    assert Nx.all_close(Nx.LinAlg.pinv(t), expected, atol: 1.0e-6) == Nx.tensor(1, type: :u8)
+  end
+
   describe "adjoint, matrix_power, norm, pinv, matrix_rank, least_squares (built from the ops)" do
     @reference Path.join(__DIR__, "reference/nx_0.7.2_linalg_composites.tsv")
     @external_resource @reference
