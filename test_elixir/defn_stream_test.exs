@@ -3,6 +3,7 @@ defmodule NxJax.DefnStreamTest do
   # in order, done the accumulator (the behaviour of Nx 0.7.2's stream_test.exs).
   use ExUnit.Case, async: true
   import Nx.Defn
+  alias NxJax.ContainerTest.Layer
 
   defn running_sum(x, acc), do: {acc, acc + x}
   defn scaled_sum(x, acc, a, b), do: {acc * a, acc + x * b}
@@ -42,6 +43,20 @@ defmodule NxJax.DefnStreamTest do
 
     assert Nx.Stream.done(Nx.Defn.stream(fn _, _ -> {0, 0} end, [1, {2, 3}])) ==
              {Nx.tensor(2), Nx.tensor(3)}
+  end
+
+  test "a struct's kept fields are those of the first argument, not of the data sent" do
+    step = fn %Layer{w: w, b: b, activation: activation}, acc ->
+      y = if activation == :tanh, do: Nx.tanh(Nx.add(w, b)), else: Nx.add(w, b)
+      {Nx.sum(y), Nx.add(acc, Nx.sum(y))}
+    end
+
+    first = %Layer{w: Nx.tensor([[0.0]]), b: Nx.tensor([0.0]), activation: :linear}
+    stream = Nx.Defn.stream(step, [first, 0.0])
+    # the data sent says :tanh; the stream was started with :linear (as in Nx 0.7.2)
+    Nx.Stream.send(stream, %Layer{w: Nx.tensor([[1.0]]), b: Nx.tensor([1.0]), activation: :tanh})
+    assert Nx.Stream.recv(stream) == Nx.tensor(2.0)
+    assert Nx.Stream.done(stream) == Nx.tensor(2.0)
   end
 
   test "a recv made before the send waits for it" do

@@ -393,7 +393,7 @@ defmodule Nx.Defn do
         opts = Keyword.merge(default_options(), opts)
         acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
 
-        Nx.Defn.Stream.start_link(Nx.to_template(input), acc, fn data, acc ->
+        Nx.Defn.Stream.start_link(input, acc, fn data, acc ->
           Compiler.jit_apply(fun, [data, acc | rest], opts)
         end)
 

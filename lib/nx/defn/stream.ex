@@ -9,18 +9,26 @@ defmodule Nx.Defn.Stream do
   defstruct [:pid, :input, :output]
 
   @doc false
-  # `step` takes an input and the accumulator and returns `{output, accumulator}`
-  def start_link(input_template, acc, step) do
-    {:ok, pid} = GenServer.start_link(__MODULE__, {acc, step})
-    %__MODULE__{pid: pid, input: input_template, output: Nx.to_template(acc)}
+  # `step` takes an input and the accumulator and returns `{output, accumulator}`. Each input
+  # is the first argument given to `Nx.Defn.stream/3` with its tensors replaced by those
+  # sent (as in Nx 0.7.2, the fields a struct keeps out of its container are the first
+  # argument's, not those of the data sent).
+  def start_link(input, acc, step) do
+    skeleton = Nx.Defn.Composite.expand_lazy(input, fn template, _make -> template end)
+    {:ok, pid} = GenServer.start_link(__MODULE__, {skeleton, acc, step})
+    %__MODULE__{pid: pid, input: Nx.to_template(input), output: Nx.to_template(acc)}
   end
 
   @impl true
-  def init({acc, step}),
-    do: {:ok, %{outputs: :queue.new(), waiting: :queue.new(), acc: acc, step: step}}
+  def init({skeleton, acc, step}) do
+    state = %{outputs: :queue.new(), waiting: :queue.new(), skeleton: skeleton}
+    {:ok, Map.merge(state, %{acc: acc, step: step})}
+  end
 
   @impl true
-  def handle_cast({:send, data}, state) do
+  def handle_cast({:send, leaves}, state) do
+    data = Nx.Defn.Composite.fill(state.skeleton, leaves)
+
     {output, acc} =
       case state.step.(data, state.acc) do
         {output, acc} ->
@@ -71,7 +79,13 @@ defmodule Nx.Defn.Stream do
                 "#{inspect(input)}\n\nBut got tensor:\n\n#{inspect(template)}\n"
       end
 
-      GenServer.cast(pid, {:send, data})
+      # the tensors of the data (a lazy container's made here, in the sender)
+      leaves =
+        data
+        |> Nx.Defn.Composite.expand_lazy(fn _template, make -> make.() end)
+        |> then(&Nx.Defn.Composite.flatten_list([&1]))
+
+      GenServer.cast(pid, {:send, leaves})
     end
 
     def recv(%{pid: pid, output: output}) do
