@@ -358,7 +358,7 @@ OP_SPECS: dict[str, OpSpec] = {
     "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
     "lu": _spec(1),
     "svd": _spec(1, {"full_matrices": _bool}),
-    "eigh": _spec(1),
+    "eigh": _spec(1, {"eps": _real, "max_iter": _non_neg_int}),
     # Fourier transforms along the last axis (issue #3)
     "fft": _spec(1, {"length": _int}),
     "ifft": _spec(1, {"length": _int}),

@@ -1170,19 +1170,155 @@ def lower_svd(c: Call) -> Value:
     return _outs_of(c, (u, s, vt))
 
 
+def _nx_bb_reflector(x: jax.Array, start: int | jax.Array, eps: float) -> jax.Array:
+    """The Householder reflection of Nx 0.7.2's binary backend for the part of ``x`` from
+    ``start`` on (the entries before it are ignored), in the type of ``x`` (double or complex
+    double): real, ``I - s v v^T`` with ``v = [1, x[start+1:] / v_0]``, the identity when
+    the entries below the head have squared norm under ``eps``; complex, ``I - 2 v v^H`` with
+    ``v`` the unit vector along ``x + e^{i phase(head)} |x| e_start`` (no ``eps`` test)."""
+    size = x.shape[0]
+    idx = jnp.arange(size)
+    inside = idx >= start
+    head_mask = idx == start
+    x = jnp.where(inside, x, 0)
+    head = jnp.sum(jnp.where(head_mask, x, 0))
+    tail = jnp.where(head_mask, 0, x)
+    tail_sq = jnp.sum(jnp.real(tail * jnp.conj(tail)))
+    if jnp.iscomplexobj(x):
+        norm = jnp.sqrt(tail_sq + jnp.abs(head) ** 2)
+        u_head = head + jnp.exp(1j * jnp.angle(head)) * norm
+        v = jnp.where(head_mask, u_head, tail) / jnp.sqrt(tail_sq + jnp.abs(u_head) ** 2)
+        outer = 2 * v[:, None] * jnp.conj(v)[None, :]
+    else:
+        norm_sq = tail_sq + head * head
+        skip = norm_sq - head * head < eps
+        root = jnp.sqrt(norm_sq)
+        v_0 = jnp.where(head <= 0, head - root, -(norm_sq - head * head) / (head + root))
+        v_0 = jnp.where(skip, 1, v_0)
+        scale = jnp.where(skip, 0, 2 * v_0 * v_0 / (norm_sq - head * head + v_0 * v_0))
+        v = jnp.where(head_mask, 1, tail / v_0)
+        outer = scale * v[:, None] * v[None, :]
+    block = inside[:, None] & inside[None, :]
+    eye = jnp.eye(size, dtype=x.dtype)
+    return jnp.where(block, eye - outer, eye)
+
+
+def _nx_bb_zeros(m: jax.Array, eps: float) -> jax.Array:
+    """Entries under ``eps`` in magnitude times 0 (a negative one stays -0.0), as Nx's binary
+    backend rounds its factors."""
+    return jnp.where(jnp.abs(m) < eps, m * 0, m)
+
+
+def _nx_eigh_matrix(a: jax.Array, eps: float, max_iter: int) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues and eigenvectors of one Hermitian matrix as Nx 0.7.2's binary backend
+    computes them, in double (or complex double): a Householder reduction to Hessenberg form,
+    then QR iterations ``A <- R Q`` with its Householder QR, the eigenvectors accumulated as
+    ``Q <- Q Q_k``, until no entry of ``Q`` moves by more than ``eps`` or ``max_iter``
+    iterations have run (at least one; ``max_iter: 0`` runs two, as Elixir's ``1..0`` does);
+    entries under ``eps`` set to 0. The eigenvalues are the real parts of the diagonal, in
+    the order the iteration leaves them."""
+    n = a.shape[0]
+
+    def hessenberg_step(
+        i: jax.Array, state: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        hess, q = state
+        h = _nx_bb_reflector(lax.dynamic_index_in_dim(hess, i, axis=1, keepdims=False), i + 1, eps)
+        return h @ hess @ jnp.conj(h).T, q @ h
+
+    eye = jnp.eye(n, dtype=a.dtype)
+    hess, q = lax.fori_loop(0, n - 1, hessenberg_step, (a, eye))
+    hess, q = _nx_bb_zeros(hess, eps), _nx_bb_zeros(q, eps)
+
+    def qr(m: jax.Array) -> tuple[jax.Array, jax.Array]:
+        def step(i: jax.Array, qr: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            q, r = qr
+            h = _nx_bb_reflector(lax.dynamic_index_in_dim(r, i, axis=1, keepdims=False), i, eps)
+            return q @ h, h @ r
+
+        q, r = lax.fori_loop(0, n - 1, step, (eye, m))
+        return _nx_bb_zeros(q, eps), _nx_bb_zeros(r, eps)
+
+    def running(state: tuple[jax.Array, jax.Array, jax.Array, jax.Array]) -> jax.Array:
+        _m, _q, converged, iteration = state
+        return (iteration < max(max_iter, 2 if max_iter == 0 else 1)) & jnp.logical_not(converged)
+
+    def iterate(
+        state: tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        m, q, _converged, iteration = state
+        q_k, r = qr(m)
+        q_next = q @ q_k
+        moved = jnp.abs(q - q_next)
+        converged = jnp.all(jnp.isnan(moved) | (moved <= eps))
+        return r @ q_k, q_next, converged, iteration + 1
+
+    m, q, _, _ = lax.while_loop(running, iterate, (hess, q, jnp.array(False), jnp.array(0)))
+    return _nx_bb_zeros(jnp.real(jnp.diagonal(m)), eps), _nx_bb_zeros(q, eps)
+
+
+def _nx_ordered_eigh(a: jax.Array, eps: float, max_iter: int) -> tuple[jax.Array, jax.Array]:
+    """The values of Nx 0.7.2's algorithm (:func:`_nx_eigh_matrix`, batches mapped over) where
+    they are a decomposition: ``A V = V diag(w)`` holds within ``10 sqrt(eps)`` of the largest
+    entry of ``A`` (the iteration need not have converged). Elsewhere Nx returns a wrong one
+    (for ``[[0, 1], [1, 0]]``, whose eigenvalues -1 and 1 have one magnitude, its iteration
+    never converges and gives 0 and 0): there LAPACK's values in Nx's conventions
+    (:func:`_lapack_eigh`). The gradient is that of LAPACK's decomposition, each LAPACK pair
+    taken for the eigenvalue nearest to it and its eigenvector turned to the phase (sign) of
+    the one returned."""
+    fun: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = partial(
+        _nx_eigh_matrix, eps=eps, max_iter=max_iter
+    )
+    for _ in range(a.ndim - 2):
+        fun = jax.vmap(fun)
+    wide = jnp.complex128 if jnp.iscomplexobj(a) else jnp.float64
+    # the Hermitian part, which is the matrix itself when it is Hermitian ((x + x) / 2 is x);
+    # Nx raises for any other matrix, LAPACK reads one triangle
+    hermitian = lax.stop_gradient(
+        (a.astype(wide) + jnp.conj(jnp.swapaxes(a.astype(wide), -1, -2))) / 2
+    )
+    nx_w, nx_v = fun(hermitian)
+    residual = jnp.max(jnp.abs(hermitian @ nx_v - nx_v * nx_w[..., None, :]), axis=(-2, -1))
+    scale = jnp.max(jnp.abs(hermitian), axis=(-2, -1))
+    ok = residual <= 10 * math.sqrt(eps) * jnp.maximum(scale, 1)
+    w, v = _lapack_eigh(a)  # Nx's conventions, differentiable
+    chosen_w = jnp.where(ok[..., None], nx_w.astype(w.dtype), lax.stop_gradient(w))
+    chosen_v = jnp.where(ok[..., None, None], nx_v.astype(v.dtype), lax.stop_gradient(v))
+    pick = jnp.argmin(jnp.abs(chosen_w[..., :, None] - lax.stop_gradient(w)[..., None, :]), -1)
+    w = jnp.take_along_axis(w, pick, axis=-1)
+    v = jnp.take_along_axis(v, pick[..., None, :], axis=-1)
+    overlap = jnp.sum(jnp.conj(lax.stop_gradient(v)) * chosen_v, axis=-2)
+    turn = jnp.where(overlap == 0, 1, overlap / jnp.where(overlap == 0, 1, jnp.abs(overlap)))
+    v = v * lax.stop_gradient(turn)[..., None, :]
+    return chosen_w + (w - lax.stop_gradient(w)), chosen_v + (v - lax.stop_gradient(v))
+
+
 def lower_eigh(c: Call) -> Value:
-    """``[eigenvals, eigenvecs]`` of the Hermitian part of each matrix, in Nx 0.7.2's order:
-    decreasing ``|eigenvalue|`` (a stable sort of LAPACK's increasing order, so equal
-    magnitudes stay increasing), except that a diagonal matrix keeps its diagonal's order (Nx's
-    QR iteration leaves both so). Each eigenvector is scaled to make its entry of largest
-    magnitude real and positive (the first entry within ``sqrt(eps)`` of the largest, so an
-    exact tie does not depend on rounding). Half-precision types are computed in f32, which
-    LAPACK has; complex eigenvalues are real numbers of the complex type."""
+    """``[eigenvals, eigenvecs]`` of each (Hermitian) matrix. In numerics mode ``nx`` (and for
+    matrices larger than 1x1) the values of Nx 0.7.2's binary backend, with its ``:eps`` and
+    ``:max_iter`` (:func:`_nx_ordered_eigh`); in mode ``native`` LAPACK's, in Nx's order and
+    signs (:func:`_lapack_eigh`). Complex eigenvalues are real numbers of the complex type."""
     out = c.node.out
     assert isinstance(out, TupleOut)
     vals_out, vecs_out = (e for e in out.elements if isinstance(e, TensorOut))
     a = _single(jnp.asarray(c.args[0]).astype(to_dtype(vecs_out.type)))
-    w, v = jnp.linalg.eigh(a)  # increasing, computed from (a + adjoint(a)) / 2
+    if numerics.exact() and a.shape[-1] > 1:
+        w, v = _nx_ordered_eigh(a, float(c.node.opts["eps"]), int(c.node.opts["max_iter"]))
+    else:
+        w, v = _lapack_eigh(a)
+    return (w.astype(to_dtype(vals_out.type)), v.astype(to_dtype(vecs_out.type)))
+
+
+def _lapack_eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """LAPACK's decomposition of the Hermitian part of each matrix, in the order Nx 0.7.2's
+    iteration leaves a converged one: decreasing ``|eigenvalue|`` (a stable sort of LAPACK's
+    increasing order, so equal magnitudes stay increasing), except that a diagonal matrix
+    keeps its diagonal's order. Each eigenvector is scaled to make its entry of largest
+    magnitude real and positive (the first entry within ``sqrt(eps)`` of the largest, so an
+    exact tie does not depend on rounding). Half-precision types are computed in f32, which
+    LAPACK has."""
+    work = a.astype(jnp.float32) if a.dtype in (jnp.float16, jnp.bfloat16) else a
+    w, v = jnp.linalg.eigh(work)  # increasing, computed from (a + adjoint(a)) / 2
     n = a.shape[-1]
     diagonal = jnp.all(jnp.where(jnp.eye(n, dtype=bool), 0, a) == 0, axis=(-2, -1))
     magnitude = jnp.abs(v)
@@ -1202,7 +1338,7 @@ def lower_eigh(c: Call) -> Value:
     else:
         v = _positive_zero(jnp.where(pivot < 0, -v, v))
     w = _positive_zero(w)
-    return (w.astype(to_dtype(vals_out.type)), v.astype(to_dtype(vecs_out.type)))
+    return w.astype(jnp.real(a).dtype), v.astype(a.dtype)
 
 
 def _positive_zero(x: jax.Array) -> jax.Array:
