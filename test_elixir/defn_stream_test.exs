@@ -3,7 +3,7 @@ defmodule NxJax.DefnStreamTest do
   # in order, done the accumulator (the behaviour of Nx 0.7.2's stream_test.exs).
   use ExUnit.Case, async: true
   import Nx.Defn
-  alias NxJax.ContainerTest.Layer
+  alias NxJax.ContainerTest.{Layer, Lazy, Pair}
 
   defn running_sum(x, acc), do: {acc, acc + x}
   defn scaled_sum(x, acc, a, b), do: {acc * a, acc + x * b}
@@ -57,6 +57,16 @@ defmodule NxJax.DefnStreamTest do
     Nx.Stream.send(stream, %Layer{w: Nx.tensor([[1.0]]), b: Nx.tensor([1.0]), activation: :tanh})
     assert Nx.Stream.recv(stream) == Nx.tensor(2.0)
     assert Nx.Stream.done(stream) == Nx.tensor(2.0)
+  end
+
+  test "a lazy container sent makes only the tensors the step reads" do
+    step = fn %Pair{left: left}, acc -> {acc, Nx.add(acc, left)} end
+    stream = Nx.Defn.stream(step, [%Lazy{left: 0.0, right: 0.0, owner: self()}, 0.0])
+    Nx.Stream.send(stream, %Lazy{left: 2.0, right: 5.0, owner: self()})
+    assert Nx.Stream.recv(stream) == Nx.tensor(0.0)
+    assert Nx.Stream.done(stream) == Nx.tensor(2.0)
+    assert_received {:made, :left}
+    refute_received {:made, :right}
   end
 
   test "a recv made before the send waits for it" do

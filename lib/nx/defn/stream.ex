@@ -26,8 +26,12 @@ defmodule Nx.Defn.Stream do
   end
 
   @impl true
-  def handle_cast({:send, leaves}, state) do
-    data = Nx.Defn.Composite.fill(state.skeleton, leaves)
+  def handle_cast({:send, payload}, state) do
+    data =
+      case payload do
+        {:leaves, leaves} -> Nx.Defn.Composite.fill(state.skeleton, leaves)
+        {:data, data} -> data
+      end
 
     {output, acc} =
       case state.step.(data, state.acc) do
@@ -79,13 +83,20 @@ defmodule Nx.Defn.Stream do
                 "#{inspect(input)}\n\nBut got tensor:\n\n#{inspect(template)}\n"
       end
 
-      # the tensors of the data (a lazy container's made here, in the sender)
-      leaves =
-        data
-        |> Nx.Defn.Composite.expand_lazy(fn _template, make -> make.() end)
-        |> then(&Nx.Defn.Composite.flatten_list([&1]))
+      GenServer.cast(pid, {:send, payload(data)})
+    end
 
-      GenServer.cast(pid, {:send, leaves})
+    # the tensors of the data, which the stream puts in its first argument's place; a lazy
+    # container is sent as it is, so that only the tensors the step reads are made
+    defp payload(data) do
+      if lazy?(data), do: {:data, data}, else: {:leaves, Nx.Defn.Composite.flatten_list([data])}
+    end
+
+    defp lazy?(data) do
+      Nx.Defn.Composite.expand_lazy(data, fn _template, _make -> throw(:lazy) end)
+      false
+    catch
+      :lazy -> true
     end
 
     def recv(%{pid: pid, output: output}) do
