@@ -134,4 +134,15 @@ defmodule NxJax.DefnStreamTest do
       Nx.Defn.stream(&running_sum/2, [0, 0, 1])
     end
   end
+
+  test "to_backend/1 names the backend of results" do
+    assert Nx.Defn.to_backend() == {Nx.BinaryBackend, []}
+
+    assert Nx.with_default_backend(NxJax.Backend, fn -> Nx.Defn.to_backend([]) end) ==
+             {NxJax.Backend, []}
+
+    assert_raise ArgumentError, ":hooks option must be a map", fn ->
+      Nx.Defn.to_backend(hooks: [])
+    end
+  end
 end

@@ -347,6 +347,30 @@ defmodule Nx.Defn do
   end
 
   @doc """
+  The backend, as `{module, options}`, of the results of `defn` calls and jitted functions
+  under `opts` (merged over `default_options/0`): `NxJax.Backend` (results resident on the
+  worker) when this process's default backend is that one, else `Nx.BinaryBackend`. (A call
+  with a resident argument also gives resident results.)
+
+  ## Examples
+
+      iex> Nx.Defn.to_backend([])
+      {Nx.BinaryBackend, []}
+  """
+  @spec to_backend(keyword) :: {module, keyword}
+  def to_backend(opts \\ []) when is_list(opts) do
+    opts = Keyword.merge(default_options(), opts)
+
+    unless is_map(Keyword.get(opts, :hooks, %{})) do
+      raise ArgumentError, ":hooks option must be a map"
+    end
+
+    if Nx.default_backend() == NxJax.Backend,
+      do: {NxJax.Backend, []},
+      else: {Nx.BinaryBackend, []}
+  end
+
+  @doc """
   Starts a stream of `fun`, jitted: `fun` takes one input, the accumulator and the other
   `args`, and returns `{output, accumulator}`.
 
