@@ -1549,7 +1549,9 @@ defmodule Nx do
   """
   def select(pred, on_true, on_false) do
     pred = to_tensor(pred)
-    {on_true, on_false, type} = binary_args(on_true, on_false)
+    # numbers become tensors of their own type first (s64, f32), as in Nx 0.7.2
+    {on_true, on_false} = {to_tensor(on_true), to_tensor(on_false)}
+    type = Nx.Type.merge(on_true.type, on_false.type)
 
     shape =
       pred.shape
@@ -2110,10 +2112,8 @@ defmodule Nx do
 
   """
   def clip(tensor, min, max) do
-    tensor = to_tensor(tensor)
-    {tensor, min, type1} = binary_args(tensor, min)
-    {tensor, max, type2} = binary_args(tensor, max)
-    {min, max} = {to_tensor(min), to_tensor(max)}
+    # numbers become tensors of their own type first (s64, f32), as in Nx 0.7.2
+    {tensor, min, max} = {to_tensor(tensor), to_tensor(min), to_tensor(max)}
 
     for {name, bound} <- [min: min, max: max], bound.shape != {} or bound.vectorized_axes != [] do
       raise ArgumentError,
@@ -2121,7 +2121,7 @@ defmodule Nx do
               "#{inspect(bound.shape)} and vectorized axes #{inspect(bound.vectorized_axes)}"
     end
 
-    type = Nx.Type.merge(type1, type2)
+    type = tensor.type |> Nx.Type.merge(min.type) |> Nx.Type.merge(max.type)
     # (Nx 0.7.2 names it clip/2 in this message)
     no_complex!(%T{tensor | type: type}, :clip, 2)
     apply_op(:clip, [tensor, min, max], %{}, type, tensor.shape, axis_names(tensor))

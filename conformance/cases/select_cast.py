@@ -1,4 +1,5 @@
-"""select (pred, on_true, on_false with broadcasting; type merges on_true and on_false) and
+"""select (pred, on_true, on_false with broadcasting; type merges on_true and on_false, a
+number first made a tensor of its own type: s64, f32) and
 as_type (float -> integer truncates toward zero)."""
 
 import math
@@ -22,8 +23,9 @@ CASES = [
     case("select", [tensor("u8", [[1], [0]]), tensor("f32", [0.5, 1.5, 2.5]),
                     tensor("s64", [10, 20, 30])],
          out="f32", ref=_select, node=wire("select"), grad=True),
+    # (a number becomes a tensor of its own type, f32 here, before the types merge)
     case("select", [tensor("s64", [0, -3, 2]), tensor("f64", [0.5, 1.5, math.nan]),
-                    number(2.5, "f64")],
+                    number(2.5, "f32")],
          out="f64", ref=_select, node=wire("select")),
     # (Nx 0.7.2 merges bf16 with f16 into f16)
     case("select", [tensor("u8", [0, 1]), tensor("bf16", [0.5, 1.5]), tensor("f16", [2.0, 3.0])],

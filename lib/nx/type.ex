@@ -148,14 +148,25 @@ defmodule Nx.Type do
   @doc """
   Merges a tensor type with a number, with Nx's weak typing of numbers.
 
-  An integer keeps the tensor's type; a float turns an integer type into `{:f, 32}` and
-  keeps a floating or complex type; a `Complex` number makes the type complex
-  (`to_complex/1`).
+  An integer keeps an integer type when it fits, else widens it as Nx 0.7.2 does: an
+  unsigned type grows to the unsigned size that holds a non-negative integer, and becomes
+  signed, twice as wide (at most 64 bits), for a negative one; a signed type grows to the
+  signed size that holds the integer. An integer keeps a floating or complex type. A float
+  turns an integer type into `{:f, 32}` and keeps a floating or complex type; a `Complex`
+  number makes the type complex (`to_complex/1`).
 
   ## Examples
 
       iex> Nx.Type.merge_number({:u, 8}, 3)
       {:u, 8}
+      iex> Nx.Type.merge_number({:u, 8}, 300)
+      {:u, 16}
+      iex> Nx.Type.merge_number({:u, 8}, -1)
+      {:s, 16}
+      iex> Nx.Type.merge_number({:s, 8}, -200)
+      {:s, 16}
+      iex> Nx.Type.merge_number({:u, 32}, -1)
+      {:s, 64}
       iex> Nx.Type.merge_number({:s, 32}, 1.5)
       {:f, 32}
       iex> Nx.Type.merge_number({:f, 16}, 1.5)
@@ -164,6 +175,15 @@ defmodule Nx.Type do
       {:c, 128}
 
   """
+  def merge_number({:u, size}, integer) when is_integer(integer) and integer >= 0,
+    do: {:u, max(integer_size(integer, 0), size)}
+
+  def merge_number({:u, size}, integer) when is_integer(integer),
+    do: merge_number({:s, min(size * 2, 64)}, integer)
+
+  def merge_number({:s, size}, integer) when is_integer(integer),
+    do: {:s, max(integer_size(integer, 1), size)}
+
   def merge_number(type, number) when is_integer(number) or is_boolean(number), do: type
 
   def merge_number(type, number)
@@ -172,6 +192,15 @@ defmodule Nx.Type do
   end
 
   def merge_number(type, %Complex{}), do: to_complex(type)
+
+  # the fewest of 8, 16, 32, 64 bits that hold `integer` (with a sign bit when `sign` is 1);
+  # 64 for anything larger (it wraps there, as in Nx)
+  defp integer_size(integer, sign) do
+    Enum.find([8, 16, 32], 64, fn bits ->
+      integer >= -sign * Bitwise.bsl(1, bits - 1) and
+        integer < Bitwise.bsl(1, bits - sign)
+    end)
+  end
 
   @doc """
   The floating type a computation on `type` produces: integers become `{:f, 32}`, floats and
