@@ -18,8 +18,7 @@ defmodule NxSuite.DefnBehaviour do
     failed = failed_names(failures_file)
 
     # the file did not compile: none of its tests passes
-    failed =
-      if MapSet.member?(failed, "*"), do: MapSet.new(tests, &elem(&1, 0)), else: failed
+    failed = if MapSet.member?(failed, "*"), do: MapSet.new(tests, &elem(&1, 0)), else: failed
 
     {structural, behaviour} = Enum.split_with(tests, fn {_name, body} -> structural?(body) end)
     passing = Enum.reject(behaviour, fn {name, _} -> MapSet.member?(failed, name) end)

@@ -282,7 +282,7 @@ defmodule NxJax.DefnTest do
 
   # (Enum is not callable from defn, as in Nx 0.7.2: a transform calls it)
   defn sum_all(a, b, c), do: reduce_all([a, b, c], &+/2) * 2
-  deftransformp reduce_all(list, fun), do: Enum.reduce(list, fun)
+  deftransformp(reduce_all(list, fun), do: Enum.reduce(list, fun))
 
   # as in Nx 0.7.2: + - * / are functions (captured as `&+/2`), the comparisons and unary
   # minus are macros (Kernel's in guards)
