@@ -563,7 +563,9 @@ def _arg_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
-def _first_or_last(mask: jax.Array | None, x: jax.Array, axis: int, fn: Callable, high: bool):
+def _first_or_last(
+    mask: jax.Array | None, x: jax.Array, axis: int, fn: Callable, high: bool
+) -> jax.Array:
     """The first (or, with ``high``, the last) index where ``fn`` finds its answer along
     ``axis``: of ``x`` itself, or of the true entries of ``mask``."""
     target, pick = (x, fn) if mask is None else (mask, jnp.argmax)

@@ -26,7 +26,6 @@ from py_backend.channel import Binary, atom, decode, encode
 from py_backend.worker import FUNCTIONS, Worker
 from tests.helpers import GraphBuilder, WorkerProcess, atom_str, request, wire_tensor
 
-
 # NX_JAX_FUZZ_SCALE=10 runs ten times as many examples (a deeper run than `make test`'s)
 FUZZ_SCALE = float(os.environ.get("NX_JAX_FUZZ_SCALE", "1"))
 

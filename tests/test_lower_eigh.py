@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from py_backend.graph import GraphError, decode_graph
 from py_backend import numerics
+from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import _lapack_eigh, lower
 from py_backend.nxtypes import NxType, to_dtype
 
