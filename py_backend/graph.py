@@ -266,11 +266,14 @@ class OpSpec:
     min_arity: int
     max_arity: int | None  # None: no upper bound
     opts: Mapping[str, Kind]
+    # options a version-1 client may leave out (added to version 1 later), with their values
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _spec(arity: int | tuple[int, None], opts: Mapping[str, Kind] | None = None) -> OpSpec:
+def _spec(arity: int | tuple[int, None], opts: Mapping[str, Kind] | None = None,
+          defaults: Mapping[str, Any] | None = None) -> OpSpec:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
-    return OpSpec(lo, hi, opts or {})
+    return OpSpec(lo, hi, opts or {}, defaults or {})
 
 
 UNARY = (
@@ -358,7 +361,9 @@ OP_SPECS: dict[str, OpSpec] = {
     "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
     "lu": _spec(1),
     "svd": _spec(1, {"full_matrices": _bool}),
-    "eigh": _spec(1, {"eps": _real, "max_iter": _non_neg_int}),
+    # (eps and max_iter were added to version 1: absent, Nx.LinAlg.eigh's defaults)
+    "eigh": _spec(1, {"eps": _real, "max_iter": _non_neg_int},
+                  defaults={"eps": 1.0e-4, "max_iter": 1000}),
     # Fourier transforms along the last axis (issue #3)
     "fft": _spec(1, {"length": _int}),
     "ifft": _spec(1, {"length": _int}),
@@ -551,6 +556,9 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
     opts: dict[str, Any] = {}
     for key, kind in spec.opts.items():
         if _Atom(key) not in given:
+            if key in spec.defaults:
+                opts[key] = spec.defaults[key]
+                continue
             raise GraphError(f"{where}: missing option {key}")
         if isinstance(kind, SubgraphKind):
             raw = next(v for k, v in raw_opts.items() if channel.atom_name(k) == key)

@@ -102,6 +102,21 @@ def test_the_values_order_and_signs_of_real_nx() -> None:
     np.testing.assert_allclose(w, [3.0, -1.0], atol=1e-12)
 
 
+def test_a_node_without_the_options_gets_nxs_defaults() -> None:
+    # eps and max_iter were added to protocol version 1: a client that sends %{} still works
+    a = np.array([[2.0, 1.0], [1.0, 2.0]], np.float32)
+    g = GraphBuilder()
+    x = g.param(0, "f32", a.shape)
+    node = g.add("eigh", [x], {}, [("f32", (2,)), ("f32", (2, 2))])
+    outs = [g.op("elem", node, index=i, out=g.out_of(node)[i]) for i in range(2)]
+    w, v = run_graph(g, outs, a)
+    nx_w, nx_v = eigh(a, "f32", opts=NX_DEFAULTS)
+    np.testing.assert_array_equal(w, nx_w)
+    np.testing.assert_array_equal(v, nx_v)
+    np.testing.assert_array_equal(w, np.array([2.9999661445617676, 1.0000338554382324],
+                                              np.float32))
+
+
 def test_converged_it_is_numpys_decomposition() -> None:
     a = np.array([[-4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, -2.0]])  # indefinite
     w, v = eigh(a)
