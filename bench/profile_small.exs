@@ -53,7 +53,7 @@ pieces = [
   {"Pool.with_worker (no-op fun)", fn -> NxJax.Pool.with_worker(nil, fn s -> s end, []) end},
   {"to_wire(devectorize(x))",
    fn -> NxJax.Backend.to_wire(Nx.devectorize(x, keep_names: false), NxJax.Worker) end},
-  {"Worker.encode_iodata(wire args)", fn -> NxJax.Worker.encode_iodata(wire) end},
+  {"Worker.encode_iodata(wire args)", fn -> NxJax.Wire.encode_iodata(wire) end},
   {"Composite.flatten_list + fill (rebuild)",
    fn -> Composite.fill(x, Composite.flatten_list([x])) end},
   {"Compiler.counters/0", fn -> Compiler.counters() end}

@@ -234,15 +234,15 @@ defmodule NxJax.LentPortTest do
     for id <- [5, 300, 2_147_483_647],
         results <- [[scalar], [vector, matrix], [long, scalar], [], [brain], [scalar, brain]] do
       frame = py_term({:r, id, results})
-      assert NxJax.Worker.lent_reply(frame, id) == {id, {:ok, results}}
+      assert NxJax.Wire.lent_reply(frame, id) == {id, {:ok, results}}
       # a reply to another request, as decode_reply/1 gives it
-      assert NxJax.Worker.lent_reply(frame, id + 1) == {id, {:ok, results}}
+      assert NxJax.Wire.lent_reply(frame, id + 1) == {id, {:ok, results}}
     end
 
     error = py_term({:e, 7, {:python, "ValueError", "bad", "tb"}})
-    assert NxJax.Worker.lent_reply(error, 7) == {7, {:error, {"ValueError", "bad", "tb"}}}
+    assert NxJax.Wire.lent_reply(error, 7) == {7, {:error, {"ValueError", "bad", "tb"}}}
     log = py_term({:log, :stderr, "a line"})
-    assert NxJax.Worker.lent_reply(log, 7) == {:log, :stderr, "a line"}
+    assert NxJax.Wire.lent_reply(log, 7) == {:log, :stderr, "a line"}
   end
 
   test "calls with resident arguments, resident results or hooks go through the GenServer" do
@@ -379,7 +379,7 @@ defmodule NxJax.LentPortTest do
     if System.monotonic_time(:microsecond) < until, do: wait_until_us(until)
   end
 
-  # The lock names its holder (NxJax.Worker.pid_word/1), so the GenServer monitors it: a
+  # The lock names its holder (NxJax.Worker.LentPort.pid_word/1), so the GenServer monitors it: a
   # holder that dies before it connects the port, or after it connected it back but before it
   # freed it, leaves the port free for the GenServer; a live one is waited for.
   test "a port held by a caller that died is taken back; one held by a live caller is not" do
@@ -389,12 +389,12 @@ defmodule NxJax.LentPortTest do
     dead = spawn(fn -> :ok end)
     ref = Process.monitor(dead)
     assert_receive {:DOWN, ^ref, :process, ^dead, _}
-    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.pid_word(dead))
+    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.LentPort.pid_word(dead))
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
     assert :atomics.get(lend, 1) == 0
 
     holder = spawn(fn -> Process.sleep(:infinity) end)
-    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.pid_word(holder))
+    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.LentPort.pid_word(holder))
     ping = Task.async(fn -> NxJax.Worker.call(:ping, [], server: w) end)
     # (a window to see it wait in, as refute_receive's: not scaled)
     assert Task.yield(ping, 300) == nil

@@ -111,12 +111,12 @@ defmodule NxJax.PerfCacheTest do
     term =
       {:C, 7, :nx_jax, :call, [<<0::192>>, nil, [{{:f, 32}, {40_000}, big}, {:ref, 3}], true]}
 
-    iodata = NxJax.Worker.encode_iodata(term)
+    iodata = NxJax.Wire.encode_iodata(term)
     assert Enum.any?(List.flatten(iodata), &(&1 === big))
     assert :erlang.binary_to_term(IO.iodata_to_binary(iodata)) == term
     frame = :erlang.term_to_binary({:r, 1, [{{:f, 32}, {40_000}, big}, 2 ** 70, -5, 1.5, "s"]})
 
-    assert NxJax.Worker.decode_frame(frame) ==
+    assert NxJax.Wire.decode_frame(frame) ==
              {:r, 1, [{{:f, 32}, {40_000}, big}, 2 ** 70, -5, 1.5, "s"]}
   end
 end

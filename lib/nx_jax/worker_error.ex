@@ -19,4 +19,21 @@ defmodule NxJax.WorkerError do
       tb -> base <> "\n\nPython traceback:\n" <> tb
     end
   end
+
+  @doc false
+  # the message of a worker whose Python process exited with `status`
+  def exited_text(os_pid, status),
+    do: "the Python worker (OS pid #{os_pid}) exited with status #{describe(status)}"
+
+  @doc false
+  # the message of a call past its deadline, whose worker is replaced
+  def busy_text(timeout, os_pid) do
+    "no reply from the worker within #{timeout} ms; the worker (OS pid #{os_pid}) " <>
+      "was busy past the deadline and is replaced (raise :timeout for longer calls)"
+  end
+
+  defp describe(status) when status > 128,
+    do: "#{status} (killed by signal #{status - 128})"
+
+  defp describe(status), do: Integer.to_string(status)
 end

@@ -1,0 +1,256 @@
+defmodule NxJax.Wire do
+  @moduledoc """
+  The Elixir side of the wire: the external term format of the frames a worker's port carries
+  (`{:packet, 4}` framing is the port's own; docs/PROTOCOL.md), in one place.
+
+  - Requests: `request_header/2` and `graph_call_frame/5` build the `{:"C", id, :nx_jax,
+    function, args}` frames; `encode_body/1` encodes arguments as iodata in which binaries of
+    64 KiB or more (`big_binary/0`) are referenced, not copied; a body of small terms is one
+    `:erlang.term_to_binary/1`.
+  - Replies: `decode_reply/1` turns a frame into `{id, {:ok, result}}` or `{id, {:error,
+    {class, message, traceback}}}` (any other frame, a log line or a hook's values, comes back
+    as it is); `decode_frame/1` returns the binaries of large frames as sub-binaries of the
+    frame; `lent_reply/2` reads the commonest reply (a list of tensors) straight from its bytes.
+
+  The byte layouts these fast paths expect are those of `py_backend/channel.py`; the tests of
+  `test_elixir/perf_cache_test.exs` and `lent_port_test.exs` check them against a real worker.
+  """
+
+  @big_binary 65_536
+
+  @doc "Binaries of this many bytes or more are referenced by the iodata, not copied."
+  def big_binary, do: @big_binary
+
+  @doc """
+  Encodes `term` as external-term-format iodata equal, byte for byte once flattened, to a
+  valid encoding of `term` (`:erlang.binary_to_term/1` gives `term` back); binaries of 64 KiB
+  or more are referenced by the iodata, not copied.
+
+  ## Examples
+
+      iex> term = {:a, [1, <<0::size(65536)-unit(8)>>], %{b: 2.5}}
+      iex> :erlang.binary_to_term(IO.iodata_to_binary(NxJax.Wire.encode_iodata(term))) == term
+      true
+  """
+  def encode_iodata(term), do: [131 | encode_body(term)]
+
+  @doc "`encode_iodata/1` without the version byte: a term inside a frame."
+  def encode_body(term) do
+    if big_binary?(term), do: encode_big(term), else: small_body(term)
+  end
+
+  @doc "The encoding of `term` without the version byte, as one binary."
+  def small_body(term) do
+    <<131, body::binary>> = :erlang.term_to_binary(term)
+    body
+  end
+
+  # {:"C", id, :nx_jax, function, args}: the version byte, the tuple header and :"C"; the module
+  <<131, c_atom::binary>> = :erlang.term_to_binary(:C)
+  <<131, module_atom::binary>> = :erlang.term_to_binary(:nx_jax)
+  @request_head <<131, 104, 5>> <> c_atom
+  @module_atom module_atom
+  # the atoms of call's [key, graph | nil, args, keep]
+  <<131, nil_atom::binary>> = :erlang.term_to_binary(nil)
+  <<131, true_atom::binary>> = :erlang.term_to_binary(true)
+  <<131, false_atom::binary>> = :erlang.term_to_binary(false)
+  @nil_atom nil_atom
+  @true_atom true_atom
+  @false_atom false_atom
+
+  # the function's atom, that of call (each graph call's) encoded once
+  <<131, call_atom::binary>> = :erlang.term_to_binary(:call)
+  @call_atom call_atom
+  # the head of a reply {:r, id, result} as the worker encodes it (lent_reply/2)
+  @reply_head <<131, 104, 3, 115, 1, ?r>>
+  defp function_atom(:call), do: @call_atom
+  defp function_atom(function), do: small_body(function)
+
+  @doc """
+  The head of request `id` calling `function`: the frame is this followed by the encoded
+  argument list (`encode_body/1`).
+  """
+  def request_header(id, function),
+    do: [@request_head, encode_id(id), @module_atom, function_atom(function)]
+
+  @doc """
+  The frame of request `id`: `call(key, graph | nil, args, keep)`, `args` already encoded
+  (`encode_body/1` or `small_body/1` of the list of arguments).
+  """
+  def graph_call_frame(id, key, graph, args, keep) do
+    graph = if graph, do: encode_body(graph), else: @nil_atom
+    keep = if keep, do: @true_atom, else: @false_atom
+
+    [
+      request_header(id, :call),
+      <<108, 4::32, 109, byte_size(key)::32>>,
+      key,
+      graph,
+      args,
+      keep,
+      106
+    ]
+  end
+
+  @doc """
+  A frame from the worker: a reply as `{id, {:ok, result}}` or `{id, {:error, {class,
+  message, traceback}}}`; anything else (a log line, a hook's values) as it is.
+  """
+  def decode_reply(frame) do
+    case decode_frame(frame) do
+      {:r, id, result} ->
+        {id, {:ok, result}}
+
+      {:e, id, {:python, class, message, traceback}} ->
+        {id, {:error, {to_text(class), to_text(message), to_text(traceback)}}}
+
+      other ->
+        other
+    end
+  end
+
+  @doc """
+  The reply of a borrowed call (`NxJax.Worker.LentPort`): as `decode_reply/1`, read straight
+  from the frame when it is the common one, `{:r, id, [tensor, ...]}` with this call's `id`,
+  atoms as the worker encodes them (SMALL_ATOM_EXT; the binaries are sub-binaries of the frame,
+  as `decode_frame/1`'s); anything else goes to `decode_reply/1`.
+  """
+  def lent_reply(<<@reply_head, 98, id::32, 108, n::32, rest::binary>> = frame, id),
+    do: lent_results(n, rest, [], id, frame)
+
+  def lent_reply(<<@reply_head, 97, id, 108, n::32, rest::binary>> = frame, id),
+    do: lent_results(n, rest, [], id, frame)
+
+  def lent_reply(frame, _id), do: decode_reply(frame)
+
+  defp lent_results(0, <<106>>, acc, id, _frame), do: {id, {:ok, :lists.reverse(acc)}}
+
+  defp lent_results(
+         n,
+         <<104, 3, 104, 2, 115, 1, kind, 97, bits, 104, rank, rest::binary>>,
+         acc,
+         id,
+         frame
+       )
+       when kind in [?f, ?s, ?u, ?c] do
+    with {shape, <<109, size::32, data::binary-size(size), rest::binary>>} <-
+           lent_dims(rank, rest, []) do
+      lent_results(n - 1, rest, [{{kind_atom(kind), bits}, shape, data} | acc], id, frame)
+    else
+      _ -> decode_reply(frame)
+    end
+  end
+
+  defp lent_results(_n, _rest, _acc, _id, frame), do: decode_reply(frame)
+
+  defp lent_dims(0, rest, dims), do: {List.to_tuple(:lists.reverse(dims)), rest}
+  defp lent_dims(k, <<97, d, rest::binary>>, dims), do: lent_dims(k - 1, rest, [d | dims])
+
+  defp lent_dims(k, <<98, d::32, rest::binary>>, dims) when d < 2_147_483_648,
+    do: lent_dims(k - 1, rest, [d | dims])
+
+  defp lent_dims(_k, _rest, _dims), do: nil
+
+  defp kind_atom(?f), do: :f
+  defp kind_atom(?s), do: :s
+  defp kind_atom(?u), do: :u
+  defp kind_atom(?c), do: :c
+
+  # the id as term_to_binary encodes it (SMALL_INTEGER_EXT, INTEGER_EXT, then bignums)
+  defp encode_id(id) when id < 256, do: <<97, id>>
+  defp encode_id(id) when id < 2_147_483_648, do: <<98, id::32>>
+  defp encode_id(id), do: small_body(id)
+
+  defp encode_big(bin) when is_binary(bin), do: [<<109, byte_size(bin)::32>>, bin]
+
+  defp encode_big(tuple) when is_tuple(tuple) do
+    size = tuple_size(tuple)
+    header = if size < 256, do: <<104, size>>, else: <<105, size::32>>
+    [header | tuple |> Tuple.to_list() |> Enum.map(&encode_body/1)]
+  end
+
+  defp encode_big(list) when is_list(list) do
+    [<<108, length(list)::32>>, Enum.map(list, &encode_body/1), 106]
+  end
+
+  defp big_binary?(bin) when is_binary(bin), do: byte_size(bin) >= @big_binary
+  defp big_binary?(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> big_binary?()
+  defp big_binary?([head | tail]), do: big_binary?(head) or big_binary?(tail)
+  defp big_binary?(_other), do: false
+
+  @doc """
+  Decodes one frame (external term format). Frames under 64 KiB go to
+  `:erlang.binary_to_term/1`; larger ones are decoded here so that their binaries are
+  sub-binaries of `frame` (`binary_to_term/1` would copy each one).
+
+  ## Examples
+
+      iex> term = {:r, 1, [{{:f, 32}, {2}, <<0::size(70000)-unit(8)>>}], %{a: -3, b: "x"}}
+      iex> NxJax.Wire.decode_frame(:erlang.term_to_binary(term)) == term
+      true
+  """
+  def decode_frame(frame) when byte_size(frame) < @big_binary, do: :erlang.binary_to_term(frame)
+
+  def decode_frame(<<131, rest::binary>> = frame) do
+    case dec(rest) do
+      {term, <<>>} -> term
+      _ -> :erlang.binary_to_term(frame)
+    end
+  rescue
+    _ in [FunctionClauseError, MatchError, CaseClauseError] -> :erlang.binary_to_term(frame)
+  end
+
+  defp dec(<<97, int, rest::binary>>), do: {int, rest}
+  defp dec(<<98, int::signed-32, rest::binary>>), do: {int, rest}
+  defp dec(<<70, float::float-64, rest::binary>>), do: {float, rest}
+  defp dec(<<109, size::32, bin::binary-size(size), rest::binary>>), do: {bin, rest}
+  defp dec(<<106, rest::binary>>), do: {[], rest}
+  defp dec(<<104, arity, rest::binary>>), do: dec_tuple(arity, rest, [])
+  defp dec(<<105, arity::32, rest::binary>>), do: dec_tuple(arity, rest, [])
+  defp dec(<<119, len, name::binary-size(len), rest::binary>>), do: {atom(name, :utf8), rest}
+  defp dec(<<118, len::16, name::binary-size(len), rest::binary>>), do: {atom(name, :utf8), rest}
+  defp dec(<<115, len, name::binary-size(len), rest::binary>>), do: {atom(name, :latin1), rest}
+
+  defp dec(<<100, len::16, name::binary-size(len), rest::binary>>),
+    do: {atom(name, :latin1), rest}
+
+  defp dec(<<107, len::16, chars::binary-size(len), rest::binary>>),
+    do: {:binary.bin_to_list(chars), rest}
+
+  defp dec(<<108, count::32, rest::binary>>) do
+    {items, rest} = dec_many(count, rest, [])
+    {tail, rest} = dec(rest)
+    {items ++ tail, rest}
+  end
+
+  defp dec(<<116, count::32, rest::binary>>) do
+    {items, rest} = dec_many(2 * count, rest, [])
+    {items |> Enum.chunk_every(2) |> Map.new(fn [k, v] -> {k, v} end), rest}
+  end
+
+  defp dec(<<110, n, sign, digits::binary-size(n), rest::binary>>) do
+    value = :binary.decode_unsigned(digits, :little)
+    {if(sign == 0, do: value, else: -value), rest}
+  end
+
+  defp dec_tuple(arity, rest, _acc) do
+    {items, rest} = dec_many(arity, rest, [])
+    {List.to_tuple(items), rest}
+  end
+
+  defp dec_many(0, rest, acc), do: {Enum.reverse(acc), rest}
+
+  defp dec_many(count, rest, acc) do
+    {item, rest} = dec(rest)
+    dec_many(count - 1, rest, [item | acc])
+  end
+
+  defp atom(name, :utf8), do: String.to_atom(name)
+  defp atom(name, :latin1), do: name |> :unicode.characters_to_binary(:latin1) |> String.to_atom()
+
+  @doc "A text field of a frame (a binary, an atom or a charlist) as a string."
+  def to_text(text) when is_binary(text), do: text
+  def to_text(text) when is_atom(text), do: Atom.to_string(text)
+  def to_text(text) when is_list(text), do: List.to_string(text)
+  def to_text(other), do: inspect(other)
+end

@@ -1,0 +1,333 @@
+defmodule NxJax.Worker.Caller do
+  @moduledoc """
+  The calling process's side of a worker request (`NxJax.Worker`'s client API uses it): it
+  sends the request to the worker's GenServer (or borrows the port, `NxJax.Worker.LentPort`),
+  waits for the reply in its own receive loop, runs the call's hooks meanwhile, and retries a
+  call to a registered name once on the restarted worker when the worker died.
+
+  ## Waiting for a reply
+
+  The reply address is the process's kept alias (`reply_to/0`): the same from call to call,
+  as making and removing an alias for each call was a third of this client's time
+  (docs/BENCHMARKS.md section 1). A call that gives up on its reply (past its limit, or its
+  worker went down) removes the alias, so a reply that comes later is dropped, and the next
+  call makes a new one. A call made by a hook function while another call waits has an alias
+  of its own, so that its giving up cannot drop the waiting call's reply.
+
+  For `reply_spin_us` after sending, the caller polls its mailbox instead of sleeping: a busy
+  scheduler notices the reply on the port soon, where a sleeping one is woken late under OTP's
+  default scheduler polling. Each poll counts a whole time slice of reductions
+  (`poll_reductions/0`), because a scheduler checks its pollset once enough
+  reductions have run since its last check, and so that the caller gives way to other
+  processes as a yield would. The caller monitors the worker only once it stops polling (a
+  call answered while it polls costs no monitor), and checks that a local worker is alive
+  every 64th poll. A process whose replies keep coming after its polling is over stops
+  polling, trying again every 16th call.
+  """
+  alias NxJax.Worker.LentPort
+
+  @default_timeout 60_000
+  # the extra wait past a call's timeout for a GenServer that cannot answer at all (the worker
+  # enforces the deadline itself)
+  @deadline_grace 5_000
+  # (a per-process count of late replies in a row; see spin_until/3)
+  @late_replies {__MODULE__, :late_replies}
+  # (the process's kept reply alias, and whether a hook function of a call runs; see reply_to/0)
+  @reply_alias {__MODULE__, :reply_alias}
+  @in_hook {__MODULE__, :in_hook}
+  @respin_every 16
+  @alive_every 64
+  # one time slice (OTP's CONTEXT_REDS)
+  @poll_reductions 4000
+
+  @doc """
+  Sends `message` to the worker named by `opts[:server]` (default `NxJax.Worker`) and returns
+  the result, or raises `NxJax.WorkerError`. `lendable`: the call may borrow the port.
+  """
+  def request(opts, message, lendable \\ false) do
+    server = Keyword.get(opts, :server, NxJax.Worker)
+    timeout = Keyword.get(opts, :timeout, @default_timeout)
+    spin_us = Keyword.get_lazy(opts, :reply_spin_us, &NxJax.Worker.reply_spin_us/0)
+
+    unless is_integer(spin_us) and spin_us >= 0 do
+      raise ArgumentError,
+            "reply_spin_us must be a non-negative integer (microseconds), got: #{inspect(spin_us)}"
+    end
+
+    # (a retry waits for a worker other than this one under the name)
+    dest = GenServer.whereis(server)
+    on_hook = Keyword.get(opts, :on_hook)
+    reply = if lendable and on_hook == nil, do: LentPort.call(dest, message, {timeout, spin_us})
+
+    case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
+      {:ok, result} ->
+        result
+
+      {:hook_failed, kind, reason, stacktrace} ->
+        :erlang.raise(kind, reason, stacktrace)
+
+      {:error, {"WorkerExited", text, traceback}} = error ->
+        if retry?(opts, server) do
+          await_restart(server, dest, error)
+          request([{:retry, false} | opts], message, lendable)
+        else
+          raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
+        end
+
+      {:error, {class, text, traceback}} ->
+        raise NxJax.WorkerError, class: class, message: text, traceback: traceback
+    end
+  end
+
+  @doc "The reductions each poll of a polling caller counts (bench/lib.exs polls the same way)."
+  def poll_reductions, do: @poll_reductions
+
+  @doc """
+  What callers on this node share with worker `pid` (its table of live handles, its port and
+  its keeper, the atomics and the table of graph keys of the lent port, its OS pid), asked once
+  per calling process and worker; with this process's `NxJax.Worker.LentPort.pid_word/1`
+  (`me`).
+  """
+  def local(pid) do
+    case Process.get({__MODULE__, :local, pid}) do
+      nil ->
+        local = Map.put(GenServer.call(pid, :local), :me, LentPort.pid_word(self()))
+        Process.put({__MODULE__, :local, pid}, local)
+        local
+
+      local ->
+        local
+    end
+  end
+
+  # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
+  # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
+  # computes) in this process. `tag`, a new reference, tells this call's messages apart.
+  defp call_server(dest, server, message, {timeout, _spin_us} = limits, on_hook) do
+    case dest do
+      nil ->
+        {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
+
+      dest ->
+        {to, own} = reply_to()
+        tag = make_ref()
+        send(dest, {:nx_jax_request, {to, tag}, timeout, message})
+        reply = wait_reply(tag, dest, limits, @deadline_grace, on_hook, nil)
+        if own, do: :erlang.unalias(to)
+        reply
+    end
+  end
+
+  @doc """
+  Waits for the reply of the request just sent, until `timeout` plus `grace` from now; `lent`
+  is nil, or `{id, os_pid}` for a call that borrowed the port (its reply then comes from the
+  port, `tag`).
+  """
+  def wait_reply(tag, dest, {timeout, spin_us}, grace, on_hook, lent) do
+    now = System.monotonic_time(:microsecond)
+    limit = if timeout == :infinity, do: :infinity, else: div(now, 1000) + timeout + grace
+    spin = spin_until(spin_us, now, limit)
+
+    wait = %{
+      dest: dest,
+      monitor: nil,
+      limit: limit,
+      timeout: timeout,
+      on_hook: on_hook,
+      lent: lent
+    }
+
+    case await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1) do
+      # (a reply taken while polling came within reply_spin_us: no clock needed)
+      {:polled, reply} ->
+        in_time()
+        reply
+
+      reply ->
+        note_wait(spin_us, now)
+        reply
+    end
+  end
+
+  defp reply_to do
+    if Process.get(@in_hook), do: {:erlang.alias(), true}, else: {kept_alias(), false}
+  end
+
+  defp kept_alias do
+    with nil <- Process.get(@reply_alias) do
+      to = :erlang.alias()
+      Process.put(@reply_alias, to)
+      to
+    end
+  end
+
+  defp drop_reply_alias do
+    unless Process.get(@in_hook) do
+      with to when to != nil <- Process.delete(@reply_alias), do: :erlang.unalias(to)
+    end
+
+    :ok
+  end
+
+  # `spin` is nil or the monotonic microsecond until which the caller polls (see the
+  # moduledoc). The polling receive is its own, with a literal `after 0` and no `:DOWN` clause
+  # (no monitor yet): with one receive for both phases (a timeout computed at run time, even 0,
+  # and a third clause), a borrowed call took longer (docs/BENCHMARKS.md section 1).
+  defp await_reply(tag, wait, failed, spin, polls) when spin != nil do
+    receive do
+      {^tag, reply} ->
+        got_reply(tag, wait, failed, spin, polls, reply)
+
+      {:nx_jax_hook, ^tag, index, tensors} ->
+        got_hook(tag, wait, failed, spin, polls, index, tensors)
+    after
+      0 ->
+        if System.monotonic_time(:microsecond) < spin and
+             (rem(polls, @alive_every) != 0 or alive?(wait.dest)) do
+          :erlang.bump_reductions(@poll_reductions)
+          await_reply(tag, wait, failed, spin, polls + 1)
+        else
+          await_reply(tag, watch(wait), failed, nil, polls)
+        end
+    end
+  end
+
+  defp await_reply(tag, %{monitor: monitor} = wait, failed, nil, polls) do
+    receive do
+      {^tag, reply} ->
+        got_reply(tag, wait, failed, nil, polls, reply)
+
+      {:nx_jax_hook, ^tag, index, tensors} ->
+        got_hook(tag, wait, failed, nil, polls, index, tensors)
+
+      {:DOWN, ^monitor, _, _, reason} ->
+        drop_reply_alias()
+        failed || {:error, down_error(reason, wait.dest)}
+    after
+      remaining(wait.limit) ->
+        unwatch(wait)
+        drop_reply_alias()
+        failed || timed_out(wait)
+    end
+  end
+
+  defp got_reply(tag, wait, failed, spin, polls, reply) do
+    case settle(wait, tag, reply) do
+      :more ->
+        await_reply(tag, wait, failed, spin, polls)
+
+      reply ->
+        unwatch(wait)
+        reply = if failed, do: failed, else: reply
+        if spin, do: {:polled, reply}, else: reply
+    end
+  end
+
+  defp got_hook(tag, wait, failed, spin, polls, index, tensors),
+    do: await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
+
+  # The reply of a call (from its GenServer), or what came from the port of a lent call
+  # (`tag` is then the port; LentPort.settle/4).
+  defp settle(%{lent: nil}, _tag, reply), do: reply
+
+  defp settle(%{lent: lent, dest: dest}, port, message),
+    do: LentPort.settle(lent, dest, port, message)
+
+  defp timed_out(%{lent: nil, timeout: timeout}),
+    do: {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
+
+  defp timed_out(%{lent: {_id, os_pid}, timeout: timeout}),
+    do: {:expired, {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, os_pid), ""}}}
+
+  defp watch(wait), do: %{wait | monitor: Process.monitor(wait.dest)}
+
+  defp unwatch(%{monitor: nil}), do: :ok
+  defp unwatch(%{monitor: monitor}), do: Process.demonitor(monitor, [:flush])
+
+  defp alive?(pid) when is_pid(pid) and node(pid) == node(), do: Process.alive?(pid)
+  defp alive?(_remote), do: true
+
+  # A caller whose replies keep coming after its spin is over (long steps, or a queue of other
+  # calls ahead of its own) stops polling, where it would only burn a scheduler: it polls again
+  # once a reply comes within the spin, and tries every @respin_every-th call. The count of
+  # such late replies in a row is kept per process (@late_replies). A spin never outlasts the
+  # caller's limit.
+  defp spin_until(0, _now, _limit), do: nil
+
+  defp spin_until(us, now, limit) do
+    late = Process.get(@late_replies, 0)
+
+    cond do
+      late > 0 and rem(late, @respin_every) != 0 -> nil
+      limit == :infinity -> now + us
+      true -> min(now + us, limit * 1000)
+    end
+  end
+
+  defp note_wait(0, _sent), do: :ok
+
+  defp note_wait(us, sent) do
+    if System.monotonic_time(:microsecond) - sent > us,
+      do: Process.put(@late_replies, Process.get(@late_replies, 0) + 1),
+      else: in_time()
+  end
+
+  # a reply within the polling time: the count of late replies starts over
+  defp in_time do
+    if Process.get(@late_replies) != nil, do: Process.delete(@late_replies)
+    :ok
+  end
+
+  # A hook that raises fails the call once its reply arrives (the worker finishes the run);
+  # the hooks after it are not called.
+  defp run_hook(nil, _index, _tensors), do: nil
+
+  defp run_hook(on_hook, index, tensors) do
+    outer = Process.put(@in_hook, true)
+
+    try do
+      on_hook.(index, tensors)
+      nil
+    catch
+      kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
+    after
+      if outer == nil, do: Process.delete(@in_hook)
+    end
+  end
+
+  defp remaining(:infinity), do: :infinity
+  defp remaining(limit), do: max(limit - System.monotonic_time(:millisecond), 0)
+
+  defp down_error(:noproc, dest),
+    do: {"WorkerExited", "no worker is running (#{inspect(dest)})", ""}
+
+  defp down_error(:noconnection, dest) do
+    node = if is_pid(dest), do: node(dest), else: elem(dest, 1)
+    {"WorkerExited", "the node of the worker (#{node}) went down", ""}
+  end
+
+  defp down_error(reason, _dest),
+    do: {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}
+
+  defp retry?(opts, server) do
+    is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
+  end
+
+  # Waits until a worker other than `before` is registered under `server`.
+  defp await_restart(server, before, {:error, {_, text, traceback}}, tries \\ 500) do
+    case GenServer.whereis(server) do
+      pid when is_pid(pid) and pid != before ->
+        :ok
+
+      _ when tries > 0 ->
+        Process.sleep(20)
+        await_restart(server, before, {:error, {nil, text, traceback}}, tries - 1)
+
+      _ ->
+        raise NxJax.WorkerError,
+          class: "WorkerExited",
+          message: text <> "; no new worker was registered as #{inspect(server)} to retry on",
+          traceback: traceback
+    end
+  end
+end

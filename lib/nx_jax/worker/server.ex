@@ -1,0 +1,469 @@
+defmodule NxJax.Worker.Server do
+  @moduledoc """
+  The GenServer that owns one worker's port (`python -m py_backend`): it opens the port, routes
+  each reply to its caller, enforces deadlines, resends graphs the Python side forgot, owns
+  resident handles for their processes, logs what the Python side prints, and stops (for its
+  supervisor to start a fresh worker) when the Python process exits. Started by
+  `NxJax.Worker.start_link/1`; what it shares with borrowers of its port is
+  `NxJax.Worker.LentPort`'s.
+
+  Requests come as `{:nx_jax_request, {alias, tag}, timeout, message}` from
+  `NxJax.Worker.Caller`; each is written with a fresh id (`LentPort.next_id/1`) and kept in
+  `pending` as `{reply address, what to do with the reply, limit}` until its reply comes.
+  """
+  use GenServer
+  require Logger
+  alias NxJax.Wire
+  alias NxJax.Worker.LentPort
+
+  @project_root Path.expand("../../..", __DIR__)
+  # a request whose reply nobody waits for (a free after release/2 or a process's exit)
+  @ignore {nil, :ignore, :infinity}
+  # `config :nx_jax, numerics: :nx | :native` (else the node's NX_JAX_NUMERICS, else :nx) as
+  # the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its own `:env` sets it
+  @numerics [:nx, :native]
+
+  @impl true
+  def init(opts) do
+    Process.flag(:trap_exit, true)
+    python = NxJax.Worker.python_executable(opts)
+    spin_us = NxJax.Worker.spin_us(opts)
+
+    env =
+      for {k, v} <- numerics_env(Keyword.get(opts, :env, [])),
+          do: {to_charlist(k), to_charlist(v)}
+
+    port =
+      Port.open({:spawn_executable, python}, [
+        {:packet, 4},
+        :binary,
+        :nouse_stdio,
+        :exit_status,
+        {:args, ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(spin_us)]},
+        {:cd, @project_root},
+        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
+      ])
+
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    if Keyword.get(opts, :group, false), do: NxJax.Distribution.join(self())
+
+    lend_port =
+      Keyword.get_lazy(opts, :lend_port, fn -> Application.get_env(:nx_jax, :lend_port, true) end)
+
+    state = %{
+      port: port,
+      pending: %{},
+      python: python,
+      # the graph keys sent to this Python process (read by lent calls)
+      known: :ets.new(NxJax.Worker.Known, [:set, :protected, read_concurrency: true]),
+      live: :ets.new(NxJax.Worker, [:set, :public, write_concurrency: true]),
+      owners: %{},
+      # {timer, deadline}: one timer, for the earliest deadline of the pending requests
+      deadline_timer: nil,
+      os_pid: os_pid,
+      stdio_to: Keyword.get(opts, :stdio_to),
+      counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
+    }
+
+    {:ok, Map.merge(state, LentPort.owner_state(port, lend_port))}
+  end
+
+  defp numerics_env(env) do
+    if List.keymember?(env, "NX_JAX_NUMERICS", 0) do
+      env
+    else
+      numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
+
+      unless numerics in @numerics do
+        raise ArgumentError,
+              "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
+                inspect(numerics)
+      end
+
+      [{"NX_JAX_NUMERICS", Atom.to_string(numerics)} | env]
+    end
+  end
+
+  defp node_numerics do
+    case System.get_env("NX_JAX_NUMERICS") do
+      nil -> :nx
+      "nx" -> :nx
+      "native" -> :native
+      other -> other
+    end
+  end
+
+  @impl true
+  def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
+
+  def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
+
+  def handle_call(:client_stats, _from, state) do
+    lent = LentPort.lent_calls(state)
+    counts = %{state.counts | key_calls: state.counts.key_calls + lent}
+    {:reply, Map.put(counts, :lent_calls, lent), state}
+  end
+
+  def handle_call(:local, _from, state) do
+    local = Map.take(state, [:live, :port, :lend, :known, :keeper, :os_pid])
+    {:reply, local, state}
+  end
+
+  # A request from NxJax.Worker.Caller. `limit` is `:infinity` or `{deadline, timeout}`, the
+  # deadline in monotonic milliseconds of this node.
+  defp dispatch({:call, function, body}, from, limit, state) do
+    send_request(state, function, body, {from, :plain, limit})
+  end
+
+  defp dispatch({:graph_call, key, graph_bin, args, keep, owner}, from, limit, state) do
+    send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner}, limit})
+  end
+
+  defp dispatch({:put, body, owner}, from, limit, state) do
+    send_request(state, :put, body, {from, {:owned, owner}, limit})
+  end
+
+  defp dispatch({:free, handles}, from, limit, state) do
+    {_live, state} = disown(state, handles)
+    send_request(state, :free, Wire.encode_body([handles]), {from, :plain, limit})
+  end
+
+  # answered here at once (a caller on another node): the free's reply is dropped
+  defp dispatch({:release, handles}, from, _limit, state) do
+    {live, state} = free_released(state, handles)
+    GenServer.reply(from, {:ok, live})
+    state
+  end
+
+  # disowns released `handles` and sends their free, dropping its reply; returns how many of
+  # them were still live
+  defp free_released(state, handles) do
+    {live, state} = disown(state, handles)
+    {live, send_request(state, :free, Wire.encode_body([handles]), @ignore)}
+  end
+
+  # forgets `handles` (in every owner's set and in the table of live handles); returns how
+  # many of them were still live
+  defp disown(state, handles) do
+    live = NxJax.Worker.take_live(state.live, handles)
+
+    owners =
+      Map.new(state.owners, fn {pid, {monitor, owned}} ->
+        {pid, {monitor, Enum.reduce(handles, owned, &MapSet.delete(&2, &1))}}
+      end)
+
+    {live, %{state | owners: owners}}
+  end
+
+  defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}, _} = entry) do
+    {graph, state} =
+      if :ets.member(state.known, key) do
+        {nil, update_in(state.counts.key_calls, &(&1 + 1))}
+      else
+        :ets.insert(state.known, {key})
+        {graph_bin, update_in(state.counts.graph_sends, &(&1 + 1))}
+      end
+
+    id = LentPort.next_id(state)
+    enter(state, id, Wire.graph_call_frame(id, key, graph, args, keep), entry)
+  end
+
+  # `entry`: {reply address, what to do with the reply, limit}
+  defp send_request(state, function, body, entry) do
+    id = LentPort.next_id(state)
+    enter(state, id, [Wire.request_header(id, function) | body], entry)
+  end
+
+  defp enter(state, id, frame, {_from, _kind, limit} = entry) do
+    state = arm_deadline(state, limit)
+    LentPort.write(%{state | pending: Map.put(state.pending, id, entry)}, frame)
+  end
+
+  # Hands what the keeper holds to handle_info/2, in order (a reply-less frame of the port: a
+  # log line, a stale reply; or the exit status of the Python process).
+  defp drain_into(state) do
+    Enum.reduce_while(LentPort.drain(state), {:noreply, state}, fn message, {:noreply, state} ->
+      case handle_info(message, state) do
+        {:noreply, state} -> {:cont, {:noreply, state}}
+        stop -> {:halt, stop}
+      end
+    end)
+  end
+
+  # (only when the keeper holds something: a log line must not pass one printed before it)
+  defp drain_pending(state) do
+    if LentPort.kept?(state), do: drain_into(state), else: {:noreply, state}
+  end
+
+  # One timer serves every deadline: it is set for the earliest one and only moved when a
+  # request comes with an earlier one (with equal timeouts, never), so a request costs no timer.
+  defp arm_deadline(state, :infinity), do: state
+
+  defp arm_deadline(%{deadline_timer: {_, at}} = state, {deadline, _}) when at <= deadline,
+    do: state
+
+  defp arm_deadline(state, {deadline, _}) do
+    with {timer, _} <- state.deadline_timer, do: :erlang.cancel_timer(timer)
+    timer = :erlang.start_timer(deadline, self(), :nx_jax_deadlines, abs: true)
+    %{state | deadline_timer: {timer, deadline}}
+  end
+
+  @impl true
+  def handle_info({port, {:data, frame}}, %{port: port} = state) do
+    case Wire.decode_reply(frame) do
+      {id, reply} ->
+        {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
+
+      {:log, stream, line} ->
+        with {:noreply, state} <- drain_pending(state) do
+          log_line(state, stream, line)
+          {:noreply, state}
+        end
+
+      {:hook, id, index, tensors} ->
+        # a hook fired while request `id` runs: its caller runs the Elixir function
+        with %{^id => {{to, tag}, _, _}} <- state.pending,
+             do: send(to, {:nx_jax_hook, tag, index, tensors})
+
+        {:noreply, state}
+
+      other ->
+        Logger.error("nx_jax worker sent an unexpected message: #{inspect(other, limit: 20)}")
+        {:noreply, state}
+    end
+  end
+
+  def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
+    text = NxJax.WorkerError.exited_text(state.os_pid, status)
+    Logger.warning("nx_jax: #{text}; its supervisor starts a new one")
+    fail_pending(state, {"WorkerExited", text, ""})
+    {:stop, {:shutdown, {:worker_exited, status}}, %{state | pending: %{}}}
+  end
+
+  def handle_info({:EXIT, port, reason}, %{port: port} = state) do
+    # (the exit status went to the keeper if the port rested with it)
+    case drain_into(state) do
+      {:noreply, state} -> port_closed(state, reason)
+      stop -> stop
+    end
+  end
+
+  # The keeper's drain (LentPort.next_drain/1).
+  def handle_info({:timeout, timer, :nx_jax_drain}, state) do
+    if LentPort.drain_timer?(state, timer),
+      do: drain_pending(LentPort.next_drain(state)),
+      else: {:noreply, state}
+  end
+
+  # The earliest deadline passed: answer every request past its deadline with a timeout and
+  # replace the worker (kill its Python process; the exit_status that follows fails the other
+  # pending calls and stops this GenServer, and the supervisor starts a new worker); otherwise
+  # set the timer for the next deadline. A timer moved since is ignored.
+  def handle_info({:timeout, timer, :nx_jax_deadlines}, %{deadline_timer: {timer, _}} = state) do
+    now = System.monotonic_time(:millisecond)
+
+    {expired, pending} =
+      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> passed?(limit, now) end)
+
+    state = %{state | pending: Map.new(pending), deadline_timer: nil}
+
+    for {_id, {from, _, {_, timeout}}} <- expired, from != nil do
+      GenServer.reply(
+        from,
+        {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, state.os_pid), ""}}
+      )
+    end
+
+    if expired != [], do: replace_python(state)
+
+    case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
+      [] -> {:noreply, state}
+      limits -> {:noreply, arm_deadline(state, Enum.min(limits))}
+    end
+  end
+
+  def handle_info({:timeout, _stale, :nx_jax_deadlines}, state), do: {:noreply, state}
+
+  # a call that borrowed the port passed its deadline
+  def handle_info(:nx_jax_lent_expired, state) do
+    replace_python(state)
+    {:noreply, state}
+  end
+
+  # a borrowed call found that the Python side forgot the graph `key`
+  def handle_info({:nx_jax_forget, key}, state) do
+    if :ets.member(state.known, key) do
+      :ets.delete(state.known, key)
+      {:noreply, update_in(state.counts.graph_resends, &(&1 + 1))}
+    else
+      {:noreply, state}
+    end
+  end
+
+  def handle_info(:nx_jax_port_back, state), do: {:noreply, LentPort.port_back(state)}
+
+  def handle_info({:DOWN, monitor, :process, pid, _reason}, state) do
+    if LentPort.borrower_monitor?(state, monitor),
+      do: {:noreply, LentPort.borrower_down(state)},
+      else: owner_down(state, pid)
+  end
+
+  # release/2 on this node took `handles` out of the live table: free them, dropping the reply
+  def handle_info({:nx_jax_released, handles}, state) do
+    {_live, state} = free_released(state, handles)
+    {:noreply, state}
+  end
+
+  def handle_info({:nx_jax_request, from, timeout, message}, state) do
+    limit =
+      if timeout == :infinity,
+        do: :infinity,
+        else: {System.monotonic_time(:millisecond) + timeout, timeout}
+
+    {:noreply, dispatch(message, from, limit, state)}
+  end
+
+  def handle_info({:EXIT, pid, reason}, state) do
+    if LentPort.keeper?(state, pid),
+      do: {:stop, {:shutdown, {:keeper_exited, reason}}, state},
+      else: {:noreply, state}
+  end
+
+  def handle_info(_other, state), do: {:noreply, state}
+
+  @impl true
+  def terminate(_reason, state) do
+    if Port.info(state.port) != nil, do: Port.close(state.port)
+    LentPort.stop(state)
+    :ok
+  end
+
+  # The owner of resident handles exited: they are freed.
+  defp owner_down(state, pid) do
+    case Map.pop(state.owners, pid) do
+      {nil, _} ->
+        {:noreply, state}
+
+      {{_monitor, handles}, owners} ->
+        state = %{state | owners: owners}
+        Enum.each(handles, &:ets.delete(state.live, &1))
+
+        if MapSet.size(handles) == 0 do
+          {:noreply, state}
+        else
+          body = Wire.encode_body([MapSet.to_list(handles)])
+          {:noreply, send_request(state, :free, body, @ignore)}
+        end
+    end
+  end
+
+  defp port_closed(state, reason) do
+    text =
+      "the Python worker (OS pid #{state.os_pid}) exited: its port closed " <>
+        "(#{inspect(reason)}) while a request was being written, so its exit status is unknown"
+
+    fail_pending(state, {"WorkerExited", text, ""})
+    {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
+  end
+
+  # kills the Python process: its exit status then fails the pending calls and stops this
+  # GenServer, and the supervisor starts a new worker
+  defp replace_python(state) do
+    Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
+    System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+  end
+
+  defp log_line(state, stream, line) do
+    stream = Wire.to_text(stream)
+    line = Wire.to_text(line)
+    text = "nx_jax worker #{state.os_pid} #{stream}: #{line}"
+    if stream == "stderr", do: Logger.warning(text), else: Logger.info(text)
+    if state.stdio_to, do: send(state.stdio_to, {:nx_jax_stdio, stream, line})
+  end
+
+  defp fail_pending(state, error) do
+    Enum.each(state.pending, fn
+      {_id, {nil, _, _}} -> :ok
+      {_id, {from, _, _}} -> GenServer.reply(from, {:error, error})
+    end)
+  end
+
+  defp passed?(:infinity, _now), do: false
+  defp passed?({deadline, _timeout}, now), do: deadline <= now
+
+  defp complete(state, id, reply) do
+    case Map.pop(state.pending, id) do
+      {nil, _} ->
+        case LentPort.stale_reply(state, id) do
+          {true, state} ->
+            state
+
+          {false, state} ->
+            Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
+            state
+        end
+
+      {entry, pending} ->
+        finish(%{state | pending: pending}, entry, reply)
+    end
+  end
+
+  defp finish(state, {nil, :ignore, _}, _reply), do: state
+
+  # The worker does not know the key (it forgot the graph): send it again, transparently.
+  defp finish(
+         state,
+         {from, {:graph, key, _, _, _, _} = call, limit},
+         {:error, {"UnknownGraph", _, _}}
+       ) do
+    :ets.delete(state.known, key)
+    state = update_in(state.counts.graph_resends, &(&1 + 1))
+    send_graph_call(state, {from, call, limit})
+  end
+
+  defp finish(state, {from, {:graph, key, _, _, keep, owner}, _}, reply) do
+    state =
+      case reply do
+        {:ok, results} when keep ->
+          own(state, owner, for({:ref, handle} <- results, do: handle))
+
+        {:ok, _} ->
+          state
+
+        {:error, _} ->
+          :ets.delete(state.known, key)
+          state
+      end
+
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp finish(state, {from, {:owned, owner}, _}, reply) do
+    state =
+      case reply do
+        {:ok, handles} -> own(state, owner, handles)
+        _ -> state
+      end
+
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp finish(state, {from, :plain, _}, reply) do
+    GenServer.reply(from, reply)
+    state
+  end
+
+  defp own(state, owner, handles) do
+    {monitor, owned} =
+      case state.owners do
+        %{^owner => entry} -> entry
+        %{} -> {Process.monitor(owner), MapSet.new()}
+      end
+
+    owned = Enum.reduce(handles, owned, &MapSet.put(&2, &1))
+    :ets.insert(state.live, Enum.map(handles, &{&1}))
+    %{state | owners: Map.put(state.owners, owner, {monitor, owned})}
+  end
+end

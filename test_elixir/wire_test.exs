@@ -1,0 +1,4 @@
+defmodule NxJax.WireTest do
+  use ExUnit.Case, async: true
+  doctest NxJax.Wire
+end
