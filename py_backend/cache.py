@@ -45,6 +45,11 @@ class Stats:
     errors: int = 0
     graph_loads: int = 0
     unknown_graphs: int = 0
+    # requests served by a fast path of py_backend/fastcall.py, each path counted apart (the
+    # paths only fire while the Elixir encoder writes the bytes they expect)
+    fast_one_calls: int = 0
+    fast_hot_calls: int = 0
+    fast_layout_calls: int = 0
 
 
 class Use:

@@ -229,6 +229,9 @@ class Worker:
             atom("errors"): s.errors,
             atom("graph_loads"): s.graph_loads,
             atom("unknown_graphs"): s.unknown_graphs,
+            atom("fast_one_calls"): s.fast_one_calls,
+            atom("fast_hot_calls"): s.fast_hot_calls,
+            atom("fast_layout_calls"): s.fast_layout_calls,
             atom("resident"): len(self.resident),
         }
 
@@ -574,6 +577,7 @@ class Worker:
         if one is not None:
             reply = one(frame)
             if reply is not None:
+                self.cache.stats.fast_one_calls += 1
                 return reply
         return self.handle(frame)
 
@@ -583,9 +587,11 @@ class Worker:
         if hot is not None:
             reply = hot(frame)
             if reply is not None:
+                self.cache.stats.fast_hot_calls += 1
                 return reply
         match = self.layouts.match(frame)
         if match is not None:
+            self.cache.stats.fast_layout_calls += 1
             return self._fast_call(frame, match)
         # a small frame is kept until the reply, to be learned (copied) if it is a repeatable call
         learn = frame if len(frame) <= fastcall.LEARN_BELOW else None

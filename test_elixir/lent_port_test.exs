@@ -317,6 +317,85 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == lent + 2
   end
 
+  # Invariants 3 and 5 of NxJax.Worker.LentPort: frames held back while a call holds the port
+  # are written in the order they came, and at rest the port is free, with its keeper.
+  test "requests held back while a call holds the port are written in order" do
+    w = busy_worker()
+    slow = holding(w, fn -> slow_call(w) end)
+    parent = self()
+
+    # one process's requests, queued behind the borrower: answered in the order sent
+    asker =
+      spawn_link(fn ->
+        tasks =
+          for i <- 1..5, do: {i, Task.async(fn -> NxJax.Worker.call(:ping, [], server: w) end)}
+
+        send(parent, {:answers, for({i, t} <- tasks, do: {i, Task.await(t, :infinity)})})
+      end)
+
+    assert wait_until(fn -> length(:sys.get_state(w).held_back) >= 1 end, 10_000)
+    assert Task.await(slow, :infinity) == Nx.broadcast(1.0, {200, 200})
+    assert_receive {:answers, answers}, 30_000
+    assert answers == for(i <- 1..5, do: {i, :pong})
+    refute Process.alive?(asker)
+    assert_at_rest(w)
+  end
+
+  test "at rest after many mixed calls from several processes: free, with the keeper" do
+    w = start_worker()
+    x = {{:f, 32}, {2}, <<0.5::float-32-native, -1.0::float-32-native>>}
+    want = for v <- [0.5, -1.0], into: <<>>, do: <<:math.exp(v)::float-32-native>>
+    # alone, the second call of a known graph borrows the port; under the mixed load below the
+    # GenServer may hold it for every call, so no count is asserted there
+    for _ <- 1..2, do: assert(exp_call(w, [x]) == [{{:f, 32}, {2}, want}])
+    assert lent_calls(w) >= 1
+
+    results =
+      1..4
+      |> Enum.map(fn k ->
+        Task.async(fn ->
+          for i <- 1..40 do
+            case rem(i + k, 3) do
+              # a call that may borrow the port
+              0 -> exp_call(w, [x]) == [{{:f, 32}, {2}, want}]
+              # through the GenServer
+              1 -> NxJax.Worker.call(:ping, [], server: w) == :pong
+              # resident results: through the GenServer, then freed
+              2 -> free_kept(w, exp_call(w, [x], true))
+            end
+          end
+        end)
+      end)
+      |> Enum.flat_map(&Task.await(&1, :infinity))
+
+    assert Enum.all?(results)
+    assert_at_rest(w)
+    # one id per request, from one counter: at least the 160 requests (and the frees)
+    assert :atomics.get(:sys.get_state(w).lend, 2) >= 160
+  end
+
+  test "a worker that lends no port holds it for good" do
+    w = start_worker(lend_port: false)
+    state = :sys.get_state(w)
+    assert state.keeper == nil and state.holding
+    for _ <- 1..5, do: assert([{_, {2}, _}] = exp_call(w, [@zeros]))
+    state = :sys.get_state(w)
+    assert :atomics.get(state.lend, 1) == -1
+    assert Port.info(state.port, :connected) == {:connected, GenServer.whereis(w)}
+    assert lent_calls(w) == 0
+  end
+
+  defp free_kept(w, [{:ref, handle}]), do: NxJax.Worker.free([handle], server: w) == 1
+
+  defp assert_at_rest(w) do
+    assert wait_until(fn -> NxJax.Worker.pending(w) == 0 end, 10_000)
+    state = :sys.get_state(w)
+    assert :atomics.get(state.lend, 1) == 0
+    assert :atomics.get(state.lend, 3) == 0
+    assert Port.info(state.port, :connected) == {:connected, state.keeper}
+    assert state.holding == false and state.waiting == nil and state.held_back == []
+  end
+
   test "a caller killed while it holds the port: the worker serves on, its tensors intact" do
     w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)

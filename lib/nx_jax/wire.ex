@@ -111,37 +111,43 @@ defmodule NxJax.Wire do
 
   @doc """
   The reply of a borrowed call (`NxJax.Worker.LentPort`): as `decode_reply/1`, read straight
-  from the frame when it is the common one, `{:r, id, [tensor, ...]}` with this call's `id`,
-  atoms as the worker encodes them (SMALL_ATOM_EXT; the binaries are sub-binaries of the frame,
-  as `decode_frame/1`'s); anything else goes to `decode_reply/1`.
+  from the frame when it is the common one (`fast_reply/2`), by `decode_reply/1` otherwise.
   """
-  def lent_reply(<<@reply_head, 98, id::32, 108, n::32, rest::binary>> = frame, id),
-    do: lent_results(n, rest, [], id, frame)
+  def lent_reply(frame, id), do: fast_reply(frame, id) || decode_reply(frame)
 
-  def lent_reply(<<@reply_head, 97, id, 108, n::32, rest::binary>> = frame, id),
-    do: lent_results(n, rest, [], id, frame)
+  @doc """
+  The commonest reply, `{:r, id, [tensor, ...]}` with this call's `id`, read straight from its
+  bytes as the worker encodes them (atoms as SMALL_ATOM_EXT, `py_backend/channel.py`): `{id,
+  {:ok, tensors}}`, the binaries sub-binaries of the frame as `decode_frame/1`'s; nil for any
+  other frame. (Counted as `fast_replies` in `NxJax.Worker.stats/1`: if the worker's encoding
+  changes, the count stops growing.)
+  """
+  def fast_reply(<<@reply_head, 98, id::32, 108, n::32, rest::binary>>, id),
+    do: lent_results(n, rest, [], id)
 
-  def lent_reply(frame, _id), do: decode_reply(frame)
+  def fast_reply(<<@reply_head, 97, id, 108, n::32, rest::binary>>, id),
+    do: lent_results(n, rest, [], id)
 
-  defp lent_results(0, <<106>>, acc, id, _frame), do: {id, {:ok, :lists.reverse(acc)}}
+  def fast_reply(_frame, _id), do: nil
+
+  defp lent_results(0, <<106>>, acc, id), do: {id, {:ok, :lists.reverse(acc)}}
 
   defp lent_results(
          n,
          <<104, 3, 104, 2, 115, 1, kind, 97, bits, 104, rank, rest::binary>>,
          acc,
-         id,
-         frame
+         id
        )
        when kind in [?f, ?s, ?u, ?c] do
     with {shape, <<109, size::32, data::binary-size(size), rest::binary>>} <-
            lent_dims(rank, rest, []) do
-      lent_results(n - 1, rest, [{{kind_atom(kind), bits}, shape, data} | acc], id, frame)
+      lent_results(n - 1, rest, [{{kind_atom(kind), bits}, shape, data} | acc], id)
     else
-      _ -> decode_reply(frame)
+      _ -> nil
     end
   end
 
-  defp lent_results(_n, _rest, _acc, _id, frame), do: decode_reply(frame)
+  defp lent_results(_n, _rest, _acc, _id), do: nil
 
   defp lent_dims(0, rest, dims), do: {List.to_tuple(:lists.reverse(dims)), rest}
   defp lent_dims(k, <<97, d, rest::binary>>, dims), do: lent_dims(k - 1, rest, [d | dims])

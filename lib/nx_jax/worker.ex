@@ -221,9 +221,14 @@ defmodule NxJax.Worker do
 
   @doc """
   Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,
-  `graph_loads`, `unknown_graphs`, `resident`) and this client's (`graph_sends`: calls that
-  carried the graph, `key_calls`: calls that carried only its key, `graph_resends`: graphs sent
-  again after `UnknownGraph`).
+  `graph_loads`, `unknown_graphs`, `resident`, and the requests each fast path of
+  `py_backend/fastcall.py` served: `fast_one_calls`, `fast_hot_calls`, `fast_layout_calls`)
+  and this client's (`graph_sends`: calls that carried the graph, `key_calls`: calls that
+  carried only its key, `graph_resends`: graphs sent again after `UnknownGraph`, `lent_calls`:
+  calls that borrowed the port, `fast_replies`: borrowed calls whose reply was read by
+  `NxJax.Wire.fast_reply/2`). A loop of one small call should see the fast counters grow with
+  every call: if one stops, an encoder on one side no longer writes the bytes the other side's
+  fast path expects (the answers stay right, only slower).
   """
   def stats(opts \\ []) do
     server = Keyword.get(opts, :server, __MODULE__)

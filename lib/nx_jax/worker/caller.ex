@@ -120,7 +120,7 @@ defmodule NxJax.Worker.Caller do
 
   @doc """
   Waits for the reply of the request just sent, until `timeout` plus `grace` from now; `lent`
-  is nil, or `{id, os_pid}` for a call that borrowed the port (its reply then comes from the
+  is nil, or `{id, os_pid, lend}` for a call that borrowed the port (its reply then comes from the
   port, `tag`).
   """
   def wait_reply(tag, dest, {timeout, spin_us}, grace, on_hook, lent) do
@@ -236,7 +236,7 @@ defmodule NxJax.Worker.Caller do
   defp timed_out(%{lent: nil, timeout: timeout}),
     do: {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
 
-  defp timed_out(%{lent: {_id, os_pid}, timeout: timeout}),
+  defp timed_out(%{lent: {_id, os_pid, _lend}, timeout: timeout}),
     do: {:expired, {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, os_pid), ""}}}
 
   defp watch(wait), do: %{wait | monitor: Process.monitor(wait.dest)}

@@ -21,6 +21,7 @@ defmodule NxJax.Worker.LentPort do
   | 3     | `gen_server_waits` | 1 while the GenServer waits for the port: no new borrow starts |
   | 4     | `lent_calls`       | how many calls borrowed the port                              |
   | 5     | `lent_id`          | the request id of the last borrower                          |
+  | 6     | `fast_replies`     | borrowed calls whose reply `NxJax.Wire.fast_reply/2` read     |
 
   The port is in one of four states:
 
@@ -78,6 +79,7 @@ defmodule NxJax.Worker.LentPort do
   @gen_server_waits 3
   @lent_calls 4
   @lent_id 5
+  @fast_replies 6
   @gen_server -1
   # the keeper is drained every this many milliseconds while calls borrow the port, and every
   # @drain_idle_ms otherwise (next_drain/1)
@@ -106,7 +108,7 @@ defmodule NxJax.Worker.LentPort do
         if take_port(local.keeper, local.port, Wire.graph_call_frame(id, key, nil, args, false)) do
           :atomics.add(lend, @lent_calls, 1)
           # (no grace: the caller enforces the deadline of its own request, after_lent/3)
-          Caller.wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid})
+          Caller.wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid, lend})
         end
 
       give_back(dest, local, me)
@@ -202,20 +204,20 @@ defmodule NxJax.Worker.LentPort do
 
   @doc """
   What a borrower does with `message`, which came from the port while it waits for request
-  `id` (a worker whose Python process is `os_pid`): its own reply, the error of a Python
-  process that died, or `:more` when the message is for the GenServer (a log line, a late
-  reply to a call that gave up), which is handed to it.
+  `id` (a worker whose Python process is `os_pid`, atomics `lend`): its own reply, the error
+  of a Python process that died, or `:more` when the message is for the GenServer (a log line,
+  a late reply to a call that gave up), which is handed to it.
   """
-  def settle({id, os_pid}, dest, port, message) do
+  def settle({id, os_pid, lend}, dest, port, message) do
     case message do
       {:data, frame} ->
-        case Wire.lent_reply(frame, id) do
+        case Wire.fast_reply(frame, id) do
           {^id, reply} ->
+            :atomics.add(lend, @fast_replies, 1)
             reply
 
-          _other ->
-            send(dest, {port, message})
-            :more
+          nil ->
+            own_reply(Wire.decode_reply(frame), id, dest, port, message)
         end
 
       {:exit_status, status} ->
@@ -227,6 +229,14 @@ defmodule NxJax.Worker.LentPort do
     end
   end
 
+  # (a frame of the port that is not this call's reply goes to the GenServer)
+  defp own_reply({id, reply}, id, _dest, _port, _message), do: reply
+
+  defp own_reply(_other, _id, dest, port, message) do
+    send(dest, {port, message})
+    :more
+  end
+
   ## Owner (the worker's GenServer)
 
   @doc """
@@ -234,7 +244,7 @@ defmodule NxJax.Worker.LentPort do
   `lend?` false the GenServer holds the port for good.
   """
   def owner_state(port, lend?) do
-    lend = :atomics.new(5, signed: true)
+    lend = :atomics.new(6, signed: true)
     unless lend?, do: :atomics.put(lend, @lock, @gen_server)
 
     %{
@@ -260,6 +270,9 @@ defmodule NxJax.Worker.LentPort do
 
   @doc "How many calls borrowed the port."
   def lent_calls(%{lend: lend}), do: :atomics.get(lend, @lent_calls)
+
+  @doc "How many borrowed calls had their reply read by `NxJax.Wire.fast_reply/2`."
+  def fast_replies(%{lend: lend}), do: :atomics.get(lend, @fast_replies)
 
   @doc """
   Writes a request frame to the port, taking the port first if it is free; while a borrower

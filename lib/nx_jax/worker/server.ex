@@ -101,7 +101,8 @@ defmodule NxJax.Worker.Server do
   def handle_call(:client_stats, _from, state) do
     lent = LentPort.lent_calls(state)
     counts = %{state.counts | key_calls: state.counts.key_calls + lent}
-    {:reply, Map.put(counts, :lent_calls, lent), state}
+    counts = Map.merge(counts, %{lent_calls: lent, fast_replies: LentPort.fast_replies(state)})
+    {:reply, counts, state}
   end
 
   def handle_call(:local, _from, state) do
