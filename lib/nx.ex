@@ -1658,7 +1658,7 @@ defmodule Nx do
     end
   end
 
-  ## Element-wise ops, reductions, scans and windows (issue #3, part A)
+  ## More element-wise ops, reductions, scans and windows
 
   # (Nx 0.7.2's message, word for word: Nx's own tests assert it)
   defp no_complex!(%T{type: type} = tensor, name, arity) do
@@ -1687,7 +1687,7 @@ defmodule Nx do
     type
   end
 
-  @unary_float_ops_a [
+  @unary_float_ops_more [
     cosh: {"Hyperbolic cosine", "0.0", "1.0", true},
     sinh: {"Hyperbolic sine", "0.0", "0.0", true},
     acos: {"Inverse cosine", "1.0", "0.0", true},
@@ -1702,7 +1702,7 @@ defmodule Nx do
     erf_inv: {"Inverse error function", "0.0", "0.0", false}
   ]
 
-  for {name, {description, input, result, complex?}} <- @unary_float_ops_a do
+  for {name, {description, input, result, complex?}} <- @unary_float_ops_more do
     @doc type: :element
     @doc """
     #{description}, element-wise. Integer inputs give `{:f, 32}`; floating#{if complex?, do: " and complex", else: ""} inputs keep
@@ -1725,7 +1725,7 @@ defmodule Nx do
     end
   end
 
-  @unary_same_ops_a [
+  @unary_keep_type_ops [
     sign:
       {"The sign (-1, 0 or 1; `z / |z|` for complex)", "[-2.5, 0.0, 3.0]", "f32[3]",
        "[-1.0, 0.0, 1.0]", true},
@@ -1736,7 +1736,7 @@ defmodule Nx do
        "[-3.0, 1.0, 1.0]", false}
   ]
 
-  for {name, {description, input, header, result, complex?}} <- @unary_same_ops_a do
+  for {name, {description, input, header, result, complex?}} <- @unary_keep_type_ops do
     @doc type: :element
     @doc """
     #{description}, element-wise. The output has the input's type (integers pass through
@@ -1913,7 +1913,7 @@ defmodule Nx do
     apply_op(:bitcast, [tensor], %{}, type, tensor.shape, axis_names(tensor))
   end
 
-  @binary_ops_a [
+  @binary_ops_more [
     remainder:
       {"Remainder of the division, with the sign of the dividend (as `rem/2` and C's fmod)",
        :merge, "Nx.tensor([5, -5, 7])", "3", "s64[3]", "[2, -2, 1]"},
@@ -1944,7 +1944,7 @@ defmodule Nx do
        "s64[2]", "[-2, 2]"}
   ]
 
-  for {name, {description, kind, left, right, header, result}} <- @binary_ops_a do
+  for {name, {description, kind, left, right, header, result}} <- @binary_ops_more do
     type_doc =
       case kind do
         :merge -> "The output type is the merge of the input types."
@@ -2672,7 +2672,7 @@ defmodule Nx do
     apply_op(:dot, [left, right], opts, type, shape, names)
   end
 
-  ## Fourier transforms (issue #3)
+  ## Fourier transforms
 
   @doc type: :ndim
   @doc """
@@ -3202,7 +3202,7 @@ defmodule Nx do
     end
   end
 
-  ## Shape, indexing and sorting ops (issue #3, part B)
+  ## Shape, indexing and sorting ops
 
   # Runs `fun` over `args` as one graph: traced inline inside defn, one worker call eagerly.
   defp composite(fun, args), do: Nx.Defn.Compiler.jit_apply(fun, args, [])

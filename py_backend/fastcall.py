@@ -1,4 +1,4 @@
-"""Learned byte layouts of repeated ``call`` requests (the small-call fast path, issue #4).
+"""Learned byte layouts of repeated ``call`` requests (the small-call fast path).
 
 A training loop or a service sends the same key-only ``call`` request over and over: the same
 graph key, the same argument types and shapes, the same ``keep`` flag; only the request id and

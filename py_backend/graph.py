@@ -1,7 +1,9 @@
 """Decode and validate an nx_jax graph (PROTOCOL.md section 4) into plain dataclasses.
 
-Nothing here knows about JAX. Every rule of the protocol is checked before anything is lowered;
-a violation raises :class:`GraphError` naming the node id and op.
+Nothing here calls JAX. Every rule of the protocol is checked before anything is lowered; a
+violation raises :class:`GraphError` naming the node id and op. Which ops exist, their arity,
+options and checks, come from the op registry (:mod:`py_backend.ops`); the option kinds and the
+checks themselves are defined here.
 
     >>> from py_backend.channel import atom, encode
     >>> f32 = (atom("f"), 32)
@@ -19,10 +21,13 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from py_backend import channel
 from py_backend.nxtypes import SUPPORTED, NxType, to_dtype
+
+if TYPE_CHECKING:
+    from py_backend.ops import Op
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_ELEMENTS = 1 << 31
@@ -92,39 +97,39 @@ class Graph:
 # with what was expected.
 
 
-def _int(v: Any) -> int:
+def integer(v: Any) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     raise ValueError("an integer")
 
 
-def _non_neg_int(v: Any) -> int:
+def non_neg_int(v: Any) -> int:
     if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
         return v
     raise ValueError("a non-negative integer")
 
 
-def _int_or_nil(v: Any) -> int | None:
-    return None if v is None else _int(v)
+def int_or_nil(v: Any) -> int | None:
+    return None if v is None else integer(v)
 
 
-def _int_list(v: Any) -> tuple[int, ...]:
+def int_list(v: Any) -> tuple[int, ...]:
     if isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return v
     raise ValueError("a list of integers")
 
 
-def _int_list_or_nil(v: Any) -> tuple[int, ...] | None:
-    return None if v is None else _int_list(v)
+def int_list_or_nil(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else int_list(v)
 
 
-def _bool(v: Any) -> bool:
+def boolean(v: Any) -> bool:
     if isinstance(v, bool):
         return v
     raise ValueError("true or false")
 
 
-def _binary(v: Any) -> bytes:
+def binary(v: Any) -> bytes:
     if isinstance(v, bytes):
         return v
     raise ValueError("a binary")
@@ -133,20 +138,20 @@ def _binary(v: Any) -> bytes:
 _SPECIAL_NUMBERS = {"nan": math.nan, "infinity": math.inf, "neg_infinity": -math.inf}
 
 
-def _number(v: Any) -> int | float | complex:
+def number(v: Any) -> int | float | complex:
     if isinstance(v, int | float) and not isinstance(v, bool):
         return v
     if isinstance(v, _Atom) and v.name in _SPECIAL_NUMBERS:
         return _SPECIAL_NUMBERS[v.name]
     if isinstance(v, dict) and v.get(_Atom("__struct__")) == _Atom("Elixir.Complex"):
         try:
-            return complex(_real(v[_Atom("re")]), _real(v[_Atom("im")]))
+            return complex(real(v[_Atom("re")]), real(v[_Atom("im")]))
         except (KeyError, ValueError):
             pass
     raise ValueError("a number, :nan, :infinity, :neg_infinity or a %Complex{re, im}")
 
 
-def _real(v: Any) -> float:
+def real(v: Any) -> float:
     if isinstance(v, int | float) and not isinstance(v, bool):
         return float(v)
     if isinstance(v, _Atom) and v.name in _SPECIAL_NUMBERS:
@@ -154,19 +159,19 @@ def _real(v: Any) -> float:
     raise ValueError("a real number")
 
 
-def _int_list_pair(v: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def int_list_pair(v: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if isinstance(v, tuple) and len(v) == 2:
-        return (_int_list(v[0]), _int_list(v[1]))
+        return (int_list(v[0]), int_list(v[1]))
     raise ValueError("a pair {[int], [int]}")
 
 
-def _list(v: Any) -> tuple[Any, ...]:
+def atom_list(v: Any) -> tuple[Any, ...]:
     if isinstance(v, tuple):
         return tuple(x.name if isinstance(x, _Atom) else x for x in v)
     raise ValueError("a list")
 
 
-def _int_tuples(width: int) -> Callable[[Any], tuple[tuple[int, ...], ...]]:
+def int_tuples(width: int) -> Callable[[Any], tuple[tuple[int, ...], ...]]:
     """A list of ``width``-tuples of integers (``[{lo, hi}]``, ``[{lo, hi, interior}]``)."""
 
     def check(v: Any) -> tuple[tuple[int, ...], ...]:
@@ -181,7 +186,7 @@ def _int_tuples(width: int) -> Callable[[Any], tuple[tuple[int, ...], ...]]:
     return check
 
 
-def _choice(*names: str) -> Callable[[Any], str]:
+def choice(*names: str) -> Callable[[Any], str]:
     """One of the given atoms."""
 
     def check(v: Any) -> str:
@@ -213,30 +218,30 @@ class SubgraphKind:
         return tuple(parse_graph(g, limit) for g in raw)
 
 
-_SUBGRAPH = SubgraphKind()
-_SUBGRAPHS = SubgraphKind(many=True)
+SUBGRAPH = SubgraphKind()
+SUBGRAPHS = SubgraphKind(many=True)
 
 
-def _pos_int_or_nil(v: Any) -> int | None:
+def pos_int_or_nil(v: Any) -> int | None:
     if v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
         return v
     raise ValueError("a positive integer or nil")
 
-_REDUCE = {"axes": _int_list_or_nil, "keep_axes": _bool}
-_CONV = {
-    "strides": _int_list,
-    "padding": _int_tuples(2),
-    "input_dilation": _int_list,
-    "kernel_dilation": _int_list,
-    "feature_group_size": _int,
-    "batch_group_size": _int,
-    "input_permutation": _int_list,
-    "kernel_permutation": _int_list,
-    "output_permutation": _int_list,
+REDUCE_OPTS = {"axes": int_list_or_nil, "keep_axes": boolean}
+CONV_OPTS = {
+    "strides": int_list,
+    "padding": int_tuples(2),
+    "input_dilation": int_list,
+    "kernel_dilation": int_list,
+    "feature_group_size": integer,
+    "batch_group_size": integer,
+    "input_permutation": int_list,
+    "kernel_permutation": int_list,
+    "output_permutation": int_list,
 }
 
 
-def _int_pairs(v: Any) -> tuple[tuple[int, int], ...]:
+def int_pairs(v: Any) -> tuple[tuple[int, int], ...]:
     """A list of ``{lo, hi}`` integer pairs (window padding)."""
     if isinstance(v, tuple) and all(
         isinstance(p, tuple) and len(p) == 2
@@ -247,145 +252,17 @@ def _int_pairs(v: Any) -> tuple[tuple[int, int], ...]:
     raise ValueError("a list of {lo, hi} integer pairs")
 
 
-def _tie_break(v: Any) -> str:
+def tie_break(v: Any) -> str:
     if isinstance(v, _Atom) and v.name in ("low", "high"):
         return v.name
     raise ValueError(":low or :high")
 
 
-_WINDOW = {
-    "window_dimensions": _int_list,
-    "strides": _int_list,
-    "padding": _int_pairs,
-    "window_dilations": _int_list,
-}
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    min_arity: int
-    max_arity: int | None  # None: no upper bound
-    opts: Mapping[str, Kind]
-    # options a version-1 client may leave out (added to version 1 later), with their values
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _spec(arity: int | tuple[int, None], opts: Mapping[str, Kind] | None = None,
-          defaults: Mapping[str, Any] | None = None) -> OpSpec:
-    lo, hi = (arity, arity) if isinstance(arity, int) else arity
-    return OpSpec(lo, hi, opts or {}, defaults or {})
-
-
-UNARY = (
-    "exp expm1 log log1p sqrt rsqrt sin cos tan tanh sigmoid negate abs".split()
-)
-BINARY = "add subtract multiply divide pow max min".split()
-COMPARISONS = "equal not_equal less less_equal greater greater_equal".split()
-REDUCTIONS = "sum product reduce_max reduce_min mean".split()
-
-# part A: element-wise ops, reductions, scans and windows (PROTOCOL.md 4.1)
-UNARY_A = (
-    "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
-    "bitwise_not population_count count_leading_zeros conjugate"
-).split()
-PREDICATES = "is_nan is_infinity logical_not".split()  # one input, out {:u, 8}
-REAL_PARTS = "real imag".split()
-BINARY_A = (
-    "remainder quotient atan2 bitwise_and bitwise_or bitwise_xor left_shift right_shift"
-).split()
-LOGICAL = "logical_and logical_or logical_xor".split()
-INTEGER_ONLY = (
-    "bitwise_not population_count count_leading_zeros quotient bitwise_and bitwise_or "
-    "bitwise_xor left_shift right_shift"
-).split()
-PREDICATE_REDUCTIONS = "all any".split()
-ARG_REDUCTIONS = "argmax argmin".split()
-SCANS = "cumulative_sum cumulative_product cumulative_max cumulative_min".split()
-WINDOWS = "window_sum window_product window_max window_min".split()
-WINDOW_SCATTERS = "window_scatter_max window_scatter_min".split()
-
-OP_SPECS: dict[str, OpSpec] = {
-    "parameter": _spec(0, {"index": _non_neg_int}),
-    "constant": _spec(0, {"value": _number}),
-    "tensor": _spec(0, {"data": _binary}),
-    "iota": _spec(0, {"axis": _int_or_nil}),
-    "cotangent": _spec(0),
-    **{op: _spec(1) for op in UNARY},
-    **{op: _spec(2) for op in BINARY},
-    **{op: _spec(2) for op in COMPARISONS},
-    "select": _spec(3),
-    "as_type": _spec(1),
-    **{op: _spec(1, _REDUCE) for op in REDUCTIONS},
-    # part A
-    **{op: _spec(1) for op in (*UNARY_A, *PREDICATES, *REAL_PARTS)},
-    **{op: _spec(2) for op in (*BINARY_A, *LOGICAL)},
-    "bitcast": _spec(1),
-    "clip": _spec(3),
-    **{op: _spec(1, _REDUCE) for op in PREDICATE_REDUCTIONS},
-    **{
-        op: _spec(
-            1, {"axis": _int_or_nil, "keep_axis": _bool, "tie_break": _tie_break}
-        )
-        for op in ARG_REDUCTIONS
-    },
-    **{op: _spec(1, {"axis": _int, "reverse": _bool}) for op in SCANS},
-    **{op: _spec(1, _WINDOW) for op in WINDOWS},
-    **{op: _spec(3, {k: _WINDOW[k] for k in _WINDOW if k != "window_dilations"})
-       for op in WINDOW_SCATTERS},
-    "reshape": _spec(1),
-    "transpose": _spec(1, {"axes": _int_list}),
-    "broadcast": _spec(1, {"axes": _int_list}),
-    "slice": _spec(1, {"start_indices": _int_list, "lengths": _int_list, "strides": _int_list}),
-    "concatenate": _spec((1, None), {"axis": _int}),
-    "dot": _spec(2, {"contract_axes": _int_list_pair, "batch_axes": _int_list_pair}),
-    # shape, indexing and sorting (part B)
-    "pad": _spec(2, {"padding_config": _int_tuples(3)}),
-    "reverse": _spec(1, {"axes": _int_list}),
-    "dynamic_slice": _spec((1, None), {"lengths": _int_list}),
-    "put_slice": _spec((2, None)),
-    "gather": _spec(2, {"axes": _int_list}),
-    "take": _spec(2, {"axis": _int}),
-    "take_along_axis": _spec(2, {"axis": _int}),
-    "indexed_add": _spec(3, {"axes": _int_list}),
-    "indexed_put": _spec(3, {"axes": _int_list}),
-    "sort": _spec(1, {"axis": _int, "direction": _choice("asc", "desc")}),
-    "argsort": _spec(1, {"axis": _int, "direction": _choice("asc", "desc")}),
-    # linear algebra (part B)
-    "conv": _spec(2, _CONV),
-    "triangular_solve": _spec(
-        2, {"lower": _bool, "left_side": _bool, "transform_a": _choice("none", "transpose")}
-    ),
-    "solve": _spec(2),
-    "cholesky": _spec(1),
-    "determinant": _spec(1),
-    "qr": _spec(1, {"mode": _choice("reduced", "complete")}),
-    "lu": _spec(1),
-    "svd": _spec(1, {"full_matrices": _bool}),
-    # (eps and max_iter were added to version 1: absent, Nx.LinAlg.eigh's defaults)
-    "eigh": _spec(1, {"eps": _real, "max_iter": _non_neg_int},
-                  defaults={"eps": 1.0e-4, "max_iter": 1000}),
-    # Fourier transforms along the last axis (issue #3)
-    "fft": _spec(1, {"length": _int}),
-    "ifft": _spec(1, {"length": _int}),
-    "elem": _spec(1, {"index": _non_neg_int}),
-    "grad": _spec((2, None)),
-    "stop_grad": _spec(1),
-    "custom_grad": _spec(
-        (1, None), {"wrt": _int_list, "cotangents": _int_list, "grads": _int_list, "tuple": _bool}
-    ),
-    "metadata": _spec(1, {"keys": _list}),
-    "hook": _spec((1, None), {"index": _non_neg_int}),
-    "attach_token": _spec((2, None)),
-    # ops carrying sub-graphs (PROTOCOL.md 4.3)
-    "cond": _spec((1, None), {"branches": _SUBGRAPHS}),
-    "while": _spec(
-        (1, None), {"condition": _SUBGRAPH, "body": _SUBGRAPH, "max_iterations": _pos_int_or_nil}
-    ),
-    "range_loop": _spec(
-        (1, None), {"body": _SUBGRAPH, "first": _int, "step": _int, "count": _non_neg_int}
-    ),
-    "reduce": _spec((2, None), {"reducer": _SUBGRAPH, **_REDUCE}),
-    "window_reduce": _spec((2, None), {"reducer": _SUBGRAPH, **_WINDOW}),
+WINDOW_OPTS = {
+    "window_dimensions": int_list,
+    "strides": int_list,
+    "padding": int_pairs,
+    "window_dilations": int_list,
 }
 
 
@@ -452,6 +329,9 @@ def decode_graph(data: bytes | bytearray | memoryview, max_elements: int | None 
 
 def parse_graph(term: Any, max_elements: int | None = None) -> Graph:
     """A decoded graph term -> validated :class:`Graph`."""
+    # (imported here: the registry refers to this module's kinds and checks)
+    from py_backend.ops import REGISTRY as registry
+
     limit = max_elements_from_env() if max_elements is None else max_elements
     if not (isinstance(term, tuple) and len(term) == 4):
         raise GraphError("graph must be {:nx_jax_graph, version, nodes, outputs}")
@@ -464,7 +344,7 @@ def parse_graph(term: Any, max_elements: int | None = None) -> Graph:
         raise GraphError("graph nodes must be a list")
     nodes: list[Node] = []
     for position, raw in enumerate(raw_nodes):
-        nodes.append(_parse_node(raw, position, nodes, limit))
+        nodes.append(_parse_node(raw, position, nodes, limit, registry))
     outputs = channel.int_list(raw_outputs)
     if not outputs:
         raise GraphError("graph outputs must be a non-empty list of node ids")
@@ -525,7 +405,9 @@ def _parse_out(term: Any, where: str, limit: int) -> Out:
     return out
 
 
-def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
+def _parse_node(
+    raw: Any, position: int, nodes: list[Node], limit: int, registry: Mapping[str, Op]
+) -> Node:
     if not (isinstance(raw, tuple) and len(raw) == 5):
         raise GraphError(f"node at position {position}: must be {{id, op, inputs, opts, out}}")
     raw_id, raw_op, raw_inputs, raw_opts, raw_out = raw
@@ -533,9 +415,9 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
         raise GraphError(f"node at position {position}: id {raw_id!r}, expected {position}")
     op = channel.atom_name(raw_op)
     where = f"node {position} ({op if op is not None else repr(raw_op)})"
-    if op is None or op not in OP_SPECS:
-        raise GraphError(f"{where}: unknown op; the worker accepts {sorted(OP_SPECS)}")
-    spec = OP_SPECS[op]
+    spec = registry.get(op) if op is not None else None
+    if op is None or spec is None:
+        raise GraphError(f"{where}: unknown op; the worker accepts {sorted(registry)}")
     inputs = channel.int_list(raw_inputs)
     if inputs is None:
         raise GraphError(f"{where}: inputs must be a list of node ids")
@@ -583,9 +465,9 @@ def _parse_node(raw: Any, position: int, nodes: list[Node], limit: int) -> Node:
             raise GraphError(f"{where}: input {ref} ({nodes[ref].op}) is tuple-valued")
     if "vectorized" in opts:
         inner, views = vectorized_views(node, nodes, where)
-        CHECKS.get(op, _check_tensor_out)(inner, cast("list[Node]", views), where)
+        spec.check(inner, cast("list[Node]", views), where)
     else:
-        CHECKS.get(op, _check_tensor_out)(node, nodes, where)
+        spec.check(node, nodes, where)
     return node
 
 
@@ -691,7 +573,7 @@ def _check_refs(where: str, own: int, refs: Any, what: str) -> None:
 # --- per-op structural checks -----------------------------------------------------------------
 
 
-def _check_tensor_out(node: Node, nodes: list[Node], where: str) -> None:
+def check_tensor_out(node: Node, nodes: list[Node], where: str) -> None:
     if not isinstance(node.out, TensorOut):
         raise GraphError(f"{where}: out must be a tensor {{type, shape}}")
 
@@ -705,12 +587,12 @@ def _check_axes(where: str, axes: tuple[int, ...], rank: int, name: str = "axes"
         raise GraphError(f"{where}: {name} {list(axes)} invalid for rank {rank}")
 
 
-def _check_parameter(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_parameter(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
 
 
-def _check_tensor(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_tensor(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     out = node.tensor
     want = out.size * to_dtype(out.type).itemsize
     if len(node.opts["data"]) != want:
@@ -719,104 +601,108 @@ def _check_tensor(node: Node, nodes: list[Node], where: str) -> None:
         )
 
 
-def _check_iota(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_iota(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     axis = node.opts["axis"]
     if axis is not None:
         _check_axes(where, (axis,), len(node.tensor.shape), "axis")
 
 
-def _check_comparison(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_comparison(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     if node.tensor.type != NxType("u", 8):
         raise GraphError(f"{where}: a comparison's out type must be {{:u, 8}}")
 
 
-def _check_reduction(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     axes = node.opts["axes"]
     if axes is not None:
         _check_axes(where, axes, _rank(nodes, node.inputs[0]))
 
 
-# part A: element-wise ops, reductions, scans and windows
-
-
-def _check_predicate(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_predicate(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     if node.tensor.type != NxType("u", 8):
         raise GraphError(f"{where}: out type must be {{:u, 8}} (a predicate)")
-    if node.op in PREDICATE_REDUCTIONS:
-        _check_reduction(node, nodes, where)
 
 
-def _check_integer_op(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_predicate_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_predicate(node, nodes, where)
+    check_reduction(node, nodes, where)
+
+
+def check_integer_op(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     if not node.tensor.type.is_integer:
         raise GraphError(f"{where}: works on integer types only, out is {node.tensor.type}")
 
 
-def _check_real_part(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_real_part(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     if not node.tensor.type.is_float:
         raise GraphError(f"{where}: out type must be a float type, got {node.tensor.type}")
 
 
-def _check_bitcast(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_bitcast(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     source = nodes[node.inputs[0]].tensor
     if source.type.bits != node.tensor.type.bits or source.shape != node.tensor.shape:
         raise GraphError(f"{where}: bitcast needs the same shape and bit width, "
                          f"got {source} -> {node.tensor}")
 
 
-def _check_arg_reduction(node: Node, nodes: list[Node], where: str) -> None:
-    _check_integer_op(node, nodes, where)
+def check_arg_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_integer_op(node, nodes, where)
     axis = node.opts["axis"]
     if axis is not None:
         _check_axes(where, (axis,), _rank(nodes, node.inputs[0]), "axis")
 
 
-def _check_scan(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_scan(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_axes(where, (node.opts["axis"],), _rank(nodes, node.inputs[0]), "axis")
 
 
-def _check_window(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_window(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     rank = _rank(nodes, node.inputs[0])
-    for key in _WINDOW:
+    for key in WINDOW_OPTS:
         if key in node.opts and len(node.opts[key]) != rank:
             raise GraphError(f"{where}: {key} must have one entry per axis ({rank})")
     for key in ("window_dimensions", "strides", "window_dilations"):
         if any(x < 1 for x in node.opts.get(key, ())):
             raise GraphError(f"{where}: {key} must be positive integers")
-    if node.op in WINDOW_SCATTERS:
-        if node.tensor.shape != nodes[node.inputs[0]].tensor.shape:
-            raise GraphError(f"{where}: out must have the shape of the input tensor")
-        if _rank(nodes, node.inputs[1]) != rank or nodes[node.inputs[2]].tensor.shape != ():
-            raise GraphError(f"{where}: source must have the input's rank and init_value must "
-                             f"be a scalar")
 
 
-def _check_transpose(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_window_scatter(node: Node, nodes: list[Node], where: str) -> None:
+    check_window(node, nodes, where)
+    rank = _rank(nodes, node.inputs[0])
+    if node.tensor.shape != nodes[node.inputs[0]].tensor.shape:
+        raise GraphError(f"{where}: out must have the shape of the input tensor")
+    if _rank(nodes, node.inputs[1]) != rank or nodes[node.inputs[2]].tensor.shape != ():
+        raise GraphError(f"{where}: source must have the input's rank and init_value must "
+                         f"be a scalar")
+
+
+def check_transpose(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     rank = _rank(nodes, node.inputs[0])
     if sorted(node.opts["axes"]) != list(range(rank)):
         raise GraphError(f"{where}: axes {list(node.opts['axes'])} is not a permutation of "
                          f"0..{rank - 1}")
 
 
-def _check_broadcast(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_broadcast(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     axes = node.opts["axes"]
     if len(axes) != _rank(nodes, node.inputs[0]):
         raise GraphError(f"{where}: axes must have one entry per input axis")
     _check_axes(where, axes, len(node.tensor.shape))
 
 
-def _check_slice(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_slice(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     rank = _rank(nodes, node.inputs[0])
     for key in ("start_indices", "lengths", "strides"):
         if len(node.opts[key]) != rank:
@@ -825,13 +711,13 @@ def _check_slice(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: strides must be positive")
 
 
-def _check_concatenate(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_concatenate(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_axes(where, (node.opts["axis"],), len(node.tensor.shape), "axis")
 
 
-def _check_dot(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_dot(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     left, right = (_rank(nodes, i) for i in node.inputs)
     for key in ("contract_axes", "batch_axes"):
         lhs, rhs = node.opts[key]
@@ -841,8 +727,8 @@ def _check_dot(node: Node, nodes: list[Node], where: str) -> None:
         _check_axes(where, rhs, right, key)
 
 
-def _check_elem(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_elem(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     source = nodes[node.inputs[0]]
     if not isinstance(source.out, TupleOut):
         raise GraphError(f"{where}: input {source.id} ({source.op}) is not tuple-valued")
@@ -854,7 +740,7 @@ def _check_elem(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: element {index} is itself a tuple")
 
 
-def _check_grad(node: Node, nodes: list[Node], where: str) -> None:
+def check_grad(node: Node, nodes: list[Node], where: str) -> None:
     y, *xs = node.inputs
     y_out = nodes[y].tensor
     if y_out.shape != () or not (y_out.type.is_float or y_out.type.is_complex):
@@ -868,15 +754,15 @@ def _check_grad(node: Node, nodes: list[Node], where: str) -> None:
             raise GraphError(f"{where}: the gradient for node {x} must have its shape")
 
 
-def _check_hook(node: Node, nodes: list[Node], where: str) -> None:
+def check_hook(node: Node, nodes: list[Node], where: str) -> None:
     want = [nodes[i].tensor for i in node.inputs]
     if _tuple_outs(node, where) != want:
         raise GraphError(f"{where}: out must be the list of its inputs' outs "
                          f"{[str(o) for o in want]}")
 
 
-def _check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     if any(not isinstance(nodes[i].out, TensorOut) for i in node.inputs):
         raise GraphError(f"{where}: every input must be tensor-valued")
     last = nodes[node.inputs[-1]].tensor
@@ -884,7 +770,7 @@ def _check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: out must be the last input's out {last}, got {node.tensor}")
 
 
-def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
+def check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
     wrt, cotangents, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
     m = len(node.inputs)
     if len(cotangents) != m:
@@ -911,10 +797,7 @@ def _check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
     else:
         if m != 1:
             raise GraphError(f"{where}: with tuple: false, takes exactly 1 input, got {m}")
-        _check_tensor_out(node, nodes, where)
-
-
-# part B: shape, indexing, sorting and linear algebra
+        check_tensor_out(node, nodes, where)
 
 
 def _check_integer_input(node: Node, nodes: list[Node], where: str, ref: int, what: str) -> None:
@@ -923,8 +806,8 @@ def _check_integer_input(node: Node, nodes: list[Node], where: str, ref: int, wh
         raise GraphError(f"{where}: {what} (node {ref}) must have an integer type")
 
 
-def _check_pad(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_pad(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     shape = nodes[node.inputs[0]].tensor.shape
     config = node.opts["padding_config"]
     if len(config) != len(shape):
@@ -935,8 +818,8 @@ def _check_pad(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: interior padding must be non-negative")
 
 
-def _check_reverse(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_reverse(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_axes(where, node.opts["axes"], _rank(nodes, node.inputs[0]))
 
 
@@ -951,8 +834,8 @@ def _check_start_indices(node: Node, nodes: list[Node], where: str, first: int, 
         _check_integer_input(node, nodes, where, ref, "start index")
 
 
-def _check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     shape = nodes[node.inputs[0]].tensor.shape
     _check_start_indices(node, nodes, where, 1, len(shape))
     lengths = node.opts["lengths"]
@@ -962,8 +845,8 @@ def _check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: lengths {list(lengths)} invalid for shape {shape}")
 
 
-def _check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     shape = nodes[node.inputs[0]].tensor.shape
     update = nodes[node.inputs[1]].tensor.shape
     _check_start_indices(node, nodes, where, 2, len(shape))
@@ -971,9 +854,9 @@ def _check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: slice shape {update} does not fit in {shape}")
 
 
-def _check_indexing(node: Node, nodes: list[Node], where: str) -> None:
+def check_indexing(node: Node, nodes: list[Node], where: str) -> None:
     """gather, indexed_add, indexed_put: indices [..., len(axes)] into ``axes``."""
-    _check_tensor_out(node, nodes, where)
+    check_tensor_out(node, nodes, where)
     _check_integer_input(node, nodes, where, node.inputs[1], "indices")
     axes = node.opts["axes"]
     _check_axes(where, axes, _rank(nodes, node.inputs[0]))
@@ -983,8 +866,8 @@ def _check_indexing(node: Node, nodes: list[Node], where: str) -> None:
                          f"number of axes ({len(axes)})")
 
 
-def _check_take(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_take(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_integer_input(node, nodes, where, node.inputs[1], "indices")
     rank = _rank(nodes, node.inputs[0])
     _check_axes(where, (node.opts["axis"],), rank, "axis")
@@ -992,13 +875,13 @@ def _check_take(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: indices must have the rank of the tensor ({rank})")
 
 
-def _check_sort(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_sort(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_axes(where, (node.opts["axis"],), _rank(nodes, node.inputs[0]), "axis")
 
 
-def _check_conv(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_conv(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     rank = _rank(nodes, node.inputs[0])
     if rank < 3 or _rank(nodes, node.inputs[1]) != rank:
         raise GraphError(f"{where}: input and kernel must have the same rank, at least 3")
@@ -1024,12 +907,12 @@ def _check_matrix(node: Node, nodes: list[Node], where: str, square: bool = True
                          f"of them), got shape {shape}")
 
 
-def _check_linalg(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_linalg(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     _check_matrix(node, nodes, where)
 
 
-def _check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
+def check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
     want = {"qr": 2, "lu": 3, "svd": 3, "eigh": 2}[node.op]
     out = node.out
     if not (isinstance(out, TupleOut) and len(out.elements) == want
@@ -1038,8 +921,8 @@ def _check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
     _check_matrix(node, nodes, where, square=node.op in ("lu", "eigh"))
 
 
-def _check_fourier(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_fourier(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     source, out, n = nodes[node.inputs[0]].tensor, node.tensor, node.opts["length"]
     if not out.type.is_complex:
         raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
@@ -1085,7 +968,7 @@ def _inputs(node: Node, nodes: list[Node], start: int = 0) -> list[TensorOut]:
     return [nodes[i].tensor for i in node.inputs[start:]]
 
 
-def _check_cond(node: Node, nodes: list[Node], where: str) -> None:
+def check_cond(node: Node, nodes: list[Node], where: str) -> None:
     outs = _tuple_outs(node, where)
     branches = node.opts["branches"]
     preds = len(branches) - 1
@@ -1101,7 +984,7 @@ def _check_cond(node: Node, nodes: list[Node], where: str) -> None:
         _check_signature(where, f"branch {i}", branch, captures, outs)
 
 
-def _check_loop(node: Node, nodes: list[Node], where: str) -> None:
+def check_loop(node: Node, nodes: list[Node], where: str) -> None:
     state = _tuple_outs(node, where)
     n = len(state)
     if len(node.inputs) < n or _inputs(node, nodes)[:n] != state:
@@ -1122,8 +1005,8 @@ def _check_loop(node: Node, nodes: list[Node], where: str) -> None:
         _check_signature(where, "body", node.opts["body"], state + index + captures, state)
 
 
-def _check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
-    _check_tensor_out(node, nodes, where)
+def check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
     out = node.tensor
     scalar = TensorOut(out.type, ())
     x, acc = (nodes[i].tensor for i in node.inputs[:2])
@@ -1131,62 +1014,8 @@ def _check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: the tensor and the accumulator (a scalar) must have the out "
                          f"type {out.type}, got {x} and {acc}")
     if node.op == "reduce":
-        _check_reduction(node, nodes, where)
+        check_reduction(node, nodes, where)
     else:
-        _check_window(node, nodes, where)
+        check_window(node, nodes, where)
     expected = [scalar, scalar, *_inputs(node, nodes, 2)]
     _check_signature(where, "reducer", node.opts["reducer"], expected, [scalar])
-
-
-CHECKS: dict[str, Callable[[Node, list[Node], str], None]] = {
-    "parameter": _check_parameter,
-    "tensor": _check_tensor,
-    "iota": _check_iota,
-    **{op: _check_comparison for op in COMPARISONS},
-    **{op: _check_reduction for op in REDUCTIONS},
-    # part A
-    **{op: _check_predicate for op in (*PREDICATES, *LOGICAL, *PREDICATE_REDUCTIONS)},
-    **{op: _check_integer_op for op in INTEGER_ONLY},
-    **{op: _check_real_part for op in REAL_PARTS},
-    "bitcast": _check_bitcast,
-    **{op: _check_arg_reduction for op in ARG_REDUCTIONS},
-    **{op: _check_scan for op in SCANS},
-    **{op: _check_window for op in (*WINDOWS, *WINDOW_SCATTERS)},
-    "transpose": _check_transpose,
-    "broadcast": _check_broadcast,
-    "slice": _check_slice,
-    "concatenate": _check_concatenate,
-    "dot": _check_dot,
-    "elem": _check_elem,
-    "grad": _check_grad,
-    "custom_grad": _check_custom_grad,
-    "hook": _check_hook,
-    "attach_token": _check_attach_token,
-    "pad": _check_pad,
-    "reverse": _check_reverse,
-    "dynamic_slice": _check_dynamic_slice,
-    "put_slice": _check_put_slice,
-    "gather": _check_indexing,
-    "indexed_add": _check_indexing,
-    "indexed_put": _check_indexing,
-    "take": _check_take,
-    "take_along_axis": _check_take,
-    "sort": _check_sort,
-    "argsort": _check_sort,
-    "conv": _check_conv,
-    "triangular_solve": _check_linalg,
-    "solve": _check_linalg,
-    "cholesky": _check_linalg,
-    "determinant": _check_linalg,
-    "qr": _check_linalg_tuple,
-    "lu": _check_linalg_tuple,
-    "svd": _check_linalg_tuple,
-    "eigh": _check_linalg_tuple,
-    "cond": _check_cond,
-    "while": _check_loop,
-    "range_loop": _check_loop,
-    "reduce": _check_reduce_with,
-    "window_reduce": _check_reduce_with,
-    "fft": _check_fourier,
-    "ifft": _check_fourier,
-}

@@ -1,6 +1,7 @@
 """Graph -> JAX function (PROTOCOL.md sections 4.1 and 4.2). Knows nothing about ports.
 
-One op table, :data:`OPS`, maps each op name to its lowering function. Nodes are evaluated
+The lowering functions of the ops; which function lowers which op is declared in the op
+registry (:mod:`py_backend.ops`), with the op's arity, options and checks. Nodes are evaluated
 iteratively in id order and on demand (:meth:`Lowering.evaluate`) inside an :class:`Env`;
 ``grad`` and ``custom_grad`` evaluate parts of the graph again in child environments, which is
 how ``jax.grad`` and ``jax.custom_vjp`` see them as functions of the differentiated nodes.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,13 +30,6 @@ from jax import lax  # noqa: E402
 
 from py_backend import complex_math, numerics, nx_rules  # noqa: E402
 from py_backend.graph import (  # noqa: E402
-    BINARY,
-    BINARY_A,
-    COMPARISONS,
-    LOGICAL,
-    PREDICATES,
-    UNARY,
-    UNARY_A,
     Graph,
     GraphError,
     Node,
@@ -54,6 +48,13 @@ class ShapeError(ValueError):
 
 class ArgumentError(ValueError):
     """The arguments of ``run`` do not match the graph's parameters."""
+
+
+def _lowering(op: str) -> Callable[[Call], Value]:
+    # (imported here: the registry refers to this module's lowering functions)
+    from py_backend.ops import REGISTRY
+
+    return REGISTRY[op].lower
 
 
 # --- environments ----------------------------------------------------------------------------
@@ -220,7 +221,7 @@ class Lowering:
                 if "vectorized" in node.opts:
                     value = lower_vectorized(Call(node, args, env, self))
                 else:
-                    value = OPS[node.op](Call(node, args, env, self))
+                    value = _lowering(node.op)(Call(node, args, env, self))
             except Exception as exc:
                 if not isinstance(exc, GraphError | ShapeError | ArgumentError):
                     exc.add_note(f"while lowering node {n} ({node.op})")
@@ -309,14 +310,14 @@ def _cast_all(c: Call) -> list[jax.Array]:
     return [jnp.asarray(a).astype(c.dtype) for a in c.args]
 
 
-def _elementwise(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def elementwise_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(*_cast_all(c))
 
     return lower
 
 
-def _comparison(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
+def comparison_lowering(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs]
         common = to_dtype(merge(types[0], types[1]))
@@ -388,11 +389,6 @@ COMPARISON_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "greater_equal": jnp.greater_equal,
 }
 
-assert set(UNARY_FNS) == set(UNARY) and set(BINARY_FNS) == set(BINARY)
-assert set(COMPARISON_FNS) == set(COMPARISONS)
-
-
-# --- element-wise ops, reductions, scans and windows (part A) --------------------------------
 
 
 def _inexact_only(fn: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
@@ -425,7 +421,7 @@ def _right_shift(a: jax.Array, b: jax.Array) -> jax.Array:
     return lax.shift_right_logical(a, b)
 
 
-UNARY_A_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
+UNARY_FNS.update({
     "cosh": jnp.cosh,
     "sinh": jnp.sinh,
     "acos": jnp.arccos,
@@ -446,9 +442,9 @@ UNARY_A_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "population_count": lax.population_count,
     "count_leading_zeros": lax.clz,
     "conjugate": jnp.conj,
-}
+})
 
-BINARY_A_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+BINARY_FNS.update({
     "remainder": _broadcasting(lax.rem),  # sign of the dividend (C fmod, Erlang rem)
     "quotient": _broadcasting(lax.div),  # integer division truncating toward zero
     "atan2": _broadcasting(lax.atan2),
@@ -457,7 +453,7 @@ BINARY_A_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "bitwise_xor": _broadcasting(lax.bitwise_xor),
     "left_shift": _broadcasting(lax.shift_left),
     "right_shift": _right_shift,
-}
+})
 
 # Predicates: the inputs are not cast; the result is {:u, 8} holding 0 or 1.
 PREDICATE_FNS: dict[str, Callable[..., jax.Array]] = {
@@ -476,13 +472,11 @@ REAL_PART_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "imag": jnp.imag,
 }
 
-assert set(UNARY_A_FNS) == set(UNARY_A) and set(BINARY_A_FNS) == set(BINARY_A)
-assert set(PREDICATE_FNS) == {*PREDICATES, *LOGICAL}
 
 # numerics mode nx (py_backend/numerics.py): transcendental functions on doubles, rounded once,
 # and differentiated by Nx's formulas, as Nx's binary backend computes them
 if numerics.exact():
-    for _table in (UNARY_FNS, BINARY_FNS, UNARY_A_FNS, BINARY_A_FNS):
+    for _table in (UNARY_FNS, BINARY_FNS):
         _table.update({op: fn for op, fn in nx_rules.functions().items() if op in _table})
 
 
@@ -497,18 +491,18 @@ def _complex_by(
 
 # complex cbrt and atan2 have no XLA kernel: computed as Nx's Complex computes them (on top
 # of the real functions of either numerics mode)
-UNARY_A_FNS["cbrt"] = _complex_by(complex_math.cbrt, UNARY_A_FNS["cbrt"])
-BINARY_A_FNS["atan2"] = complex_math.real_atan2(BINARY_A_FNS["atan2"])
+UNARY_FNS["cbrt"] = _complex_by(complex_math.cbrt, UNARY_FNS["cbrt"])
+BINARY_FNS["atan2"] = complex_math.real_atan2(BINARY_FNS["atan2"])
 
 
-def _predicate(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def predicate_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(*(jnp.asarray(a) for a in c.args)).astype(np.uint8)
 
     return lower
 
 
-def _real_part(fn: Callable[[jax.Array], jax.Array]) -> Callable[[Call], Value]:
+def real_part_lowering(fn: Callable[[jax.Array], jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(jnp.asarray(c.args[0])).astype(c.dtype)
 
@@ -531,7 +525,7 @@ def lower_clip(c: Call) -> Value:
     return lax.clamp(low, x, high)
 
 
-def _predicate_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def predicate_reduction_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         axes = c.node.opts["axes"]
         x = jnp.asarray(c.args[0]) != 0
@@ -541,7 +535,7 @@ def _predicate_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value
     return lower
 
 
-def _arg_reduction(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def arg_reduction_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     """argmax/argmin as Nx 0.7.2 scans an axis: ``tie_break: :high`` picks the last of equal
     values; a NaN never beats the value held, so a float axis that starts with NaN answers 0
     (``:low``) or its last NaN (``:high``, where NaN ties with NaN), and any other axis answers
@@ -584,7 +578,7 @@ def _nx_arg_extreme(x: jax.Array, axis: int, is_max: bool, high: bool) -> jax.Ar
     return jnp.where(leading_nan, when_leading_nan, among_numbers)
 
 
-def _scan(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def scan_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         (x,) = _cast_all(c)
         return fn(x, axis=c.node.opts["axis"], reverse=c.node.opts["reverse"])
@@ -607,13 +601,13 @@ def _window_config(c: Call) -> tuple[tuple[int, ...], tuple[int, ...], Any, tupl
     return tuple(o["window_dimensions"]), tuple(o["strides"]), padding, tuple(dilations)
 
 
-def _lowest(dtype: np.dtype) -> Any:
+def lowest(dtype: np.dtype) -> Any:
     if jnp.issubdtype(dtype, jnp.integer):
         return np.array(jnp.iinfo(dtype).min, dtype)
     return np.array(-np.inf, dtype)
 
 
-def _highest(dtype: np.dtype) -> Any:
+def highest(dtype: np.dtype) -> Any:
     if jnp.issubdtype(dtype, jnp.integer):
         return np.array(jnp.iinfo(dtype).max, dtype)
     return np.array(np.inf, dtype)
@@ -640,7 +634,7 @@ def _window_by_slices(
     return result
 
 
-def _window_reduce(
+def window_lowering(
     monoid: Callable[[jax.Array, jax.Array], jax.Array], init: Callable[[np.dtype], Any]
 ) -> Callable[[Call], Value]:
     """window_sum/max/min: ``lax.reduce_window`` with the monoid's identity, which JAX
@@ -670,11 +664,11 @@ def lower_window_product(c: Call) -> Value:
     return _window_by_slices(c, x.astype(wide), times, np.array(1, wide)).astype(c.dtype)
 
 
-def _window_scatter(select: Any) -> Callable[[Call], Value]:
+def window_scatter_lowering(select: Any) -> Callable[[Call], Value]:
     """window_scatter_max/min: each source value is added at the position its window
     selects (the first maximum / minimum), onto ``init_value``. Uses XLA's SelectAndScatter
-    through JAX's internal ``_select_and_scatter_add`` (pinned JAX; tests/test_lower_ops_a.py
-    fails if it moves)."""
+    through JAX's internal ``_select_and_scatter_add`` (pinned JAX;
+    tests/test_lower_elementwise_windows.py fails if it moves)."""
 
     def lower(c: Call) -> Value:
         from jax._src.lax.windowed_reductions import _select_and_scatter_add
@@ -697,30 +691,6 @@ def _window_scatter(select: Any) -> Callable[[Call], Value]:
     return lower
 
 
-OPS_A: dict[str, Callable[[Call], Value]] = {
-    **{op: _elementwise(fn) for op, fn in UNARY_A_FNS.items()},
-    **{op: _elementwise(fn) for op, fn in BINARY_A_FNS.items()},
-    **{op: _predicate(fn) for op, fn in PREDICATE_FNS.items()},
-    **{op: _real_part(fn) for op, fn in REAL_PART_FNS.items()},  # abs: replaces the plain one
-    "bitcast": lower_bitcast,
-    "clip": lower_clip,
-    "all": _predicate_reduction(jnp.all),
-    "any": _predicate_reduction(jnp.any),
-    "argmax": _arg_reduction(jnp.argmax),
-    "argmin": _arg_reduction(jnp.argmin),
-    "cumulative_sum": _scan(lax.cumsum),
-    "cumulative_product": lower_cumulative_product,
-    "cumulative_max": _scan(lax.cummax),
-    "cumulative_min": _scan(lax.cummin),
-    "window_sum": _window_reduce(lax.add, lambda d: np.array(0, d)),
-    "window_max": _window_reduce(lax.max, _lowest),
-    "window_min": _window_reduce(lax.min, _highest),
-    "window_product": lower_window_product,
-    "window_scatter_max": _window_scatter(lax.ge_p),
-    "window_scatter_min": _window_scatter(lax.le_p),
-}
-
-
 # --- reductions and shapes -------------------------------------------------------------------
 
 
@@ -730,7 +700,9 @@ def _accumulator(dtype: Any) -> np.dtype:
     return nx_rules.accumulator(dtype) if numerics.exact() else np.dtype(dtype)
 
 
-def _reduction(fn: Callable[..., jax.Array], accumulates: bool = False) -> Callable[[Call], Value]:
+def reduction_lowering(
+    fn: Callable[..., jax.Array], accumulates: bool = False
+) -> Callable[[Call], Value]:
     """sum/product (``accumulates``: added or multiplied up in :func:`_accumulator`'s type,
     rounded once) and reduce_max/min."""
 
@@ -766,7 +738,7 @@ def lower_product(c: Call) -> Value:
     never multiply by the identity 1+0i (:mod:`py_backend.complex_math`)."""
     x = jnp.asarray(c.args[0]).astype(c.dtype)
     if not jnp.iscomplexobj(x):
-        return _reduction(jnp.prod, accumulates=True)(c)
+        return reduction_lowering(jnp.prod, accumulates=True)(c)
     return complex_math.product(x, c.node.opts["axes"], c.node.opts["keep_axes"])
 
 
@@ -812,7 +784,7 @@ def lower_elem(c: Call) -> Value:
     return c.args[0][c.node.opts["index"]]
 
 
-# --- shape, indexing and sorting (part B) -----------------------------------------------------
+# --- shape, indexing and sorting -------------------------------------------------------------
 # Out-of-range indices are clamped into range (take, gather, take_along_axis, indexed_*), as
 # start indices of dynamic_slice/put_slice are; see docs/COMPATIBILITY.md.
 
@@ -865,7 +837,7 @@ def lower_gather(c: Call) -> Value:
     return front.at[_index_tuple(front, indices, axes)].get(mode="clip")
 
 
-def _indexed(method: str) -> Callable[[Call], Value]:
+def indexed_lowering(method: str) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         x, indices, updates = c.args
         axes = c.node.opts["axes"]
@@ -898,7 +870,7 @@ def lower_argsort(c: Call) -> Value:
     return jnp.argsort(c.args[0], axis=axis, stable=True, descending=desc).astype(c.dtype)
 
 
-# --- linear algebra (part B) -----------------------------------------------------------------
+# --- linear algebra -------------------------------------------------------------------------
 
 
 def lower_conv(c: Call) -> Value:
@@ -1461,7 +1433,7 @@ def lower_custom_grad(c: Call) -> Value:
     return fn(wrt_vals, closed_vals)
 
 
-# --- hooks (issue #3) --------------------------------------------------------------------------
+# --- hooks ----------------------------------------------------------------------------------
 # A hook is the identity on its inputs (values and gradients) that also hands their values to
 # the sink while the computation runs: jax.debug.callback(ordered=True) fires under jit, in
 # every iteration of scan/while loops, in the taken cond branch and once per entry under vmap,
@@ -1504,10 +1476,10 @@ def lower_attach_token(c: Call) -> Value:
     return c.args[-1]
 
 
-# --- Fourier transforms (issue #3) -----------------------------------------------------------
+# --- Fourier transforms -------------------------------------------------------------------
 
 
-def _fourier(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+def fourier_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     """``fn`` (``jnp.fft.fft``/``ifft``) along the last axis of the input cast to the complex
     ``out`` type; ``n = length`` pads the axis with zeros or truncates it."""
 
@@ -1744,7 +1716,7 @@ def lower_vectorized(c: Call) -> Value:
     k: int = node.opts["vectorized"]
     in_axes = tuple(0 if flag else None for flag in node.opts["vectorized_inputs"])
     inner = inner_node(node)
-    lowering = OPS[node.op]
+    lowering = _lowering(node.op)
 
     def entry(*args: Value) -> Value:
         return lowering(Call(inner, list(args), c.env, c.lowering))
@@ -1753,68 +1725,6 @@ def lower_vectorized(c: Call) -> Value:
     for _ in range(k):
         fn = jax.vmap(fn, in_axes=in_axes)
     return fn(*c.args)
-
-
-# --- the op table ----------------------------------------------------------------------------
-
-OPS: Mapping[str, Callable[[Call], Value]] = {
-    "parameter": lower_parameter,
-    "constant": lower_constant,
-    "tensor": lower_tensor,
-    "iota": lower_iota,
-    "cotangent": lower_cotangent,
-    **{op: _elementwise(fn) for op, fn in UNARY_FNS.items()},
-    **{op: _elementwise(fn) for op, fn in BINARY_FNS.items()},
-    **{op: _comparison(fn) for op, fn in COMPARISON_FNS.items()},
-    "select": lower_select,
-    "as_type": lower_as_type,
-    "sum": _reduction(jnp.sum, accumulates=True),
-    "product": lower_product,
-    "reduce_max": _reduction(jnp.max),
-    "reduce_min": _reduction(jnp.min),
-    "mean": lower_mean,
-    **OPS_A,
-    "reshape": lower_reshape,
-    "transpose": lower_transpose,
-    "broadcast": lower_broadcast,
-    "slice": lower_slice,
-    "concatenate": lower_concatenate,
-    "dot": lower_dot,
-    "elem": lower_elem,
-    "grad": lower_grad,
-    "stop_grad": lower_stop_grad,
-    "custom_grad": lower_custom_grad,
-    "metadata": lower_metadata,
-    "hook": lower_hook,
-    "attach_token": lower_attach_token,
-    "pad": lower_pad,
-    "reverse": lower_reverse,
-    "dynamic_slice": lower_dynamic_slice,
-    "put_slice": lower_put_slice,
-    "gather": lower_gather,
-    "take": lower_take,
-    "take_along_axis": lower_take_along_axis,
-    "indexed_add": _indexed("add"),
-    "indexed_put": _indexed("set"),
-    "sort": lower_sort,
-    "argsort": lower_argsort,
-    "conv": lower_conv,
-    "triangular_solve": lower_triangular_solve,
-    "solve": lower_solve,
-    "cholesky": lower_cholesky,
-    "determinant": lower_determinant,
-    "qr": lower_qr,
-    "lu": lower_lu,
-    "svd": lower_svd,
-    "eigh": lower_eigh,
-    "cond": lower_cond,
-    "while": lower_while,
-    "range_loop": lower_range_loop,
-    "reduce": lower_reduce,
-    "window_reduce": lower_window_reduce,
-    "fft": _fourier(jnp.fft.fft),
-    "ifft": _fourier(jnp.fft.ifft),
-}
 
 
 def lower(graph: Graph, sink: HookSink | None = None) -> Callable[..., list[jax.Array]]:

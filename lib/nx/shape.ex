@@ -933,7 +933,7 @@ defmodule Nx.Shape do
     Tuple.insert_at(shape, normalized, 1)
   end
 
-  ## Shape, indexing and linear algebra rules (issue #3, part B)
+  ## Shape, indexing and linear algebra rules
 
   @doc """
   The shape after padding: `padding_config` has one `{low, high, interior}` per axis; `low`

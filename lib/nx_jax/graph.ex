@@ -106,6 +106,7 @@ defmodule NxJax.Graph do
       %{} ->
         {arg_ids, state} = Enum.map_reduce(expr.args, state, &visit/2)
         {op, opts, state} = wire_op(tensor, state)
+        NxJax.Ops.check!(op, length(arg_ids))
         id = map_size(state.ids)
         node = {id, op, arg_ids, opts, out(tensor)}
         {id, %{state | ids: Map.put(state.ids, ref, id), nodes: [node | state.nodes]}}

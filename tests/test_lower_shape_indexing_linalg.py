@@ -1,5 +1,5 @@
-"""Shape, indexing, sorting and linear-algebra ops of the lowering table (PROTOCOL.md 4.1,
-issue #3 part B) against NumPy, plus their validation and their gradients under jax.grad."""
+"""Shape, indexing, sorting and linear-algebra ops (PROTOCOL.md 4.1) against NumPy, plus their
+validation and their gradients under jax.grad."""
 
 from __future__ import annotations
 

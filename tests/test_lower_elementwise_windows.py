@@ -1,6 +1,5 @@
-"""Element-wise ops, reductions, scans and windows of the lowering table (PROTOCOL.md 4.1,
-issue #3 part A) against NumPy, plus complex types, as_type saturation, validation and
-gradients under jax.grad."""
+"""Element-wise ops, reductions, scans and windows (PROTOCOL.md 4.1) against NumPy, plus
+complex types, as_type saturation, validation and gradients under jax.grad."""
 
 from __future__ import annotations
 
@@ -21,15 +20,15 @@ from py_backend.nxtypes import NxType, merge, to_dtype
 
 from .helpers import GraphBuilder, run_graph
 
-UNARY_A = (
+MORE_UNARY = (
     "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
     "bitwise_not population_count count_leading_zeros conjugate"
 ).split()
-BINARY_A = (
+MORE_BINARY = (
     "remainder quotient atan2 bitwise_and bitwise_or bitwise_xor left_shift right_shift"
 ).split()
 TESTED = {
-    *UNARY_A, *BINARY_A, "is_nan", "is_infinity", "logical_not", "logical_and", "logical_or",
+    *MORE_UNARY, *MORE_BINARY, "is_nan", "is_infinity", "logical_not", "logical_and", "logical_or",
     "logical_xor", "real", "imag", "bitcast", "clip", "all", "any", "argmax", "argmin",
     "cumulative_sum", "cumulative_product", "cumulative_max", "cumulative_min", "window_sum",
     "window_product", "window_max", "window_min", "window_scatter_max", "window_scatter_min",
