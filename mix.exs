@@ -23,7 +23,9 @@ defmodule NxJax.MixProject do
   def application do
     [
       extra_applications: [:logger],
-      mod: {NxJax.Application, []}
+      mod: {NxJax.Application, []},
+      # the compiler that runs every graph of the front end (Nx.Defn.Compiler)
+      env: [default_compiler: NxJax]
     ]
   end
 end

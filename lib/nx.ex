@@ -230,7 +230,7 @@ defmodule Nx do
     binary =
       case concrete!(to_tensor(tensor), :to_binary) do
         %T{data: %Nx.BinaryBackend{state: binary}} -> binary
-        %T{data: %NxJax.Backend{}} = resident -> NxJax.Backend.to_binary(resident)
+        %T{data: %backend{}} = resident -> backend.to_binary(resident)
       end
 
     case opts[:limit] do
@@ -252,7 +252,8 @@ defmodule Nx do
   end
 
   defp concrete!(%T{data: %Nx.BinaryBackend{}} = tensor, _fun), do: tensor
-  defp concrete!(%T{data: %NxJax.Backend{}} = tensor, _fun), do: tensor
+  # a tensor whose data lives elsewhere (Nx.Backend): any data struct but an expression's
+  defp concrete!(%T{data: %backend{}} = tensor, _fun) when backend != Nx.Defn.Expr, do: tensor
 
   defp concrete!(%T{} = tensor, fun) do
     raise ArgumentError,
@@ -572,7 +573,7 @@ defmodule Nx do
   def backend_transfer(tensor_or_container, backend \\ Nx.BinaryBackend) do
     Nx.Defn.Composite.traverse(
       container!(tensor_or_container),
-      &NxJax.Backend.transfer(to_tensor(&1), backend)
+      &backend_of(&1, backend).transfer(to_tensor(&1), backend)
     )
   end
 
@@ -584,9 +585,43 @@ defmodule Nx do
   def backend_copy(tensor_or_container, backend \\ Nx.BinaryBackend) do
     Nx.Defn.Composite.traverse(
       container!(tensor_or_container),
-      &NxJax.Backend.copy(to_tensor(&1), backend)
+      &backend_of(&1, backend).copy(to_tensor(&1), backend)
     )
   end
+
+  # The module that moves a tensor to `target`: its own backend when its data lives elsewhere
+  # (an `Nx.Backend`), else the target's (Nx.BinaryBackend for a binary tensor staying one).
+  defp backend_of(%T{data: %source{}}, _target)
+       when source not in [Nx.BinaryBackend, Nx.Defn.Expr],
+       do: source
+
+  defp backend_of(_tensor_or_number, target) do
+    case target do
+      {module, opts} when is_atom(module) and is_list(opts) ->
+        backend_of(nil, module)
+
+      Nx.BinaryBackend ->
+        Nx.BinaryBackend
+
+      module when is_atom(module) ->
+        if(Nx.Backend.backend?(module), do: module, else: unknown!(module))
+
+      other ->
+        unknown!(other)
+    end
+  end
+
+  defp unknown!(backend) do
+    raise ArgumentError,
+          "unknown backend #{inspect(backend)}: tensors live in Nx.BinaryBackend (Elixir " <>
+            "memory) or in a backend that keeps them elsewhere (an Nx.Backend)"
+  end
+
+  defp deallocate(%T{data: %backend{}} = tensor)
+       when backend not in [Nx.BinaryBackend, Nx.Defn.Expr],
+       do: backend.deallocate(tensor)
+
+  defp deallocate(_tensor), do: :already_deallocated
 
   defp container!(data),
     do: Nx.Defn.Composite.container!(data, "expected a tensor, a number or a container of them")
@@ -597,11 +632,11 @@ defmodule Nx do
   or `:already_deallocated` for a single tensor that was not resident (tensors in Elixir memory
   are freed by the garbage collector).
   """
-  def backend_deallocate(%T{} = tensor), do: NxJax.Backend.deallocate(tensor)
+  def backend_deallocate(%T{} = tensor), do: deallocate(tensor)
 
   def backend_deallocate(container) do
     for %T{} = tensor <- Nx.Defn.Composite.flatten_list([container!(container)]),
-        do: NxJax.Backend.deallocate(tensor)
+        do: deallocate(tensor)
 
     :ok
   end

@@ -1,12 +1,12 @@
 defmodule NxJax.DefnGraphTest do
-  # Pure tests of the expression layer and NxJax.Graph: no worker, no Nx ops.
+  # Pure tests of the expression layer and Nx.Defn.Graph: no worker, no Nx ops.
   use ExUnit.Case, async: true
 
   alias Nx.Defn.{Composite, Expr, Grad}
-  alias NxJax.Graph
+  alias Nx.Defn.Graph
 
   doctest Nx.Defn.Composite
-  doctest NxJax.Graph
+  doctest Nx.Defn.Graph
   doctest Nx.Defn.Expr
   doctest Nx.Defn.Kernel
   doctest Nx.Defn.Compiler

@@ -72,18 +72,28 @@ defmodule NxJax.OpRegistryTest do
   end
 
   test "a graph with an op the worker does not have is refused before it is sent" do
-    x = Nx.Defn.Expr.parameter(0, {:f, 32}, {2})
-    bad = Nx.Defn.Expr.expr(:no_such_op, [x], %{}, x)
+    bad = fn x -> Nx.Defn.Expr.expr(:no_such_op, [x], %{}, x) end
 
     assert_raise ArgumentError, ~r/:no_such_op is not an op of the wire graph/, fn ->
-      NxJax.Graph.encode(bad)
+      Nx.Defn.jit(bad).(Nx.tensor([1.0, 2.0]))
     end
 
-    too_many = Nx.Defn.Expr.expr(:exp, [x, x], %{}, x)
+    too_many = fn x -> Nx.Defn.Expr.expr(:exp, [x, x], %{}, x) end
 
     assert_raise ArgumentError, ~r/graph op :exp takes 1 inputs, got 2/, fn ->
-      NxJax.Graph.encode(too_many)
+      Nx.Defn.jit(too_many).(Nx.tensor([1.0, 2.0]))
     end
+
+    # inside a sub-graph too
+    body = {:nx_jax_graph, 1, [{0, :no_such_op, [], %{}, {{:f, 32}, {2}}}], [0]}
+    loop = {:nx_jax_graph, 1, [{0, :while, [0], %{body: body, condition: body}, nil}], [0]}
+
+    assert_raise ArgumentError, ~r/:no_such_op is not an op/, fn ->
+      NxJax.Ops.check_graph!(loop)
+    end
+
+    # nothing reached the worker: it still serves
+    assert Nx.Defn.jit(&Nx.exp/1).(Nx.tensor(0.0)) == Nx.tensor(1.0)
   end
 
   test "every op the tracer writes for the Nx API is in the registry" do
@@ -95,7 +105,7 @@ defmodule NxJax.OpRegistryTest do
     end
 
     outputs = Nx.Defn.debug_expr(fun).(Nx.iota({2, 3}, type: :f32), Nx.iota({3, 2}, type: :f32))
-    {nodes, _} = NxJax.Graph.nodes(outputs)
+    {nodes, _} = Nx.Defn.Graph.nodes(outputs)
     used = nodes |> Enum.map(&elem(&1, 1)) |> Enum.uniq()
     assert Enum.all?(used, &match?({:ok, _}, NxJax.Ops.fetch(&1)))
     assert :qr in used and :stop_grad in used and :window_max in used

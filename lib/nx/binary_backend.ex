@@ -12,6 +12,12 @@ defmodule Nx.BinaryBackend do
 
   @type t :: %__MODULE__{state: binary}
 
+  @doc false
+  # Nx.backend_copy/2 and Nx.backend_transfer/2 of a tensor in Elixir memory to Elixir memory:
+  # the tensor itself (its binary is immutable).
+  def copy(%Nx.Tensor{data: %__MODULE__{}} = tensor, _backend), do: tensor
+  def transfer(%Nx.Tensor{data: %__MODULE__{}} = tensor, _backend), do: tensor
+
   @doc """
   Encodes a flat list of numbers as a binary of `type`.
 

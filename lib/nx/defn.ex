@@ -365,8 +365,10 @@ defmodule Nx.Defn do
       raise ArgumentError, ":hooks option must be a map"
     end
 
-    if Nx.default_backend() == NxJax.Backend,
-      do: {NxJax.Backend, []},
+    backend = Nx.default_backend()
+
+    if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
+      do: {backend, []},
       else: {Nx.BinaryBackend, []}
   end
 

@@ -18,6 +18,8 @@ defmodule NxJax.Backend do
   that process exits, its handles are freed on the worker. A resident tensor is not `==` to a
   binary one with the same values: transfer it first.
   """
+  @behaviour Nx.Backend
+
   @enforce_keys [:worker, :handle]
   defstruct [:worker, :handle]
 
@@ -37,6 +39,7 @@ defmodule NxJax.Backend do
     do: {type, shape, Nx.to_binary(tensor)}
 
   @doc "The data of a resident tensor, fetched from its worker (it stays resident)."
+  @impl true
   def to_binary(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
     [{_type, _shape, binary}] = NxJax.Worker.fetch([handle], server: alive!(worker))
     binary
@@ -46,6 +49,7 @@ defmodule NxJax.Backend do
   Copies a concrete tensor to `backend` (`Nx.BinaryBackend` or `NxJax.Backend`, optionally as
   `{backend, opts}`); the source stays valid.
   """
+  @impl true
   def copy(tensor, backend) do
     case {tensor.data, backend_module(backend)} do
       {%__MODULE__{}, Nx.BinaryBackend} -> binary_tensor(tensor, to_binary(tensor))
@@ -56,6 +60,7 @@ defmodule NxJax.Backend do
   end
 
   @doc "Moves a concrete tensor to `backend`, freeing the resident source when it moves off."
+  @impl true
   def transfer(%Nx.Tensor{data: %__MODULE__{}} = tensor, backend) do
     if backend_module(backend) == __MODULE__ do
       tensor
@@ -69,6 +74,7 @@ defmodule NxJax.Backend do
   def transfer(tensor, backend), do: copy(tensor, backend)
 
   @doc "Frees a resident tensor: `:ok`, or `:already_deallocated` when it was not resident."
+  @impl true
   def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
     # nothing waits for the worker: the client's table of live handles answers
     if Process.alive?(worker) and NxJax.Worker.release([handle], server: worker) == 1,
@@ -80,6 +86,7 @@ defmodule NxJax.Backend do
 
   @doc false
   # Called by Inspect for tensors whose data is this struct.
+  @impl true
   def inspect(%Nx.Tensor{} = tensor, opts) do
     body =
       binary_tensor(tensor, to_binary(tensor))

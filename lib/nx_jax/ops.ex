@@ -4,8 +4,8 @@ defmodule NxJax.Ops do
   registry of the Elixir side. Each entry names its ops, their number of inputs (an integer,
   or `{min, :infinity}`) and the options the worker reads.
 
-  `NxJax.Graph` refuses a node whose op is not here, or whose number of inputs is not the
-  op's, before anything is sent. The worker's registry (`py_backend/ops.py`) declares the same
+  `NxJax` refuses a graph with a node whose op is not here, or whose number of inputs is not
+  the op's (`check_graph!/1`), before anything is sent. The worker's registry (`py_backend/ops.py`) declares the same
   ops in the same families, with their checks and lowering; a test
   (`test_elixir/op_registry_test.exs`) holds this list, the worker's and PROTOCOL.md's tables
   equal.
@@ -153,6 +153,24 @@ defmodule NxJax.Ops do
                 "cannot run it (NxJax.Ops.ops/0 lists those it runs)"
     end
   end
+
+  @doc """
+  `check!/2` on every node of a wire graph, its sub-graphs included.
+  """
+  @spec check_graph!(tuple) :: :ok
+  def check_graph!({:nx_jax_graph, _version, nodes, _outputs}) do
+    Enum.each(nodes, fn {_id, op, inputs, opts, _out} ->
+      check!(op, length(inputs))
+      Enum.each(opts, fn {_key, value} -> check_subgraphs!(value) end)
+    end)
+  end
+
+  defp check_subgraphs!({:nx_jax_graph, _, _, _} = graph), do: check_graph!(graph)
+
+  defp check_subgraphs!([{:nx_jax_graph, _, _, _} | _] = graphs),
+    do: Enum.each(graphs, &check_graph!/1)
+
+  defp check_subgraphs!(_value), do: :ok
 
   defp takes?({min, :infinity}, n), do: n >= min
   defp takes?(arity, n), do: n == arity

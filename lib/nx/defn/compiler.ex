@@ -1,12 +1,38 @@
 defmodule Nx.Defn.Compiler do
   @moduledoc """
-  Jits functions: traces them on parameters, encodes the result with `NxJax.Graph`,
-  runs the graph on the worker and rebuilds the result container from the concrete
-  tensors that come back.
+  Jits functions: traces them on parameters, encodes the result with `Nx.Defn.Graph`,
+  hands the graph to the compiler that runs it and rebuilds the result container from the
+  concrete tensors that come back.
 
   This is the machinery behind `Nx.Defn.jit/2`, calls to `defn` functions from outside
   `defn`, and eager `Nx` operations; users call those instead.
+
+  ## The compiler behaviour
+
+  A compiler runs graphs; the front end (tracing, caching the traces, containers) knows no
+  compiler by name. The one that runs every graph is the `:default_compiler` of the
+  `:nx_jax` application environment (nx_jax's own, `NxJax`, which runs them on the JAX
+  worker); it implements two callbacks:
+
+    * `c:__compile__/1` - once per trace: the graph term of `Nx.Defn.Graph.encode/1`, to
+      whatever the compiler runs later
+    * `c:__run__/5` - on every call: runs a compiled graph on the concrete arguments it
+      takes, and returns one tensor per output template (a tensor of `Nx.BinaryBackend`, or
+      of the compiler's `Nx.Backend` where results stay resident); `hooks` are the trace's
+      hooks by index (`{name, fun, template}`), which it calls with the hooked values
   """
+
+  @doc "Prepares the graph of a trace for `c:__run__/5` (called once per trace)."
+  @callback __compile__(graph :: tuple) :: term
+
+  @doc "Runs a compiled graph on `args`: one tensor per template of `templates`."
+  @callback __run__(
+              compiled :: term,
+              args :: [Nx.Tensor.t()],
+              templates :: [Nx.Tensor.t()],
+              hooks :: %{non_neg_integer => {atom | nil, function, term}},
+              opts :: keyword
+            ) :: [Nx.Tensor.t()]
 
   alias Nx.Defn.{Composite, Expr}
 
@@ -27,7 +53,7 @@ defmodule Nx.Defn.Compiler do
       apply(impl, args)
     else
       case Nx.Defn.default_options() do
-        [] -> with_current(NxJax, fn -> cached(impl, impl, args, []) end)
+        [] -> with_current(runtime(), fn -> cached(impl, impl, args, []) end)
         defaults -> run(impl, impl, args, defaults)
       end
     end
@@ -37,12 +63,26 @@ defmodule Nx.Defn.Compiler do
 
   @doc """
   The compiler of the `defn` or jitted function being traced (the `:compiler` option given,
-  or `NxJax`, which runs everything on the worker); `nil` outside of one, as in Nx 0.7.2.
+  or the default compiler, which runs every graph); `nil` outside of one, as in Nx 0.7.2.
   """
   @spec current() :: module | nil
   def current, do: Process.get(@current_key)
 
   defp with_current(compiler, fun), do: Expr.with_process_value(@current_key, compiler, fun)
+
+  # the compiler that runs every graph: `config :nx_jax, default_compiler: module` (mix.exs
+  # sets nx_jax's own), read once
+  defp runtime do
+    case :persistent_term.get({__MODULE__, :runtime}, nil) do
+      nil ->
+        module = Application.fetch_env!(:nx_jax, :default_compiler)
+        :persistent_term.put({__MODULE__, :runtime}, module)
+        module
+
+      module ->
+        module
+    end
+  end
 
   @doc """
   Traces `fun` on `args` and runs it on the worker; see `Nx.Defn.jit_apply/3`.
@@ -57,24 +97,27 @@ defmodule Nx.Defn.Compiler do
       else: run({:jit, fun}, fun, args, Keyword.merge(Nx.Defn.default_options(), opts))
   end
 
-  # what a call to the worker takes (NxJax.Worker.run/3, NxJax.Pool, hooks)
+  # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
   @worker_options [:timeout, :server, :hooks, :retry, :retryable, :reply_spin_us]
 
   # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
-  # returns the traced expression, as in Nx; nx_jax's own (`nil`, `NxJax`) runs on the
-  # worker; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) runs on the worker too, which
-  # the log says once per compiler. The options meant for that compiler are not passed on.
+  # returns the traced expression, as in Nx; the default compiler (`nil`, or named) runs
+  # the graph; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) has the default compiler run
+  # it too, which the log says once per compiler. The options meant for that compiler are
+  # not passed on.
   defp run(id, fun, args, opts) do
-    compiler = Keyword.get(opts, :compiler) || NxJax
+    compiler = Keyword.get(opts, :compiler) || runtime()
     with_current(compiler, fn -> run_with(id, fun, args, opts) end)
   end
 
   defp run_with(id, fun, args, opts) do
+    runtime = runtime()
+
     case Keyword.pop(opts, :compiler) do
       {Nx.Defn.Debug, _opts} ->
         trace(fun, args)
 
-      {compiler, opts} when compiler in [nil, NxJax] ->
+      {compiler, opts} when compiler in [nil, runtime] ->
         cached(id, fun, args, opts)
 
       {compiler, opts} when is_atom(compiler) ->
@@ -95,7 +138,7 @@ defmodule Nx.Defn.Compiler do
       require Logger
 
       Logger.info(
-        "nx_jax: defn runs on the JAX worker; the compiler #{inspect(compiler)} " <>
+        "nx_jax: defn runs on #{inspect(runtime())}; the compiler #{inspect(compiler)} " <>
           "(and its options) is not used"
       )
     end
@@ -266,22 +309,16 @@ defmodule Nx.Defn.Compiler do
         {:no_tensors, result}
 
       _leaves ->
-        {graph, parameters, container} = NxJax.Graph.encode(result)
+        {graph, parameters, container} = Nx.Defn.Graph.encode(result)
         parameters = if parameters == Enum.to_list(0..(count - 1)//1), do: :all, else: parameters
-        graph_bin = :erlang.term_to_binary(graph)
         templates = Composite.flatten_list([container])
-
-        {:graph, graph_bin, NxJax.Worker.graph_key(graph_bin), parameters, container, templates,
-         hooks}
+        {:graph, runtime().__compile__(graph), parameters, container, templates, hooks}
     end
   end
 
   defp execute({:no_tensors, result}, _args, _opts), do: result
 
-  # Placement (NxJax.Pool): where a resident argument lives, else the least busy worker.
-  # Results stay resident when an argument was, or when the process's default backend is
-  # NxJax.Backend.
-  defp execute({:graph, graph_bin, key, parameters, container, templates, hooks}, args, opts) do
+  defp execute({:graph, compiled, parameters, container, templates, hooks}, args, opts) do
     args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
     args = Enum.map(args, &made/1)
 
@@ -290,51 +327,14 @@ defmodule Nx.Defn.Compiler do
       raise "cannot perform operations on a Nx.TemplateBackend tensor"
     end
 
-    home = Enum.find_value(args, &NxJax.Backend.worker/1)
-    keep = home != nil or Nx.default_backend() == NxJax.Backend
-
-    NxJax.Pool.with_worker(
-      Keyword.get(opts, :server) || home,
-      fn server ->
-        wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
-        call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
-        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
-        rebuild(container, templates, results, server)
-      end,
-      opts
-    )
+    case runtime().__run__(compiled, args, templates, hooks, opts) do
+      # one tensor, the common case, without the walk
+      [result] when is_struct(container, Nx.Tensor) -> result
+      results -> Nx.Defn.Graph.rebuild(container, results)
+    end
   end
 
   defp taken(parameters, args), do: Enum.map(parameters, &elem(args, &1))
-
-  # the result container (one tensor, the common case, without the walk)
-  defp rebuild(%Nx.Tensor{} = template, _templates, [result], server),
-    do: from_wire(template, result, server)
-
-  defp rebuild(container, templates, results, server) do
-    from_wire = &from_wire(&1, &2, server)
-    NxJax.Graph.rebuild(container, Enum.zip_with(templates, results, from_wire))
-  end
-
-  # vectorized arguments travel devectorized (their full shape)
-  defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
-  defp full_shape(tensor), do: Nx.devectorize(tensor, keep_names: false)
-
-  # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`
-  # option overrides it by name) on the concrete values, in the hooked container.
-  defp on_hook(hooks, _opts, _server) when hooks == %{}, do: nil
-
-  defp on_hook(hooks, opts, server) do
-    overrides = Keyword.get(opts, :hooks) || %{}
-
-    fn index, wire ->
-      with {:ok, {name, fun, template}} <- Map.fetch(hooks, index),
-           fun when is_function(fun, 1) <- (name && Map.get(overrides, name)) || fun do
-        templates = Composite.flatten_list([template])
-        fun.(Composite.fill(template, Enum.zip_with(templates, wire, &from_wire(&1, &2, server))))
-      end
-    end
-  end
 
   @doc """
   Converts a number or a concrete tensor to a concrete tensor (as `Nx.to_tensor/1`),
@@ -353,32 +353,4 @@ defmodule Nx.Defn.Compiler do
   end
 
   def to_concrete(tensor_or_number), do: Nx.to_tensor(tensor_or_number)
-
-  # The worker must answer with the declared type and shape (PROTOCOL 4).
-  defp from_wire(%Nx.Tensor{vectorized_axes: [_ | _]} = template, result, server) do
-    # a vectorized result comes back devectorized: check its full shape
-    result =
-      template
-      |> Nx.devectorize(keep_names: false)
-      |> from_wire(result, server)
-      |> Nx.vectorize(template.vectorized_axes)
-
-    %Nx.Tensor{result | names: template.names}
-  end
-
-  defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}, _) do
-    %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
-  end
-
-  defp from_wire(%Nx.Tensor{} = template, {:ref, handle}, server) do
-    %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle}}
-  end
-
-  defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}, _) do
-    raise NxJax.WorkerError,
-      class: "ShapeError",
-      message:
-        "the worker returned #{inspect(wire_type)} #{inspect(wire_shape)} for an output " <>
-          "declared #{inspect(type)} #{inspect(shape)}"
-  end
 end

@@ -1,7 +1,8 @@
-defmodule NxJax.Graph do
+defmodule Nx.Defn.Graph do
   @moduledoc """
-  Turns the result of a trace (a container of expression tensors) into the canonical
-  wire graph of `docs/PROTOCOL.md` (section 4):
+  Turns the result of a trace (a container of expression tensors) into its canonical
+  graph, the form a compiler (`Nx.Defn.Compiler`) receives, and the one `docs/PROTOCOL.md`
+  (section 4) sends to the worker:
 
       {:nx_jax_graph, 1, nodes, output_ids}
 
@@ -20,7 +21,7 @@ defmodule NxJax.Graph do
 
       iex> x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
       iex> y = Nx.Defn.Expr.expr(:exp, [x], %{}, x)
-      iex> {graph, [0], _container} = NxJax.Graph.encode(y)
+      iex> {graph, [0], _container} = Nx.Defn.Graph.encode(y)
       iex> graph
       {:nx_jax_graph, 1,
        [{0, :parameter, [], %{index: 0}, {{:f, 32}, {}}}, {1, :exp, [0], %{}, {{:f, 32}, {}}}],
@@ -106,7 +107,6 @@ defmodule NxJax.Graph do
       %{} ->
         {arg_ids, state} = Enum.map_reduce(expr.args, state, &visit/2)
         {op, opts, state} = wire_op(tensor, state)
-        NxJax.Ops.check!(op, length(arg_ids))
         id = map_size(state.ids)
         node = {id, op, arg_ids, opts, out(tensor)}
         {id, %{state | ids: Map.put(state.ids, ref, id), nodes: [node | state.nodes]}}

@@ -1,0 +1,94 @@
+defmodule NxJax do
+  @moduledoc """
+  nx_jax's compiler: runs the graphs of `defn`, `Nx.Defn.jit/2` and eager `Nx` ops on the
+  JAX worker. It is the `:default_compiler` of the `:nx_jax` application (`Nx.Defn.Compiler`
+  describes the two callbacks); `Nx.Defn.Compiler.current/0` names it while tracing.
+
+  A graph is checked against the op registry (`NxJax.Ops`) and sent once (its key,
+  `NxJax.Worker.graph_key/1`, afterwards). Each call goes to the worker where a resident
+  argument lives, else to the least busy one of the pool (`NxJax.Pool`); results stay
+  resident there (`NxJax.Backend`) when an argument was, or when the calling process's default
+  backend is `NxJax.Backend`.
+  """
+
+  @behaviour Nx.Defn.Compiler
+
+  @impl true
+  def __compile__(graph) do
+    NxJax.Ops.check_graph!(graph)
+    graph_bin = :erlang.term_to_binary(graph)
+    {graph_bin, NxJax.Worker.graph_key(graph_bin)}
+  end
+
+  @impl true
+  def __run__({graph_bin, key}, args, templates, hooks, opts) do
+    home = Enum.find_value(args, &NxJax.Backend.worker/1)
+    keep = home != nil or Nx.default_backend() == NxJax.Backend
+
+    NxJax.Pool.with_worker(
+      Keyword.get(opts, :server) || home,
+      fn server ->
+        wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
+        call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+        from_wire_all(templates, results, server)
+      end,
+      opts
+    )
+  end
+
+  # (one result, the common case, without the zip)
+  defp from_wire_all([template], [result], server), do: [from_wire(template, result, server)]
+
+  defp from_wire_all(templates, results, server),
+    do: Enum.zip_with(templates, results, &from_wire(&1, &2, server))
+
+  # vectorized arguments travel devectorized (their full shape)
+  defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
+  defp full_shape(tensor), do: Nx.devectorize(tensor, keep_names: false)
+
+  # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`
+  # option overrides it by name) on the concrete values, in the hooked container.
+  defp on_hook(hooks, _opts, _server) when hooks == %{}, do: nil
+
+  defp on_hook(hooks, opts, server) do
+    overrides = Keyword.get(opts, :hooks) || %{}
+
+    fn index, wire ->
+      with {:ok, {name, fun, template}} <- Map.fetch(hooks, index),
+           fun when is_function(fun, 1) <- (name && Map.get(overrides, name)) || fun do
+        templates = Nx.Defn.Composite.flatten_list([template])
+        values = from_wire_all(templates, wire, server)
+        fun.(Nx.Defn.Composite.fill(template, values))
+      end
+    end
+  end
+
+  # The worker must answer with the declared type and shape (PROTOCOL 4).
+  defp from_wire(%Nx.Tensor{vectorized_axes: [_ | _]} = template, result, server) do
+    # a vectorized result comes back devectorized: check its full shape
+    result =
+      template
+      |> Nx.devectorize(keep_names: false)
+      |> from_wire(result, server)
+      |> Nx.vectorize(template.vectorized_axes)
+
+    %Nx.Tensor{result | names: template.names}
+  end
+
+  defp from_wire(%Nx.Tensor{type: type, shape: shape} = template, {type, shape, binary}, _) do
+    %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
+  end
+
+  defp from_wire(%Nx.Tensor{} = template, {:ref, handle}, server) do
+    %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle}}
+  end
+
+  defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}, _) do
+    raise NxJax.WorkerError,
+      class: "ShapeError",
+      message:
+        "the worker returned #{inspect(wire_type)} #{inspect(wire_shape)} for an output " <>
+          "declared #{inspect(type)} #{inspect(shape)}"
+  end
+end
