@@ -314,7 +314,7 @@ defmodule Bench do
       Enum.uniq(
         for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
             is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
-            do: {elem(entry, 1), elem(entry, 2)}
+            do: elem(entry, 1)
       )
 
     graph
