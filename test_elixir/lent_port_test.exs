@@ -520,7 +520,11 @@ defmodule NxJax.LentPortTest do
     assert exp_call(w, [@zeros]) == [@ones]
     assert exp_call(w, [@zeros]) == [@ones]
 
-    assert %{graph_sends: 2, graph_resends: 1, unknown_graphs: 1, lent_calls: 2} =
+    # (the last call borrows the port; the one before may too, unless the GenServer has not
+    # yet given the port back after the resend, which a busy machine shows)
+    assert %{graph_sends: 2, graph_resends: 1, unknown_graphs: 1, lent_calls: lent} =
              NxJax.Worker.stats(server: w)
+
+    assert lent in 1..2
   end
 end
