@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,16 @@ class WorkerProcess:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         return code
+
+
+def central(f: Callable[[np.ndarray], float], x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """The central finite difference of the scalar function ``f`` at ``x``, element by element."""
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
 
 
 def run_graph(g: GraphBuilder, outputs: Sequence[int], *args: Any, jit: bool = True) -> list[Any]:

@@ -18,7 +18,7 @@ from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import lower
 from py_backend.nxtypes import NxType, merge, to_dtype
 
-from .helpers import GraphBuilder, run_graph
+from .helpers import GraphBuilder, central, run_graph
 
 MORE_UNARY = (
     "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
@@ -366,15 +366,6 @@ def grad_of(g: GraphBuilder, node: int, *args: Any, wrt: int = 0) -> np.ndarray:
         return jnp.sum(fn(*full)[0])
 
     return np.asarray(jax.grad(scalar)(jnp.asarray(args[wrt])))
-
-
-def central(f: Callable[[np.ndarray], float], x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = h
-        out[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return out
 
 
 def test_gradients_of_windows_scans_and_scatter_match_finite_differences() -> None:

@@ -14,7 +14,7 @@ import pytest
 from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import lower
 
-from .helpers import GraphBuilder, run_graph
+from .helpers import GraphBuilder, central, run_graph
 
 TESTED = {"fft", "ifft"}
 
@@ -105,15 +105,6 @@ def _grad_graph(op: str, length: int, power: bool) -> Any:
     return g, y, dx
 
 
-def _central_difference(f: Any, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = h
-        out[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return out
-
-
 @pytest.mark.parametrize("op", sorted(TESTED))
 @pytest.mark.parametrize("length", [3, 5, 8])
 @pytest.mark.parametrize("power", [True, False])
@@ -130,7 +121,7 @@ def test_grad_through_the_transform_matches_finite_differences(
         return float(fn(v, *args[1:])[0])
 
     got = np.asarray(fn(*args)[1])
-    np.testing.assert_allclose(got, _central_difference(value, x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, central(value, x), rtol=1e-6, atol=1e-6)
 
 
 def test_grad_of_power_matches_parseval() -> None:
