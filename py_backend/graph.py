@@ -129,6 +129,24 @@ def boolean(v: Any) -> bool:
     raise ValueError("true or false")
 
 
+def _nx_type_or_none(v: Any) -> NxType | None:
+    """``{kind, bits}`` as decoded (an erlang-py atom) or as normalized opts (an _Atom)."""
+    if not (isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], int)):
+        return None
+    kind = v[0].name if isinstance(v[0], _Atom) else channel.atom_name(v[0])
+    nx_type = NxType(kind, v[1]) if kind is not None else None
+    return nx_type if nx_type in SUPPORTED else None
+
+
+def nx_type(v: Any) -> NxType:
+    """A type decided by the Elixir side (``{:f, 32}``), e.g. the one a comparison's inputs
+    are compared in: the worker never re-derives type promotion."""
+    found = _nx_type_or_none(v)
+    if found is None:
+        raise ValueError("a supported Nx type such as {:f, 32}")
+    return found
+
+
 def binary(v: Any) -> bytes:
     if isinstance(v, bytes):
         return v
@@ -386,12 +404,9 @@ def _parse_out(term: Any, where: str, limit: int) -> Out:
     if not (isinstance(term, tuple) and len(term) == 2 and isinstance(term[0], tuple)):
         raise GraphError(f"{where}: out must be {{type, shape}} or a list of outs, got {term!r}")
     raw_type, raw_shape = term
-    kind = channel.atom_name(raw_type[0]) if len(raw_type) == 2 else None
-    bits = raw_type[1] if len(raw_type) == 2 else None
-    nx_type = NxType(kind, bits) if kind is not None and isinstance(bits, int) else None
-    if nx_type not in SUPPORTED:
+    nx_type = _nx_type_or_none(raw_type)
+    if nx_type is None:
         raise GraphError(f"{where}: unsupported type {raw_type!r}")
-    assert nx_type is not None
     if not (isinstance(raw_shape, tuple) and all(isinstance(d, int) for d in raw_shape)):
         raise GraphError(f"{where}: shape must be a tuple of integers, got {raw_shape!r}")
     if any(isinstance(d, bool) or d < 0 for d in raw_shape):

@@ -37,7 +37,7 @@ from py_backend.graph import (  # noqa: E402
     TupleOut,
     inner_node,
 )
-from py_backend.nxtypes import merge, to_dtype, wire_dtype  # noqa: E402
+from py_backend.nxtypes import to_dtype, wire_dtype  # noqa: E402
 
 Value = Any  # a jax.Array, or a tuple of values for tuple-valued nodes
 
@@ -319,8 +319,7 @@ def elementwise_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value
 
 def comparison_lowering(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
-        types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs]
-        common = to_dtype(merge(types[0], types[1]))
+        common = to_dtype(c.node.opts["operand_type"])
         a, b = (jnp.asarray(x).astype(common) for x in c.args)
         return fn(a, b).astype(np.uint8)
 
@@ -675,9 +674,9 @@ def window_scatter_lowering(select: Any) -> Callable[[Call], Value]:
 
         x, source, init = (jnp.asarray(a) for a in c.args)
         dims, strides, padding, _ = _window_config(c)
-        # XLA needs one dtype for both: the merge of the tensor's and the output's types
-        types = [c.lowering.nodes[i].tensor.type for i in c.node.inputs[:1]]
-        common = to_dtype(merge(types[0], c.out.type))
+        # XLA needs one dtype for both: the merge of the tensor's and the output's types,
+        # sent by the Elixir side
+        common = to_dtype(c.node.opts["operand_type"])
         scattered = _select_and_scatter_add(
             source.astype(common), x.astype(common), select, dims, strides, padding
         ).astype(c.dtype)

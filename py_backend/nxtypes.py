@@ -2,8 +2,9 @@
 
     >>> to_dtype(NxType("f", 32))
     dtype('float32')
-    >>> merge(NxType("u", 8), NxType("s", 8))
-    NxType(kind='s', bits=16)
+
+Type promotion is not here: the Elixir side decides every node's type (and the type a
+comparison's inputs meet in) and sends it with the graph.
 """
 
 from __future__ import annotations
@@ -73,21 +74,3 @@ def from_dtype(dtype: np.dtype) -> NxType:
         if d == dtype:
             return t
     raise ValueError(f"no Nx type for dtype {dtype}")
-
-
-_RANK = {"u": 0, "s": 1, "bf": 2, "f": 3, "c": 4}
-
-
-def merge(left: NxType, right: NxType) -> NxType:
-    """Nx's type promotion (``Nx.Type.merge/2``): the type two operands are combined in.
-
-    The same kind gives the wider width; otherwise the higher-ranked kind wins with its own
-    width (``c64`` with ``f64`` is ``c64``, ``bf16`` with ``f16`` is ``f16``), except that
-    signed and unsigned integers merge into a signed type wide enough for both.
-    """
-    if left.kind == right.kind:
-        return NxType(left.kind, max(left.bits, right.bits))
-    low, high = sorted((left, right), key=lambda t: _RANK[t.kind])
-    if low.kind == "u" and high.kind == "s":
-        return NxType("s", max(min(low.bits * 2, 64), high.bits))
-    return high

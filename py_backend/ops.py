@@ -67,6 +67,8 @@ def _family(name: str, entries: Mapping[str, _Entry]) -> dict[str, Op]:
 
 
 _ANY = (1, None)  # one input or more
+# the type the inputs are combined in, decided by the Elixir side (Nx.Type.merge/2)
+_OPERAND_TYPE = {"operand_type": g.nx_type}
 _U = lw.UNARY_FNS
 _B = lw.BINARY_FNS
 
@@ -99,7 +101,7 @@ ELEMENTWISE = _family("elementwise", {
        for op in "is_nan is_infinity logical_not".split()},
     **{op: _op(2, lw.predicate_lowering(lw.PREDICATE_FNS[op]), check=g.check_predicate)
        for op in "logical_and logical_or logical_xor".split()},
-    **{op: _op(2, lw.comparison_lowering(fn), check=g.check_comparison)
+    **{op: _op(2, lw.comparison_lowering(fn), _OPERAND_TYPE, g.check_comparison)
        for op, fn in lw.COMPARISON_FNS.items()},
     "select": _op(3, lw.lower_select),
     "clip": _op(3, lw.lower_clip),
@@ -138,7 +140,8 @@ REDUCTIONS = _family("reductions", {
         ("window_min", lw.window_lowering(lax.min, lw.highest)),
     )},
     **{op: _op(3, lw.window_scatter_lowering(select),
-               {k: g.WINDOW_OPTS[k] for k in ("window_dimensions", "strides", "padding")},
+               {**{k: g.WINDOW_OPTS[k] for k in ("window_dimensions", "strides", "padding")},
+                **_OPERAND_TYPE},
                g.check_window_scatter)
        for op, select in (("window_scatter_max", lax.ge_p), ("window_scatter_min", lax.le_p))},
 })

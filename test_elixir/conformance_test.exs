@@ -7,7 +7,7 @@
 #     NaN, complex numbers part by part; decompositions unique only up to signs are first
 #     brought to the case's canonical form (conformance/case.py CANONICAL);
 #   * traces the same call and checks the type, shape and vectorized axes it gives and the
-#     node it builds: exactly the declared wire op, opts
+#     node it builds: exactly the declared wire op, opts (as Nx.Defn.Graph sends them)
 #     and input types/shapes (docs/PROTOCOL.md 4.1; for a tuple the `:elem` nodes of one
 #     tuple-valued node; for a reducer the sub-graph's node), or an expression for composed
 #     calls;
@@ -203,6 +203,15 @@ defmodule NxJax.ConformanceTest do
     end
   end
 
+  # the declared node's opts as the worker receives them (Nx.Defn.Graph adds what the Elixir
+  # side decides for the worker, e.g. a comparison's operand_type)
+  defp wire_opts(traced, tuple?) do
+    {nodes, [out | _]} = Nx.Defn.Graph.nodes(hd(traced))
+    by_id = Map.new(nodes, fn {id, _op, inputs, opts, _out} -> {id, {inputs, opts}} end)
+    {inputs, opts} = Map.fetch!(by_id, out)
+    if tuple?, do: by_id |> Map.fetch!(hd(inputs)) |> elem(1), else: opts
+  end
+
   defp check_node(%{tuple: true}, traced, node) do
     [%Nx.Tensor{data: %{args: [tuple_node]}} | _] = traced
 
@@ -212,13 +221,15 @@ defmodule NxJax.ConformanceTest do
              "element #{i} is not an :elem of one tuple-valued node"
     end
 
-    check_one_node(tuple_node.data, node)
+    check_one_node(tuple_node.data, wire_opts(traced, true), node)
   end
 
-  defp check_node(_c, [t], node), do: check_one_node(t.data, node)
+  defp check_node(_c, [t] = traced, node),
+    do: check_one_node(t.data, wire_opts(traced, false), node)
 
-  defp check_one_node(expr, %{op: op, opts: opts, inputs: inputs}) do
-    {reducer, traced_opts} = Map.pop(expr.opts, :reducer)
+  defp check_one_node(expr, wire_opts, %{op: op, opts: opts, inputs: inputs}) do
+    reducer = expr.opts[:reducer]
+    traced_opts = Map.delete(wire_opts, :reducer)
 
     assert {expr.op, traced_opts} == {op, opts},
            "traced #{inspect({expr.op, traced_opts})}, declared #{inspect({op, opts})}"

@@ -16,7 +16,7 @@ import pytest
 from py_backend.channel import atom
 from py_backend.graph import GraphError, decode_graph
 
-from .helpers import GraphBuilder, elixir_term, out_term, run_graph
+from .helpers import GraphBuilder, elixir_term, out_term, run_graph, type_term
 
 TESTED = {"cond", "while", "range_loop", "reduce", "window_reduce"}
 
@@ -53,6 +53,9 @@ def central_difference(f: Callable[[float], float], x: float, h: float = 1e-5) -
 
 
 S64 = ("f64", ())
+# a comparison's opts: the type its inputs meet in (the Elixir side decides it)
+IN_F64 = {"operand_type": type_term("f64")}
+IN_S64 = {"operand_type": type_term("s64")}
 
 
 # --- cond --------------------------------------------------------------------------------------
@@ -60,7 +63,7 @@ S64 = ("f64", ())
 
 def sqrt_or_zero(g: GraphBuilder, x: int) -> int:
     zero = g.const(0.0, "f64")
-    pred = g.add("greater", [x, zero], {}, ("u8", ()))
+    pred = g.add("greater", [x, zero], IN_F64, ("u8", ()))
     branches = [
         sub(lambda s: [s.op("sqrt", s.param(0, "f64"))]),
         sub(lambda s: [s.const(0.0, "f64")]),
@@ -83,8 +86,8 @@ def test_cond_runs_the_taken_branch_and_its_gradient_is_finite_at_zero() -> None
 def test_cond_with_several_predicates_picks_the_first_true_one() -> None:
     g = GraphBuilder()
     x = g.param(0, "f64")
-    p0 = g.add("less", [x, g.const(-1.0, "f64")], {}, ("u8", ()))
-    p1 = g.add("less", [x, g.const(1.0, "f64")], {}, ("u8", ()))
+    p0 = g.add("less", [x, g.const(-1.0, "f64")], IN_F64, ("u8", ()))
+    p1 = g.add("less", [x, g.const(1.0, "f64")], IN_F64, ("u8", ()))
     branches = [
         sub(lambda s: [s.op("negate", s.param(0, "f64"))]),
         sub(lambda s: [s.op("sin", s.param(0, "f64"))]),
@@ -113,7 +116,7 @@ def doubling(max_iterations: int | None) -> tuple[GraphBuilder, int, int]:
     def condition(s: GraphBuilder) -> list[int]:
         s.param(0, "f64")
         i = s.param(1, "s64")
-        return [s.add("less", [i, s.const(3, "s64")], {}, ("u8", ()))]
+        return [s.add("less", [i, s.const(3, "s64")], IN_S64, ("u8", ()))]
 
     def body(s: GraphBuilder) -> list[int]:
         y, i, kk = s.param(0, "f64"), s.param(1, "s64"), s.param(2, "f64")
@@ -286,7 +289,7 @@ def test_window_reduce_pads_with_acc_and_supports_strides_and_dilations() -> Non
 def loop_graph(body: Any, state_out: Any = S64, max_iterations: Any = None) -> bytes:
     g = GraphBuilder()
     x = g.param(0, "f64")
-    condition = sub(lambda s: [s.add("less", [s.param(0, "f64"), s.const(9.0, "f64")], {},
+    condition = sub(lambda s: [s.add("less", [s.param(0, "f64"), s.const(9.0, "f64")], IN_F64,
                                      ("u8", ()))])
     node = add_with_subgraphs(g, "while", [x], [state_out],
                               {"condition": condition, "body": body},

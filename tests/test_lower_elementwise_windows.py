@@ -14,11 +14,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from py_backend.channel import atom
 from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import lower
-from py_backend.nxtypes import NxType, merge, to_dtype
+from py_backend.nxtypes import NxType, to_dtype
 
-from .helpers import GraphBuilder, central, run_graph
+from .helpers import GraphBuilder, central, run_graph, type_term
 
 MORE_UNARY = (
     "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
@@ -162,8 +163,6 @@ def complex_const(re: float | str, im: float | str) -> dict[str, Any]:
 
 def test_complex_types_constants_and_parts() -> None:
     assert to_dtype(NxType("c", 64)) == np.complex64
-    assert merge(NxType("c", 64), NxType("f", 64)) == NxType("c", 64)
-    assert merge(NxType("bf", 16), NxType("c", 64)) == NxType("c", 64)
     g = GraphBuilder()
     z = g.param(0, "c128", (2,))
     k = g.const(complex_const(0.0, "infinity"), "c64", ())
@@ -333,12 +332,14 @@ def test_integer_window_max_pads_with_the_type_minimum() -> None:
 
 
 def scatter_graph(op: str, t_type: str, out_type: str) -> tuple[GraphBuilder, int]:
+    """Its operand_type is out_type (the merge of t_type and out_type in every use here)."""
     g = GraphBuilder()
     t = g.param(0, t_type, (4, 4))
     s = g.param(1, out_type, (2, 2))
     init = g.const(10, out_type)
     node = g.op(op, t, s, init, window_dimensions=[2, 3], strides=[2, 2],
-                padding=[(0, 0), (0, 1)], out=(out_type, (4, 4)))
+                padding=[(0, 0), (0, 1)], operand_type=type_term(out_type),
+                out=(out_type, (4, 4)))
     return g, node
 
 
@@ -416,8 +417,13 @@ BAD: list[tuple[str, list[tuple[str, tuple[int, ...]]], dict[str, Any], Any, str
     ("window_min", [("f32", (4,))], {"window_dimensions": [2], "strides": [1],
                                      "padding": [0], "window_dilations": [1]},
      ("f32", (3,)), "pairs"),
+    # the type a comparison's inputs meet in comes from the Elixir side, never re-derived
+    ("less", [("u8", (2,)), ("s8", (2,))], {}, ("u8", (2,)), "missing option operand_type"),
+    ("less", [("u8", (2,)), ("s8", (2,))], {"operand_type": (atom("s"), 12)}, ("u8", (2,)),
+     r"operand_type must be a supported Nx type such as \{:f, 32\}, got \('s', 12\)"),
     ("window_scatter_max", [("f32", (4,)), ("f32", (2,)), ("f32", (1,))],
-     {"window_dimensions": [2], "strides": [2], "padding": [(0, 0)]}, ("f32", (4,)), "scalar"),
+     {"window_dimensions": [2], "strides": [2], "padding": [(0, 0)],
+      "operand_type": type_term("f32")}, ("f32", (4,)), "scalar"),
 ]
 
 

@@ -19,7 +19,7 @@ from py_backend.graph import GraphError, TensorOut, decode_graph
 from py_backend.lower import lower
 
 from .helpers import GraphBuilder, WorkerProcess, atom_str, from_wire, request, wire_tensor
-from .test_lower_control_flow import add_with_subgraphs, elem, grad_of, sub
+from .test_lower_control_flow import IN_F64, add_with_subgraphs, elem, grad_of, sub
 
 F64 = ("f64", ())
 Record = list[tuple[int, list[Any]]]
@@ -95,7 +95,7 @@ def test_a_hook_inside_a_while_loop_fires_each_iteration() -> None:
     x = g.param(0, "f64")
 
     def condition(s: GraphBuilder) -> list[int]:
-        return [s.add("less", [s.param(0, "f64"), s.const(4.0, "f64")], {}, ("u8", ()))]
+        return [s.add("less", [s.param(0, "f64"), s.const(4.0, "f64")], IN_F64, ("u8", ()))]
 
     def body(s: GraphBuilder) -> list[int]:
         return hook(s, 3, s.add("add", [s.param(0, "f64"), s.const(1.0, "f64")], {}, F64))
@@ -111,7 +111,7 @@ def test_a_hook_inside_a_while_loop_fires_each_iteration() -> None:
 def test_only_the_taken_cond_branch_reports() -> None:
     g = GraphBuilder()
     x = g.param(0, "f64")
-    pred = g.add("greater", [x, g.const(0.0, "f64")], {}, ("u8", ()))
+    pred = g.add("greater", [x, g.const(0.0, "f64")], IN_F64, ("u8", ()))
     branches = [sub(lambda s: hook(s, 1, s.param(0, "f64"))),
                 sub(lambda s: hook(s, 2, s.op("negate", s.param(0, "f64"))))]
     node = add_with_subgraphs(g, "cond", [pred, x], [F64], {"branches": branches})
@@ -232,7 +232,7 @@ def test_grad_through_attach_token_is_the_identity_on_its_value_and_hooks_fire_o
 def test_attach_token_in_the_untaken_cond_branch_fires_nothing() -> None:
     g = GraphBuilder()
     x = g.param(0, "f64")
-    pred = g.add("greater", [x, g.const(0.0, "f64")], {}, ("u8", ()))
+    pred = g.add("greater", [x, g.const(0.0, "f64")], IN_F64, ("u8", ()))
 
     def hooked(s: GraphBuilder) -> list[int]:
         p = s.param(0, "f64")
@@ -264,7 +264,7 @@ def test_the_graph_knows_whether_it_has_hooks_in_sub_graphs() -> None:
     x = g.param(0, "f64")
     assert not decode_graph(g.binary([x])).hooks
     branches = [sub(lambda s: hook(s, 1, s.param(0, "f64"))), sub(lambda s: [s.param(0, "f64")])]
-    pred = g.add("greater", [x, g.const(0.0, "f64")], {}, ("u8", ()))
+    pred = g.add("greater", [x, g.const(0.0, "f64")], IN_F64, ("u8", ()))
     node = add_with_subgraphs(g, "cond", [pred, x], [F64], {"branches": branches})
     assert decode_graph(g.binary([elem(g, node, 0, F64)])).hooks
 

@@ -12,7 +12,7 @@ import pytest
 from py_backend.lower import ShapeError
 from py_backend.ops import REGISTRY
 
-from .helpers import GraphBuilder, run_graph
+from .helpers import GraphBuilder, run_graph, type_term
 from .test_lower_eigh import TESTED as TESTED_IN_EIGH
 from .test_lower_elementwise_windows import TESTED as TESTED_IN_ELEMENTWISE
 from .test_lower_fft import TESTED as TESTED_IN_FFT
@@ -120,19 +120,20 @@ def test_element_wise_inputs_are_cast_to_the_output_type_first() -> None:
 def test_comparison_outputs_u8_and_matches_numpy(op: str) -> None:
     g = GraphBuilder()
     x, y = g.param(0, "f32", X.shape), g.param(1, "f32", Y.shape)
-    (result,) = run_graph(g, [g.op(op, x, y, out=("u8", X.shape))], X, Y)
+    compared = g.op(op, x, y, out=("u8", X.shape), operand_type=type_term("f32"))
+    (result,) = run_graph(g, [compared], X, Y)
     assert result.dtype == np.uint8
     np.testing.assert_array_equal(result, COMPARISON_NP[op](X, Y).astype(np.uint8))
 
 
-def test_comparison_happens_in_the_promoted_type() -> None:
-    # u8 200 vs s8 -1: compared in s16 (Nx), 200 > -1; in u8 -1 would wrap to 255.
+def test_comparison_happens_in_the_type_elixir_sends() -> None:
+    # u8 200 vs s8 -1: compared in s16 (Nx.Type.merge), 200 > -1; in u8 -1 would wrap to 255.
     g = GraphBuilder()
     u, s = g.param(0, "u8", (1,)), g.param(1, "s8", (1,))
     # f32 1.5 vs s32 1: compared in f32, not truncated to 1 == 1.
     f, i = g.param(2, "f32", (1,)), g.param(3, "s32", (1,))
-    gt = g.op("greater", u, s, out=("u8", (1,)))
-    eq = g.op("equal", f, i, out=("u8", (1,)))
+    gt = g.op("greater", u, s, out=("u8", (1,)), operand_type=type_term("s16"))
+    eq = g.op("equal", f, i, out=("u8", (1,)), operand_type=type_term("f32"))
     r1, r2 = run_graph(g, [gt, eq], np.array([200], np.uint8), np.array([-1], np.int8),
                        np.array([1.5], F32), np.array([1], np.int32))
     assert list(r1) == [1] and list(r2) == [0]

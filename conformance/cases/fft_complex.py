@@ -80,5 +80,5 @@ CASES: list[Case] = [
     case("sum", [Z128], {"axes": [1]}, out="c128", ref=lambda z: z.sum(axis=1),
          node=wire("sum", axes=[1], keep_axes=False)),
     case("equal", [Z64, tensor("c64", [1 + 2j, 0.5, -1.5j, 2.25 + 0.75j])], out="u8",
-         ref=np.equal, node=wire("equal")),
+         ref=np.equal, node=wire("equal", operand_type=("c", 64))),
 ]

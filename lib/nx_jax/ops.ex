@@ -39,7 +39,7 @@ defmodule NxJax.Ops do
       # computed on the inputs as they are
       {~w(abs real imag is_nan is_infinity logical_not)a, 1, []},
       {~w(logical_and logical_or logical_xor)a, 2, []},
-      {~w(equal not_equal less less_equal greater greater_equal)a, 2, []},
+      {~w(equal not_equal less less_equal greater greater_equal)a, 2, [:operand_type]},
       {~w(select clip)a, 3, []},
       {~w(as_type bitcast)a, 1, []}
     ],
@@ -50,7 +50,8 @@ defmodule NxJax.Ops do
        [:axis, :reverse]},
       {~w(window_sum window_product window_max window_min)a, 1,
        [:padding, :strides, :window_dilations, :window_dimensions]},
-      {~w(window_scatter_max window_scatter_min)a, 3, [:padding, :strides, :window_dimensions]}
+      {~w(window_scatter_max window_scatter_min)a, 3,
+       [:operand_type, :padding, :strides, :window_dimensions]}
     ],
     shape: [
       {[:reshape], 1, []},

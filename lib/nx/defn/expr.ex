@@ -587,7 +587,8 @@ defmodule Nx.Defn.Expr do
       Enum.map(listed, fn {id, op, inputs, opts, out} ->
         {subgraphs, opts} = Enum.split_with(opts, &subgraph_opt?/1)
         {vectorized, opts} = Map.pop(Map.new(opts), :vectorized, 0)
-        opts = Map.delete(opts, :vectorized_inputs)
+        # (operand_type: the wire's copy of what the inputs' types already say)
+        opts = Map.drop(opts, [:vectorized_inputs, :operand_type])
         left = describe(names[id], op, Enum.map(inputs, &names[&1]), opts, names)
         {left, out_string(out, vectorized), subgraph_lines(subgraphs, indent)}
       end)

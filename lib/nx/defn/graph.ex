@@ -31,6 +31,7 @@ defmodule Nx.Defn.Graph do
   alias Nx.Defn.{Composite, Expr}
 
   @version 1
+  @comparison_ops ~w(equal not_equal less less_equal greater greater_equal)a
 
   @typedoc "A wire node: `{id, op, input_ids, opts, out}`."
   @type wire_node :: {non_neg_integer, atom, [non_neg_integer], map, term}
@@ -146,6 +147,18 @@ defmodule Nx.Defn.Graph do
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state)
        when op in [:cond, :while, :range_loop, :reduce, :window_reduce] do
     {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
+  end
+
+  # types are decided here once: the worker is told the type two inputs are compared (or
+  # scattered) in rather than re-deriving Nx's promotion
+  defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [a, b], opts: opts}}, state)
+       when op in @comparison_ops do
+    {op, Map.put(opts, :operand_type, Nx.Type.merge(a.type, b.type)), state}
+  end
+
+  defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [x | _], opts: opts}} = tensor, state)
+       when op in [:window_scatter_max, :window_scatter_min] do
+    {op, Map.put(opts, :operand_type, Nx.Type.merge(x.type, tensor.type)), state}
   end
 
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state), do: {op, opts, state}
