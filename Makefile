@@ -56,10 +56,14 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench
+.PHONY: bench bench-mechanisms
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
+
+# section 8 of docs/BENCHMARKS.md: each latency mechanism switched off, quiet and with a CPU hog
+bench-mechanisms: deps
+	mix run bench/mechanisms.exs
 
 # Resolve pyproject.toml's dependencies and extras again, newest versions, in a scratch venv,
 # and write them to $(LOCK) (keeping its header). On purpose only: then `make test`, commit.

@@ -158,12 +158,19 @@ class Worker:
 
     ``test_functions`` (default: the environment variable ``NX_JAX_TEST`` is ``"1"``) adds the
     test-only functions (``TEST_FUNCTIONS``) to the closed table; without it they are refused
-    like any other unknown function.
+    like any other unknown function. ``fast_paths`` (default: ``NX_JAX_FAST_PATHS`` is not
+    ``"0"``): whether repeated calls are learned as byte layouts (py_backend/fastcall.py);
+    without, every request takes the generic path (for measuring the fast paths, and as a
+    switch should one ever be suspected).
     """
 
-    def __init__(self, test_functions: bool | None = None) -> None:
+    def __init__(self, test_functions: bool | None = None,
+                 fast_paths: bool | None = None) -> None:
         if test_functions is None:
             test_functions = os.environ.get("NX_JAX_TEST") == "1"
+        if fast_paths is None:
+            fast_paths = os.environ.get("NX_JAX_FAST_PATHS", "1") != "0"
+        self.fast_paths = fast_paths
         self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
         # the small-call fast path (py_backend/fastcall.py): layouts of key-only calls served
@@ -609,7 +616,7 @@ class Worker:
             del term
             result = self.functions[function](args)
             reply = channel.encode_chunks((atom("r"), request_id, result))
-            if self._learnable and learn is not None:
+            if self._learnable and learn is not None and self.fast_paths:
                 self.layouts.learn(bytes(learn))
             return reply
         except Exception as exc:

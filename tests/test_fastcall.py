@@ -336,6 +336,31 @@ def test_one_output_replies_equal_generic_replies(out_shape: tuple[int, ...]) ->
                                       np.full(out_shape, 3 * value, np.float32))
 
 
+def test_without_fast_paths_every_repeated_call_takes_the_generic_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = axpy_graph()
+    key = key_of(graph)
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    monkeypatch.setenv("NX_JAX_FAST_PATHS", "0")
+    worker = Worker()
+    assert not worker.fast_paths
+    worker.handle(elixir_call(0, key, graph, [x, y], False))
+    replies = [decode(reply_bytes(worker.handle(elixir_call(i, key, None, [x, y], False))))
+               for i in range(1, 6)]
+    s = worker.cache.stats
+    assert (s.fast_one_calls, s.fast_hot_calls, s.fast_layout_calls) == (0, 0, 0)
+    assert s.runs == 6 and s.cache_hits == 5
+    for reply in replies:
+        np.testing.assert_allclose(from_wire(reply[2][0]), 2 * x + y)
+    # the same calls on a default worker are served by the fast paths from the third on
+    monkeypatch.delenv("NX_JAX_FAST_PATHS")
+    fast = Worker()
+    for i in range(6):
+        fast.handle(elixir_call(i, key, graph if i == 0 else None, [x, y], False))
+    s = fast.cache.stats
+    assert s.fast_one_calls + s.fast_hot_calls + s.fast_layout_calls == 4
+
+
 def test_the_fast_path_counts_like_the_generic_one_and_keeps_results_resident() -> None:
     graph = axpy_graph()
     key = key_of(graph)
