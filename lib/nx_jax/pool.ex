@@ -264,14 +264,9 @@ defmodule NxJax.Pool do
         else: reraise(error, __STACKTRACE__)
   end
 
-  # Waits (up to 10 s) until a worker other than `old` is registered under `name`.
-  defp await_new(name, old, tries \\ 500) do
-    case GenServer.whereis(name) do
-      pid when is_pid(pid) and pid != old -> true
-      _ when tries == 0 -> true
-      _ -> Process.sleep(20) && await_new(name, old, tries - 1)
-    end
-  end
+  # a retry goes to the worker registered after `old` (or, if none came in 10 s, to the name:
+  # its call then fails with a clear error)
+  defp await_new(name, old), do: NxJax.Worker.Caller.await_restart(name, old) || true
 
   defp least_busy(_in_flight, 1), do: 0
 

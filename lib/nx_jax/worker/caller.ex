@@ -56,6 +56,7 @@ defmodule NxJax.Worker.Caller do
 
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
+    check_size!(dest, message)
     on_hook = Keyword.get(opts, :on_hook)
     reply = if lendable and on_hook == nil, do: LentPort.call(dest, message, {timeout, spin_us})
 
@@ -66,9 +67,15 @@ defmodule NxJax.Worker.Caller do
       {:hook_failed, kind, reason, stacktrace} ->
         :erlang.raise(kind, reason, stacktrace)
 
-      {:error, {"WorkerExited", text, traceback}} = error ->
+      {:error, {"WorkerExited", text, traceback}} ->
         if retry?(opts, server) do
-          await_restart(server, dest, error)
+          unless await_restart(server, dest) do
+            raise NxJax.WorkerError,
+              class: "WorkerExited",
+              message: text <> "; no new worker was registered as #{inspect(server)} to retry on",
+              traceback: traceback
+          end
+
           request([{:retry, false} | opts], message, lendable)
         else
           raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
@@ -309,25 +316,64 @@ defmodule NxJax.Worker.Caller do
   defp down_error(reason, _dest),
     do: {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}
 
+  # A request over the worker's frame limit (NxJax.Worker.max_frame/1) is refused here, before
+  # anything is sent: the worker would refuse it too, after reading it all.
+  defp check_size!(dest, message) when is_pid(dest) do
+    size = request_size(message)
+
+    case local_max_frame(dest) do
+      limit when is_integer(limit) and size > limit ->
+        raise NxJax.WorkerError,
+          class: "FrameTooLarge",
+          message:
+            "this request is #{size} bytes, more than the worker's frame limit of #{limit} " <>
+              "bytes; nothing was sent. Send the data in smaller pieces, or raise the limit " <>
+              "with `config :nx_jax, max_frame: bytes` (at most 4294967295; the worker reads " <>
+              "it as NX_JAX_MAX_FRAME)",
+          traceback: ""
+
+      _ ->
+        :ok
+    end
+  end
+
+  defp check_size!(_dest, _message), do: :ok
+
+  # the body and the graph, plus the request's header (its atoms, id and key: under 128 bytes)
+  defp request_size({:call, _function, body}), do: :erlang.iolist_size(body) + 128
+  defp request_size({:put, body, _owner}), do: :erlang.iolist_size(body) + 128
+
+  defp request_size({:graph_call, _key, graph_bin, body, _keep, _owner}),
+    do: byte_size(graph_bin) + :erlang.iolist_size(body) + 128
+
+  defp request_size(_message), do: 0
+
+  defp local_max_frame(pid) do
+    Map.get(local(pid), :max_frame)
+  catch
+    :exit, _ -> nil
+  end
+
   defp retry?(opts, server) do
     is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
   end
 
-  # Waits until a worker other than `before` is registered under `server`.
-  defp await_restart(server, before, {:error, {_, text, traceback}}, tries \\ 500) do
+  @doc """
+  Waits (up to 10 s) until a worker other than `before` is registered under the name
+  `server`: the one wait before a retry on a restarted worker (this module's and
+  `NxJax.Pool`'s). Returns whether one came.
+  """
+  def await_restart(server, before, tries \\ 500) do
     case GenServer.whereis(server) do
       pid when is_pid(pid) and pid != before ->
-        :ok
+        true
 
       _ when tries > 0 ->
         Process.sleep(20)
-        await_restart(server, before, {:error, {nil, text, traceback}}, tries - 1)
+        await_restart(server, before, tries - 1)
 
       _ ->
-        raise NxJax.WorkerError,
-          class: "WorkerExited",
-          message: text <> "; no new worker was registered as #{inspect(server)} to retry on",
-          traceback: traceback
+        false
     end
   end
 end
