@@ -47,7 +47,9 @@ measure = fn ->
     [echo: fn -> Bench.port_call_polling(echo_port, echo_frame) end] ++
       for {name, _pid, fun} <- started, do: {name, fn -> fun.(x) end}
 
-  rows = Bench.interleaved(for({name, f} <- calls, do: {name, &Bench.samples(&1, f)}), n_small, 20)
+  rows =
+    Bench.interleaved(for({name, f} <- calls, do: {name, &Bench.samples(&1, f)}), n_small, 20)
+
   jax = Bench.inprocess(n_small)["scalar"]
   mlp = Bench.mlp_rows(n_mlp)
   %{rows: rows, jax: jax, mlp: mlp}
@@ -56,7 +58,9 @@ end
 quiet = measure.()
 
 # the CPU hog: one busy Python process for the whole second measurement
-hog = Port.open({:spawn_executable, Bench.python()}, [:binary, {:args, ["-c", "while True: pass"]}])
+hog =
+  Port.open({:spawn_executable, Bench.python()}, [:binary, {:args, ["-c", "while True: pass"]}])
+
 Process.sleep(500)
 loaded = measure.()
 Bench.close_port(hog)

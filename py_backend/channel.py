@@ -3,9 +3,10 @@
 This module knows about bytes, frames and Erlang terms; it knows nothing about JAX.
 
 A frame is ``{packet, 4}``: a 4-byte big-endian length ``N`` followed by ``N`` bytes. The reader
-preallocates ``bytearray(N)`` and fills it with ``readinto`` on a memoryview, so reading a frame
-is linear in ``N`` however the bytes arrive. The size limit (``NX_JAX_MAX_FRAME``) is checked
-before anything is allocated.
+fills a buffer of ``N`` bytes with ``readinto`` on a memoryview, so reading a frame is linear in
+``N`` however the bytes arrive; above ``MAP_ABOVE`` the buffer is anonymous memory committed as
+the bytes arrive. The size limit (``NX_JAX_MAX_FRAME``, default a quarter of physical memory)
+is checked before anything is allocated.
 
 The codec wraps ``erlang-py`` (module ``erlang``) and normalizes its quirks:
 
@@ -23,6 +24,7 @@ The codec wraps ``erlang-py`` (module ``erlang``) and normalizes its quirks:
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import select
 import struct
@@ -38,7 +40,19 @@ erlang.set_undefined(b"nil")
 Atom = erlang.OtpErlangAtom
 Binary = erlang.OtpErlangBinary
 
-DEFAULT_MAX_FRAME = 1 << 32  # the 4-byte length cannot express more anyway
+HEADER_MAX = (1 << 32) - 1  # the most a 4-byte length can announce
+
+
+def default_max_frame() -> int:
+    """A quarter of the machine's physical memory, at most ``HEADER_MAX`` (the Elixir side
+    computes the same default, ``NxJax.Worker.max_frame/1``, and passes it explicitly)."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return HEADER_MAX
+    return min(HEADER_MAX, max(physical // 4, 1 << 20))
+
+
 _HEADER = struct.Struct(">I")
 _DISCARD_CHUNK = 1 << 20
 _BUFFER = 1 << 16  # read buffer; frames up to this size are also written in one piece
@@ -89,10 +103,10 @@ class _Writable(Protocol):
 
 
 def max_frame_from_env() -> int:
-    """The frame size limit: ``NX_JAX_MAX_FRAME`` bytes, default 4 GiB."""
+    """The frame size limit: ``NX_JAX_MAX_FRAME`` bytes, default :func:`default_max_frame`."""
     raw = os.environ.get("NX_JAX_MAX_FRAME")
     if raw is None or raw.strip() == "":
-        return DEFAULT_MAX_FRAME
+        return default_max_frame()
     value = int(raw)
     if value < 0:
         raise ValueError(f"NX_JAX_MAX_FRAME must be non-negative, got {raw!r}")
@@ -233,8 +247,9 @@ class FrameReader:
             filled += n
         return filled
 
-    def read_frame(self) -> bytearray | None:
-        """The next frame's payload, or ``None`` on a clean EOF between frames.
+    def read_frame(self) -> bytearray | memoryview | None:
+        """The next frame's payload (a ``memoryview`` of mapped memory above ``MAP_ABOVE``
+        bytes), or ``None`` on a clean EOF between frames.
 
         Raises :class:`FrameTooLarge` (header consumed, payload not) or :class:`TruncatedFrame`.
         """
@@ -265,21 +280,36 @@ class FrameReader:
             if got < size:
                 raise TruncatedFrame(f"stream ended after {got} of {size} payload bytes")
             return bytearray(self._take(size))
-        payload = bytearray(size)
+        payload = _payload(size)
         got = self._fill(memoryview(payload))
         if got < size:
             raise TruncatedFrame(f"stream ended after {got} of {size} payload bytes")
         return payload
 
-    def discard(self, size: int) -> None:
-        """Skip ``size`` payload bytes (after :class:`FrameTooLarge`) with a bounded buffer."""
+    def discard(self, size: int, keep: int = 64) -> bytes:
+        """Skip ``size`` payload bytes (after :class:`FrameTooLarge`) with a bounded buffer;
+        return the first ``keep`` of them (where a request's id is, to answer it)."""
         scratch = memoryview(bytearray(min(size, _DISCARD_CHUNK)))
         left = size
+        head = b""
         while left > 0:
             got = self._fill(scratch[: min(left, len(scratch))])
             if got == 0:
                 raise TruncatedFrame(f"stream ended with {left} bytes of a discarded frame left")
+            if len(head) < keep:
+                head += scratch[: min(got, keep - len(head))].tobytes()
             left -= got
+        return head
+
+
+# A frame this large is read into anonymous memory whose pages the kernel provides as the
+# bytes arrive, so a header alone (4 bytes announcing gigabytes) commits nothing: memory used is
+# at most what has arrived plus one page. Smaller frames get a bytearray of their size.
+MAP_ABOVE = 1 << 24
+
+
+def _payload(size: int) -> bytearray | memoryview:
+    return bytearray(size) if size <= MAP_ABOVE else memoryview(mmap.mmap(-1, size))
 
 
 class FrameWriter:
@@ -436,6 +466,31 @@ def decode(data: Chunk) -> Any:
     if end != len(view):
         raise CodecError(f"cannot decode Erlang term: {len(view) - end} bytes after the term")
     return _own(term)
+
+
+# Terms refused before erlang-py decodes them (it would do so without bound): a compressed term
+# (tag 80: a few bytes of zlib may inflate to gigabytes; Elixir's term_to_binary compresses
+# only when asked) and an integer of more than MAX_BIG_INTEGER_BYTES (tag 111; erlang-py's
+# decoding is quadratic in its length: 40 KB took a second). Installed as erlang-py's own
+# recursive decoder, so nested terms are checked too.
+MAX_BIG_INTEGER_BYTES = 1024  # 8192 bits, far past any integer the Elixir side sends
+_erlang_py_term = erlang._binary_to_term
+
+
+def _bounded_term(i: int, data: Any) -> tuple[int, Any]:
+    tag = data[i]
+    if tag == 80:
+        raise CodecError("compressed terms are refused: send them uncompressed "
+                         "(:erlang.term_to_binary/1 without the :compressed option)")
+    if tag == 111:
+        (n,) = _HEADER.unpack(bytes(data[i + 1:i + 5]))
+        if n > MAX_BIG_INTEGER_BYTES:
+            raise CodecError(f"an integer of {n} bytes is refused (at most "
+                             f"{MAX_BIG_INTEGER_BYTES})")
+    return _erlang_py_term(i, data)
+
+
+erlang._binary_to_term = _bounded_term
 
 
 class _NotFast(Exception):

@@ -99,7 +99,7 @@ class Layouts:
         Frames come as ``bytes`` or ``bytearray`` (the reader's); a ``memoryview`` is compared
         through a copy."""
         prefix = self._prefix
-        if prefix is None:
+        if prefix is None or len(frame) > LEARN_BELOW:  # (no larger frame is ever learned)
             return None
         if type(frame) is memoryview:
             frame = frame.tobytes()

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from py_backend import PROTOCOL_VERSION, channel, fastcall, stdio
+from py_backend import PROTOCOL_VERSION, channel, fastcall, lifeline, stdio
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
@@ -676,6 +676,19 @@ def request_id_of(term: Any) -> int:
     return -1
 
 
+def request_id_in_head(head: bytes) -> int:
+    """The id of the request whose frame starts with ``head`` (a refused, unread frame:
+    version, ``{:"C", id, ...`` header, the atom, the id), or -1."""
+    if head[:3] != b"\x83h\x05":
+        return -1
+    try:
+        at, _c = channel.scan_term(head, 3)
+        _, request_id = channel.scan_term(head, at)
+    except (channel.CodecError, IndexError):
+        return -1
+    return request_id_of((None, request_id))
+
+
 def parse_request(term: Any, served: Sequence[str] = FUNCTIONS) -> tuple[str, list[Any]]:
     """``{:"C", id, :nx_jax, function, args}`` -> (function, args); raises BadRequest or
     UnknownFunction when ``function`` is not in ``served``."""
@@ -733,10 +746,11 @@ def serve(
             frame = frames.read_frame()
         except channel.FrameTooLarge as exc:
             try:
-                frames.discard(exc.size)
+                head = frames.discard(exc.size)
             except channel.TruncatedFrame:
                 return 0
-            reply = worker.error_reply(-1, BadRequest(str(exc)))
+            # answered under its request id, read from the frame's first bytes
+            reply = worker.error_reply(request_id_in_head(head), BadRequest(str(exc)))
         except channel.TruncatedFrame as exc:
             print(f"nx_jax worker: {exc}; exiting", file=sys.stderr)
             return 0
@@ -787,6 +801,8 @@ def main(argv: Sequence[str] = ()) -> int:
                 file=sys.stderr,
             )
             return 2
+    # a worker whose BEAM is gone ends within CHECK_EVERY_S, computing or not
+    lifeline.tie_to_parent()
     worker = Worker()
     # large frames cross in fewer, larger system calls (bench section 3's shipped MLP step:
     # 3.3-5.1x in-process JAX with 64 KiB pipes, 2.9-3.6x with 1 MiB)

@@ -168,6 +168,12 @@ class WorkerProcess:
     def send_raw(self, payload: bytes) -> None:
         self.writer.write_frame(payload)
 
+    def send_bytes(self, data: bytes) -> None:
+        """Bytes as they are, no frame header added (a malformed or partial stream)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._req_w, view):]
+
     def receive(self) -> Any:
         frame = self.reader.read_frame()
         assert frame is not None, "worker closed its reply stream"

@@ -16,11 +16,12 @@ import pytest
 
 from py_backend import channel
 from py_backend.channel import (
-    DEFAULT_MAX_FRAME,
+    HEADER_MAX,
     FrameReader,
     FrameTooLarge,
     FrameWriter,
     TruncatedFrame,
+    default_max_frame,
     max_frame_from_env,
 )
 
@@ -145,7 +146,8 @@ def test_an_oversize_frame_can_be_discarded_to_stay_in_sync() -> None:
 
 def test_max_frame_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NX_JAX_MAX_FRAME", raising=False)
-    assert max_frame_from_env() == DEFAULT_MAX_FRAME == 4 * 1024**3
+    quarter = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    assert max_frame_from_env() == default_max_frame() == min(quarter, HEADER_MAX)
     monkeypatch.setenv("NX_JAX_MAX_FRAME", "10")
     reader = FrameReader(ChunkedSource([frame(b"x" * 11)]))
     with pytest.raises(FrameTooLarge):

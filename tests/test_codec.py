@@ -92,10 +92,27 @@ def test_utf8_atoms_decode_to_the_same_name() -> None:
     assert atom_name(Atom("x")) == "x" and atom_name(Atom(b"x")) == "x" and atom_name(1) is None
 
 
-def test_compressed_terms_are_accepted() -> None:
+def test_compressed_terms_are_refused_without_inflating() -> None:
     term = (atom("ok"), binary(b"z" * 10000))
-    assert decode(erlang.term_to_binary(term, compressed=True)) == term
-    assert decode(erl_eval("lists:seq(1, 500)", "[compressed]")) == list(range(1, 501))
+    for data in (erlang.term_to_binary(term, compressed=True),
+                 erl_eval("lists:seq(1, 500)", "[compressed]")):
+        with pytest.raises(CodecError, match="compressed terms are refused"):
+            decode(data)
+    # nested (erlang-py would inflate a compressed term anywhere) and in a large frame
+    inner = erlang.term_to_binary(term, compressed=True)[1:]
+    nested = b"\x83l\x00\x00\x00\x01" + inner + b"j"
+    with pytest.raises(CodecError, match="compressed terms are refused"):
+        decode(nested)
+    big = encode([binary(b"x" * (2 << 20)), atom("ok")])
+    assert big.endswith(b"\x02okj")  # the atom, then the list's tail
+    with pytest.raises(CodecError, match="compressed terms are refused"):
+        decode(big[:-5] + inner + b"j")
+
+
+def test_integers_longer_than_1024_bytes_are_refused() -> None:
+    assert decode(encode(2**8000)) == 2**8000  # 1001 bytes: decoded
+    with pytest.raises(CodecError, match="an integer of 1251 bytes is refused"):
+        decode(encode(2**10000))
 
 
 def test_our_encoding_is_read_by_real_erlang(tmp_path: Path) -> None:

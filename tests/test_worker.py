@@ -226,6 +226,13 @@ def test_oversize_frame_gets_an_error_and_the_stream_stays_in_sync() -> None:
     try:
         assert_error(w.call(encode(Binary(b"x" * 5000))), -1, "BadRequest", "NX_JAX_MAX_FRAME")
         assert_pong(w.call(request(1, "ping", [])), 1)
+        # a refused request is answered under its own id (its caller is not left waiting),
+        # read from the frame's first bytes; the worker keeps serving
+        big = Binary(b"y" * 5000)
+        for request_id in (7, 70_000):
+            assert_error(w.call(request(request_id, "put", [[big]])), request_id,
+                         "BadRequest", "exceeds the limit of 1000 bytes")
+        assert_pong(w.call(request(2, "ping", [])), 2)
     finally:
         assert w.close() == 0
 

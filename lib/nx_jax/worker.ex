@@ -241,6 +241,46 @@ defmodule NxJax.Worker do
   @doc "The number of requests sent and not yet answered (used by `NxJax.Pool` placement)."
   def pending(server \\ __MODULE__), do: GenServer.call(server, :pending)
 
+  @header_max 4_294_967_295
+
+  @doc """
+  The largest request frame, in bytes, a worker started with `opts` accepts: its `:env`'s
+  `NX_JAX_MAX_FRAME` if it sets one, else `config :nx_jax, max_frame: bytes`, else a quarter
+  of this machine's physical memory (at most #{@header_max}, the most a frame's 4-byte length
+  can say). The worker is started with it as `NX_JAX_MAX_FRAME`, and a caller refuses a
+  larger request before sending anything (`NxJax.WorkerError` of class `"FrameTooLarge"`).
+  """
+  def max_frame(opts \\ []) do
+    env = Keyword.get(opts, :env, [])
+
+    value =
+      case List.keyfind(env, "NX_JAX_MAX_FRAME", 0) do
+        {_, given} ->
+          given |> to_string() |> Integer.parse() |> then(&(match?({_, ""}, &1) && elem(&1, 0)))
+
+        nil ->
+          Application.get_env(:nx_jax, :max_frame) || default_max_frame()
+      end
+
+    unless is_integer(value) and value > 0 and value <= @header_max do
+      raise ArgumentError,
+            "the worker's frame limit (config :nx_jax, max_frame: or NX_JAX_MAX_FRAME) must " <>
+              "be an integer of bytes in 1..#{@header_max}, got: #{inspect(value)}"
+    end
+
+    value
+  end
+
+  # a quarter of MemTotal (Linux); the 4-byte length's range where that cannot be read
+  defp default_max_frame do
+    with {:ok, text} <- File.read("/proc/meminfo"),
+         [_, kb] <- Regex.run(~r/^MemTotal:\s+(\d+) kB/m, text) do
+      min(@header_max, max(div(String.to_integer(kb) * 1024, 4), 1_048_576))
+    else
+      _ -> @header_max
+    end
+  end
+
   @doc "How long a worker started with `opts` polls for the next request (`:spin_us`)."
   def spin_us(opts \\ []) do
     Keyword.get_lazy(opts, :spin_us, fn ->

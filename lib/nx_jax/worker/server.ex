@@ -29,9 +29,15 @@ defmodule NxJax.Worker.Server do
     python = NxJax.Worker.python_executable(opts)
     spin_us = NxJax.Worker.spin_us(opts)
 
-    env =
-      for {k, v} <- numerics_env(Keyword.get(opts, :env, [])),
-          do: {to_charlist(k), to_charlist(v)}
+    max_frame = NxJax.Worker.max_frame(opts)
+    given_env = Keyword.get(opts, :env, [])
+
+    given_env =
+      if List.keymember?(given_env, "NX_JAX_MAX_FRAME", 0),
+        do: given_env,
+        else: [{"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)} | given_env]
+
+    env = for {k, v} <- numerics_env(given_env), do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [
@@ -61,6 +67,8 @@ defmodule NxJax.Worker.Server do
       # {timer, deadline}: one timer, for the earliest deadline of the pending requests
       deadline_timer: nil,
       os_pid: os_pid,
+      # the largest request frame the worker reads (callers check theirs before sending)
+      max_frame: max_frame,
       stdio_to: Keyword.get(opts, :stdio_to),
       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
     }
@@ -106,7 +114,7 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_call(:local, _from, state) do
-    local = Map.take(state, [:live, :port, :lend, :known, :keeper, :os_pid])
+    local = Map.take(state, [:live, :port, :lend, :known, :keeper, :os_pid, :max_frame])
     {:reply, local, state}
   end
 
