@@ -312,7 +312,7 @@ defmodule Bench do
   def small_graph do
     [graph] =
       Enum.uniq(
-        for {{Nx.Defn.Compiler, _, _} = k, entry} <- :persistent_term.get(),
+        for {{Nx.Defn.Compiler, _, _} = k, {entry, _used}} <- :persistent_term.get(),
             is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
             do: elem(entry, 1)
       )

@@ -333,4 +333,31 @@ defmodule NxJax.DefnGraphTest do
                "Nx.Defn.Expr\nparameter a:0        f32\nb = multiply a, 2.0  f32"
     end
   end
+
+  describe "the wire's decisions" do
+    test "an integer constant that does not fit its type travels as the low bits Nx keeps" do
+      for {value, type, wired} <- [
+            {2 ** 200 + 5, {:s, 64}, 5},
+            {2 ** 10_000 - 1, {:s, 64}, -1},
+            {2 ** 64 + 7, {:u, 8}, 7},
+            {-(2 ** 70) - 1, {:s, 32}, -1},
+            {2 ** 63, {:s, 64}, -(2 ** 63)},
+            {300, {:u, 8}, 44},
+            {2 ** 63 - 1, {:s, 64}, 2 ** 63 - 1}
+          ] do
+        {nodes, _} = Graph.nodes(binary(:add, param(0, {}, type), Expr.constant(value, type, {})))
+
+        assert [{_, :constant, [], %{value: ^wired}, _}] =
+                 Enum.filter(nodes, &(elem(&1, 1) == :constant))
+      end
+    end
+
+    test "a comparison carries the type its inputs meet in" do
+      x = param(0, {}, {:u, 8})
+      y = param(1, {}, {:s, 8})
+      cmp = Expr.expr(:less, [x, y], %{}, Nx.template({}, {:u, 8}))
+      {nodes, [out]} = Graph.nodes(cmp)
+      assert {^out, :less, [_, _], %{operand_type: {:s, 16}}, _} = List.last(nodes)
+    end
+  end
 end

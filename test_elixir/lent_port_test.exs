@@ -279,7 +279,7 @@ defmodule NxJax.LentPortTest do
     # its trace, by the function itself (other test modules trace functions named `hooked`)
     [{graph_bin, key}] =
       Enum.uniq(
-        for {{Nx.Defn.Compiler, {:jit, fun}, _}, entry} <- :persistent_term.get(),
+        for {{Nx.Defn.Compiler, {:jit, fun}, _}, {entry, _used}} <- :persistent_term.get(),
             fun == (&Fns.hooked/1) and is_tuple(entry) and elem(entry, 0) == :graph,
             do: elem(entry, 1)
       )

@@ -283,7 +283,8 @@ defmodule NxJax.Pool do
 
   @doc """
   Counters summed over the pool's workers (`NxJax.Worker.stats/1`) plus this node's
-  `Nx.Defn.Compiler.counters/0`: `traces`, `trace_cache_hits`, `graph_sends`, `key_calls`,
+  `Nx.Defn.Compiler.counters/0`: `traces`, `trace_cache_hits`, `trace_cache_entries`,
+  `trace_cache_evictions` (`Nx.Defn.TraceCache`), `graph_sends`, `key_calls`,
   `graph_resends`, `compiles`, `cache_hits`, `runs`, `errors`, `graph_loads`,
   `unknown_graphs`, `resident`, `lent_calls` and the fast-path counters `fast_one_calls`,
   `fast_hot_calls`, `fast_layout_calls` and `fast_replies` (see `NxJax.Worker.stats/1`).

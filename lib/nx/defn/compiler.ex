@@ -40,7 +40,8 @@ defmodule Nx.Defn.Compiler do
   Calls the `defn` implementation `impl` on `args`: inlined when already tracing (a
   `defn` called from another `defn`), jitted otherwise.
 
-  The encoded trace is cached (in `:persistent_term`) per implementation and argument
+  The encoded trace is cached (`Nx.Defn.TraceCache`: in `:persistent_term`, at most
+  `config :nx_jax, trace_cache_size:` entries) per implementation and argument
   signature (the type and shape of each tensor, the container structure, any
   non-tensor argument as it is), so a `defn` is traced once per signature, as in Nx;
   `print_expr/1` and `transform/2` side effects therefore happen on the first call only.
@@ -152,13 +153,18 @@ defmodule Nx.Defn.Compiler do
   end
 
   @doc """
-  Counters of this node since it started: `traces` (functions traced and encoded) and
-  `trace_cache_hits` (calls that reused a cached trace).
+  Counters of this node since it started: `traces` (functions traced and encoded),
+  `trace_cache_hits` (calls that reused a cached trace), and the trace cache's
+  `trace_cache_entries` and `trace_cache_evictions` (`Nx.Defn.TraceCache`).
   """
-  @spec counters() :: %{traces: non_neg_integer, trace_cache_hits: non_neg_integer}
+  @spec counters() :: %{atom => non_neg_integer}
   def counters do
     ref = counters_ref()
-    %{traces: :counters.get(ref, 1), trace_cache_hits: :counters.get(ref, 2)}
+
+    Map.merge(
+      %{traces: :counters.get(ref, 1), trace_cache_hits: :counters.get(ref, 2)},
+      Nx.Defn.TraceCache.stats()
+    )
   end
 
   defp counters_ref do
@@ -180,13 +186,12 @@ defmodule Nx.Defn.Compiler do
     key = {__MODULE__, id, signature}
 
     compiled =
-      case :persistent_term.get(key, nil) do
+      case Nx.Defn.TraceCache.get(key) do
         nil ->
           {params, _concrete} = parameters(args)
           compiled = compile(fun, params, length(concrete))
           :counters.add(counters_ref(), 1, 1)
-          :persistent_term.put(key, compiled)
-          compiled
+          Nx.Defn.TraceCache.put(key, compiled)
 
         compiled ->
           :counters.add(counters_ref(), 2, 1)

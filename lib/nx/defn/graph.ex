@@ -161,6 +161,20 @@ defmodule Nx.Defn.Graph do
     {op, Map.put(opts, :operand_type, Nx.Type.merge(x.type, tensor.type)), state}
   end
 
+  # an integer constant travels as the value its type holds: Nx keeps the low bits of one
+  # that does not fit (2 ** 200 as s64 is 0), and the worker refuses integers over 1024 bytes
+  defp wire_op(%Nx.Tensor{data: %Expr{op: :constant, opts: %{value: v} = opts}} = t, state)
+       when is_integer(v) do
+    value =
+      case t.type do
+        {:s, bits} -> <<v::signed-size(bits)>> |> then(fn <<w::signed-size(bits)>> -> w end)
+        {:u, bits} -> <<v::size(bits)>> |> then(fn <<w::size(bits)>> -> w end)
+        _ -> v
+      end
+
+    {:constant, %{opts | value: value}, state}
+  end
+
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state), do: {op, opts, state}
 
   # {:subgraph, outputs, params} (Nx.Defn.ControlFlow) -> a graph term of its own, whose
