@@ -41,4 +41,51 @@ defmodule NxJax.ConfigTest do
     assert NxJax.Worker.reply_spin_us() == started
     assert NxJax.Worker.call(:ping, []) == :pong
   end
+
+  defmodule Endless do
+    import Nx.Defn
+
+    # f32: x stops growing at 2**24, so the loop never ends
+    defn run(x) do
+      while x, x >= 0.0 do
+        x + 1.0
+      end
+    end
+  end
+
+  test "config :nx_jax, timeout: bounds every call made without a :timeout option" do
+    before = Application.fetch_env(:nx_jax, :timeout)
+    worker = start_supervised!({NxJax.Worker, []})
+
+    try do
+      Application.put_env(:nx_jax, :timeout, 300)
+      NxJax.Pool.reload_config()
+      assert NxJax.Worker.default_timeout() == 300
+
+      # a defn given no timeout: the setting applies, the caller gets a Timeout error
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          Nx.Defn.jit(&Endless.run/1, server: worker).(Nx.tensor(0.0))
+        end
+
+      assert error.class == "Timeout"
+      assert error.message =~ "300 ms"
+
+      Application.put_env(:nx_jax, :timeout, -5)
+
+      assert_raise ArgumentError, ~r/config :nx_jax, timeout: must be a positive integer/, fn ->
+        NxJax.Pool.reload_config()
+      end
+    after
+      case before do
+        {:ok, value} -> Application.put_env(:nx_jax, :timeout, value)
+        :error -> Application.delete_env(:nx_jax, :timeout)
+      end
+
+      NxJax.Pool.reload_config()
+    end
+
+    assert NxJax.Worker.default_timeout() == 60_000
+    assert NxJax.Worker.call(:ping, []) == :pong
+  end
 end

@@ -7,8 +7,7 @@ defmodule NxJax.FrameLimitTest do
   @limit 100_000
 
   setup do
-    {:ok, worker} = NxJax.Worker.start_link(env: [{"NX_JAX_MAX_FRAME", "#{@limit}"}])
-    on_exit(fn -> if Process.alive?(worker), do: GenServer.stop(worker) end)
+    worker = start_supervised!({NxJax.Worker, env: [{"NX_JAX_MAX_FRAME", "#{@limit}"}]})
     %{worker: worker, os_pid: NxJax.Worker.os_pid(worker)}
   end
 

@@ -29,7 +29,10 @@ defmodule NxJax.Pool do
   `XLA_FLAGS` of the node (the flags earlier versions read). `config :nx_jax, worker_threads: :all` keeps XLA's
   default; a `NPROC` or an `XLA_FLAGS` in a worker's `worker_env` replaces that one.
 
-  Workers are restarted up to `config :nx_jax, max_restarts` times (default 20) in 5 seconds.
+  A worker that dies is started again, at once after a stable run, later and later when it
+  keeps dying soon after its start (`NxJax.Worker.Backoff`: 100 ms doubling up to 5 s), so a
+  crash loop stops neither the pool nor the application and service returns by itself.
+  While a worker waits to start again, calls placed on it fail at once with an error saying so.
 
   The settings a call reads, `config :nx_jax, remote:` and `config :nx_jax, reply_spin_us:`,
   are read once, when the application starts (`reload_config/0`): an application-environment
@@ -65,17 +68,19 @@ defmodule NxJax.Pool do
     )
 
     worker_env = Application.get_env(:nx_jax, :worker_env, [])
+    # restarts are paced (NxJax.Worker.Backoff), so the supervisor's intensity is not what
+    # bounds a crash loop: workers dying cannot stop the pool or the application
+    backoff = NxJax.Worker.Backoff.new(size)
+    :persistent_term.put({__MODULE__, :backoff}, backoff)
 
     children =
       for index <- 0..(size - 1) do
         env = thread_env(size, Enum.at(worker_env, index, []))
-
-        Supervisor.child_spec({NxJax.Worker, name: name(index), group: true, env: env},
-          id: {NxJax.Worker, index}
-        )
+        opts = [name: name(index), group: true, env: env, backoff: {backoff, index}]
+        Supervisor.child_spec({NxJax.Worker, opts}, id: {NxJax.Worker, index})
       end
 
-    max_restarts = Application.get_env(:nx_jax, :max_restarts, 20)
+    max_restarts = Application.get_env(:nx_jax, :max_restarts, 1_000_000)
     Supervisor.init(children, strategy: :one_for_one, max_restarts: max_restarts, max_seconds: 5)
   end
 
@@ -114,6 +119,21 @@ defmodule NxJax.Pool do
 
   defp make_name(0), do: NxJax.Worker
   defp make_name(index), do: Module.concat(NxJax.Worker, "#{index}")
+
+  @doc """
+  For the pool worker registered as `name`: `{quick, ms}` while it waits to start again after
+  `quick` quick deaths in a row (`ms` until its start), else `nil`.
+  """
+  def restart_wait(name) do
+    with backoff when backoff != nil <- :persistent_term.get({__MODULE__, :backoff}, nil),
+         names = :persistent_term.get({__MODULE__, :names}, {}),
+         index when index != nil <- Enum.find_index(Tuple.to_list(names), &(&1 == name)),
+         true <- index < div(:atomics.info(backoff).size, 2) do
+      NxJax.Worker.Backoff.waiting({backoff, index})
+    else
+      _ -> nil
+    end
+  end
 
   @doc "The number of workers (1 when no pool was started)."
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
@@ -188,9 +208,14 @@ defmodule NxJax.Pool do
     pid = GenServer.whereis(name)
 
     case attempt(fun, pid || name) do
-      {:ok, value} -> value
-      {:exited, _error, _stack} when retry -> await_new(name, pid) && named(name, fun, false)
-      {:exited, error, stack} -> reraise error, stack
+      {:ok, value} ->
+        value
+
+      {:exited, error, stack} when retry ->
+        retried(name, pid, error, stack, &named(&1, fun, false))
+
+      {:exited, error, stack} ->
+        reraise error, stack
     end
   end
 
@@ -213,9 +238,14 @@ defmodule NxJax.Pool do
           end
 
         case result do
-          {:ok, value} -> value
-          {:exited, _, _} when retry -> await_new(name, pid) && with_least_busy(fun, false)
-          {:exited, error, stack} -> reraise error, stack
+          {:ok, value} ->
+            value
+
+          {:exited, error, stack} when retry ->
+            retried(name, pid, error, stack, fn _ -> with_least_busy(fun, false) end)
+
+          {:exited, error, stack} ->
+            reraise error, stack
         end
     end
   end
@@ -264,9 +294,24 @@ defmodule NxJax.Pool do
         else: reraise(error, __STACKTRACE__)
   end
 
-  # a retry goes to the worker registered after `old` (or, if none came in 10 s, to the name:
-  # its call then fails with a clear error)
-  defp await_new(name, old), do: NxJax.Worker.Caller.await_restart(name, old) || true
+  # A retry goes to the worker registered after `old` (or, if none came in 10 s, to the name:
+  # its call then fails with a clear error); none while the worker waits more than a second to
+  # start again after quick deaths (NxJax.Worker.Backoff): the error is raised at once.
+  defp retried(name, old, error, stack, again) do
+    case restart_wait(name) do
+      {quick, ms} when ms > 1_000 ->
+        message =
+          error.message <>
+            "; not retried: the worker died #{quick} time(s) in a row soon after starting " <>
+            "and starts again in #{ms} ms"
+
+        reraise %{error | message: message}, stack
+
+      _ ->
+        NxJax.Worker.Caller.await_restart(name, old)
+        again.(name)
+    end
+  end
 
   defp least_busy(_in_flight, 1), do: 0
 

@@ -84,6 +84,8 @@ defmodule NxJax.Worker do
   # the same for a caller awaiting its reply (NxJax.Worker.Caller)
   @default_reply_spin_us 100
   @reply_spin_us {__MODULE__, :reply_spin_us}
+  @default_timeout 60_000
+  @timeout {__MODULE__, :timeout}
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -96,6 +98,10 @@ defmodule NxJax.Worker do
   """
   def start_link(opts \\ []) do
     {gen_opts, opts} = Keyword.split(opts, [:name])
+    # a pool worker dying again and again soon after its start is started later and later;
+    # its name is registered only once it starts, so calls meanwhile fail at once
+    {backoff, opts} = Keyword.pop(opts, :backoff)
+    NxJax.Worker.Backoff.before_start(backoff)
     GenServer.start_link(NxJax.Worker.Server, opts, gen_opts)
   end
 
@@ -108,8 +114,8 @@ defmodule NxJax.Worker do
   Calls `function` on the worker with `args` and returns its result, or raises
   `NxJax.WorkerError`.
 
-  Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default 60 s; past
-  it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
+  Options: `:server` (default `NxJax.Worker`), `:timeout` in milliseconds (default
+  `default_timeout/0`, 60 s unless configured; past it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
   by the worker's exit is sent once more to its restarted worker), `:on_hook` (a function
   `(index, wire_tensors)` for the hook values of the call, see "Hooks"), `:reply_spin_us` (how
   long the caller polls for the reply before it sleeps, `reply_spin_us/0`).
@@ -308,10 +314,34 @@ defmodule NxJax.Worker do
     end
   end
 
+  @doc """
+  The timeout of a call that gives none, in milliseconds: `config :nx_jax, timeout: ms`
+  (default #{@default_timeout}; read when the application starts or by
+  `NxJax.Pool.reload_config/0`). It bounds every call made without a `:timeout` option, eager
+  `Nx` operations among them; past it the caller gets a `"Timeout"` error and the worker is
+  replaced.
+  """
+  def default_timeout do
+    case :persistent_term.get(@timeout, :unset) do
+      :unset -> checked_timeout(:application.get_env(:nx_jax, :timeout, @default_timeout))
+      ms -> ms
+    end
+  end
+
+  defp checked_timeout(ms) when (is_integer(ms) and ms > 0) or ms == :infinity, do: ms
+
+  defp checked_timeout(other) do
+    raise ArgumentError,
+          "config :nx_jax, timeout: must be a positive integer of milliseconds or :infinity, " <>
+            "got: #{inspect(other)}"
+  end
+
   @doc false
   def load_config do
     us = Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
     :persistent_term.put(@reply_spin_us, us)
+    timeout = checked_timeout(Application.get_env(:nx_jax, :timeout, @default_timeout))
+    :persistent_term.put(@timeout, timeout)
   end
 
   @doc "The Python executable a worker started now would use."

@@ -26,7 +26,6 @@ defmodule NxJax.Worker.Caller do
   """
   alias NxJax.Worker.LentPort
 
-  @default_timeout 60_000
   # the extra wait past a call's timeout for a GenServer that cannot answer at all (the worker
   # enforces the deadline itself)
   @deadline_grace 5_000
@@ -46,7 +45,7 @@ defmodule NxJax.Worker.Caller do
   """
   def request(opts, message, lendable \\ false) do
     server = Keyword.get(opts, :server, NxJax.Worker)
-    timeout = Keyword.get(opts, :timeout, @default_timeout)
+    timeout = Keyword.get_lazy(opts, :timeout, &NxJax.Worker.default_timeout/0)
     spin_us = Keyword.get_lazy(opts, :reply_spin_us, &NxJax.Worker.reply_spin_us/0)
 
     unless is_integer(spin_us) and spin_us >= 0 do
@@ -68,7 +67,7 @@ defmodule NxJax.Worker.Caller do
         :erlang.raise(kind, reason, stacktrace)
 
       {:error, {"WorkerExited", text, traceback}} ->
-        if retry?(opts, server) do
+        if retry?(opts, server) and not waiting_long?(server) do
           unless await_restart(server, dest) do
             raise NxJax.WorkerError,
               class: "WorkerExited",
@@ -113,7 +112,7 @@ defmodule NxJax.Worker.Caller do
   defp call_server(dest, server, message, {timeout, _spin_us} = limits, on_hook) do
     case dest do
       nil ->
-        {:error, {"WorkerExited", "no worker is running (#{inspect(server)})", ""}}
+        {:error, {"WorkerExited", "no worker is running (#{inspect(server)})#{why(server)}", ""}}
 
       dest ->
         {to, own} = reply_to()
@@ -353,6 +352,27 @@ defmodule NxJax.Worker.Caller do
   catch
     :exit, _ -> nil
   end
+
+  # a pool worker waiting to start again after quick deaths (NxJax.Worker.Backoff)
+  defp why(server) when is_atom(server) do
+    case NxJax.Pool.restart_wait(server) do
+      {quick, ms} ->
+        ": it died #{quick} time(s) in a row soon after starting and starts again in " <>
+          "#{ms} ms; the calls it was serving may be the cause (see the log)"
+
+      nil ->
+        ""
+    end
+  end
+
+  defp why(_server), do: ""
+
+  # no retry onto a worker that will not start for a while: the caller gets the error now
+  defp waiting_long?(server) when is_atom(server) do
+    match?({_, ms} when ms > 1_000, NxJax.Pool.restart_wait(server))
+  end
+
+  defp waiting_long?(_server), do: false
 
   defp retry?(opts, server) do
     is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
