@@ -185,7 +185,6 @@ class Worker:
         # with its length header (Worker._hot_one, Worker.handle_framed)
         self._one: Callable[[Chunk], bytes | list[Chunk] | None] | None = None
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
-        self.next_handle = 1
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
@@ -485,8 +484,11 @@ class Worker:
         return entry
 
     def _keep(self, array: Any, out: TensorOut) -> int:
-        handle = self.next_handle
-        self.next_handle += 1
+        # a random 64-bit number, not a count: a handle cannot be guessed, so only a process
+        # that was given it (the owner, and whoever it hands the tensor to) can use or free it
+        handle = 0
+        while handle == 0 or handle in self.resident:
+            handle = int.from_bytes(os.urandom(8), "big")
         self.resident[handle] = (array, out)
         return handle
 

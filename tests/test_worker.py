@@ -355,6 +355,19 @@ def test_resident_results_feed_later_calls_and_come_back_by_fetch() -> None:
     assert_error(handle(worker, request(5, "fetch", [[handle_1]])), 5, "UnknownHandle", "freed")
 
 
+def test_handles_cannot_be_guessed() -> None:
+    """Handles are random 64-bit numbers: a free (or fetch) of guessed, sequential handles from
+    another sender touches no resident tensor."""
+    worker = Worker()
+    x = np.arange(3, dtype=F32)
+    handles = [worker.put([[wire_tensor(x)]])[0] for _ in range(50)]
+    assert len(set(handles)) == 50 and all(0 < h < 2**64 for h in handles)
+    assert sum(h < 2**32 for h in handles) < 3  # (50 draws below 2**32: probability ~1e-8 each)
+    assert worker.free([list(range(1, 10_000))]) == 0
+    assert len(worker.resident) == 50
+    assert worker.free([handles[:2]]) == 2
+
+
 def test_put_makes_tensors_resident_with_their_type() -> None:
     worker = Worker()
     x = np.array([[1, -2], [3, 4]], np.int64)
