@@ -34,11 +34,11 @@ defmodule NxJax.Pool do
   crash loop stops neither the pool nor the application and service returns by itself.
   While a worker waits to start again, calls placed on it fail at once with an error saying so.
 
-  The settings a call reads, `config :nx_jax, remote:` and `config :nx_jax, reply_spin_us:`,
+  The settings a call reads, `config :nx_jax, remote:`, `reply_spin_us:` and `timeout:`,
   are read once, when the application starts (`reload_config/0`): an application-environment
   lookup cost 0.13 us each, a tenth of a small call's overhead over JAX. After changing them at
-  run time with `Application.put_env/3`, call `reload_config/0`; the `:remote` and
-  `:reply_spin_us` options of a call always apply at once.
+  run time with `Application.put_env/3`, call `reload_config/0`; the `:remote`,
+  `:reply_spin_us` and `:timeout` options of a call always apply at once.
 
       NxJax.Pool.size()
       #=> 2
@@ -139,8 +139,10 @@ defmodule NxJax.Pool do
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
 
   @doc """
-  Reads the settings of the application environment that every call uses (`:remote`, and
-  `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0`) into `:persistent_term`. The application
+  Reads the settings of the application environment that every call uses (`:remote`,
+  `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0` and `:timeout` of
+  `NxJax.Worker.default_timeout/0`) into `:persistent_term`; raises `ArgumentError` for a
+  timeout that is not a positive integer or `:infinity`. The application
   does it when it starts; call it again after `Application.put_env/3` changed them.
   """
   def reload_config do
