@@ -298,8 +298,10 @@ defmodule NxJax.WorkerTest do
   # kills the named worker's Python process once it holds one request: the call is then
   # certainly in flight, however fast this machine runs the graph (regression: a fixed 50 ms
   # sleep let a fast dot finish first, and the caller got its result instead of an error)
-  defp kill_in_flight(name) do
-    assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000)
+  defp kill_in_flight(name), do: kill_in_flight_of(name, 1)
+
+  defp kill_in_flight_of(name, pending) do
+    assert wait_until(fn -> NxJax.Worker.pending(name) == pending end, 10_000)
     System.cmd("kill", ["-9", Integer.to_string(NxJax.Worker.os_pid(name))])
   end
 
@@ -314,7 +316,7 @@ defmodule NxJax.WorkerTest do
   end
 
   test "with retry: false, a caller in flight when the Python process is killed gets " <>
-         "WorkerExited with the exit status within 1 s, and the worker is restarted" do
+         "WorkerDied with the exit status within 1 s, and the worker is restarted" do
     {name, sup} = restartable_worker()
     old = Process.whereis(name)
     graph = slow_graph()
@@ -327,24 +329,33 @@ defmodule NxJax.WorkerTest do
     kill_in_flight(name)
 
     # the issue's bound: every caller hears of the exit within 1 s (scaled on a slow machine)
-    assert {:ok, %NxJax.WorkerError{class: "WorkerExited", message: message}} =
+    assert {:ok, %NxJax.WorkerError{class: "WorkerDied", message: message}} =
              Task.yield(caller, NxJax.TestTime.ms(1_000))
 
-    assert message =~ "exited with status 137 (killed by signal 9)"
+    assert message =~ "exited with status 137 (killed by signal 9) while running this call"
 
     new = wait_for_new_pid(name, old)
     assert NxJax.Worker.call(:ping, [], server: new) == :pong
     Supervisor.stop(sup)
   end
 
-  test "by default a call interrupted by the worker's death is retried once on the new worker" do
+  test "a signal killing the worker: the call it ran fails with WorkerDied and is not " <>
+         "retried (it may be a poison call); the call queued behind it is retried once" do
     {name, sup} = restartable_worker()
     graph = slow_graph()
-    caller = Task.async(fn -> NxJax.Worker.run(graph, [], server: name) end)
-    kill_in_flight(name)
+    running = Task.async(fn -> catch_error(NxJax.Worker.run(graph, [], server: name)) end)
+    assert wait_until(fn -> NxJax.Worker.pending(name) == 1 end, 10_000)
+    queued = Task.async(fn -> NxJax.Worker.run(graph, [], server: name) end)
+    kill_in_flight_of(name, 2)
 
-    # the new worker has never seen the graph: it is sent again and compiled there
-    assert [{{:f, 64}, {@side, @side}, data}] = Task.await(caller, :infinity)
+    assert %NxJax.WorkerError{class: "WorkerDied", message: message} =
+             Task.await(running, :infinity)
+
+    assert message =~ "while running this call. It is not retried"
+
+    # the queued call never ran: it goes to the new worker, which has never seen the graph
+    # (it is sent again and compiled there)
+    assert [{{:f, 64}, {@side, @side}, data}] = Task.await(queued, :infinity)
     assert data == :binary.copy(<<@entry::float-64-native>>, @side * @side)
     Supervisor.stop(sup)
   end
@@ -362,7 +373,7 @@ defmodule NxJax.WorkerTest do
       end)
 
     kill_in_flight(name)
-    assert %NxJax.WorkerError{class: "WorkerExited"} = Task.await(caller, :infinity)
+    assert %NxJax.WorkerError{class: "WorkerDied"} = Task.await(caller, :infinity)
     Supervisor.stop(sup)
   end
 

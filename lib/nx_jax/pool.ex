@@ -17,7 +17,9 @@ defmodule NxJax.Pool do
   Retry: calls are pure, so a call interrupted by its worker's exit (`"WorkerExited"`, e.g. the
   Python process was killed, or the worker's node went down) is placed once more, on the
   restarted worker or another one (`retry: false` turns this off). A call pinned to one worker
-  (resident arguments, or an explicit `:server` pid) is not retried: its error says why.
+  (resident arguments, or an explicit `:server` pid) is not retried: its error says why; nor
+  is the call the worker was running when a signal killed it (`"WorkerDied"`: it may be the
+  cause).
 
   `config :nx_jax, worker_env: [env0, env1, ...]` gives worker `i` the extra environment
   variables `env_i` (`[{"NAME", "value"}]`), e.g. one accelerator each (docs/DEPLOYMENT.md).

@@ -3,9 +3,11 @@ defmodule NxJax.WorkerError do
   Raised when the Python worker answers a request with an error, exits, or does not answer in
   time.
 
-  `class` is the Python exception class (`"GraphError"`, `"ZeroDivisionError"`, ...) or one of
-  `"WorkerExited"` / `"Timeout"` for failures of the worker process itself; `message` and
-  `traceback` are the worker's text.
+  `class` is the Python exception class (`"GraphError"`, `"ZeroDivisionError"`, ...) or, for
+  failures of the worker process itself, one of `"WorkerExited"` (the worker exited before it
+  ran the call: retried once on the restarted worker unless `retry: false`), `"WorkerDied"`
+  (a signal killed the worker while it ran this very call, which may be the cause: not
+  retried), `"Timeout"` and `"FrameTooLarge"`; `message` and `traceback` are the worker's text.
   """
   defexception [:class, :message, traceback: ""]
 
@@ -24,6 +26,16 @@ defmodule NxJax.WorkerError do
   # the message of a worker whose Python process exited with `status`
   def exited_text(os_pid, status),
     do: "the Python worker (OS pid #{os_pid}) exited with status #{describe(status)}"
+
+  @doc false
+  # the error of the call the worker was running when a signal killed it
+  def died(text) do
+    {"WorkerDied",
+     text <>
+       " while running this call. It is not retried: the call itself may be what killed the " <>
+       "worker (memory, a crash in native code); check the worker's log, and retry it " <>
+       "yourself if it was not", ""}
+  end
 
   @doc false
   # the message of a call past its deadline, whose worker is replaced

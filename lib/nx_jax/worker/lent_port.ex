@@ -222,7 +222,11 @@ defmodule NxJax.Worker.LentPort do
 
       {:exit_status, status} ->
         send(dest, {port, message})
-        {:error, {"WorkerExited", NxJax.WorkerError.exited_text(os_pid, status), ""}}
+        text = NxJax.WorkerError.exited_text(os_pid, status)
+        # (the borrowed call is the one the worker was running: killed by a signal, it may be
+        # the cause, and is not retried)
+        {:error,
+         if(status > 128, do: NxJax.WorkerError.died(text), else: {"WorkerExited", text, ""})}
 
       _other ->
         :more

@@ -69,6 +69,8 @@ defmodule NxJax.Worker.Server do
       os_pid: os_pid,
       # the largest request frame the worker reads (callers check theirs before sending)
       max_frame: max_frame,
+      # whether this GenServer killed its Python process (a deadline passed)
+      replaced: false,
       stdio_to: Keyword.get(opts, :stdio_to),
       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
     }
@@ -245,7 +247,17 @@ defmodule NxJax.Worker.Server do
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
     text = NxJax.WorkerError.exited_text(state.os_pid, status)
     Logger.warning("nx_jax: #{text}; its supervisor starts a new one")
-    fail_pending(state, {"WorkerExited", text, ""})
+    # The request the worker was running when a signal killed it may be what killed it (a
+    # poison call): it fails with "WorkerDied", which nothing retries; the requests queued
+    # behind it were never started and fail with "WorkerExited" (retried once).
+    served = if status > 128 and not state.replaced, do: served_id(state)
+
+    Enum.each(state.pending, fn
+      {_id, {nil, _, _}} -> :ok
+      {^served, {from, _, _}} -> GenServer.reply(from, {:error, NxJax.WorkerError.died(text)})
+      {_id, {from, _, _}} -> GenServer.reply(from, {:error, {"WorkerExited", text, ""}})
+    end)
+
     {:stop, {:shutdown, {:worker_exited, status}}, %{state | pending: %{}}}
   end
 
@@ -283,7 +295,14 @@ defmodule NxJax.Worker.Server do
       )
     end
 
-    if expired != [], do: replace_python(state)
+    # (killed by us: the exit that follows is no call's own doing)
+    state =
+      if expired != [] do
+        replace_python(state)
+        %{state | replaced: true}
+      else
+        state
+      end
 
     case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
       [] -> {:noreply, state}
@@ -296,7 +315,7 @@ defmodule NxJax.Worker.Server do
   # a call that borrowed the port passed its deadline
   def handle_info(:nx_jax_lent_expired, state) do
     replace_python(state)
-    {:noreply, state}
+    {:noreply, %{state | replaced: true}}
   end
 
   # a borrowed call found that the Python side forgot the graph `key`
@@ -389,6 +408,14 @@ defmodule NxJax.Worker.Server do
     if stream == "stderr", do: Logger.warning(text), else: Logger.info(text)
     if state.stdio_to, do: send(state.stdio_to, {:nx_jax_stdio, stream, line})
   end
+
+  # the request the worker was running: the oldest one written to the port (requests are run in
+  # the order they arrive), when this GenServer holds the port; none while a borrower has it
+  # (the borrowed call is the one running, LentPort.settle/4)
+  defp served_id(%{holding: true, held_back: [], pending: pending}) when map_size(pending) > 0,
+    do: pending |> Map.keys() |> Enum.min()
+
+  defp served_id(_state), do: nil
 
   defp fail_pending(state, error) do
     Enum.each(state.pending, fn
