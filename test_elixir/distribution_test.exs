@@ -108,7 +108,11 @@ defmodule NxJax.DistributionTest do
 
     outcomes = Enum.flat_map(tasks, &Task.await(&1, :infinity))
     assert length(outcomes) == 16 * 100
-    assert Enum.all?(outcomes, &(&1 in [{:ok, true}, {:error, "WorkerExited"}]))
+    # (WorkerDied would be the call a killed Python process was running)
+    assert Enum.all?(
+             outcomes,
+             &(&1 in [{:ok, true}, {:error, "WorkerExited"}, {:error, "WorkerDied"}])
+           )
 
     refute node in Node.list()
     assert wait_until(fn -> remote not in NxJax.Distribution.members() end, 10_000)

@@ -69,7 +69,13 @@ defmodule NxJax.FaultsTest do
     assert length(outcomes) == 12 * 40
     # nothing is lost: every call has an outcome, and no result is wrong
     refute {:ok, false} in outcomes
-    assert Enum.all?(outcomes, &(&1 in [{:ok, true}, {:error, "WorkerExited"}]))
+    # (WorkerDied: the call a killed worker was running, not retried; WorkerExited: a call whose
+    # retry found no new worker in time)
+    assert Enum.all?(
+             outcomes,
+             &(&1 in [{:ok, true}, {:error, "WorkerExited"}, {:error, "WorkerDied"}])
+           )
+
     assert {:ok, true} in outcomes
 
     await_pool()
