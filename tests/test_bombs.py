@@ -8,9 +8,9 @@ import struct
 import time
 import zlib
 
-from py_backend.channel import Atom, Binary, encode, frame_header
+from py_backend.channel import Binary, encode, frame_header
 
-from .helpers import WorkerProcess, atom, request, scaled
+from .helpers import WorkerProcess, atom, atom_str, request, scaled
 from .test_worker import assert_error, assert_pong
 
 MB = 1 << 20
@@ -19,8 +19,7 @@ MB = 1 << 20
 def memory(w: WorkerProcess, request_id: int, reset: bool) -> dict[str, int]:
     reply = w.call(request(request_id, "memory", [reset]))
     assert reply[1] == request_id
-    return {(k.value.decode() if isinstance(k.value, bytes) else k.value): v
-            for k, v in reply[2].items() if isinstance(k, Atom)}
+    return {atom_str(k): v for k, v in reply[2].items()}
 
 
 def ping_frame(request_id: int) -> bytes:

@@ -137,6 +137,16 @@ defmodule NxJax.Pool do
     end
   end
 
+  @doc false
+  # restart_wait/1 when the wait is over a second: then a call is not retried on the worker
+  # (NxJax.Worker.Caller and retried/5 below), its caller gets the error at once
+  def long_restart_wait(name) do
+    case restart_wait(name) do
+      {_quick, ms} = wait when ms > 1_000 -> wait
+      _ -> nil
+    end
+  end
+
   @doc "The number of workers (1 when no pool was started)."
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
 
@@ -302,8 +312,8 @@ defmodule NxJax.Pool do
   # its call then fails with a clear error); none while the worker waits more than a second to
   # start again after quick deaths (NxJax.Worker.Backoff): the error is raised at once.
   defp retried(name, old, error, stack, again) do
-    case restart_wait(name) do
-      {quick, ms} when ms > 1_000 ->
+    case long_restart_wait(name) do
+      {quick, ms} ->
         message =
           error.message <>
             "; not retried: the worker died #{quick} time(s) in a row soon after starting " <>

@@ -28,14 +28,18 @@ defmodule NxJax.WorkerError do
     do: "the Python worker (OS pid #{os_pid}) exited with status #{describe(status)}"
 
   @doc false
-  # the error of the call the worker was running when a signal killed it
-  def died(text) do
+  # The error of a call whose worker exited with `status` (message `text`): "WorkerDied",
+  # which nothing retries, for the call it was `running` when a signal killed it (that call may
+  # be what killed it); "WorkerExited" otherwise.
+  def exit_error(text, status, running) when running and status > 128 do
     {"WorkerDied",
      text <>
        " while running this call. It is not retried: the call itself may be what killed the " <>
        "worker (memory, a crash in native code); check the worker's log, and retry it " <>
        "yourself if it was not", ""}
   end
+
+  def exit_error(text, _status, _running), do: {"WorkerExited", text, ""}
 
   @doc false
   # the message of a call past its deadline, whose worker is replaced

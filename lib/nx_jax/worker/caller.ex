@@ -369,7 +369,7 @@ defmodule NxJax.Worker.Caller do
 
   # no retry onto a worker that will not start for a while: the caller gets the error now
   defp waiting_long?(server) when is_atom(server) do
-    match?({_, ms} when ms > 1_000, NxJax.Pool.restart_wait(server))
+    NxJax.Pool.long_restart_wait(server) != nil
   end
 
   defp waiting_long?(_server), do: false

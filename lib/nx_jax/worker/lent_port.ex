@@ -223,10 +223,8 @@ defmodule NxJax.Worker.LentPort do
       {:exit_status, status} ->
         send(dest, {port, message})
         text = NxJax.WorkerError.exited_text(os_pid, status)
-        # (the borrowed call is the one the worker was running: killed by a signal, it may be
-        # the cause, and is not retried)
-        {:error,
-         if(status > 128, do: NxJax.WorkerError.died(text), else: {"WorkerExited", text, ""})}
+        # (the borrowed call is the one the worker was running)
+        {:error, NxJax.WorkerError.exit_error(text, status, true)}
 
       _other ->
         :more

@@ -29,13 +29,13 @@ defmodule NxJax.Worker.Server do
     python = NxJax.Worker.python_executable(opts)
     spin_us = NxJax.Worker.spin_us(opts)
 
+    # (the limit max_frame/1 reads from the :env or decides, for the worker to read)
     max_frame = NxJax.Worker.max_frame(opts)
-    given_env = Keyword.get(opts, :env, [])
 
     given_env =
-      if List.keymember?(given_env, "NX_JAX_MAX_FRAME", 0),
-        do: given_env,
-        else: [{"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)} | given_env]
+      opts
+      |> Keyword.get(:env, [])
+      |> List.keystore("NX_JAX_MAX_FRAME", 0, {"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)})
 
     env = for {k, v} <- numerics_env(given_env), do: {to_charlist(k), to_charlist(v)}
 
@@ -250,13 +250,9 @@ defmodule NxJax.Worker.Server do
     # The request the worker was running when a signal killed it may be what killed it (a
     # poison call): it fails with "WorkerDied", which nothing retries; the requests queued
     # behind it were never started and fail with "WorkerExited" (retried once).
-    served = if status > 128 and not state.replaced, do: served_id(state)
+    served = if not state.replaced, do: served_id(state)
 
-    Enum.each(state.pending, fn
-      {_id, {nil, _, _}} -> :ok
-      {^served, {from, _, _}} -> GenServer.reply(from, {:error, NxJax.WorkerError.died(text)})
-      {_id, {from, _, _}} -> GenServer.reply(from, {:error, {"WorkerExited", text, ""}})
-    end)
+    fail_pending(state, fn id -> NxJax.WorkerError.exit_error(text, status, id == served) end)
 
     {:stop, {:shutdown, {:worker_exited, status}}, %{state | pending: %{}}}
   end
@@ -390,7 +386,7 @@ defmodule NxJax.Worker.Server do
       "the Python worker (OS pid #{state.os_pid}) exited: its port closed " <>
         "(#{inspect(reason)}) while a request was being written, so its exit status is unknown"
 
-    fail_pending(state, {"WorkerExited", text, ""})
+    fail_pending(state, fn _id -> {"WorkerExited", text, ""} end)
     {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
@@ -417,10 +413,11 @@ defmodule NxJax.Worker.Server do
 
   defp served_id(_state), do: nil
 
-  defp fail_pending(state, error) do
+  # every pending request gets `error_of.(id)`
+  defp fail_pending(state, error_of) do
     Enum.each(state.pending, fn
       {_id, {nil, _, _}} -> :ok
-      {_id, {from, _, _}} -> GenServer.reply(from, {:error, error})
+      {id, {from, _, _}} -> GenServer.reply(from, {:error, error_of.(id)})
     end)
   end
 
