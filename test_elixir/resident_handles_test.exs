@@ -160,4 +160,28 @@ defmodule NxJax.ResidentHandlesTest do
     assert wait_until(fn -> resident_count() == before end)
     assert Nx.backend_deallocate(b) == :already_deallocated
   end
+
+  test "no table shows a handle: another process that reads the live table cannot use what it finds" do
+    r = Nx.backend_transfer(Nx.tensor([5.0, 6.0]), NxJax.Backend)
+    %NxJax.Backend{worker: w, handle: h} = r.data
+    # the table every process can read holds digests: none is the handle, none works as one
+    entries = :ets.tab2list(NxJax.Worker.Caller.local(w).live)
+    assert {NxJax.Worker.live_key(h)} in entries
+    refute Enum.any?(entries, fn {key} -> key == h end)
+
+    task =
+      Task.async(fn ->
+        for {key} <- entries do
+          assert_raise NxJax.WorkerError, ~r/no resident tensor/, fn ->
+            NxJax.Worker.fetch([key], server: w)
+          end
+        end
+
+        # nor do they free anything
+        NxJax.Worker.free(Enum.map(entries, &elem(&1, 0)), server: w)
+      end)
+
+    assert Task.await(task, NxJax.TestTime.ms(30_000)) == 0
+    assert Nx.backend_transfer(r) == Nx.tensor([5.0, 6.0])
+  end
 end

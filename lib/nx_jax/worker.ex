@@ -223,7 +223,13 @@ defmodule NxJax.Worker do
 
   # takes `handles` out of a worker's table of live handles; how many were there
   @doc false
-  def take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, &1) != []))
+  def take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, live_key(&1)) != []))
+
+  # The table of live handles is public (release/2 takes from it in the calling process), so it
+  # holds a digest of each handle, not the handle: reading the table tells nothing that could be
+  # sent to the worker.
+  @doc false
+  def live_key(handle), do: :erlang.md5(:erlang.term_to_binary(handle))
 
   @doc """
   Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,

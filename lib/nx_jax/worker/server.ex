@@ -370,7 +370,7 @@ defmodule NxJax.Worker.Server do
 
       {{_monitor, handles}, owners} ->
         state = %{state | owners: owners}
-        Enum.each(handles, &:ets.delete(state.live, &1))
+        Enum.each(handles, &:ets.delete(state.live, NxJax.Worker.live_key(&1)))
 
         if MapSet.size(handles) == 0 do
           {:noreply, state}
@@ -496,7 +496,7 @@ defmodule NxJax.Worker.Server do
       end
 
     owned = Enum.reduce(handles, owned, &MapSet.put(&2, &1))
-    :ets.insert(state.live, Enum.map(handles, &{&1}))
+    :ets.insert(state.live, Enum.map(handles, &{NxJax.Worker.live_key(&1)}))
     %{state | owners: Map.put(state.owners, owner, {monitor, owned})}
   end
 end
