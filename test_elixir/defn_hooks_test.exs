@@ -230,6 +230,70 @@ defmodule NxJax.DefnHooksTest do
     end
   end
 
+  describe "hooks_in: :process" do
+    defn named_hooks(x) do
+      a = hook(Nx.exp(x), :first)
+      b = hook(Nx.multiply(a, 2), :second)
+      Nx.add(b, 1)
+    end
+
+    test "each hook runs in a process of its own, in order, with the caller in $callers" do
+      parent = self()
+      report = fn tag -> &send(parent, {tag, self(), Process.get(:"$callers"), &1}) end
+      hooks = %{first: report.(:first), second: report.(:second)}
+      fun = Nx.Defn.jit(&named_hooks/1, hooks: hooks, hooks_in: :process)
+      assert fun.(Nx.tensor(0.0)) == Nx.tensor(3.0)
+      assert_received {:first, first, [^parent | _], first_value}
+      assert_received {:second, second, [^parent | _], second_value}
+      assert first != parent and second != parent and first != second
+      assert {first_value, second_value} == {Nx.tensor(1.0), Nx.tensor(2.0)}
+    end
+
+    test "a hook that never returns is stopped at the call's deadline; the worker serves on" do
+      parent = self()
+
+      block = fn _ ->
+        send(parent, {:blocked, self()})
+        Process.sleep(:infinity)
+      end
+
+      # (compiled first, so that the deadline finds the worker done and only the hook running)
+      assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
+      opts = [hooks: %{first: block}, hooks_in: :process, timeout: 1000]
+
+      error =
+        assert_raise NxJax.WorkerError, fn -> Nx.Defn.jit_apply(&named_hooks/1, [0.0], opts) end
+
+      assert error.class == "Timeout"
+      assert error.message =~ "hook 0 of this call was still running"
+      assert error.message =~ "timeout: 1000 ms"
+      assert_received {:blocked, hook_pid}
+      refute Process.alive?(hook_pid)
+      # (the worker had finished: nothing was killed, and the next call is served)
+      assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
+    end
+
+    test "a hook that raises fails the call with its error; the later hooks are skipped" do
+      parent = self()
+      raising = fn _ -> raise ArgumentError, "hook failed in its process" end
+      hooks = %{first: raising, second: &send(parent, {:second, &1})}
+      fun = Nx.Defn.jit(&named_hooks/1, hooks: hooks, hooks_in: :process)
+      assert_raise ArgumentError, "hook failed in its process", fn -> fun.(Nx.tensor(0.0)) end
+      refute_received {:second, _}
+    end
+
+    test "by default a hook runs in the caller (Nx's evaluator), and a bad value is refused" do
+      parent = self()
+      fun = Nx.Defn.jit(&named_hooks/1, hooks: %{first: &send(parent, {:in, self(), &1})})
+      assert fun.(Nx.tensor(0.0)) == Nx.tensor(3.0)
+      assert_received {:in, ^parent, _}
+
+      assert_raise ArgumentError, ~r/hooks_in must be :caller .* got: :elsewhere/, fn ->
+        Nx.Defn.jit(&named_hooks/1, hooks_in: :elsewhere).(Nx.tensor(0.0))
+      end
+    end
+  end
+
   test "outside defn, hook calls its function at once" do
     assert Nx.Defn.Kernel.hook(Nx.tensor(1.0), &send(self(), {:eager, &1})) == Nx.tensor(1.0)
     assert messages(:eager) == [Nx.tensor(1.0)]

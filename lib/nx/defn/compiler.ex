@@ -99,7 +99,7 @@ defmodule Nx.Defn.Compiler do
   end
 
   # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
-  @worker_options [:timeout, :server, :hooks, :retry, :retryable, :reply_spin_us]
+  @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us]
 
   # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
   # returns the traced expression, as in Nx; the default compiler (`nil`, or named) runs

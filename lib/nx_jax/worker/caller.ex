@@ -56,7 +56,7 @@ defmodule NxJax.Worker.Caller do
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
     check_size!(dest, message)
-    on_hook = Keyword.get(opts, :on_hook)
+    on_hook = hook_runner(Keyword.get(opts, :on_hook), Keyword.get(opts, :hooks_in, :caller))
     reply = if lendable and on_hook == nil, do: LentPort.call(dest, message, {timeout, spin_us})
 
     case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
@@ -138,6 +138,8 @@ defmodule NxJax.Worker.Caller do
       dest: dest,
       monitor: nil,
       limit: limit,
+      # (the call's own deadline: hooks that run in a process of their own end by it)
+      deadline: if(timeout == :infinity, do: :infinity, else: limit - grace),
       timeout: timeout,
       on_hook: on_hook,
       lent: lent
@@ -230,7 +232,8 @@ defmodule NxJax.Worker.Caller do
   end
 
   defp got_hook(tag, wait, failed, spin, polls, index, tensors),
-    do: await_reply(tag, wait, failed || run_hook(wait.on_hook, index, tensors), spin, polls)
+    do:
+      await_reply(tag, wait, failed || run_hook(wait.on_hook, wait, index, tensors), spin, polls)
 
   # The reply of a call (from its GenServer), or what came from the port of a lent call
   # (`tag` is then the port; LentPort.settle/4).
@@ -284,11 +287,24 @@ defmodule NxJax.Worker.Caller do
     :ok
   end
 
-  # A hook that raises fails the call once its reply arrives (the worker finishes the run);
-  # the hooks after it are not called.
-  defp run_hook(nil, _index, _tensors), do: nil
+  # `on_hook` and where it runs (the `:hooks_in` option): `{:caller, fun}` or `{:process, fun}`
+  defp hook_runner(nil, _where), do: nil
+  defp hook_runner(on_hook, where) when where in [:caller, :process], do: {where, on_hook}
 
-  defp run_hook(on_hook, index, tensors) do
+  defp hook_runner(_on_hook, where) do
+    raise ArgumentError,
+          "hooks_in must be :caller (hooks run in the calling process, as in Nx's evaluator) or " <>
+            ":process (each hook runs in a process of its own, bounded by the call's :timeout), " <>
+            "got: #{inspect(where)}"
+  end
+
+  # A hook that raises fails the call once its reply arrives (the worker finishes the run);
+  # the hooks after it are not called. In the caller nothing can stop a hook that does not
+  # return; in a process of its own, one still running at the call's deadline is killed and
+  # fails the call with a "Timeout" error.
+  defp run_hook(nil, _wait, _index, _tensors), do: nil
+
+  defp run_hook({:caller, on_hook}, _wait, index, tensors) do
     outer = Process.put(@in_hook, true)
 
     try do
@@ -298,6 +314,56 @@ defmodule NxJax.Worker.Caller do
       kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
     after
       if outer == nil, do: Process.delete(@in_hook)
+    end
+  end
+
+  defp run_hook({:process, on_hook}, wait, index, tensors) do
+    caller = self()
+    callers = Process.get(:"$callers", [])
+
+    {pid, monitor} =
+      spawn_monitor(fn ->
+        Process.put(:"$callers", [caller | callers])
+
+        outcome =
+          try do
+            on_hook.(index, tensors)
+            nil
+          catch
+            kind, reason -> {:hook_failed, kind, reason, __STACKTRACE__}
+          end
+
+        send(caller, {__MODULE__, self(), outcome})
+      end)
+
+    receive do
+      {__MODULE__, ^pid, outcome} ->
+        Process.demonitor(monitor, [:flush])
+        outcome
+
+      {:DOWN, ^monitor, :process, ^pid, reason} ->
+        {:hook_failed, :exit, reason, []}
+    after
+      remaining(wait.deadline) ->
+        Process.exit(pid, :kill)
+        Process.demonitor(monitor, [:flush])
+
+        receive do
+          {__MODULE__, ^pid, _} -> :ok
+        after
+          0 -> :ok
+        end
+
+        error =
+          NxJax.WorkerError.exception(
+            class: "Timeout",
+            message:
+              "hook #{index} of this call was still running at the call's deadline " <>
+                "(timeout: #{wait.timeout} ms) and was stopped",
+            traceback: ""
+          )
+
+        {:hook_failed, :error, error, []}
     end
   end
 
