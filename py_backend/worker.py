@@ -188,6 +188,7 @@ class Worker:
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
+        self.reader: FrameReader | None = None  # (the request stream serve() reads, for stats)
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -239,6 +240,7 @@ class Worker:
             atom("fast_hot_calls"): s.fast_hot_calls,
             atom("fast_layout_calls"): s.fast_layout_calls,
             atom("resident"): len(self.resident),
+            atom("paused_spins"): self.reader.paused_spins if self.reader is not None else 0,
         }
 
     def run(self, args: list[Any]) -> Any:
@@ -742,6 +744,7 @@ def serve(
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker = worker or Worker()
     worker.emit = replies.write_frame
+    worker.reader = frames
     reply: bytes | list[Chunk]
     while True:
         try:

@@ -346,7 +346,8 @@ defmodule NxJax.Pool do
   `trace_cache_evictions` (`Nx.Defn.TraceCache`), `graph_sends`, `key_calls`,
   `graph_resends`, `compiles`, `cache_hits`, `runs`, `errors`, `graph_loads`,
   `unknown_graphs`, `resident`, `lent_calls` and the fast-path counters `fast_one_calls`,
-  `fast_hot_calls`, `fast_layout_calls` and `fast_replies` (see `NxJax.Worker.stats/1`).
+  `fast_hot_calls`, `fast_layout_calls` and `fast_replies`, and `paused_spins` (see
+  `NxJax.Worker.stats/1`).
   """
   def stats do
     workers()
