@@ -114,11 +114,14 @@ class Call:
 class Lowering:
     """Evaluates a validated :class:`Graph` with JAX operations (traceable by ``jax.jit``)."""
 
-    def __init__(self, graph: Graph, sink: HookSink | None = None, muted: bool = False) -> None:
+    def __init__(self, graph: Graph, sink: HookSink | None = None, muted: bool = False,
+                 linear: Callable[[jax.Array], jax.Array] | None = None) -> None:
         self.graph = graph
         self.nodes = graph.nodes
         self.sink = sink
         self.muted = muted  # every hook here (and in sub-graphs) is quiet
+        # the linear map a solver's sub-graph was given (its linear_map nodes apply it)
+        self.linear = linear
         self._top: frozenset[int] | None = None
         self._needs: dict[int, tuple[int, ...]] = {}
         self._closed: dict[int, tuple[frozenset[int], tuple[int, ...]]] = {}
@@ -1501,11 +1504,14 @@ UNBOUNDED_WHILE = (
 )
 
 
-def subgraph_function(graph: Graph, c: Call) -> Callable[..., list[jax.Array]]:
+def subgraph_function(graph: Graph, c: Call,
+                      linear: Callable[[jax.Array], jax.Array] | None = None,
+                      ) -> Callable[..., list[jax.Array]]:
     """A closed sub-graph of the node of ``c`` as a function of its parameters, returning its
-    outputs; its hooks report to the same sink, and are quiet where the node is."""
+    outputs; its hooks report to the same sink, and are quiet where the node is. Its
+    ``linear_map`` nodes apply ``linear``, else the map the enclosing sub-graph was given."""
     low = c.lowering
-    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env)).function()
+    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env), linear or low.linear).function()
 
 
 def lower_cond(c: Call) -> Value:
@@ -1641,6 +1647,51 @@ def reversible_while(
 
     loop.defvjp(forward, backward)
     return loop(tuple(state), tuple(captures))
+
+
+def lower_linear_map(c: Call) -> Value:
+    """``linear_map`` [v]: the linear map JAX passed to the solver this sub-graph belongs to."""
+    linear = c.lowering.linear
+    if linear is None:
+        raise GraphError(f"node {c.node.id} (linear_map): only the solvers of custom_root and "
+                         "custom_linear_solve are given a linear map")
+    return linear(c.args[0])
+
+
+def _solver(graph: Graph, c: Call, captures: tuple[jax.Array, ...],
+            ) -> Callable[[Any, jax.Array], jax.Array]:
+    """A solver's sub-graph as JAX calls it: ``solver(linear_map, rhs)``."""
+    def solver(linear: Any, rhs: jax.Array) -> jax.Array:
+        return subgraph_function(graph, c, linear)(rhs, *captures)[0]
+
+    return solver
+
+
+def lower_custom_root(c: Call) -> Value:
+    """``custom_root`` [x0, captures]: ``lax.custom_root`` of ``f``; ``solve`` finds the root
+    (f is inlined in it at trace time, so JAX's f is not used), ``tangent_solve`` solves the
+    linearised system with the map JAX gives it. Gradients flow to the captures ``f`` reads,
+    by the implicit function theorem."""
+    x0, captures = c.args[0], tuple(c.args[1:])
+    f = subgraph_function(c.node.opts["f"], c)
+    solve = _solver(c.node.opts["solve"], c, captures)
+    return lax.custom_root(lambda x: f(x, *captures)[0], x0,
+                           lambda _f, guess: solve(None, guess),
+                           _solver(c.node.opts["tangent_solve"], c, captures))
+
+
+def lower_custom_linear_solve(c: Call) -> Value:
+    """``custom_linear_solve`` [b, captures]: ``lax.custom_linear_solve`` of ``matvec``, with
+    the solvers applying the maps JAX gives them (matvec, and its transpose for
+    ``transpose_solve``)."""
+    b, captures = c.args[0], tuple(c.args[1:])
+    opts = c.node.opts
+    matvec = subgraph_function(opts["matvec"], c)
+    transpose = opts["transpose_solve"]
+    return lax.custom_linear_solve(
+        lambda x: matvec(x, *captures)[0], b, _solver(opts["solve"], c, captures),
+        None if transpose is None else _solver(transpose, c, captures),
+        symmetric=opts["symmetric"])
 
 
 def lower_range_loop(c: Call) -> Value:

@@ -144,11 +144,6 @@ defmodule Nx.Defn.Graph do
   defp wire_op(%Nx.Tensor{data: %Expr{op: :hook, opts: %{index: index}}}, state),
     do: {:hook, %{index: index}, state}
 
-  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state)
-       when op in [:cond, :while, :range_loop, :reduce, :window_reduce] do
-    {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
-  end
-
   # types are decided here once: the worker is told the type two inputs are compared (or
   # scattered) in rather than re-deriving Nx's promotion
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [a, b], opts: opts}}, state)
@@ -175,7 +170,17 @@ defmodule Nx.Defn.Graph do
     {:constant, %{opts | value: value}, state}
   end
 
-  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state), do: {op, opts, state}
+  # an op carrying sub-graphs (control flow, reductions with a function, solvers): each
+  # becomes a graph term of its own
+  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state) do
+    if Enum.any?(opts, fn {_key, value} -> subgraph?(value) end),
+      do: {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state},
+      else: {op, opts, state}
+  end
+
+  defp subgraph?({:subgraph, _outputs, _params}), do: true
+  defp subgraph?([{:subgraph, _outputs, _params} | _]), do: true
+  defp subgraph?(_value), do: false
 
   # {:subgraph, outputs, params} (Nx.Defn.ControlFlow) -> a graph term of its own, whose
   # parameter i is params[i]
