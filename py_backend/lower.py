@@ -50,6 +50,10 @@ class ArgumentError(ValueError):
     """The arguments of ``run`` do not match the graph's parameters."""
 
 
+class NodeReport(Exception):
+    """An error whose message names its node itself (``{node N}``): no note is added."""
+
+
 def _lowering(op: str) -> Callable[[Call], Value]:
     # (imported here: the registry refers to this module's lowering functions)
     from py_backend.ops import REGISTRY
@@ -120,6 +124,8 @@ class Lowering:
         self.nodes = graph.nodes
         self.sink = sink
         self.muted = muted  # every hook here (and in sub-graphs) is quiet
+        # called on every node's value as it is computed (py_backend.debug_nans); may raise
+        self.check: Callable[[Lowering, Node, list[Value], Value, Env], Value] | None = None
         # the linear map a solver's sub-graph was given (its linear_map nodes apply it)
         self.linear = linear
         self._top: frozenset[int] | None = None
@@ -226,10 +232,12 @@ class Lowering:
                 else:
                     value = _lowering(node.op)(Call(node, args, env, self))
             except Exception as exc:
-                if not isinstance(exc, GraphError | ShapeError | ArgumentError):
+                if not isinstance(exc, GraphError | ShapeError | ArgumentError | NodeReport):
                     exc.add_note(f"while lowering node {n} ({node.op})")
                 raise
             env.local[n] = conform(node, value)
+            if self.check is not None:
+                env.local[n] = self.check(self, node, args, env.local[n], env)
 
     def value(self, node_id: int, env: Env) -> Value:
         self.evaluate([node_id], env)

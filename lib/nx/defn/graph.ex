@@ -85,6 +85,17 @@ defmodule Nx.Defn.Graph do
   end
 
   @doc """
+  The wire id of every node of `encode/1`'s graph (not those of sub-graphs), by the id of
+  its expression: `%{expression_id => wire_id}`.
+  """
+  @spec ids(term) :: %{reference => non_neg_integer}
+  def ids(outputs) do
+    leaves = outputs |> List.wrap() |> Composite.flatten_list() |> Enum.map(&Expr.to_expr/1)
+    {_output_ids, state} = Enum.map_reduce(leaves, %{ids: %{}, nodes: [], params: %{}}, &visit/2)
+    state.ids
+  end
+
+  @doc """
   Fills the template `container` returned by `encode/1` with `tensors`, in order.
   """
   @spec rebuild(term, [Nx.Tensor.t()]) :: term
