@@ -4,6 +4,8 @@ defmodule NxJax.ImplicitDiffTest do
   # the errors raised at trace time.
   use ExUnit.Case, async: true
 
+  doctest NxJax.Defn.Implicit
+
   import Nx.Defn
   import NxJax.Defn.Implicit
 

@@ -25,6 +25,26 @@ defmodule NxJax.Defn.Implicit do
   v -> (df/dx) v at the root (for a scalar, `fn g, y -> y / g.(1.0) end`).
 
   `solve` is run, never differentiated; the initial guess gets a zero gradient.
+
+  ## Examples
+
+  The square root of `a` by six Newton steps from 1.0; its derivative 1 / (2 sqrt(a)) comes
+  from `f`, not from the steps:
+
+      iex> sqrt = fn a ->
+      ...>   NxJax.Defn.Implicit.custom_root(
+      ...>     fn x -> Nx.subtract(Nx.multiply(x, x), a) end,
+      ...>     1.0,
+      ...>     fn f, x0 ->
+      ...>       Enum.reduce(1..6, x0, fn _, x -> Nx.subtract(x, Nx.divide(f.(x), Nx.multiply(2, x))) end)
+      ...>     end,
+      ...>     fn g, y -> Nx.divide(y, g.(1.0)) end
+      ...>   )
+      ...> end
+      iex> Nx.Defn.jit(sqrt).(2.0) |> Nx.to_number()
+      1.4142135381698608
+      iex> Nx.Defn.grad(Nx.tensor(2.0), sqrt) |> Nx.to_number()
+      0.3535533845424652
   """
   def custom_root(f, initial_guess, solve, tangent_solve)
       when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
@@ -62,6 +82,18 @@ defmodule NxJax.Defn.Implicit do
   `vecmat.(x) == b`, `vecmat` the transpose of `matvec`), or `symmetric: true` when the
   matrix is symmetric (then `solve` serves for both). `transpose_solve` may be `nil`
   (forward mode only). `matvec` must be linear in `x`; `b` and `x` have the same shape.
+
+  ## Examples
+
+      iex> a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])
+      iex> solve = fn b ->
+      ...>   NxJax.Defn.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
+      ...>     fn _matvec, b -> Nx.LinAlg.solve(a, b) end, nil, symmetric: true)
+      ...> end
+      iex> Nx.Defn.jit(solve).(Nx.tensor([1.0, 2.0])) |> Nx.to_flat_list()
+      [0.19999998807907104, 0.6000000238418579]
+      iex> Nx.Defn.grad(Nx.tensor([1.0, 2.0]), &Nx.sum(solve.(&1))) |> Nx.to_flat_list()
+      [0.4000000059604645, 0.20000000298023224]
   """
   def custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
       when is_function(matvec, 1) and is_function(solve, 2) and
