@@ -27,7 +27,15 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from py_backend import PROTOCOL_VERSION, channel, debug_nans, fastcall, lifeline, stdio
+from py_backend import (
+    PROTOCOL_VERSION,
+    channel,
+    debug_nans,
+    fastcall,
+    handshake,
+    lifeline,
+    stdio,
+)
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
@@ -38,6 +46,10 @@ MODULE = "nx_jax"
 SMALL_TENSOR = 1 << 16
 READ_FD = 3
 WRITE_FD = 4
+
+
+class WorkerMismatch(Exception):
+    """This worker's protocol or sources are not those the Elixir side expects (handshake)."""
 
 
 class BadRequest(Exception):
@@ -161,11 +173,13 @@ class Worker:
     like any other unknown function. ``fast_paths`` (default: ``NX_JAX_FAST_PATHS`` is not
     ``"0"``): whether repeated calls are learned as byte layouts (py_backend/fastcall.py);
     without, every request takes the generic path (for measuring the fast paths, and as a
-    switch should one ever be suspected).
+    switch should one ever be suspected). ``refusal``: why this worker must not compute (its
+    handshake failed, :mod:`py_backend.handshake`): then every function but ``ping`` and
+    ``info`` answers a ``WorkerMismatch`` error saying so.
     """
 
     def __init__(self, test_functions: bool | None = None,
-                 fast_paths: bool | None = None) -> None:
+                 fast_paths: bool | None = None, refusal: str | None = None) -> None:
         if test_functions is None:
             test_functions = os.environ.get("NX_JAX_TEST") == "1"
         if fast_paths is None:
@@ -208,12 +222,20 @@ class Worker:
         }
         if test_functions:
             self.functions["debug_print"] = self.debug_print
+        self.refusal = refusal
+        if refusal is not None:
+            for name in self.functions:
+                if name not in ("ping", "info"):
+                    self.functions[name] = self._refuse
 
     # The closed table --------------------------------------------------------------------
 
     def ping(self, args: list[Any]) -> Any:
         _arity("ping", args, 0)
         return atom("pong")
+
+    def _refuse(self, args: list[Any]) -> Any:
+        raise WorkerMismatch(self.refusal)
 
     def info(self, args: list[Any]) -> Any:
         _arity("info", args, 0)
@@ -225,6 +247,9 @@ class Worker:
             atom("codec"): text(f"erlang-py {metadata.version('erlang-py')}"),
             atom("functions"): [atom(f) for f in self.served],
             atom("pipe_bytes"): self.pipe_bytes,
+            atom("sources"): text(handshake.source_digest()),
+            atom("package"): text(str(handshake.PACKAGE)),
+            atom("refusal"): None if self.refusal is None else text(self.refusal),
         }
 
     def stats(self, args: list[Any]) -> Any:
@@ -831,7 +856,7 @@ def main(argv: Sequence[str] = ()) -> int:
             return 2
     # a worker whose BEAM is gone ends within CHECK_EVERY_S, computing or not
     lifeline.tie_to_parent()
-    worker = Worker()
+    worker = Worker(refusal=handshake.mismatch(os.environ))
     # large frames cross in fewer, larger system calls (bench section 3's shipped MLP step:
     # 3.3-5.1x in-process JAX with 64 KiB pipes, 2.9-3.6x with 1 MiB)
     worker.pipe_bytes = [channel.grow_pipe(opts.read_fd), channel.grow_pipe(opts.write_fd)]

@@ -76,11 +76,13 @@ defmodule NxJax.Worker do
 
   The Python executable is, in order: the `:python` start option, the `:python` key of the
   `:nx_jax` application environment, the `NX_JAX_PYTHON` environment variable, the project's
-  virtualenv (`.venv/bin/python`), `python3` on the `PATH`.
+  virtualenv (`.venv/bin/python` of `NxJax.Worker.Sources.project_root/0`), `python3` on the
+  `PATH`. The worker runs in that project directory, its `py_backend` first on `PYTHONPATH`,
+  and checks that its sources are the ones this code was compiled with
+  (`NxJax.Worker.Sources`).
   """
   alias NxJax.Worker.Caller
 
-  @project_root Path.expand("../..", __DIR__)
   # the worker polls for the next request this long after answering (bench/run.exs section 1)
   @default_spin_us 100
   # the same for a caller awaiting its reply (NxJax.Worker.Caller)
@@ -357,7 +359,7 @@ defmodule NxJax.Worker do
 
   @doc "The Python executable a worker started now would use."
   def python_executable(opts \\ []) do
-    venv = Path.join(@project_root, ".venv/bin/python")
+    venv = Path.join(NxJax.Worker.Sources.project_root(), ".venv/bin/python")
 
     Keyword.get(opts, :python) ||
       Application.get_env(:nx_jax, :python) ||

@@ -16,7 +16,6 @@ defmodule NxJax.Worker.Server do
   alias NxJax.Wire
   alias NxJax.Worker.LentPort
 
-  @project_root Path.expand("../../..", __DIR__)
   # a request whose reply nobody waits for (a free after release/2 or a process's exit)
   @ignore {nil, :ignore, :infinity}
   # `config :nx_jax, numerics: :nx | :native` (else the node's NX_JAX_NUMERICS, else :nx) as
@@ -37,7 +36,13 @@ defmodule NxJax.Worker.Server do
       |> Keyword.get(:env, [])
       |> List.keystore("NX_JAX_MAX_FRAME", 0, {"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)})
 
-    env = for {k, v} <- numerics_env(given_env), do: {to_charlist(k), to_charlist(v)}
+    # (the handshake's expectations first: an :env of the caller may override them, as tests do)
+    env =
+      Enum.reduce(NxJax.Worker.Sources.env(), given_env, fn {k, v}, acc ->
+        if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
+      end)
+
+    env = for {k, v} <- numerics_env(env), do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [
@@ -46,7 +51,7 @@ defmodule NxJax.Worker.Server do
         :nouse_stdio,
         :exit_status,
         {:args, ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(spin_us)]},
-        {:cd, @project_root},
+        {:cd, NxJax.Worker.Sources.project_root()},
         {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
       ])
 
