@@ -217,6 +217,42 @@ def test_a_second_derivative_through_a_checkpoint() -> None:
     assert got[2] == pytest.approx(6 * t * np.cos(t**3) - 9 * t**4 * np.sin(t**3), rel=1e-13)
 
 
+def test_a_checkpoint_in_a_range_loop_body_is_recomputed_inside_the_scan() -> None:
+    # x <- tanh(x w) three times, the step checkpointed: the gradient in w is the plain one,
+    # and the checkpoint equation sits in the body of the scan (per step of the backward pass)
+    def body(checkpoint: bool) -> Any:
+        def build(s: GraphBuilder) -> list[int]:
+            x, w = s.param(0, *V), s.param(2, *M)  # (parameter 1 is the index)
+            if not checkpoint:
+                return [s.op("tanh", s.add("dot", [x, w], DOT, V))]
+            node = checkpointed(s, [x, w], lambda f: [f.op("tanh", f.add(
+                "dot", [f.param(0, *V), f.param(1, *M)], DOT, V))], [V], "nothing_saveable",
+                prevent_cse=False)
+            return [elem(s, node, 0, V)]
+        return sub(build)
+
+    results, jaxprs = [], []
+    for checkpoint in (False, True):
+        g = GraphBuilder()
+        x, w = g.param(0, *V), g.param(1, *M)
+        loop = add_with_subgraphs(g, "range_loop", [x, w], [V], {"body": body(checkpoint)},
+                                  first=0, step=1, count=3)
+        loss = g.add("sum", [elem(g, loop, 0, V)], SUM, S)
+        dw = elem(g, g.add("grad", [loss, w], {}, [M]), 0, M)
+        results.append(run_graph(g, [loss, dw], X, W1))
+        jaxprs.append(jax.make_jaxpr(lower(decode_graph(g.binary([dw]))))(X, W1))
+
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-14)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-13, atol=1e-15)
+    # (scans: the loss's value, the forward pass of the gradient, its backward pass)
+    scans = [e for e in jaxprs[1].jaxpr.eqns if e.primitive.name == "scan"]
+    backward = [checkpoint_equations(e.params["jaxpr"].jaxpr) for e in scans
+                if e.params["reverse"]]
+    assert [[e.params["differentiated"] for e in eqns] for eqns in backward] == [[True]]
+    assert not any(checkpoint_equations(e.params["jaxpr"].jaxpr)
+                   for e in jaxprs[0].jaxpr.eqns if e.primitive.name == "scan")
+
+
 def test_checkpoint_name_is_the_identity_for_values_and_gradients() -> None:
     g = GraphBuilder()
     x = g.param(0, "f64", (2,))
