@@ -45,12 +45,16 @@ VARIANTS: dict[str, str] = {
     "scan": "`lax.scan` over groups of 8 layers, no checkpoint",
     "scan_remat": "`lax.scan` over groups of 8, body `jax.checkpoint(nothing_saveable)`",
     "scan_remat_no_cse_guard": "the same, `prevent_cse=False` (as JAX advises inside scan)",
+    "scan_index_remat": "`lax.scan` over the group index, the weights closed over and read by "
+                        "index, body `jax.checkpoint(nothing_saveable, prevent_cse=False)`",
     "remat_each_layer": "`jax.checkpoint` on every layer, unrolled",
     "remat_tied": "every 8 layers, unrolled, the recomputation tied to the cotangent "
                   "(`custom_vjp` + `optimization_barrier`, not `jax.checkpoint`)",
     "nx_jax_while": "nx_jax: `while {x}, i <- 0..n-1` over the groups (py_backend's lowering)",
     "nx_jax_while_checkpoint": "nx_jax: the same, the group in `checkpoint/3` "
                                "(`:nothing_saveable`, `prevent_cse: false`)",
+    "nx_jax_while_checkpoint_native": "nx_jax: the same in numerics mode `native` "
+                                      "(`config :nx_jax, numerics: :native`)",
 }
 
 
@@ -100,6 +104,17 @@ def loss_function(variant: str, group: int) -> Callable[[Any, Any], Any]:
         g.defvjp(forward, backward)
         return g
 
+    def chain_by_index(ws: Any, x: Any, wrap: Callable[[Any], Any]) -> Any:
+        def group_at(x: Any, i: Any, ws: Any) -> Any:
+            for j in range(group):
+                x = jnp.tanh(x @ lax.dynamic_index_in_dim(ws, i * group + j, keepdims=False))
+            return x
+
+        body = wrap(group_at)
+        x, _ = lax.scan(lambda carry, i: (body(carry, i, ws), None), x,
+                        jnp.arange(ws.shape[0] // group))
+        return x
+
     def remat(policy: Any, prevent_cse: bool = True) -> Callable[[Any], Any]:
         return lambda f: jax.checkpoint(f, policy=policy, prevent_cse=prevent_cse)
 
@@ -112,6 +127,8 @@ def loss_function(variant: str, group: int) -> Callable[[Any, Any], Any]:
         "scan": lambda ws, x: chain_scan(ws, x, identity),
         "scan_remat": lambda ws, x: chain_scan(ws, x, remat(policies.nothing_saveable)),
         "scan_remat_no_cse_guard": lambda ws, x: chain_scan(
+            ws, x, remat(policies.nothing_saveable, False)),
+        "scan_index_remat": lambda ws, x: chain_by_index(
             ws, x, remat(policies.nothing_saveable, False)),
         "remat_each_layer": lambda ws, x: chain_unrolled(
             ws, x, remat(policies.nothing_saveable), 1),
@@ -158,7 +175,7 @@ def nx_jax_loss(variant: str, layers: int, batch: int, width: int,
 
     body = GraphBuilder()
     x, i, ws = body.param(0, *xs), body.param(1, s64), body.param(2, *ws_out)
-    if variant == "nx_jax_while_checkpoint":
+    if variant.startswith("nx_jax_while_checkpoint"):
         fun = GraphBuilder()
         out = layers_of(fun, fun.param(0, *xs), fun.param(1, s64), fun.param(2, *ws_out))
         node = with_subgraph(body, "checkpoint", [x, i, ws], [xs], "fun", fun, [out],
@@ -193,6 +210,8 @@ def measure(variant: str, layers: int, batch: int, width: int, group: int) -> di
                      / np.sqrt(width))
     x = jnp.asarray(rng.normal(size=(batch, width)).astype(np.float32))
     if variant.startswith("nx_jax"):
+        # (the worker's numerics mode: nx, its default, computes f32 tanh in f64)
+        os.environ["NX_JAX_NUMERICS"] = "native" if variant.endswith("_native") else "nx"
         grad = jax.jit(nx_jax_loss(variant, layers, batch, width, group))
     else:
         grad = jax.jit(jax.grad(loss_function(variant, group)))
