@@ -56,7 +56,7 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-mechanisms bench-while
+.PHONY: bench bench-mechanisms bench-while bench-checkpoint
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -66,8 +66,12 @@ bench-mechanisms: deps
 	mix run bench/mechanisms.exs
 
 # reverse mode through unbounded while loops: time per iteration for n = 10 .. 10,000
-bench-while: deps
+bench-while: python-deps
 	$(VPY) bench/while_grad.py
+
+# "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
+bench-checkpoint: python-deps
+	$(VPY) bench/checkpoint_memory.py --passes
 
 # Resolve pyproject.toml's dependencies and extras again, newest versions, in a scratch venv,
 # and write them to $(LOCK) (keeping its header). On purpose only: then `make test`, commit.

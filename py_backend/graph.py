@@ -245,6 +245,39 @@ SUBGRAPHS = SubgraphKind(many=True)
 SUBGRAPH_OR_NIL = SubgraphKind(nullable=True)
 
 
+def text(v: Any) -> str:
+    """A non-empty UTF-8 binary (an Elixir string), as a str."""
+    if isinstance(v, bytes) and v:
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    raise ValueError("a non-empty UTF-8 string")
+
+
+# jax.checkpoint_policies the wire names by atom, and those taking names (checkpoint_name)
+CHECKPOINT_POLICIES = ("everything_saveable", "nothing_saveable", "dots_saveable",
+                       "dots_with_no_batch_dims_saveable")
+NAMED_CHECKPOINT_POLICIES = ("save_only", "save_anything_except")
+CheckpointPolicy = str | tuple[str, tuple[str, ...]] | None
+
+
+def checkpoint_policy(v: Any) -> CheckpointPolicy:
+    """``nil``, a policy atom, or ``{:save_only | :save_anything_except, [name]}``."""
+    if v is None:
+        return None
+    if isinstance(v, _Atom) and v.name in CHECKPOINT_POLICIES:
+        return v.name
+    if (isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], _Atom)
+            and v[0].name in NAMED_CHECKPOINT_POLICIES and isinstance(v[1], tuple)):
+        try:
+            return v[0].name, tuple(text(n) for n in v[1])
+        except ValueError:
+            pass
+    raise ValueError("nil, one of " + ", ".join(f":{p}" for p in CHECKPOINT_POLICIES)
+                     + ", or {:save_only | :save_anything_except, [string]}")
+
+
 def pos_int_or_nil(v: Any) -> int | None:
     if v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
         return v
@@ -500,7 +533,7 @@ VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
 NOT_VECTORIZABLE = frozenset(
     "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook "
     "attach_token cond "
-    "while range_loop reduce window_reduce".split()
+    "while range_loop reduce window_reduce checkpoint checkpoint_name".split()
 )
 
 
@@ -1096,3 +1129,9 @@ def check_linear_map(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     if nodes[node.inputs[0]].tensor != node.tensor:
         raise GraphError(f"{where}: the argument of a linear_map must have its out {node.tensor}")
+
+
+def check_checkpoint(node: Node, nodes: list[Node], where: str) -> None:
+    """``fun``'s parameters are the inputs (the arguments' leaves, then the captures), its
+    outputs the node's outs."""
+    _check_signature(where, "fun", node.opts["fun"], _inputs(node, nodes), _tuple_outs(node, where))

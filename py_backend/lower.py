@@ -27,9 +27,11 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
+from jax.ad_checkpoint import checkpoint_name  # noqa: E402
 
 from py_backend import complex_math, numerics, nx_rules  # noqa: E402
 from py_backend.graph import (  # noqa: E402
+    CheckpointPolicy,
     Graph,
     GraphError,
     Node,
@@ -1343,6 +1345,11 @@ def lower_metadata(c: Call) -> Value:
     return c.args[0]
 
 
+def lower_checkpoint_name(c: Call) -> Value:
+    """``checkpoint_name`` [x]: x, named for the policies of the ``checkpoint`` around it."""
+    return checkpoint_name(c.args[0], c.node.opts["name"])
+
+
 def lower_grad(c: Call) -> Value:
     """``grad`` [y, x1..xk]: the gradient of y (a real or complex scalar) as a function of the x
     nodes' values.
@@ -1779,6 +1786,27 @@ def lower_custom_linear_solve(c: Call) -> Value:
         lambda x: matvec(x, *captures)[0], b, _solver(opts["solve"], c, captures),
         None if transpose is None else _solver(transpose, c, captures),
         symmetric=opts["symmetric"])
+
+
+def checkpoint_policy(policy: CheckpointPolicy) -> Callable[..., bool] | None:
+    """The ``jax.checkpoint_policies`` policy a ``checkpoint`` node's option names."""
+    policies = jax.checkpoint_policies
+    if policy is None or isinstance(policy, str):
+        return None if policy is None else getattr(policies, policy)
+    kind, names = policy
+    if kind == "save_only":
+        return policies.save_only_these_names(*names)
+    return policies.save_any_names_but_these(*names)
+
+
+def lower_checkpoint(c: Call) -> Value:
+    """``checkpoint`` [args, captures]: ``jax.checkpoint`` of ``fun`` with the node's policy
+    and ``prevent_cse``; the tuple of ``fun``'s outputs."""
+    fun = subgraph_function(c.node.opts["fun"], c)
+    checkpointed = jax.checkpoint(lambda *xs: tuple(fun(*xs)),
+                                  policy=checkpoint_policy(c.node.opts["policy"]),
+                                  prevent_cse=c.node.opts["prevent_cse"])
+    return checkpointed(*c.args)
 
 
 def lower_range_loop(c: Call) -> Value:

@@ -207,6 +207,8 @@ GRAD = _family("grad", {
         g.check_custom_grad,
     ),
     "metadata": _op(1, lw.lower_metadata, {"keys": g.atom_list}),
+    # a name for the policies of checkpoint (jax.ad_checkpoint.checkpoint_name)
+    "checkpoint_name": _op(1, lw.lower_checkpoint_name, {"name": g.text}),
 })
 
 # ops carrying sub-graphs (PROTOCOL.md 4.3), and hooks (4.5)
@@ -235,6 +237,11 @@ CONTROL_FLOW = _family("control_flow", {
                                 "transpose_solve": g.SUBGRAPH_OR_NIL, "symmetric": g.boolean},
                                g.check_custom_linear_solve),
     "linear_map": _op(1, lw.lower_linear_map, check=g.check_linear_map),
+    # gradient checkpointing (jax.checkpoint): what the backward pass saves, what it recomputes
+    "checkpoint": _op((0, None), lw.lower_checkpoint,
+                      {"fun": g.SUBGRAPH, "policy": g.checkpoint_policy,
+                       "prevent_cse": g.boolean},
+                      g.check_checkpoint),
 })
 
 FAMILIES: Mapping[str, Mapping[str, Op]] = {

@@ -76,6 +76,8 @@ TESTED_BELOW = {
     "hook", "attach_token",
     # in test_lower_implicit.py:
     "custom_root", "custom_linear_solve", "linear_map",
+    # in test_lower_checkpoint.py:
+    "checkpoint", "checkpoint_name",
 }
 
 

@@ -97,7 +97,8 @@ defmodule NxJax.Ops do
       {[:grad], {2, :infinity}, []},
       {[:stop_grad], 1, []},
       {[:custom_grad], {1, :infinity}, [:cotangents, :grads, :tuple, :wrt]},
-      {[:metadata], 1, [:keys]}
+      {[:metadata], 1, [:keys]},
+      {[:checkpoint_name], 1, [:name]}
     ],
     control_flow: [
       {[:cond], {1, :infinity}, [:branches]},
@@ -110,7 +111,8 @@ defmodule NxJax.Ops do
       {[:attach_token], {2, :infinity}, []},
       {[:custom_root], {1, :infinity}, [:f, :solve, :tangent_solve]},
       {[:custom_linear_solve], {1, :infinity}, [:matvec, :solve, :symmetric, :transpose_solve]},
-      {[:linear_map], 1, []}
+      {[:linear_map], 1, []},
+      {[:checkpoint], {0, :infinity}, [:fun, :policy, :prevent_cse]}
     ]
   ]
 

@@ -1,0 +1,270 @@
+defmodule NxJax.Defn.Checkpoint do
+  @moduledoc """
+  Gradient checkpointing inside `defn`: `checkpoint/3` (`jax.checkpoint`, also called
+  `jax.remat`) and `checkpoint_name/2` (`jax.ad_checkpoint.checkpoint_name`).
+
+  A checkpointed function gives the same values and the same gradients as the function
+  itself; what changes is what the backward pass keeps from the forward pass. Without
+  checkpointing every intermediate value a gradient needs is saved; inside `checkpoint/3`
+  only what the policy saves is kept, and the rest is computed again, from the function's
+  inputs, when the backward pass needs it: memory for compute. Whether the compiled program
+  really holds less at once is up to XLA's scheduler on each platform (see
+  docs/CHECKPOINTING.md and docs/BENCHMARKS.md, "Checkpointing: what it saves, per
+  platform").
+
+  The function is traced once into a sub-graph of a `:checkpoint` node (as the branches of
+  `if` and the bodies of `while` are, `Nx.Defn.ControlFlow`): its parameters are the leaves
+  of the arguments, then the values it closes over (captures); gradients flow to both
+  (docs/PROTOCOL.md 4.3). Values are not vectorized.
+  """
+
+  alias Nx.Defn.{Composite, ControlFlow, Expr}
+
+  # policy atom -> what it saves (the name in jax.checkpoint_policies is the atom's)
+  @policies [
+    everything_saveable: "every value (no recomputation)",
+    nothing_saveable: "nothing but the inputs (recompute everything; JAX's default)",
+    dots_saveable: "the results of dot products (`Nx.dot/2` and friends)",
+    dots_with_no_batch_dims_saveable: "the results of dot products without batch axes"
+  ]
+  @named_policies [:save_only, :save_anything_except]
+
+  @doc """
+  The names of the policies `checkpoint/3` takes as atoms, with what each saves.
+
+      iex> NxJax.Defn.Checkpoint.policies() |> Keyword.keys()
+      [:everything_saveable, :nothing_saveable, :dots_saveable, :dots_with_no_batch_dims_saveable]
+  """
+  @spec policies() :: keyword(String.t())
+  def policies, do: @policies
+
+  @doc """
+  `fun` applied to `args`, checkpointed: the same values and gradients, with only what
+  `:policy` saves kept from the forward pass for the backward pass (the rest is recomputed).
+
+  `args` is a tensor, a number or a tuple (or map) of them, passed to `fun` (of arity 1) as
+  it is; or a list of them, passed as `fun`'s arguments (`checkpoint(&layer/2, [x, w])`).
+  `fun` returns a tensor, a number or a container of them, and `checkpoint/3` returns the
+  same container.
+
+  ## Options
+
+    * `:policy` - what is saved (`jax.checkpoint_policies`): `nil` (the default, JAX's:
+      nothing but the inputs), one of the atoms of `policies/0`, `{:save_only, names}`
+      (only the values named with `checkpoint_name/2` in `names`: `save_only_these_names`)
+      or `{:save_anything_except, names}` (everything but those: `save_any_names_but_these`);
+      `names` is a list of atoms or strings
+    * `:prevent_cse` - when true (the default, as JAX's), the recomputation is guarded so
+      that XLA cannot merge it with the forward computation (which would save everything
+      again); JAX suggests `false` inside a loop body (`while`), where it is not needed
+
+  ## Examples
+
+      iex> loss = fn x -> Nx.sum(NxJax.Defn.Checkpoint.checkpoint(&Nx.sin/1, x)) end
+      iex> Nx.Defn.grad(Nx.tensor([0.0, 1.0]), loss)
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 0.5403022766113281]
+      >
+
+  Inside `defn`, with `import NxJax.Defn.Checkpoint`:
+
+      defn loss(w1, w2, x) do
+        h = checkpoint(fn {x, w1} -> Nx.tanh(Nx.dot(x, w1)) end, {x, w1}, policy: :dots_saveable)
+        Nx.sum(Nx.tanh(Nx.dot(h, w2)))
+      end
+  """
+  def checkpoint(fun, args, opts \\ [])
+
+  def checkpoint(fun, args, opts) when is_function(fun) do
+    opts = Keyword.validate!(opts, policy: nil, prevent_cse: true)
+    policy = policy!(opts[:policy])
+    prevent_cse = opts[:prevent_cse]
+
+    unless is_boolean(prevent_cse) do
+      raise ArgumentError,
+            "checkpoint/3 expects :prevent_cse to be a boolean, got: #{inspect(prevent_cse)}"
+    end
+
+    {apply_fun, containers} = arguments!(fun, args)
+
+    leaves =
+      containers
+      |> Composite.flatten_list()
+      |> Enum.map(&value!(&1, "checkpoint/3", "an argument"))
+
+    {{params, result}, scope} =
+      Expr.with_scope(fn ->
+        Expr.with_tracing(fn ->
+          params =
+            leaves
+            |> Enum.with_index()
+            |> Enum.map(fn {leaf, i} -> Expr.parameter(i, leaf.type, leaf.shape) end)
+
+          filled = fill_arguments(containers, params)
+          {params, apply_fun.(filled)}
+        end)
+      end)
+
+    outputs = result!(result)
+    captures = captures!(outputs, scope)
+
+    opts = %{
+      fun: {:subgraph, outputs, params ++ captures},
+      policy: policy,
+      prevent_cse: prevent_cse
+    }
+
+    outs =
+      Expr.tuple(:checkpoint, leaves ++ captures, opts, Enum.map(outputs, &Expr.template_of/1))
+
+    Composite.fill(result, Tuple.to_list(outs))
+  end
+
+  def checkpoint(fun, _args, _opts) do
+    raise ArgumentError, "checkpoint/3 expects a function, got: #{inspect(fun)}"
+  end
+
+  @doc """
+  `tensor` named `name` (an atom or a string) for the policies of `checkpoint/3`
+  (`{:save_only, names}`, `{:save_anything_except, names}`): the identity for values and
+  gradients, here and outside any `checkpoint/3`.
+
+  ## Examples
+
+      iex> NxJax.Defn.Checkpoint.checkpoint_name(Nx.tensor([1.0, 2.0]), :h)
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 2.0]
+      >
+  """
+  def checkpoint_name(tensor, name) do
+    name = name!(name, "checkpoint_name/2")
+
+    if Expr.expr?(tensor) or Expr.tracing?() do
+      tensor = value!(tensor, "checkpoint_name/2", "the tensor")
+      Expr.expr(:checkpoint_name, [tensor], %{name: name}, Expr.template_of(tensor))
+    else
+      # a concrete value outside defn: the identity, with no graph to name anything in
+      value!(tensor, "checkpoint_name/2", "the tensor")
+      tensor
+    end
+  end
+
+  ## Options
+
+  defp policy!(nil), do: nil
+
+  defp policy!(name) when is_atom(name) do
+    if Keyword.has_key?(@policies, name), do: name, else: bad_policy!(name)
+  end
+
+  defp policy!({kind, names}) when kind in @named_policies and is_list(names) do
+    {kind, Enum.map(names, &name!(&1, "checkpoint/3's #{inspect(kind)} policy"))}
+  end
+
+  defp policy!(other), do: bad_policy!(other)
+
+  defp bad_policy!(policy) do
+    atoms = @policies |> Keyword.keys() |> Enum.map_join(", ", &inspect/1)
+
+    raise ArgumentError,
+          "checkpoint/3 expects :policy to be nil, one of #{atoms}, {:save_only, names} or " <>
+            "{:save_anything_except, names} (names: a list of atoms or strings given to " <>
+            "checkpoint_name/2), got: #{inspect(policy)}"
+  end
+
+  defp name!(name, _where) when is_binary(name) and name != "", do: name
+
+  defp name!(name, _where) when is_atom(name) and name not in [nil, true, false],
+    do: Atom.to_string(name)
+
+  defp name!(other, where) do
+    raise ArgumentError,
+          "#{where} expects a name to be an atom or a non-empty string, got: #{inspect(other)}"
+  end
+
+  ## Values
+
+  # {a function of the filled containers, the containers}: a list is the arguments of `fun`,
+  # anything else its one argument
+  defp arguments!(fun, args) when is_list(args) do
+    {:arity, arity} = Function.info(fun, :arity)
+
+    if arity != length(args) do
+      raise ArgumentError,
+            "checkpoint/3 expects a function of #{length(args)} arguments for the list of " <>
+              "#{length(args)} arguments given, got a function of arity #{arity}"
+    end
+
+    {&apply(fun, &1), args}
+  end
+
+  defp arguments!(fun, args) do
+    unless is_function(fun, 1) do
+      {:arity, arity} = Function.info(fun, :arity)
+
+      raise ArgumentError,
+            "checkpoint/3 expects a function of one argument for #{inspect(args)} (give a " <>
+              "list of arguments for a function of several), got a function of arity #{arity}"
+    end
+
+    {fn [filled] -> fun.(filled) end, [args]}
+  end
+
+  defp fill_arguments(containers, params) do
+    {filled, []} =
+      Enum.map_reduce(containers, params, fn container, params ->
+        size = length(Composite.flatten_list([container]))
+        {mine, rest} = Enum.split(params, size)
+        {Composite.fill(container, mine), rest}
+      end)
+
+    filled
+  end
+
+  # a leaf of the arguments or of the result (`what`), as an expression (not vectorized)
+  defp value!(%Nx.Tensor{} = tensor, fun, what),
+    do: vectorized!(Expr.to_expr(tensor), fun, what)
+
+  defp value!(number, _fun, _what) when is_number(number), do: Expr.to_expr(number)
+  defp value!(%Complex{} = number, _fun, _what), do: Expr.to_expr(Nx.tensor(number))
+
+  defp value!(other, fun, what) do
+    raise ArgumentError,
+          "#{fun} expects #{what} to be a tensor or a number (or a tuple or map of them), " <>
+            "got: #{inspect(other)}"
+  end
+
+  defp vectorized!(%Nx.Tensor{vectorized_axes: []} = tensor, _fun, _what), do: tensor
+
+  defp vectorized!(tensor, fun, what) do
+    raise ArgumentError,
+          "#{fun} is not supported with vectorized tensors yet (#{what} is vectorized): " <>
+            "devectorize first (Nx.devectorize/2), got: #{inspect(tensor)}"
+  end
+
+  defp result!(result) do
+    case Composite.flatten_list([result]) do
+      [] ->
+        raise ArgumentError,
+              "the function given to checkpoint/3 must return a tensor, a number or a " <>
+                "container of them, got: #{inspect(result)}"
+
+      leaves ->
+        Enum.map(leaves, &value!(&1, "checkpoint/3", "the result of its function"))
+    end
+  end
+
+  defp captures!(outputs, scope) do
+    captures = ControlFlow.captures(outputs, scope)
+
+    if Enum.any?(captures, &(&1.vectorized_axes != [])) do
+      raise ArgumentError,
+            "checkpoint is not supported with vectorized tensors yet (the function given to " <>
+              "checkpoint/3 reads a vectorized value): devectorize it first"
+    end
+
+    captures
+  end
+end
