@@ -1517,6 +1517,13 @@ def _declared(value: jax.Array, out: TensorOut) -> jax.Array:
     return value.astype(to_dtype(out.type))
 
 
+def _outs(c: Call) -> list[TensorOut]:
+    """The element outs of a tuple-valued node (graph.py checks they are tensors)."""
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    return [o for o in out.elements if isinstance(o, TensorOut)]
+
+
 def lower_jvp(c: Call) -> Value:
     """``jvp`` [y, x1..xk, t1..tk]: the tangent of y when each xi moves along ti
     (``jax.jvp``); an x given twice moves along the sum of its tangents."""
@@ -1545,10 +1552,7 @@ def jacobian_lowering(forward: bool) -> Callable[[Call], Value]:
             c, lambda: transform(lambda *v: f(*v)[0], argnums=argnums)(*x_vals)
         )
         at = {x: i for i, x in enumerate(unique)}
-        outs = c.node.out
-        assert isinstance(outs, TupleOut)  # (graph.py checks it)
-        return tuple(_declared(jac[at[x]], o)
-                     for x, o in zip(xs, outs.elements, strict=True))
+        return tuple(_declared(jac[at[x]], o) for x, o in zip(xs, _outs(c), strict=True))
 
     return lower
 
@@ -1561,11 +1565,10 @@ def lower_hessian(c: Call) -> Value:
     argnums = tuple(range(len(unique)))
     hess = _differentiate(c, lambda: jax.hessian(lambda *v: f(*v)[0], argnums=argnums)(*x_vals))
     at = {x: i for i, x in enumerate(unique)}
-    outs = c.node.out
-    assert isinstance(outs, TupleOut)  # (graph.py checks it)
     pairs = [(a, b) for a in xs for b in xs]
-    return tuple(_declared(hess[at[a]][at[b]], o)
-                 for (a, b), o in zip(pairs, outs.elements, strict=True))
+    return tuple(
+        _declared(hess[at[a]][at[b]], o) for (a, b), o in zip(pairs, _outs(c), strict=True)
+    )
 
 
 def _tangent_like(value: Value, primal: Value) -> Value:
@@ -1585,9 +1588,7 @@ def lower_custom_jvp(c: Call) -> Value:
     explicit arguments whose tangents are ignored: nothing else gets a derivative through this
     node."""
     low, env, node = c.lowering, c.env, c.node
-    outs = node.out
-    assert isinstance(outs, TupleOut)  # (graph.py checks it)
-    m, k = len(outs.elements), node.opts["primals"]
+    m, k = len(_outs(c)), node.opts["primals"]
     es, ws = node.inputs[:m], node.inputs[m:m + k]
     captures = tuple(c.args[m + k:])
     _, closed = low._frontier(es, low.dependents(ws), frozenset(ws))
