@@ -97,7 +97,11 @@ defmodule NxJax.Ops do
       {[:grad], {2, :infinity}, []},
       {[:stop_grad], 1, []},
       {[:custom_grad], {1, :infinity}, [:cotangents, :grads, :tuple, :wrt]},
-      {[:metadata], 1, [:keys]}
+      {[:metadata], 1, [:keys]},
+      # JAX's differentiation beyond Nx (NxJax.Defn)
+      {[:jvp], {3, :infinity}, []},
+      {~w(jacfwd jacrev hessian)a, {2, :infinity}, []},
+      {[:custom_jvp], {2, :infinity}, [:jvp, :primals]}
     ],
     control_flow: [
       {[:cond], {1, :infinity}, [:branches]},

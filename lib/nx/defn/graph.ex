@@ -144,11 +144,6 @@ defmodule Nx.Defn.Graph do
   defp wire_op(%Nx.Tensor{data: %Expr{op: :hook, opts: %{index: index}}}, state),
     do: {:hook, %{index: index}, state}
 
-  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state)
-       when op in [:cond, :while, :range_loop, :reduce, :window_reduce] do
-    {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
-  end
-
   # types are decided here once: the worker is told the type two inputs are compared (or
   # scattered) in rather than re-deriving Nx's promotion
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [a, b], opts: opts}}, state)
@@ -175,7 +170,11 @@ defmodule Nx.Defn.Graph do
     {:constant, %{opts | value: value}, state}
   end
 
-  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state), do: {op, opts, state}
+  # any op may carry sub-graphs (control flow, reducers, and the ops front ends of our own
+  # build with them): each `{:subgraph, outputs, params}` option becomes a graph term
+  defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state) do
+    {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
+  end
 
   # {:subgraph, outputs, params} (Nx.Defn.ControlFlow) -> a graph term of its own, whose
   # parameter i is params[i]
@@ -186,7 +185,7 @@ defmodule Nx.Defn.Graph do
     {:nx_jax_graph, @version, Enum.reverse(state.nodes), output_ids}
   end
 
-  defp subgraph(list) when is_list(list), do: Enum.map(list, &subgraph/1)
+  defp subgraph([{:subgraph, _, _} | _] = list), do: Enum.map(list, &subgraph/1)
   defp subgraph(other), do: other
 
   defp out(%Nx.Tensor{type: {:tuple, _}, data: %Expr{op: :grad, args: [_y | xs]}}) do
