@@ -16,6 +16,8 @@ from py_backend.graph import GraphError, decode_graph
 from .helpers import GraphBuilder, run_graph, type_term
 from .test_lower_control_flow import add_with_subgraphs, elem, grad_of, sub
 
+TESTED = {"jvp", "jacfwd", "jacrev", "hessian", "custom_jvp"}
+
 F32, F64 = np.float32, np.float64
 S64 = ("f64", ())
 
@@ -257,3 +259,23 @@ def test_malformed_nodes_are_graph_errors() -> None:
     refused(lambda g: elem(g, add_with_subgraphs(
         g, "custom_jvp", [g.param(0, "f64")] * 2, [S64],
         {"jvp": sub(lambda s: [s.param(0, "f32")])}, primals=1), 0, S64), "jvp")
+
+
+def test_forward_mode_of_pow_with_a_constant_exponent_at_a_negative_base() -> None:
+    # Nx's pow rule (numerics mode nx) has a term log(x) * x^y for the exponent's tangent; JAX
+    # passes zero tangents to a rule, and 0 * log(-0.8) is NaN: the term is left out when the
+    # exponent's tangent is a known zero
+    g = GraphBuilder()
+    x = g.param(0, "f64", (2,))
+    y = g.op("pow", x, g.const(2.0, "f64"))
+    (fwd,) = jacobians(g, "jacfwd", y, [x], [("f64", (2, 2))])
+    (rev,) = jacobians(g, "jacrev", y, [x], [("f64", (2, 2))])
+    got_fwd, got_rev = run_graph(g, [fwd, rev], np.array([0.3, -0.8]))
+    np.testing.assert_array_equal(got_fwd, [[0.6, 0.0], [0.0, -1.6]])
+    np.testing.assert_array_equal(got_rev, got_fwd)
+    # with the exponent differentiated too, both terms
+    b, e, tb, te = (g.param(i, "f64") for i in range(1, 5))
+    tangent = jvp_of(g, g.op("pow", b, e), [b, e], [tb, te])
+    (got,) = run_graph(g, [tangent], np.array([0.3, -0.8]), F64(2.0), F64(3.0), F64(1.0),
+                       F64(0.5))
+    assert got == pytest.approx(3.0 * 2.0 ** 2 * 1.0 + math.log(2.0) * 8.0 * 0.5)
