@@ -105,23 +105,10 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> NxJax.Defn.hessian(fn {a, b} -> Nx.multiply(Nx.multiply(a, a), b) end, {3.0, 5.0})
-      {{#Nx.Tensor<
-          f32
-          10.0
-        >,
-        #Nx.Tensor<
-          f32
-          6.0
-        >},
-       {#Nx.Tensor<
-          f32
-          6.0
-        >,
-        #Nx.Tensor<
-          f32
-          0.0
-        >}}
+      iex> f = fn {a, b} -> Nx.multiply(Nx.multiply(a, a), b) end
+      iex> {{aa, ab}, {ba, bb}} = NxJax.Defn.hessian(f, {3.0, 5.0})
+      iex> Enum.map([aa, ab, ba, bb], &Nx.to_number/1)
+      [10.0, 6.0, 6.0, 0.0]
   """
   @spec hessian(function, term) :: term
   def hessian(fun, x) when is_function(fun), do: jacobian(:hessian, fun, x)
