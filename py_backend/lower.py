@@ -69,8 +69,8 @@ class Env:
     parent: Env | None = None
     shadow: frozenset[int] = frozenset()
     replay: bool = False  # re-evaluates nodes for grad/custom_grad (hooks there stay quiet)
-    # how the values computed here are differentiated: "forward" (jvp, jacfwd), "reverse"
-    # (grad, jacrev, hessian), None: as the parent's
+    # how the values computed here are differentiated: "forward" (jvp, jacfwd, hessian),
+    # "reverse" (grad, jacrev), None: as the parent's
     mode: str | None = None
 
     def find(self, node_id: int) -> tuple[bool, Value]:
@@ -86,14 +86,14 @@ class Env:
     def __contains__(self, node_id: int) -> bool:
         return self.find(node_id)[0]
 
-    def differentiation(self) -> str | None:
-        """The mode of the innermost environment that has one."""
+    def forward(self) -> bool:
+        """Whether this environment or one it lies in is differentiated in forward mode."""
         env: Env | None = self
         while env is not None:
-            if env.mode is not None:
-                return env.mode
+            if env.mode == "forward":
+                return True
             env = env.parent
-        return None
+        return False
 
     def __getitem__(self, node_id: int) -> Value:
         found, value = self.find(node_id)
@@ -212,11 +212,13 @@ class Lowering:
         return self._top
 
     def forward_only(self, env: Env) -> bool:
-        """Whether values computed in ``env`` are differentiated in forward mode only (inside
-        a ``jvp`` or ``jacfwd``), where an unbounded ``while`` is a plain ``lax.while_loop``
-        (which JAX differentiates forward, not backward)."""
-        mode = env.differentiation()
-        return self.forward if mode is None else mode == "forward"
+        """Whether values computed in ``env`` are differentiated in forward mode (inside a
+        ``jvp``, ``jacfwd`` or ``hessian``, maybe under other transformations), where an
+        unbounded ``while`` is a plain ``lax.while_loop``: JAX differentiates that forward,
+        and refuses at once, with a message we can name the fix in, to reverse it (a
+        ``custom_vjp``, which forward mode cannot go through, would fail only later, when
+        the whole function is traced)."""
+        return self.forward or env.forward()
 
     def quiet(self, node_id: int, env: Env) -> bool:
         """Whether hooks evaluated for ``node_id`` in ``env`` must not fire: the node is being
@@ -1478,7 +1480,7 @@ def _as_function(
     unique = list(dict.fromkeys(xs))
     shadow = low.dependents(unique)
     inside, fixed = low._frontier(ys, shadow, frozenset(unique))
-    if mode == "forward" or c.node.op == "hessian":
+    if mode == "forward":
         # (JAX reports this only once the whole function is traced, without the node)
         for n in sorted(inside):
             if low.nodes[n].op == "custom_grad":
@@ -1561,7 +1563,7 @@ def lower_hessian(c: Call) -> Value:
     """``hessian`` [y, x1..xk]: ``jax.hessian`` (``jacfwd`` of ``jacrev``); element j * k + l
     is the block of xj and xl, shape y ++ xj ++ xl."""
     y, *xs = c.node.inputs
-    f, unique, x_vals = _as_function(c, [y], xs, "reverse")
+    f, unique, x_vals = _as_function(c, [y], xs, "forward")
     argnums = tuple(range(len(unique)))
     hess = _differentiate(c, lambda: jax.hessian(lambda *v: f(*v)[0], argnums=argnums)(*x_vals))
     at = {x: i for i, x in enumerate(unique)}

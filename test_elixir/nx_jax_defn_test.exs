@@ -262,6 +262,83 @@ defmodule NxJax.DefnTest do
     end
   end
 
+  ## custom_jvp with control flow and tuples
+
+  # x^(2^n) below 100, bounded: differentiable in both modes, so grad of jvp works through it
+  defn square_until_bounded(x) do
+    {y, _x} =
+      while {y = x, x}, y * y < 100, max_iterations: 10 do
+        {y * y, x}
+      end
+
+    y
+  end
+
+  defn grad_of_jvp_bounded(x),
+    do: grad(x, fn x -> elem(jvp(&square_until_bounded/1, x, 1.0), 1) end)
+
+  # a custom_jvp inside a loop body: y -> custom sin(y) three times (the rule says 2 cos(y))
+  defn custom_in_loop(x) do
+    {y, _i} =
+      while {y = x, i = 0}, i < 3 do
+        {custom_jvp(Nx.sin(y), [y], fn [t] -> 2 * Nx.cos(y) * t end), i + 1}
+      end
+
+    y
+  end
+
+  defn grad_custom_in_loop(x), do: grad(x, &custom_in_loop/1)
+  defn jvp_custom_in_loop(x), do: jvp(&custom_in_loop/1, x, 1.0)
+
+  defn custom_in_cond(x) do
+    if x > 0 do
+      custom_jvp(x * x, [x], fn [t] -> 10 * t end)
+    else
+      x
+    end
+  end
+
+  # a tuple value: {x + y, x * y} with the rule {x_dot + y_dot, 0} (the product's tangent
+  # declared zero)
+  defn custom_tuple(x, y) do
+    custom_jvp({x + y, x * y}, [x, y], fn [xd, yd] -> {xd + yd, 0} end)
+  end
+
+  defn grad_custom_tuple(x, y) do
+    grad({x, y}, fn {x, y} ->
+      {s, p} = custom_tuple(x, y)
+      s + p
+    end)
+  end
+
+  describe "custom_jvp with control flow and tuples" do
+    test "grad of jvp through a while with max_iterations is the second derivative" do
+      # 1.5 -> x^8: d2/dx2 = 56 x^6
+      assert_in_delta number(grad_of_jvp_bounded(f64(1.5))), 56 * :math.pow(1.5, 6), 1.0e-9
+    end
+
+    test "a custom_jvp inside a while body is used by grad and by jvp" do
+      x = f64(0.4)
+      y1 = :math.sin(0.4)
+      y2 = :math.sin(y1)
+      want = 2 * :math.cos(0.4) * 2 * :math.cos(y1) * 2 * :math.cos(y2)
+      assert_in_delta number(custom_in_loop(x)), :math.sin(y2), 1.0e-15
+      assert_in_delta number(grad_custom_in_loop(x)), want, 1.0e-14
+      {_value, tangent} = jvp_custom_in_loop(x)
+      assert_in_delta number(tangent), want, 1.0e-14
+    end
+
+    test "a custom_jvp in the branch taken" do
+      assert grad(3.0, &custom_in_cond/1) == Nx.tensor(10.0)
+      assert grad(-3.0, &custom_in_cond/1) == Nx.tensor(1.0)
+    end
+
+    test "over a tuple value, one tangent per element" do
+      assert custom_tuple(2.0, 5.0) == {Nx.tensor(7.0), Nx.tensor(10.0)}
+      assert grad_custom_tuple(2.0, 5.0) == {Nx.tensor(1.0), Nx.tensor(1.0)}
+    end
+  end
+
   ## errors
 
   describe "bad input" do
@@ -290,6 +367,14 @@ defmodule NxJax.DefnTest do
 
       assert_raise ArgumentError, ~r/floating-point outputs.*s64/, fn ->
         jacrev(&Nx.argmax/1, Nx.tensor([1.0, 2.0]))
+      end
+    end
+
+    test "vectorized tensors are refused with the fix" do
+      x = Nx.vectorize(Nx.tensor([1.0, 2.0]), :rows)
+
+      assert_raise ArgumentError, ~r/does not take vectorized tensors.*Nx.devectorize/, fn ->
+        jvp(&Nx.sin/1, x, x)
       end
     end
 

@@ -279,3 +279,17 @@ def test_forward_mode_of_pow_with_a_constant_exponent_at_a_negative_base() -> No
     (got,) = run_graph(g, [tangent], np.array([0.3, -0.8]), F64(2.0), F64(3.0), F64(1.0),
                        F64(0.5))
     assert got == pytest.approx(3.0 * 2.0 ** 2 * 1.0 + math.log(2.0) * 8.0 * 0.5)
+
+
+def test_second_derivatives_through_an_unbounded_while_name_max_iterations() -> None:
+    # hessian (jacfwd of jacrev), and jacfwd of a grad: both reverse a loop JAX cannot reverse
+    # twice; the worker says so at once, naming the fix
+    for build in (
+        lambda g, x, y: jacobians(g, "hessian", y, [x], [S64])[0],
+        lambda g, x, y: jacobians(g, "jacfwd", grad_of(g, y, x, S64), [x], [S64])[0],
+    ):
+        g = GraphBuilder()
+        x = g.param(0, "f64")
+        out = build(g, x, power_loop(g, x))
+        with pytest.raises(GraphError, match="max_iterations"):
+            run_graph(g, [out], F64(1.5))
