@@ -1483,9 +1483,9 @@ def _as_function(
     if mode == "forward":
         # (JAX reports this only once the whole function is traced, without the node)
         for n in sorted(inside):
-            if low.nodes[n].op == "custom_grad":
+            if _reaches_custom_grad(low.nodes[n]):
                 raise GraphError(f"node {c.node.id} ({c.node.op}) differentiates node {n} "
-                                 f"(custom_grad): {FORWARD_THROUGH_VJP}")
+                                 f"({low.nodes[n].op}): {FORWARD_THROUGH_VJP}")
     low.evaluate(fixed, env)
 
     def f(*vals: Value) -> tuple[Value, ...]:
@@ -1495,6 +1495,18 @@ def _as_function(
         return tuple(child[y] for y in ys)
 
     return f, unique, [env[x] for x in unique]
+
+
+def _reaches_custom_grad(node: Node) -> bool:
+    """Whether ``node`` is a ``custom_grad`` or carries one in a sub-graph (a loop body, a
+    branch), at any depth."""
+    if node.op == "custom_grad":
+        return True
+    for value in node.opts.values():
+        for graph in value if isinstance(value, tuple) else (value,):
+            if isinstance(graph, Graph) and any(_reaches_custom_grad(n) for n in graph.nodes):
+                return True
+    return False
 
 
 def _differentiate(c: Call, run: Callable[[], Any]) -> Any:

@@ -237,6 +237,38 @@ defmodule NxJax.DefnTest do
 
   defn jvp_custom_grad(x), do: jvp(fn x -> custom_grad(Nx.sin(x), [x], fn g -> [g] end) end, x, x)
 
+  defn jacfwd_custom_grad_in_loop(x) do
+    jacfwd(
+      fn x ->
+        {y, _i} =
+          while {y = x, i = 0}, i < 2 do
+            {custom_grad(Nx.sin(y), [y], fn g -> [g] end), i + 1}
+          end
+
+        y
+      end,
+      x
+    )
+  end
+
+  # the loop reads a custom_grad value that does not depend on x: nothing to refuse
+  defn jvp_loop_reading_custom_grad(x, c) do
+    k = custom_grad(Nx.exp(c), [c], fn g -> [g] end)
+
+    jvp(
+      fn x ->
+        {y, _i} =
+          while {y = x, i = 0}, i < 2 do
+            {y * k, i + 1}
+          end
+
+        y
+      end,
+      x,
+      1.0
+    )
+  end
+
   describe "composition" do
     test "grad of jvp and jvp of grad are second derivatives" do
       # d/dx cos(x) = -sin(x)
@@ -259,6 +291,17 @@ defmodule NxJax.DefnTest do
       assert_raise ArgumentError, ~r/custom_grad\/3.*custom_jvp\/3/s, fn ->
         jvp_custom_grad(1.0)
       end
+
+      {value, tangent} = jvp_loop_reading_custom_grad(f64(2.0), f64(0.5))
+      assert_in_delta number(value), 2.0 * :math.exp(1.0), 1.0e-14
+      assert_in_delta number(tangent), :math.exp(1.0), 1.0e-14
+
+      # in a loop body too
+      assert_raise ArgumentError,
+                   ~r/jacfwd\/2 differentiates forward through a custom_grad/,
+                   fn ->
+                     jacfwd_custom_grad_in_loop(1.0)
+                   end
     end
   end
 

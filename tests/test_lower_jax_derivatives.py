@@ -293,3 +293,21 @@ def test_second_derivatives_through_an_unbounded_while_name_max_iterations() -> 
         out = build(g, x, power_loop(g, x))
         with pytest.raises(GraphError, match="max_iterations"):
             run_graph(g, [out], F64(1.5))
+
+
+def test_forward_mode_through_a_custom_grad_in_a_loop_body_is_refused_with_the_fix() -> None:
+    # range_loop 3 steps: s = custom_grad(sin(s), [s], fn g -> [g] end)
+    def body(s: GraphBuilder) -> list[int]:
+        y = s.param(0, "f64")
+        s.param(1, "s64")
+        cot = s.add("cotangent", [], {}, S64)
+        return [s.add("custom_grad", [s.op("sin", y)], {"wrt": [y], "cotangents": [cot],
+                                                        "grads": [cot], "tuple": False}, S64)]
+
+    g = GraphBuilder()
+    x, t = g.param(0, "f64"), g.param(1, "f64")
+    loop = add_with_subgraphs(g, "range_loop", [x], [S64], {"body": sub(body)}, first=0, step=1,
+                              count=3)
+    tangent = jvp_of(g, elem(g, loop, 0, S64), [x], [t])
+    with pytest.raises(GraphError, match=r"\(range_loop\).*custom_jvp"):
+        run_graph(g, [tangent], F64(0.7), F64(1.0))

@@ -465,7 +465,7 @@ defmodule NxJax.Defn do
         seen = Enum.reduce(args, seen, &depends_on(&1, ids, &2, name))
         depends? = Enum.any?(args, &Map.fetch!(seen, &1.data.id))
 
-        if depends? and match?(%{op: :metadata, opts: %{metadata: %{custom_grad: _}}}, expr) do
+        if depends? and (custom_grad?(expr) or carries_custom_grad?(expr)) do
           raise ArgumentError,
                 "#{name} differentiates forward through a custom_grad/3, whose rule is " <>
                   "reverse-mode only (JAX cannot differentiate a custom_vjp forward). Use " <>
@@ -476,4 +476,41 @@ defmodule NxJax.Defn do
         Map.put(seen, id, depends?)
     end
   end
+
+  defp custom_grad?(expr),
+    do: match?(%{op: :metadata, opts: %{metadata: %{custom_grad: _}}}, expr)
+
+  # a custom_grad/3 in a sub-graph of `expr` (a loop body, a branch, a reducer), at any depth
+  defp carries_custom_grad?(%Expr{opts: opts}) do
+    Enum.any?(opts, fn {_key, value} ->
+      value
+      |> List.wrap()
+      |> Enum.any?(fn
+        # (not past its parameters: the captured values lie outside it)
+        {:subgraph, outputs, params} ->
+          outputs |> reaches_custom_grad?(MapSet.new(params, & &1.data.id)) |> elem(0)
+
+        _other ->
+          false
+      end)
+    end)
+  end
+
+  defp reaches_custom_grad?([], seen), do: {false, seen}
+
+  defp reaches_custom_grad?([%Nx.Tensor{data: %Expr{id: id} = expr} | rest], seen) do
+    cond do
+      MapSet.member?(seen, id) ->
+        reaches_custom_grad?(rest, seen)
+
+      custom_grad?(expr) or carries_custom_grad?(expr) ->
+        {true, seen}
+
+      true ->
+        args = for %Nx.Tensor{data: %Expr{}} = arg <- expr.args, do: arg
+        reaches_custom_grad?(args ++ rest, MapSet.put(seen, id))
+    end
+  end
+
+  defp reaches_custom_grad?([_other | rest], seen), do: reaches_custom_grad?(rest, seen)
 end
