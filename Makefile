@@ -56,7 +56,7 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-mechanisms
+.PHONY: bench bench-mechanisms bench-while
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -64,6 +64,10 @@ bench: deps
 # section 8 of docs/BENCHMARKS.md: each latency mechanism switched off, quiet and with a CPU hog
 bench-mechanisms: deps
 	mix run bench/mechanisms.exs
+
+# reverse mode through unbounded while loops: time per iteration for n = 10 .. 10,000
+bench-while: deps
+	$(VPY) bench/while_grad.py
 
 # Resolve pyproject.toml's dependencies and extras again, newest versions, in a scratch venv,
 # and write them to $(LOCK) (keeping its header). On purpose only: then `make test`, commit.

@@ -7,7 +7,9 @@ and fills it with readinto, the writer writes a preallocated buffer with its hea
 port, with nothing of ours in between.
 
 ``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
-as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like.
+as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like: with
+the worker's rule for a spin that loses its CPU (``py_backend.channel.FrameReader``: it stops, and
+the next waits block at once).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import select
 import struct
 import sys
 import time
+
+from py_backend.channel import PAUSE_READS, PREEMPTED_NS
 
 HEADER = struct.Struct(">I")
 
@@ -41,16 +45,26 @@ class RawPort:
             except (OSError, ValueError):
                 pass
         self.spin_ns = spin_ns
+        self.unspun = 0
         if spin_ns:
             os.set_blocking(3, False)
 
     def _read_some(self, view: memoryview) -> int | None:
         n = self.rd.readinto(view)
         if n is None:  # non-blocking and nothing there yet: spin, then sleep in select
-            deadline = time.perf_counter_ns() + self.spin_ns
-            while n is None and time.perf_counter_ns() < deadline:
-                os.sched_yield()
-                n = self.rd.readinto(view)
+            if self.unspun:
+                self.unspun -= 1
+            else:
+                last = time.perf_counter_ns()
+                deadline = last + self.spin_ns
+                while n is None and last < deadline:
+                    os.sched_yield()
+                    n = self.rd.readinto(view)
+                    now = time.perf_counter_ns()
+                    if now - last > PREEMPTED_NS:
+                        self.unspun = PAUSE_READS
+                        break
+                    last = now
             while n is None:
                 select.select([3], [], [])
                 n = self.rd.readinto(view)

@@ -30,11 +30,40 @@ defmodule NxJax do
       fn server ->
         wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
         call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
-        results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+
+        results =
+          if Keyword.get(opts, :debug_nans, false) == true,
+            do: debug_run(graph_bin, wire, call_opts ++ opts),
+            else: NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+
         from_wire_all(templates, results, server)
       end,
       opts
     )
+  end
+
+  # `debug_nans: true`: the worker runs the graph op by op and stops at the first NaN or
+  # infinity (py_backend/debug_nans.py); its report names nodes `{node N}`, replaced here by
+  # the place in the source that made each one (Nx.Defn.Expr.with_sites/1)
+  defp debug_run(graph_bin, wire, opts) do
+    NxJax.Worker.call(:debug_run, [graph_bin, wire], opts)
+  rescue
+    error in NxJax.WorkerError ->
+      if error.class == "NonFinite" do
+        sites = Keyword.get(opts, :debug_sites, %{})
+
+        message =
+          Regex.replace(~r/\{node (\d+)\}/, error.message, fn _, id ->
+            case sites[String.to_integer(id)] do
+              nil -> "(node #{id})"
+              site -> "at #{site}"
+            end
+          end)
+
+        reraise %{error | message: message}, __STACKTRACE__
+      else
+        reraise error, __STACKTRACE__
+      end
   end
 
   # (one result, the common case, without the zip)

@@ -57,6 +57,10 @@ _HEADER = struct.Struct(">I")
 _DISCARD_CHUNK = 1 << 20
 _BUFFER = 1 << 16  # read buffer; frames up to this size are also written in one piece
 _IOV_MAX = 1024
+# A spin that finds itself descheduled for this long (another runnable task had the CPU: the
+# machine has more work than cores) stops, and the next PAUSE_READS waits block at once.
+PREEMPTED_NS = 200_000
+PAUSE_READS = 256
 
 Chunk = bytes | bytearray | memoryview
 
@@ -174,7 +178,11 @@ class FrameReader:
     that many microseconds before blocking. On machines where waking a sleeping process costs
     tens of microseconds (virtual machines) this takes that wake-up off the next request's
     latency, at the price of up to ``spin_us`` of CPU after each burst of requests; an idle
-    reader does not spin. 0 (the default) always blocks.
+    reader does not spin. 0 (the default) always blocks. Spinning only pays while this process
+    has a CPU to itself: when one poll of the spin comes more than 200 us after the one before
+    (another task ran on this CPU meanwhile), the spin stops and the next 256 waits block at
+    once (``paused_spins`` counts such pauses), as a spin beside a CPU-bound process only takes
+    time from the process that would answer (docs/BENCHMARKS.md section 9).
     """
 
     def __init__(
@@ -188,6 +196,8 @@ class FrameReader:
         self._end = 0
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
         self._spin_ns = spin_us * 1000
+        self._unspun = 0  # waits left that block without spinning (see the class docs)
+        self.paused_spins = 0
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
@@ -198,10 +208,10 @@ class FrameReader:
         if n is not None:
             return n
         if self._fd is not None:
-            deadline = time.perf_counter_ns() + self._spin_ns
-            while time.perf_counter_ns() < deadline:
-                os.sched_yield()  # let whatever else is runnable on this CPU go first
-                n = self._raw.readinto(view)
+            if self._unspun:
+                self._unspun -= 1
+            else:
+                n = self._spin(view)
                 if n is not None:
                     return n
             while n is None:
@@ -211,6 +221,23 @@ class FrameReader:
         while n is None:  # a non-blocking source given by the caller: keep waiting
             n = self._raw.readinto(view)
         return n
+
+    def _spin(self, view: memoryview) -> int | None:
+        """Polls for up to ``spin_us``; ``None`` if nothing came."""
+        last = time.perf_counter_ns()
+        deadline = last + self._spin_ns
+        while last < deadline:
+            os.sched_yield()  # let whatever else is runnable on this CPU go first
+            n = self._raw.readinto(view)
+            if n is not None:
+                return n
+            now = time.perf_counter_ns()
+            if now - last > PREEMPTED_NS:
+                self._unspun = PAUSE_READS
+                self.paused_spins += 1
+                return None
+            last = now
+        return None
 
     def _buffer_at_least(self, want: int) -> int:
         """Read until ``want`` bytes (at most ``_BUFFER``) are buffered or the stream ends;

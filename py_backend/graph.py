@@ -221,14 +221,18 @@ Kind = Callable[[Any], Any]
 @dataclass(frozen=True)
 class SubgraphKind:
     """An option holding sub-graphs (PROTOCOL.md 4.3): parsed from the raw term with
-    :func:`parse_graph`, one graph (``many=False``) or a non-empty list of them."""
+    :func:`parse_graph`, one graph (``many=False``) or a non-empty list of them; with
+    ``nullable``, ``nil`` (no graph) too."""
 
     many: bool = False
+    nullable: bool = False
 
     def __call__(self, v: Any) -> Any:  # a Kind; _parse_node calls parse() instead
         raise ValueError("a graph term")
 
     def parse(self, raw: Any, limit: int) -> Any:
+        if self.nullable and raw is None:
+            return None
         if not self.many:
             return parse_graph(raw, limit)
         if not (isinstance(raw, list) and raw):
@@ -238,6 +242,7 @@ class SubgraphKind:
 
 SUBGRAPH = SubgraphKind()
 SUBGRAPHS = SubgraphKind(many=True)
+SUBGRAPH_OR_NIL = SubgraphKind(nullable=True)
 
 
 def pos_int_or_nil(v: Any) -> int | None:
@@ -1095,3 +1100,60 @@ def check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
         check_window(node, nodes, where)
     expected = [scalar, scalar, *_inputs(node, nodes, 2)]
     _check_signature(where, "reducer", node.opts["reducer"], expected, [scalar])
+
+
+def _linear_maps(graph: Graph) -> list[Node]:
+    """The ``linear_map`` nodes of ``graph``, of the sub-graphs nested in it too (a solver's
+    loop body applies the map it was given)."""
+    found = []
+    for node in graph.nodes:
+        if node.op == "linear_map":
+            found.append(node)
+        for sub in _subgraphs(node):
+            if isinstance(sub, Graph) and node.op not in ("custom_root", "custom_linear_solve"):
+                found.extend(_linear_maps(sub))
+    return found
+
+
+def _check_solver(where: str, what: str, graph: Graph, unknown: TensorOut,
+                  captures: list[TensorOut], maps: bool) -> None:
+    """A solver's sub-graph: parameter 0 is shaped like the unknown, then the captures; one
+    output shaped like it; its ``linear_map`` nodes (allowed where ``maps``) map such values."""
+    _check_signature(where, what, graph, [unknown, *captures], [unknown])
+    for node in _linear_maps(graph):
+        if not maps:
+            raise GraphError(f"{where}: {what} applies a linear_map (node {node.id}), but no "
+                             f"linear map is passed to it")
+        if node.tensor != unknown:
+            raise GraphError(f"{where}: {what}'s linear_map node {node.id} must map {unknown} "
+                             f"to {unknown}, its out is {node.tensor}")
+
+
+def check_custom_root(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    unknown = node.tensor
+    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
+        raise GraphError(f"{where}: the initial guess must have the out {unknown}, a float type")
+    captures = _inputs(node, nodes, 1)
+    _check_solver(where, "f", node.opts["f"], unknown, captures, False)
+    _check_solver(where, "solve", node.opts["solve"], unknown, captures, False)
+    _check_solver(where, "tangent_solve", node.opts["tangent_solve"], unknown, captures, True)
+
+
+def check_custom_linear_solve(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    unknown = node.tensor
+    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
+        raise GraphError(f"{where}: b must have the out {unknown}, a float type")
+    captures = _inputs(node, nodes, 1)
+    _check_solver(where, "matvec", node.opts["matvec"], unknown, captures, False)
+    _check_solver(where, "solve", node.opts["solve"], unknown, captures, True)
+    if node.opts["transpose_solve"] is not None:
+        _check_solver(where, "transpose_solve", node.opts["transpose_solve"], unknown, captures,
+                      True)
+
+
+def check_linear_map(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if nodes[node.inputs[0]].tensor != node.tensor:
+        raise GraphError(f"{where}: the argument of a linear_map must have its out {node.tensor}")

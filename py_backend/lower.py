@@ -50,6 +50,10 @@ class ArgumentError(ValueError):
     """The arguments of ``run`` do not match the graph's parameters."""
 
 
+class NodeReport(Exception):
+    """An error whose message names its node itself (``{node N}``): no note is added."""
+
+
 def _lowering(op: str) -> Callable[[Call], Value]:
     # (imported here: the registry refers to this module's lowering functions)
     from py_backend.ops import REGISTRY
@@ -127,12 +131,17 @@ class Lowering:
     """Evaluates a validated :class:`Graph` with JAX operations (traceable by ``jax.jit``)."""
 
     def __init__(self, graph: Graph, sink: HookSink | None = None, muted: bool = False,
+                 linear: Callable[[jax.Array], jax.Array] | None = None,
                  forward: bool = False) -> None:
         self.graph = graph
         self.nodes = graph.nodes
         self.sink = sink
         self.muted = muted  # every hook here (and in sub-graphs) is quiet
-        # the node carrying this (sub-)graph is differentiated in forward mode only
+        # called on every node's value as it is computed (py_backend.debug_nans); may raise
+        self.check: Callable[[Lowering, Node, list[Value], Value, Env], Value] | None = None
+        # the linear map a solver's sub-graph was given (its linear_map nodes apply it)
+        self.linear = linear
+        # the node carrying this (sub-)graph is differentiated in forward mode
         self.forward = forward
         self._top: frozenset[int] | None = None
         self._needs: dict[int, tuple[int, ...]] = {}
@@ -247,10 +256,12 @@ class Lowering:
                 else:
                     value = _lowering(node.op)(Call(node, args, env, self))
             except Exception as exc:
-                if not isinstance(exc, GraphError | ShapeError | ArgumentError):
+                if not isinstance(exc, GraphError | ShapeError | ArgumentError | NodeReport):
                     exc.add_note(f"while lowering node {n} ({node.op})")
                 raise
             env.local[n] = conform(node, value)
+            if self.check is not None:
+                env.local[n] = self.check(self, node, args, env.local[n], env)
 
     def value(self, node_id: int, env: Env) -> Value:
         self.evaluate([node_id], env)
@@ -1703,11 +1714,14 @@ UNBOUNDED_WHILE = (
 )
 
 
-def subgraph_function(graph: Graph, c: Call) -> Callable[..., list[jax.Array]]:
+def subgraph_function(graph: Graph, c: Call,
+                      linear: Callable[[jax.Array], jax.Array] | None = None,
+                      ) -> Callable[..., list[jax.Array]]:
     """A closed sub-graph of the node of ``c`` as a function of its parameters, returning its
-    outputs; its hooks report to the same sink, and are quiet where the node is."""
+    outputs; its hooks report to the same sink, and are quiet where the node is. Its
+    ``linear_map`` nodes apply ``linear``, else the map the enclosing sub-graph was given."""
     low = c.lowering
-    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env),
+    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env), linear or low.linear,
                     low.forward_only(c.env)).function()
 
 
@@ -1788,6 +1802,19 @@ def _substituted(
     return tuple(out)
 
 
+# the memory the checkpoints of a reverse-differentiated unbounded while may take (two buffers
+# of this size), and the most states each buffer holds
+_CHECKPOINT_BYTES = 128 << 20
+_MAX_SLOTS = 256
+
+
+def checkpoint_slots(state: Sequence[Any]) -> int:
+    """How many states a buffer of :func:`reversible_while` holds: as many as fit in
+    ``_CHECKPOINT_BYTES``, at most ``_MAX_SLOTS``, at least 2, an even number."""
+    size = sum(jnp.asarray(x).dtype.itemsize * max(math.prod(jnp.shape(x)), 1) for x in state)
+    return max(2, min(_MAX_SLOTS, _CHECKPOINT_BYTES // max(size, 1)) // 2 * 2)
+
+
 def reversible_while(
     pred: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], jax.Array],
     step: Callable[[tuple[jax.Array, ...], tuple[Any, ...]], tuple[jax.Array, ...]],
@@ -1797,39 +1824,65 @@ def reversible_while(
     """``lax.while_loop(pred, step, state)`` that JAX can also reverse-differentiate, with no
     bound known in advance (``lax.while_loop`` alone has no reverse rule).
 
-    The forward pass runs the loop and counts its ``n`` steps. The backward pass walks the steps
-    from the last to the first; for step ``i`` it recomputes the state before it from the initial
-    state (``i`` steps) and pulls the cotangent back through that step (``jax.vjp``), adding what
-    reaches the captured values. That is the exact gradient of the ``n`` steps taken, in their
-    order, for O(n^2) steps of compute and the memory of one state (no tape). A second derivative
-    through it is not available (its backward pass is itself an unbounded loop).
+    The forward pass runs the loop, counts its ``n`` steps and keeps checkpoints: the state
+    before every ``stride``-th step, in a buffer of ``K`` states (:func:`checkpoint_slots`);
+    when the buffer is full, every other checkpoint is dropped and the stride doubles, so the
+    checkpoints always cover the steps taken. The backward pass takes the segments between
+    checkpoints from the last to the first: it recomputes the states of a segment from its
+    checkpoint into a second buffer, then pulls the cotangent back through each step of it
+    (``jax.vjp``), last to first, adding what reaches the captured values. That is the exact
+    gradient of the ``n`` steps taken, in their order: each step runs three times (forward,
+    recomputed, pulled back) while ``n <= K * K / 2``; a longer loop has segments longer than
+    the buffer, each recomputed step by step from its checkpoint (O(n^2 / K) steps). Memory:
+    the two buffers. A second derivative through it is not available (its backward pass is
+    itself an unbounded loop).
     """
+    slots = checkpoint_slots(state)
 
     def run(s0: tuple[jax.Array, ...], caps: tuple[Any, ...]) -> tuple[jax.Array, ...]:
         return lax.while_loop(lambda s: pred(s, caps), lambda s: step(s, caps), s0)
 
     loop = jax.custom_vjp(run)
 
+    def buffers(s0: tuple[Any, ...]) -> tuple[jax.Array, ...]:
+        return tuple(jnp.zeros((slots, *jnp.shape(x)), jnp.asarray(x).dtype) for x in s0)
+
+    def put(bufs: tuple[jax.Array, ...], slot: jax.Array, s: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(lax.dynamic_update_index_in_dim(b, jnp.asarray(x, b.dtype), slot, 0)
+                     for b, x in zip(bufs, s, strict=True))
+
+    def get(bufs: tuple[jax.Array, ...], slot: jax.Array) -> tuple[jax.Array, ...]:
+        return tuple(lax.dynamic_index_in_dim(b, slot, 0, keepdims=False) for b in bufs)
+
     def forward(s0: tuple[jax.Array, ...], caps: tuple[Any, ...]) -> tuple[Any, Any]:
-        def counted(sn: tuple[Any, jax.Array]) -> tuple[Any, jax.Array]:
-            return step(sn[0], caps), sn[1] + 1
+        def keep(c: tuple[Any, ...]) -> tuple[Any, ...]:
+            s, i, bufs, stride = c
 
-        final, n = lax.while_loop(
-            lambda sn: pred(sn[0], caps), counted, (s0, jnp.asarray(0, np.int64))
-        )
-        return final, (s0, caps, n)
+            def halve(bs: tuple[Any, ...]) -> tuple[Any, ...]:
+                bufs, stride = bs
+                return tuple(b.at[: slots // 2].set(b[0::2]) for b in bufs), stride * 2
 
-    def backward(residuals: tuple[Any, Any, jax.Array], g: tuple[Any, ...]) -> tuple[Any, Any]:
-        s0, caps, n = residuals
+            bufs, stride = lax.cond(i // stride >= slots, halve, lambda bs: bs, (bufs, stride))
+            return s, i, put(bufs, i // stride, s), stride
+
+        def counted(c: tuple[Any, ...]) -> tuple[Any, ...]:
+            s, i, bufs, stride = lax.cond(c[1] % c[3] == 0, keep, lambda c: c, c)
+            return step(s, caps), i + 1, bufs, stride
+
+        one = jnp.asarray(1, np.int64)
+        start = (s0, jnp.asarray(0, np.int64), buffers(s0), one)
+        final, n, bufs, stride = lax.while_loop(lambda c: pred(c[0], caps), counted, start)
+        return final, (s0, caps, n, bufs, stride)
+
+    def backward(residuals: tuple[Any, ...], g: tuple[Any, ...]) -> tuple[Any, Any]:
+        s0, caps, n, bufs, stride = residuals
         fs = [i for i, x in enumerate(s0) if _is_float(x)]
         fc = [i for i, x in enumerate(caps) if _is_float(x)]
+        zero = jnp.asarray(0, np.int64)
 
-        def state_at(i: jax.Array) -> tuple[jax.Array, ...]:
-            return lax.fori_loop(jnp.asarray(0, np.int64), i, lambda _, s: step(s, caps), s0)
-
-        def back(k: jax.Array, carry: tuple[list[Any], list[Any]]) -> tuple[list[Any], list[Any]]:
+        def pull(s_i: tuple[Any, ...], carry: tuple[list[Any], list[Any]]) -> tuple[Any, Any]:
+            """The cotangent before the step taken from state ``s_i``."""
             g_float, acc = carry
-            s_i = state_at(n - 1 - k)
 
             def float_step(xs: list[Any], cs: list[Any]) -> list[Any]:
                 out = step(_substituted(s_i, fs, xs), _substituted(caps, fc, cs))
@@ -1839,8 +1892,48 @@ def reversible_while(
             g_state, g_caps = pullback(g_float)
             return list(g_state), [a + b for a, b in zip(acc, g_caps, strict=True)]
 
+        def advance(s: tuple[Any, ...], steps: jax.Array) -> tuple[Any, ...]:
+            return lax.fori_loop(zero, steps, lambda _, s: step(s, caps), s)
+
+        segments = (n + stride - 1) // stride
+
+        def bounds(k: jax.Array) -> tuple[jax.Array, jax.Array]:
+            """The checkpoint index and the length of the k-th segment from the last one."""
+            j = segments - 1 - k
+            return j, jnp.minimum(stride, n - j * stride)
+
+        # Segments no longer than a buffer (stride <= K: the loop took at most K * K / 2
+        # steps): each recomputed into one buffer, carried from segment to segment.
+        def buffered(carry: tuple[list[Any], list[Any]]) -> tuple[Any, Any]:
+            def segment(k: jax.Array, c: tuple[Any, ...]) -> tuple[Any, ...]:
+                g_float, acc, seg = c
+                j, length = bounds(k)
+
+                def fill(t: jax.Array, c: tuple[Any, Any]) -> tuple[Any, Any]:
+                    s, seg = c
+                    return step(s, caps), put(seg, t, s)
+
+                _, seg = lax.fori_loop(zero, length, fill, (get(bufs, j), seg))
+                g_float, acc = lax.fori_loop(
+                    zero, length, lambda t, c: pull(get(seg, length - 1 - t), c),
+                    (g_float, acc))
+                return g_float, acc, seg
+
+            g_float, acc, _ = lax.fori_loop(zero, segments, segment, (*carry, buffers(s0)))
+            return g_float, acc
+
+        # Longer segments: each step's state recomputed from the segment's checkpoint.
+        def recomputed(carry: tuple[list[Any], list[Any]]) -> tuple[Any, Any]:
+            def segment(k: jax.Array, c: tuple[Any, Any]) -> tuple[Any, Any]:
+                j, length = bounds(k)
+                first = get(bufs, j)
+                return lax.fori_loop(
+                    zero, length, lambda t, c: pull(advance(first, length - 1 - t), c), c)
+
+            return lax.fori_loop(zero, segments, segment, carry)
+
         start = ([g[i] for i in fs], [jnp.zeros_like(caps[i]) for i in fc])
-        g_state, g_caps = lax.fori_loop(jnp.asarray(0, np.int64), n, back, start)
+        g_state, g_caps = lax.cond(stride <= slots, buffered, recomputed, start)
         # (the integer entries get float0 cotangents, as JAX wants for them)
         zeros_state = [_float0_zeros(x) for x in s0]
         zeros_caps = [_float0_zeros(x) for x in caps]
@@ -1848,6 +1941,51 @@ def reversible_while(
 
     loop.defvjp(forward, backward)
     return loop(tuple(state), tuple(captures))
+
+
+def lower_linear_map(c: Call) -> Value:
+    """``linear_map`` [v]: the linear map JAX passed to the solver this sub-graph belongs to."""
+    linear = c.lowering.linear
+    if linear is None:
+        raise GraphError(f"node {c.node.id} (linear_map): only the solvers of custom_root and "
+                         "custom_linear_solve are given a linear map")
+    return linear(c.args[0])
+
+
+def _solver(graph: Graph, c: Call, captures: tuple[jax.Array, ...],
+            ) -> Callable[[Any, jax.Array], jax.Array]:
+    """A solver's sub-graph as JAX calls it: ``solver(linear_map, rhs)``."""
+    def solver(linear: Any, rhs: jax.Array) -> jax.Array:
+        return subgraph_function(graph, c, linear)(rhs, *captures)[0]
+
+    return solver
+
+
+def lower_custom_root(c: Call) -> Value:
+    """``custom_root`` [x0, captures]: ``lax.custom_root`` of ``f``; ``solve`` finds the root
+    (f is inlined in it at trace time, so JAX's f is not used), ``tangent_solve`` solves the
+    linearised system with the map JAX gives it. Gradients flow to the captures ``f`` reads,
+    by the implicit function theorem."""
+    x0, captures = c.args[0], tuple(c.args[1:])
+    f = subgraph_function(c.node.opts["f"], c)
+    solve = _solver(c.node.opts["solve"], c, captures)
+    return lax.custom_root(lambda x: f(x, *captures)[0], x0,
+                           lambda _f, guess: solve(None, guess),
+                           _solver(c.node.opts["tangent_solve"], c, captures))
+
+
+def lower_custom_linear_solve(c: Call) -> Value:
+    """``custom_linear_solve`` [b, captures]: ``lax.custom_linear_solve`` of ``matvec``, with
+    the solvers applying the maps JAX gives them (matvec, and its transpose for
+    ``transpose_solve``)."""
+    b, captures = c.args[0], tuple(c.args[1:])
+    opts = c.node.opts
+    matvec = subgraph_function(opts["matvec"], c)
+    transpose = opts["transpose_solve"]
+    return lax.custom_linear_solve(
+        lambda x: matvec(x, *captures)[0], b, _solver(opts["solve"], c, captures),
+        None if transpose is None else _solver(transpose, c, captures),
+        symmetric=opts["symmetric"])
 
 
 def lower_range_loop(c: Call) -> Value:

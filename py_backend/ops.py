@@ -233,6 +233,15 @@ CONTROL_FLOW = _family("control_flow", {
                          {"reducer": g.SUBGRAPH, **g.WINDOW_OPTS}, g.check_reduce_with),
     "hook": _op(_ANY, lw.lower_hook, {"index": g.non_neg_int}, g.check_hook),
     "attach_token": _op((2, None), lw.lower_attach_token, check=g.check_attach_token),
+    # implicit differentiation (4.3): solvers whose gradient comes from what they solve
+    "custom_root": _op((1, None), lw.lower_custom_root,
+                       {"f": g.SUBGRAPH, "solve": g.SUBGRAPH, "tangent_solve": g.SUBGRAPH},
+                       g.check_custom_root),
+    "custom_linear_solve": _op((1, None), lw.lower_custom_linear_solve,
+                               {"matvec": g.SUBGRAPH, "solve": g.SUBGRAPH,
+                                "transpose_solve": g.SUBGRAPH_OR_NIL, "symmetric": g.boolean},
+                               g.check_custom_linear_solve),
+    "linear_map": _op(1, lw.lower_linear_map, check=g.check_linear_map),
 })
 
 FAMILIES: Mapping[str, Mapping[str, Op]] = {

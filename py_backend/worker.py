@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from py_backend import PROTOCOL_VERSION, channel, fastcall, lifeline, stdio
+from py_backend import PROTOCOL_VERSION, channel, debug_nans, fastcall, lifeline, stdio
 from py_backend.cache import Cache
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
-from py_backend.lower import ArgumentError, set_hook_sink
+from py_backend.lower import ArgumentError, NodeReport, set_hook_sink
 from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
 
 MODULE = "nx_jax"
@@ -188,6 +188,7 @@ class Worker:
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
+        self.reader: FrameReader | None = None  # (the request stream serve() reads, for stats)
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -196,6 +197,7 @@ class Worker:
             "ping": self.ping,
             "info": self.info,
             "run": self.run,
+            "debug_run": self.debug_run,
             "stats": self.stats,
             "call": self.call,
             "put": self.put,
@@ -239,6 +241,7 @@ class Worker:
             atom("fast_hot_calls"): s.fast_hot_calls,
             atom("fast_layout_calls"): s.fast_layout_calls,
             atom("resident"): len(self.resident),
+            atom("paused_spins"): self.reader.paused_spins if self.reader is not None else 0,
         }
 
     def run(self, args: list[Any]) -> Any:
@@ -252,6 +255,25 @@ class Worker:
         key, program = self.cache.program(graph_bin)
         results = self._execute(key, program, raw_tensors)
         return [encode_tensor(o, r) for o, r in results]
+
+    def debug_run(self, args: list[Any]) -> Any:
+        """``[graph_bin, args]``: as ``run``, but op by op outside ``jit``, stopping with a
+        ``NonFinite`` error at the first NaN or infinity (``py_backend.debug_nans``)."""
+        _arity("debug_run", args, 2)
+        graph_bin = channel.binary_view(args[0])
+        if graph_bin is None:
+            raise BadRequest("debug_run: the first argument must be the graph binary")
+        raw_tensors = args[1]
+        if not isinstance(raw_tensors, list):
+            raise BadRequest("debug_run: the second argument must be a list of tensors")
+        _key, program = self.cache.program(graph_bin)
+        tensors = [self._argument(t) for t in raw_tensors]
+        check_arguments(program.graph.parameters, tensors)
+        results = debug_nans.run(program.graph, tensors)
+        if program.graph.hooks:
+            jax.effects_barrier()
+        self.cache.stats.runs += 1
+        return [encode_tensor(o, r) for o, r in zip(program.outs, results, strict=True)]
 
     def call(self, args: list[Any]) -> Any:
         """``[key, graph_bin | nil, args, keep]``: run the graph known by ``key``."""
@@ -630,7 +652,9 @@ class Worker:
         notes = getattr(exc, "__notes__", None)
         if notes:
             message = "\n".join([message, *notes])
-        trace = "" if isinstance(exc, BadRequest | UnknownFunction) else traceback.format_exc()
+        # (a report that names its node needs no Python traceback)
+        trace = ("" if isinstance(exc, BadRequest | UnknownFunction | NodeReport)
+                 else traceback.format_exc())
         return channel.encode_chunks(
             (atom("e"), request_id,
              (atom("python"), text(type(exc).__name__), text(message), text(trace)))
@@ -663,7 +687,8 @@ def _list_arg(name: str, term: Any) -> list[Any]:
 
 
 FUNCTIONS = (
-    "ping", "info", "run", "stats", "call", "put", "fetch", "free", "forget_graphs", "memory",
+    "ping", "info", "run", "debug_run", "stats", "call", "put", "fetch", "free",
+    "forget_graphs", "memory",
 )
 # served only when NX_JAX_TEST=1 (tests of the output forwarding); refused in production
 TEST_FUNCTIONS = ("debug_print",)
@@ -742,6 +767,7 @@ def serve(
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker = worker or Worker()
     worker.emit = replies.write_frame
+    worker.reader = frames
     reply: bytes | list[Chunk]
     while True:
         try:

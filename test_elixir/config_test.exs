@@ -88,4 +88,35 @@ defmodule NxJax.ConfigTest do
     assert NxJax.Worker.default_timeout() == 60_000
     assert NxJax.Worker.call(:ping, []) == :pong
   end
+
+  test "config :nx_jax, debug_nans: true sets the option of every defn call" do
+    defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+    ratio = fn x -> Nx.divide(x, Nx.add(1, Nx.sqrt(x))) end
+
+    try do
+      Application.put_env(:nx_jax, :debug_nans, true)
+      NxJax.Pool.reload_config()
+      assert Nx.Defn.default_options()[:debug_nans] == true
+
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          Nx.Defn.jit(fn x -> Nx.Defn.grad(x, ratio) end).(0.0)
+        end
+
+      assert error.class == "NonFinite" and error.message =~ "the gradient rule of sqrt"
+      # a call may still turn it off
+      nan = Nx.Defn.jit(fn x -> Nx.Defn.grad(x, ratio) end, debug_nans: false).(0.0)
+      assert Nx.to_number(nan) == :nan
+
+      Application.put_env(:nx_jax, :debug_nans, :yes)
+
+      assert_raise ArgumentError, ~r/debug_nans: expects a boolean, got: :yes/, fn ->
+        NxJax.Pool.reload_config()
+      end
+    after
+      Application.delete_env(:nx_jax, :debug_nans)
+      Nx.Defn.global_default_options(defaults)
+      NxJax.Pool.reload_config()
+    end
+  end
 end

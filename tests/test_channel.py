@@ -7,6 +7,8 @@ import os
 import random
 import select
 import struct
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -396,5 +398,37 @@ def test_write_framed_writes_a_whole_frame_as_write_frame_does() -> None:
         FrameWriter(w).write_framed(framed)
         assert FrameReader(r).read_frame() == payload
     finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_spin_that_loses_its_cpu_stops_spinning_for_a_while() -> None:
+    # a CPU-bound process on the reader's only CPU: the spin's yield lets it run a whole time
+    # slice, the spin notices the gap and stops, and the waits after it block without spinning
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n"
+                            "while True: pass"])
+    r, w = os.pipe()
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {cpu})  # this thread only
+        # (the hog's first slices are running by then)
+        time.sleep(0.05)
+        timer = threading.Timer(0.3, lambda: os.write(w, frame(b"late") + frame(b"next")))
+        timer.start()
+        reader = FrameReader(r, spin_us=2_000_000)
+        assert reader.read_frame() == b"late"
+        assert reader.paused_spins == 1
+        timer.join()
+        # a wait that spun would find the hog again and count a second pause
+        timer = threading.Timer(0.1, lambda: os.write(w, frame(b"after")))
+        timer.start()
+        assert [reader.read_frame(), reader.read_frame()] == [b"next", b"after"]
+        timer.join()
+        assert reader.paused_spins == 1
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
         os.close(r)
         os.close(w)

@@ -216,7 +216,8 @@ def test_stats_count_compiles_hits_runs_and_errors() -> None:
         stats = {atom_str(k): v for k, v in reply[2].items()}
         assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1,
                          "graph_loads": 2, "unknown_graphs": 0, "resident": 0,
-                         "fast_one_calls": 0, "fast_hot_calls": 0, "fast_layout_calls": 0}
+                         "fast_one_calls": 0, "fast_hot_calls": 0, "fast_layout_calls": 0,
+                         "paused_spins": 0}
     finally:
         assert w.close() == 0
 

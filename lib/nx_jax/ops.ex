@@ -111,7 +111,10 @@ defmodule NxJax.Ops do
       {[:window_reduce], {2, :infinity},
        [:padding, :reducer, :strides, :window_dilations, :window_dimensions]},
       {[:hook], {1, :infinity}, [:index]},
-      {[:attach_token], {2, :infinity}, []}
+      {[:attach_token], {2, :infinity}, []},
+      {[:custom_root], {1, :infinity}, [:f, :solve, :tangent_solve]},
+      {[:custom_linear_solve], {1, :infinity}, [:matvec, :solve, :symmetric, :transpose_solve]},
+      {[:linear_map], 1, []}
     ]
   ]
 

@@ -154,12 +154,29 @@ defmodule NxJax.Pool do
   Reads the settings of the application environment that every call uses (`:remote`,
   `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0` and `:timeout` of
   `NxJax.Worker.default_timeout/0`) into `:persistent_term`; raises `ArgumentError` for a
-  timeout that is not a positive integer or `:infinity`. The application
-  does it when it starts; call it again after `Application.put_env/3` changed them.
+  timeout that is not a positive integer or `:infinity`. `config :nx_jax, debug_nans: bool`,
+  when set, goes into the global default options of `defn` (`Nx.Defn.global_default_options/1`).
+  The application does it when it starts; call it again after `Application.put_env/3` changed
+  them.
   """
   def reload_config do
     :persistent_term.put({__MODULE__, :remote}, Application.get_env(:nx_jax, :remote, false))
     NxJax.Worker.load_config()
+
+    case Application.fetch_env(:nx_jax, :debug_nans) do
+      {:ok, debug} when is_boolean(debug) ->
+        defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+        Nx.Defn.global_default_options(Keyword.put(defaults, :debug_nans, debug))
+
+      {:ok, other} ->
+        raise ArgumentError,
+              "config :nx_jax, debug_nans: expects a boolean, got: #{inspect(other)}"
+
+      :error ->
+        :ok
+    end
+
+    :ok
   end
 
   # (the environment itself where the application did not start)
@@ -346,7 +363,8 @@ defmodule NxJax.Pool do
   `trace_cache_evictions` (`Nx.Defn.TraceCache`), `graph_sends`, `key_calls`,
   `graph_resends`, `compiles`, `cache_hits`, `runs`, `errors`, `graph_loads`,
   `unknown_graphs`, `resident`, `lent_calls` and the fast-path counters `fast_one_calls`,
-  `fast_hot_calls`, `fast_layout_calls` and `fast_replies` (see `NxJax.Worker.stats/1`).
+  `fast_hot_calls`, `fast_layout_calls` and `fast_replies`, and `paused_spins` (see
+  `NxJax.Worker.stats/1`).
   """
   def stats do
     workers()

@@ -99,7 +99,8 @@ defmodule Nx.Defn.Compiler do
   end
 
   # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
-  @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us]
+  @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us] ++
+                    [:debug_nans]
 
   # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
   # returns the traced expression, as in Nx; the default compiler (`nil`, or named) runs
@@ -183,13 +184,17 @@ defmodule Nx.Defn.Compiler do
   # expressions are built only when the signature is not cached yet.
   defp cached(id, fun, args, opts) do
     {signature, concrete} = signature(args)
-    key = {__MODULE__, id, signature}
+    # (a debug_nans trace records where each node was made: a trace of its own)
+    debug = Keyword.get(opts, :debug_nans, false) == true
+
+    key =
+      if debug, do: {__MODULE__, id, signature, :debug_nans}, else: {__MODULE__, id, signature}
 
     compiled =
       case Nx.Defn.TraceCache.get(key) do
         nil ->
           {params, _concrete} = parameters(args)
-          compiled = compile(fun, params, length(concrete))
+          compiled = compile(fun, params, length(concrete), debug)
           :counters.add(counters_ref(), 1, 1)
           Nx.Defn.TraceCache.put(key, compiled)
 
@@ -295,10 +300,26 @@ defmodule Nx.Defn.Compiler do
   defp traced(fun, params),
     do: Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
 
-  # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index
-  defp compile(fun, params, count) do
+  # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index.
+  # With `debug`, the run gets `debug_sites: %{wire id => "file:line"}` among its options.
+  defp compile(fun, params, count, false) do
     {result, hooks} = traced(fun, params)
     encode(result, hooks, count)
+  end
+
+  defp compile(fun, params, count, true) do
+    {{result, hooks}, sites} = Expr.with_sites(fn -> traced(fun, params) end)
+
+    case encode(result, hooks, count) do
+      {:graph, compiled, parameters, container, templates, hooks} ->
+        by_wire_id =
+          for {ref, id} <- Nx.Defn.Graph.ids(result), site = sites[ref], into: %{}, do: {id, site}
+
+        {:graph, compiled, parameters, container, templates, hooks, by_wire_id}
+
+      other ->
+        other
+    end
   end
 
   # `parameters`: the indices of the `count` concrete arguments the graph takes, or :all
@@ -322,6 +343,12 @@ defmodule Nx.Defn.Compiler do
   end
 
   defp execute({:no_tensors, result}, _args, _opts), do: result
+
+  defp execute({:graph, compiled, parameters, container, templates, hooks, sites}, args, opts),
+    do:
+      execute({:graph, compiled, parameters, container, templates, hooks}, args, [
+        {:debug_sites, sites} | opts
+      ])
 
   defp execute({:graph, compiled, parameters, container, templates, hooks}, args, opts) do
     args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))

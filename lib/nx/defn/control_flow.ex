@@ -190,8 +190,9 @@ defmodule Nx.Defn.ControlFlow do
   Options: `:max_iterations` (a positive integer) bounds the loop: it then lowers to a
   `lax.scan` of that length that stops updating the state once the condition is false,
   which JAX can reverse-differentiate; without it the loop is a `lax.while_loop` whose
-  reverse mode recomputes each step's state from the start (the exact gradient of the steps
-  taken, for O(n^2) steps of compute and no tape; see docs/COMPATIBILITY.md, "Control flow").
+  reverse mode recomputes the steps from checkpoints kept by the forward pass (the exact
+  gradient of the steps taken, each step run about three times; see docs/COMPATIBILITY.md,
+  "Control flow").
   `:unroll` belongs to generators: with a condition it is refused, as in Nx.
   """
   @spec while(term, (term -> term), (term -> term), keyword) :: term

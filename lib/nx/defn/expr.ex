@@ -143,8 +143,10 @@ defmodule Nx.Defn.Expr do
   defp names_of(%Nx.Tensor{shape: shape}), do: names(shape)
 
   @scope_key {__MODULE__, :scope}
+  @sites_key {__MODULE__, :sites}
 
-  # A fresh node id, recorded in the innermost open scope (see with_scope/1).
+  # A fresh node id, recorded in the innermost open scope (see with_scope/1), and with the
+  # place of the code that made it while with_sites/1 runs.
   defp new_id do
     id = make_ref()
 
@@ -153,7 +155,52 @@ defmodule Nx.Defn.Expr do
       scope -> Process.put(@scope_key, [id | scope])
     end
 
+    case Process.get(@sites_key) do
+      nil -> :ok
+      sites -> Process.put(@sites_key, Map.put(sites, id, site()))
+    end
+
     id
+  end
+
+  @doc """
+  Runs `fun` and returns `{result, sites}`: `sites` maps the id of every node created
+  meanwhile to the `"file:line"` of the code that created it (the innermost stack frame of a
+  module outside Elixir, OTP and this library, usually the line of a `defn` body), or `nil`.
+  Costly (a stack trace per node): for debugging (`debug_nans: true`).
+  """
+  @spec with_sites((() -> result)) :: {result, %{reference => String.t() | nil}}
+        when result: term
+  def with_sites(fun) when is_function(fun, 0) do
+    previous = Process.put(@sites_key, %{})
+
+    try do
+      result = fun.()
+      {result, Process.get(@sites_key)}
+    after
+      if previous, do: Process.put(@sites_key, previous), else: Process.delete(@sites_key)
+    end
+  end
+
+  @library_apps [:nx_jax, :elixir, :stdlib, :kernel, :compiler, :ex_unit, :iex, :mix, :logger]
+
+  defp site do
+    {:current_stacktrace, frames} = Process.info(self(), :current_stacktrace)
+
+    Enum.find_value(frames, fn {module, _fun, _arity, info} ->
+      with false <- library?(module), file when file != nil <- info[:file] do
+        "#{file}:#{info[:line]}"
+      else
+        _ -> nil
+      end
+    end)
+  end
+
+  defp library?(module) do
+    case :application.get_application(module) do
+      {:ok, app} -> app in @library_apps
+      :undefined -> false
+    end
   end
 
   @doc """

@@ -85,6 +85,17 @@ defmodule Nx.Defn.Graph do
   end
 
   @doc """
+  The wire id of every node of `encode/1`'s graph (not those of sub-graphs), by the id of
+  its expression: `%{expression_id => wire_id}`.
+  """
+  @spec ids(term) :: %{reference => non_neg_integer}
+  def ids(outputs) do
+    leaves = outputs |> List.wrap() |> Composite.flatten_list() |> Enum.map(&Expr.to_expr/1)
+    {_output_ids, state} = Enum.map_reduce(leaves, %{ids: %{}, nodes: [], params: %{}}, &visit/2)
+    state.ids
+  end
+
+  @doc """
   Fills the template `container` returned by `encode/1` with `tensors`, in order.
   """
   @spec rebuild(term, [Nx.Tensor.t()]) :: term
@@ -170,11 +181,17 @@ defmodule Nx.Defn.Graph do
     {:constant, %{opts | value: value}, state}
   end
 
-  # any op may carry sub-graphs (control flow, reducers, and the ops front ends of our own
-  # build with them): each `{:subgraph, outputs, params}` option becomes a graph term
+  # an op carrying sub-graphs (control flow, reductions with a function, solvers): each
+  # becomes a graph term of its own
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, opts: opts}}, state) do
-    {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state}
+    if Enum.any?(opts, fn {_key, value} -> subgraph?(value) end),
+      do: {op, Map.new(opts, fn {key, value} -> {key, subgraph(value)} end), state},
+      else: {op, opts, state}
   end
+
+  defp subgraph?({:subgraph, _outputs, _params}), do: true
+  defp subgraph?([{:subgraph, _outputs, _params} | _]), do: true
+  defp subgraph?(_value), do: false
 
   # {:subgraph, outputs, params} (Nx.Defn.ControlFlow) -> a graph term of its own, whose
   # parameter i is params[i]
@@ -185,7 +202,7 @@ defmodule Nx.Defn.Graph do
     {:nx_jax_graph, @version, Enum.reverse(state.nodes), output_ids}
   end
 
-  defp subgraph([{:subgraph, _, _} | _] = list), do: Enum.map(list, &subgraph/1)
+  defp subgraph(list) when is_list(list), do: Enum.map(list, &subgraph/1)
   defp subgraph(other), do: other
 
   defp out(%Nx.Tensor{type: {:tuple, _}, data: %Expr{op: :grad, args: [_y | xs]}}) do

@@ -1,0 +1,222 @@
+defmodule NxJax.Defn.Implicit do
+  @moduledoc """
+  Implicit differentiation inside `defn`: `custom_root/4` (`jax.lax.custom_root`) and
+  `custom_linear_solve/5` (`jax.lax.custom_linear_solve`). Their gradients come from the
+  equation the result satisfies, not from the iterations of the solver that found it, so a
+  solver written with an unbounded `while` is never differentiated (and need not be
+  differentiable at all). Users reach them through `NxJax.Defn`.
+
+  Each function given here is traced once into a sub-graph of the node (as the branches of
+  `if` and the bodies of `while` are, `Nx.Defn.ControlFlow`): the values it closes over become
+  captures of the node, and gradients flow to them. The linear functions the solvers receive
+  (`g` of a tangent solve, `matvec` of a linear solve, and its transpose) are supplied by JAX
+  when the node runs: inside the solver they are `:linear_map` nodes (docs/PROTOCOL.md 4.3).
+
+  Their values are tensors (not containers) of a floating-point type, not vectorized.
+  """
+
+  alias Nx.Defn.{ControlFlow, Expr}
+
+  @doc """
+  The root `x` of `f` (`f.(x) == 0`, `x` shaped like `initial_guess`) that
+  `solve.(f, initial_guess)` finds, with the gradient of the implicit function theorem:
+  d x = -(df/dx)^-1 (df/dp) d p for every value `p` that `f` closes over.
+  `tangent_solve.(g, y)` must return `v` with `g.(v) == y`, `g` being the linear map
+  v -> (df/dx) v at the root (for a scalar, `fn g, y -> y / g.(1.0) end`).
+
+  `solve` is run, never differentiated; the initial guess gets a zero gradient.
+  """
+  def custom_root(f, initial_guess, solve, tangent_solve)
+      when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
+    x0 = "custom_root/4" |> value!(initial_guess, "the initial guess") |> widened(f)
+    fit = &fit!(&1, x0, &2)
+
+    {{[x], [residual]}, f_scope} = trace([x0], fn [x] -> [fit.(f.(x), "f.(x)")] end)
+
+    {{[guess], [root]}, solve_scope} =
+      trace([x0], fn [guess] -> [fit.(solve.(&fit.(f.(&1), "f.(x)"), guess), "solve")] end)
+
+    {{[y], [v]}, tangent_scope} =
+      trace([x0], fn [y] ->
+        [fit.(tangent_solve.(linear_map(x0, "g"), y), "tangent_solve")]
+      end)
+
+    scope = Enum.reduce([solve_scope, tangent_scope], f_scope, &MapSet.union/2)
+    captures = captures!([residual, root, v], scope, "custom_root/4")
+
+    opts = %{
+      f: {:subgraph, [residual], [x | captures]},
+      solve: {:subgraph, [root], [guess | captures]},
+      tangent_solve: {:subgraph, [v], [y | captures]}
+    }
+
+    Expr.expr(:custom_root, [x0 | captures], opts, Expr.template_of(x0))
+  end
+
+  @doc """
+  The solution `x` of the linear system `matvec.(x) == b` that `solve.(matvec, b)` computes,
+  differentiated as the solution of that system (with respect to `b` and to every value
+  `matvec` closes over), not through the solver's steps.
+
+  Reverse mode needs the transposed system: give `transpose_solve.(vecmat, b)` (solving
+  `vecmat.(x) == b`, `vecmat` the transpose of `matvec`), or `symmetric: true` when the
+  matrix is symmetric (then `solve` serves for both). `transpose_solve` may be `nil`
+  (forward mode only). `matvec` must be linear in `x`; `b` and `x` have the same shape.
+  """
+  def custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
+      when is_function(matvec, 1) and is_function(solve, 2) and
+             (is_function(transpose_solve, 2) or is_nil(transpose_solve)) do
+    opts = Keyword.validate!(opts, symmetric: false)
+    symmetric = opts[:symmetric]
+
+    unless is_boolean(symmetric) do
+      raise ArgumentError,
+            "custom_linear_solve/5 expects :symmetric to be a boolean, got: #{inspect(symmetric)}"
+    end
+
+    b = "custom_linear_solve/5" |> value!(b, "b") |> widened(matvec)
+    fit = &fit!(&1, b, &2)
+
+    {{[x], [ax]}, matvec_scope} = trace([b], fn [x] -> [fit.(matvec.(x), "matvec.(x)")] end)
+
+    {{[rhs], [solution]}, solve_scope} =
+      trace([b], fn [rhs] -> [fit.(solve.(linear_map(b, "matvec"), rhs), "solve")] end)
+
+    {transpose, scopes} =
+      case transpose_solve do
+        nil ->
+          {nil, [matvec_scope, solve_scope]}
+
+        fun ->
+          {{[rhs], [solution]}, scope} =
+            trace([b], fn [rhs] ->
+              [fit.(fun.(linear_map(b, "vecmat"), rhs), "transpose_solve")]
+            end)
+
+          {{rhs, solution}, [matvec_scope, solve_scope, scope]}
+      end
+
+    scope = Enum.reduce(scopes, &MapSet.union/2)
+    outputs = [ax, solution] ++ if(transpose, do: [elem(transpose, 1)], else: [])
+    captures = captures!(outputs, scope, "custom_linear_solve/5")
+
+    opts = %{
+      matvec: {:subgraph, [ax], [x | captures]},
+      solve: {:subgraph, [solution], [rhs | captures]},
+      transpose_solve:
+        transpose && {:subgraph, [elem(transpose, 1)], [elem(transpose, 0) | captures]},
+      symmetric: symmetric
+    }
+
+    Expr.expr(:custom_linear_solve, [b | captures], opts, Expr.template_of(b))
+  end
+
+  ## Tracing
+
+  # The unknown's type: that of the initial guess (or b) merged with what `fun` makes of it
+  # (an f32 guess 1.0 for an f64 equation solves in f64), found by tracing `fun` once in a
+  # scope that is then dropped.
+  defp widened(unknown, fun) do
+    {{_params, out}, _scope} = trace([unknown], fn [x] -> fun.(x) end)
+
+    case out do
+      %Nx.Tensor{type: {kind, _} = type} when kind in [:f, :bf] ->
+        Nx.as_type(unknown, Nx.Type.merge(unknown.type, type))
+
+      # (anything else is refused when it is traced for good)
+      _ ->
+        unknown
+    end
+  end
+
+  # fun.(params) traced in a scope of its own, on one parameter per template:
+  # {{params, outputs}, the ids of the nodes created}
+  defp trace(templates, fun) do
+    Expr.with_scope(fn ->
+      Expr.with_tracing(fn ->
+        params =
+          templates
+          |> Enum.with_index()
+          |> Enum.map(fn {t, i} -> Expr.parameter(i, t.type, t.shape) end)
+
+        {params, fun.(params)}
+      end)
+    end)
+  end
+
+  # The linear map JAX passes to a solver, applied to `v` (shaped and typed like `like`).
+  defp linear_map(like, name) do
+    fn v ->
+      # (a number or scalar stands for a constant vector: g.(1.0) for a scalar unknown)
+      v = fit!(v, like, "#{name}.(v)'s argument", true)
+      Expr.expr(:linear_map, [v], %{}, Expr.template_of(like))
+    end
+  end
+
+  defp captures!(outputs, scope, fun) do
+    captures = ControlFlow.captures(outputs, scope)
+
+    if Enum.any?(captures, &(&1.vectorized_axes != [])) do
+      raise ArgumentError,
+            "#{fun} is not supported with vectorized tensors yet (a vectorized value is " <>
+              "captured by one of its functions): devectorize it first"
+    end
+
+    captures
+  end
+
+  ## Values
+
+  defp value!(fun, value, what) do
+    tensor =
+      case value do
+        %Nx.Tensor{} ->
+          Expr.to_expr(value)
+
+        number when is_number(number) ->
+          Expr.to_expr(number)
+
+        other ->
+          raise ArgumentError, "#{fun} expects #{what} to be a tensor, got: #{inspect(other)}"
+      end
+
+    if tensor.vectorized_axes != [] do
+      raise ArgumentError,
+            "#{fun} is not supported with vectorized tensors yet, got #{what}: #{inspect(value)}"
+    end
+
+    case tensor.type do
+      {kind, _} when kind in [:f, :bf] -> tensor
+      {:c, _} -> raise ArgumentError, "#{fun} expects #{what} to be real, got: #{inspect(value)}"
+      type -> Nx.as_type(tensor, Nx.Type.to_floating(type))
+    end
+  end
+
+  # `value` returned by a user's function, as a tensor of `like`'s shape and type (a scalar
+  # broadcast to it where `scalar_ok`)
+  defp fit!(value, like, what, scalar_ok \\ false) do
+    tensor =
+      case value do
+        %Nx.Tensor{} -> Expr.to_expr(value)
+        number when is_number(number) -> Expr.to_expr(number)
+        other -> raise ArgumentError, "#{what} must return a tensor, got: #{inspect(other)}"
+      end
+
+    cond do
+      tensor.vectorized_axes != [] ->
+        raise ArgumentError,
+              "custom_root and custom_linear_solve are not supported with vectorized tensors " <>
+                "yet, and #{what} is vectorized (it reads a vectorized value): devectorize " <>
+                "first, got: #{inspect(value)}"
+
+      tensor.shape != like.shape and not (scalar_ok and tensor.shape == {}) ->
+        raise ArgumentError,
+              "#{what} must have the shape of the unknown, #{inspect(like.shape)}, got: " <>
+                inspect(tensor.shape)
+
+      true ->
+        tensor = Nx.as_type(tensor, like.type)
+        if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
+    end
+  end
+end
