@@ -532,8 +532,9 @@ def _parse_node(
 VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
 NOT_VECTORIZABLE = frozenset(
     "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook "
-    "attach_token cond "
-    "while range_loop reduce window_reduce checkpoint checkpoint_name".split()
+    "attach_token cond jvp jacfwd jacrev hessian custom_jvp "
+    "while range_loop reduce window_reduce checkpoint checkpoint_name custom_root "
+    "custom_linear_solve linear_map".split()
 )
 
 
@@ -805,6 +806,67 @@ def check_grad(node: Node, nodes: list[Node], where: str) -> None:
     for x, element in zip(xs, out.elements, strict=True):
         if not (isinstance(element, TensorOut) and element.shape == nodes[x].tensor.shape):
             raise GraphError(f"{where}: the gradient for node {x} must have its shape")
+
+
+def _check_differentiable_x(nodes: list[Node], where: str, x: int, complex_ok: bool) -> None:
+    x_out = nodes[x].tensor
+    if not (x_out.type.is_float or (complex_ok and x_out.type.is_complex)):
+        kinds = "floating or complex" if complex_ok else "floating"
+        raise GraphError(f"{where}: x (node {x}) must be {kinds}, got {x_out}")
+
+
+def check_jvp(node: Node, nodes: list[Node], where: str) -> None:
+    """``jvp`` [y, x1..xk, t1..tk]: each ti has the out of xi; out has y's shape."""
+    check_tensor_out(node, nodes, where)
+    if len(node.inputs) % 2 == 0:
+        raise GraphError(f"{where}: takes y, then k x nodes and k tangents (an odd number of "
+                         f"inputs), got {len(node.inputs)}")
+    y, *rest = node.inputs
+    k = len(rest) // 2
+    for x, t in zip(rest[:k], rest[k:], strict=True):
+        _check_differentiable_x(nodes, where, x, complex_ok=True)
+        if nodes[t].tensor != nodes[x].tensor:
+            raise GraphError(f"{where}: tangent (node {t}) must have the out of x (node {x}), "
+                             f"{nodes[x].tensor}, got {nodes[t].tensor}")
+    if node.tensor.shape != nodes[y].tensor.shape:
+        raise GraphError(f"{where}: out must have the shape of y (node {y}), "
+                         f"{list(nodes[y].tensor.shape)}")
+
+
+def check_jacobian(node: Node, nodes: list[Node], where: str) -> None:
+    """``jacfwd``/``jacrev`` [y, x1..xk]: out element j has shape y ++ xj; ``hessian``: element
+    j * k + l has shape y ++ xj ++ xl. Real floating y and x only."""
+    y, *xs = node.inputs
+    y_out = nodes[y].tensor
+    if not y_out.type.is_float:
+        raise GraphError(f"{where}: y (node {y}) must be floating, got {y_out}")
+    for x in xs:
+        _check_differentiable_x(nodes, where, x, complex_ok=False)
+    x_shapes = [nodes[x].tensor.shape for x in xs]
+    if node.op == "hessian":
+        want = [(*y_out.shape, *a, *b) for a in x_shapes for b in x_shapes]
+    else:
+        want = [(*y_out.shape, *a) for a in x_shapes]
+    got = [o.shape for o in _tuple_outs(node, where)]
+    if got != want:
+        raise GraphError(f"{where}: out shapes must be {[list(s) for s in want]}, "
+                         f"got {[list(s) for s in got]}")
+
+
+def check_custom_jvp(node: Node, nodes: list[Node], where: str) -> None:
+    """``custom_jvp`` [e1..em, w1..wk, c1..cn]: out the outs of the e; the jvp rule's
+    parameters are one tangent per w (its out), then the captures; it returns one tangent
+    per e (its out)."""
+    outs = _tuple_outs(node, where)
+    m, k = len(outs), node.opts["primals"]
+    if len(node.inputs) < m + k or k < 1:
+        raise GraphError(f"{where}: takes the {m} expressions, then {k} primal inputs (at "
+                         f"least 1), then the captures; got {len(node.inputs)} inputs")
+    if _inputs(node, nodes)[:m] != outs:
+        raise GraphError(f"{where}: out must be the outs of its first {m} inputs")
+    tangents = _inputs(node, nodes, m)[:k]
+    captures = _inputs(node, nodes, m + k)
+    _check_signature(where, "jvp", node.opts["jvp"], tangents + captures, outs)
 
 
 def check_hook(node: Node, nodes: list[Node], where: str) -> None:

@@ -75,6 +75,9 @@ class Env:
     parent: Env | None = None
     shadow: frozenset[int] = frozenset()
     replay: bool = False  # re-evaluates nodes for grad/custom_grad (hooks there stay quiet)
+    # how the values computed here are differentiated: "forward" (jvp, jacfwd, hessian),
+    # "reverse" (grad, jacrev), None: as the parent's
+    mode: str | None = None
 
     def find(self, node_id: int) -> tuple[bool, Value]:
         env: Env | None = self
@@ -88,6 +91,15 @@ class Env:
 
     def __contains__(self, node_id: int) -> bool:
         return self.find(node_id)[0]
+
+    def forward(self) -> bool:
+        """Whether this environment or one it lies in is differentiated in forward mode."""
+        env: Env | None = self
+        while env is not None:
+            if env.mode == "forward":
+                return True
+            env = env.parent
+        return False
 
     def __getitem__(self, node_id: int) -> Value:
         found, value = self.find(node_id)
@@ -121,7 +133,8 @@ class Lowering:
     """Evaluates a validated :class:`Graph` with JAX operations (traceable by ``jax.jit``)."""
 
     def __init__(self, graph: Graph, sink: HookSink | None = None, muted: bool = False,
-                 linear: Callable[[jax.Array], jax.Array] | None = None) -> None:
+                 linear: Callable[[jax.Array], jax.Array] | None = None,
+                 forward: bool = False) -> None:
         self.graph = graph
         self.nodes = graph.nodes
         self.sink = sink
@@ -130,6 +143,8 @@ class Lowering:
         self.check: Callable[[Lowering, Node, list[Value], Value, Env], Value] | None = None
         # the linear map a solver's sub-graph was given (its linear_map nodes apply it)
         self.linear = linear
+        # the node carrying this (sub-)graph is differentiated in forward mode
+        self.forward = forward
         self._top: frozenset[int] | None = None
         self._needs: dict[int, tuple[int, ...]] = {}
         self._closed: dict[int, tuple[frozenset[int], tuple[int, ...]]] = {}
@@ -206,6 +221,15 @@ class Lowering:
                     stack.extend(self.nodes[n].inputs)
             self._top = frozenset(reached)
         return self._top
+
+    def forward_only(self, env: Env) -> bool:
+        """Whether values computed in ``env`` are differentiated in forward mode (inside a
+        ``jvp``, ``jacfwd`` or ``hessian``, maybe under other transformations), where an
+        unbounded ``while`` is a plain ``lax.while_loop``: JAX differentiates that forward,
+        and refuses at once, with a message we can name the fix in, to reverse it (a
+        ``custom_vjp``, which forward mode cannot go through, would fail only later, when
+        the whole function is traced)."""
+        return self.forward or env.forward()
 
     def quiet(self, node_id: int, env: Env) -> bool:
         """Whether hooks evaluated for ``node_id`` in ``env`` must not fire: the node is being
@@ -1368,7 +1392,8 @@ def lower_grad(c: Call) -> Value:
     x_vals = [env[x] for x in unique]
 
     def f(*vals: jax.Array) -> jax.Array:
-        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow, replay=True)
+        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow, replay=True,
+                    mode="reverse")
         return jnp.reshape(low.value(y, child), ())
 
     try:
@@ -1450,6 +1475,183 @@ def lower_custom_grad(c: Call) -> Value:
     return fn(wrt_vals, closed_vals)
 
 
+# --- JAX's differentiation beyond Nx (NxJax.Defn): jvp, jacobians, custom_jvp ----------------
+
+FORWARD_THROUGH_VJP = (
+    "forward-mode differentiation (jvp, jacfwd, hessian) reaches a rule that is reverse-mode "
+    "only: a custom_grad/3, or the gradient of a while loop without max_iterations (both are "
+    "jax.custom_vjp functions, which JAX cannot differentiate forward). Use jacrev or grad, "
+    "give the function a forward rule with NxJax.Defn.custom_jvp/3, or give the loop "
+    "max_iterations: n"
+)
+
+
+def _as_function(
+    c: Call, ys: Sequence[int], xs: Sequence[int], mode: str
+) -> tuple[Callable[..., tuple[Value, ...]], list[int], list[Value]]:
+    """The values of the nodes ``ys`` as a function of the values of the x nodes (each
+    distinct one once): re-evaluated in a child environment seeded with them, shadowing every
+    node that depends on an x (as ``lower_grad`` does); what the ys need that depends on no x
+    is computed here first and held fixed. Returns the function, the distinct x ids and their
+    values."""
+    low, env = c.lowering, c.env
+    unique = list(dict.fromkeys(xs))
+    shadow = low.dependents(unique)
+    inside, fixed = low._frontier(ys, shadow, frozenset(unique))
+    if mode == "forward":
+        # (JAX reports this only once the whole function is traced, without the node)
+        for n in sorted(inside):
+            if _reaches_custom_grad(low.nodes[n]):
+                raise GraphError(f"node {c.node.id} ({c.node.op}) differentiates node {n} "
+                                 f"({low.nodes[n].op}): {FORWARD_THROUGH_VJP}")
+    low.evaluate(fixed, env)
+
+    def f(*vals: Value) -> tuple[Value, ...]:
+        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow,
+                    replay=True, mode=mode)
+        low.evaluate(ys, child)
+        return tuple(child[y] for y in ys)
+
+    return f, unique, [env[x] for x in unique]
+
+
+def _reaches_custom_grad(node: Node) -> bool:
+    """Whether ``node`` is a ``custom_grad`` or carries one in a sub-graph (a loop body, a
+    branch), at any depth."""
+    if node.op == "custom_grad":
+        return True
+    for value in node.opts.values():
+        for graph in value if isinstance(value, tuple) else (value,):
+            if isinstance(graph, Graph) and any(_reaches_custom_grad(n) for n in graph.nodes):
+                return True
+    return False
+
+
+def _differentiate(c: Call, run: Callable[[], Any]) -> Any:
+    """``run()``, with JAX's refusal to reverse-differentiate a loop turned into a GraphError
+    that names the fix."""
+    where = f"node {c.node.id} ({c.node.op})"
+    try:
+        return run()
+    except ValueError as exc:
+        if "Reverse-mode differentiation does not work for lax.while_loop" in str(exc):
+            raise GraphError(f"{where}: {UNBOUNDED_WHILE}") from exc
+        raise
+
+
+def _declared(value: jax.Array, out: TensorOut) -> jax.Array:
+    """A derivative in the type the graph declares for it (decided in Elixir): zeros for JAX's
+    float0 (the derivative of an integer), the real part for a real type."""
+    if value.dtype == jax.dtypes.float0:
+        return jnp.zeros(value.shape, to_dtype(out.type))
+    if jnp.iscomplexobj(value) and not out.type.is_complex:
+        value = jnp.real(value)
+    return value.astype(to_dtype(out.type))
+
+
+def _outs(c: Call) -> list[TensorOut]:
+    """The element outs of a tuple-valued node (graph.py checks they are tensors)."""
+    out = c.node.out
+    assert isinstance(out, TupleOut)
+    return [o for o in out.elements if isinstance(o, TensorOut)]
+
+
+def lower_jvp(c: Call) -> Value:
+    """``jvp`` [y, x1..xk, t1..tk]: the tangent of y when each xi moves along ti
+    (``jax.jvp``); an x given twice moves along the sum of its tangents."""
+    y, *rest = c.node.inputs
+    k = len(rest) // 2
+    xs = rest[:k]
+    f, unique, x_vals = _as_function(c, [y], xs, "forward")
+    tangents: dict[int, Value] = {}
+    for x, t in zip(xs, c.args[1 + k:], strict=True):
+        tangents[x] = t if x not in tangents else tangents[x] + t
+    t_vals = [jnp.asarray(tangents[x], v.dtype) for x, v in zip(unique, x_vals, strict=True)]
+    _, (y_dot,) = _differentiate(c, lambda: jax.jvp(f, tuple(x_vals), tuple(t_vals)))
+    return _declared(y_dot, c.out)
+
+
+def jacobian_lowering(forward: bool) -> Callable[[Call], Value]:
+    """``jacfwd`` / ``jacrev`` [y, x1..xk]: the Jacobian of y with respect to each x
+    (``jax.jacfwd`` / ``jax.jacrev``), shape y ++ x."""
+    transform = jax.jacfwd if forward else jax.jacrev
+
+    def lower(c: Call) -> Value:
+        y, *xs = c.node.inputs
+        f, unique, x_vals = _as_function(c, [y], xs, "forward" if forward else "reverse")
+        argnums = tuple(range(len(unique)))
+        jac = _differentiate(
+            c, lambda: transform(lambda *v: f(*v)[0], argnums=argnums)(*x_vals)
+        )
+        at = {x: i for i, x in enumerate(unique)}
+        return tuple(_declared(jac[at[x]], o) for x, o in zip(xs, _outs(c), strict=True))
+
+    return lower
+
+
+def lower_hessian(c: Call) -> Value:
+    """``hessian`` [y, x1..xk]: ``jax.hessian`` (``jacfwd`` of ``jacrev``); element j * k + l
+    is the block of xj and xl, shape y ++ xj ++ xl."""
+    y, *xs = c.node.inputs
+    f, unique, x_vals = _as_function(c, [y], xs, "forward")
+    argnums = tuple(range(len(unique)))
+    hess = _differentiate(c, lambda: jax.hessian(lambda *v: f(*v)[0], argnums=argnums)(*x_vals))
+    at = {x: i for i, x in enumerate(unique)}
+    pairs = [(a, b) for a in xs for b in xs]
+    return tuple(
+        _declared(hess[at[a]][at[b]], o) for (a, b), o in zip(pairs, _outs(c), strict=True)
+    )
+
+
+def _tangent_like(value: Value, primal: Value) -> Value:
+    """A tangent JAX accepts for ``primal``: float0 zeros for an integer one, else ``value``
+    broadcast to its shape, in its dtype."""
+    primal = jnp.asarray(primal)
+    if not jnp.issubdtype(primal.dtype, jnp.inexact):
+        return np.zeros(primal.shape, dtype=jax.dtypes.float0)
+    return jnp.broadcast_to(jnp.asarray(value), primal.shape).astype(primal.dtype)
+
+
+def lower_custom_jvp(c: Call) -> Value:
+    """``custom_jvp`` [e1..em, w1..wk, c1..cn], ``%{primals: k, jvp: graph}``: the values of
+    the e, as a ``jax.custom_jvp`` function of the w values: its tangent is the ``jvp``
+    sub-graph's outputs given one tangent per w (and the captures c). JAX derives reverse mode
+    from that rule. Values the e need that depend on no w ("closed"), and the captures, are
+    explicit arguments whose tangents are ignored: nothing else gets a derivative through this
+    node."""
+    low, env, node = c.lowering, c.env, c.node
+    m, k = len(_outs(c)), node.opts["primals"]
+    es, ws = node.inputs[:m], node.inputs[m:m + k]
+    captures = tuple(c.args[m + k:])
+    _, closed = low._frontier(es, low.dependents(ws), frozenset(ws))
+    low.evaluate(closed, env)
+    rule = subgraph_function(node.opts["jvp"], c)
+    w_outs = [low.nodes[w].tensor for w in ws]
+
+    def primal(wv: tuple[Value, ...], cv: tuple[Value, ...], kv: tuple[Value, ...]) -> Value:
+        local = dict(zip(closed, cv, strict=True))
+        local.update(zip(ws, wv, strict=True))
+        fenv = Env(local, replay=True)
+        low.evaluate(es, fenv)
+        return tuple(fenv[e] for e in es)
+
+    fn = jax.custom_jvp(primal)
+
+    def jvp_rule(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Value, Value]:
+        wv, cv, kv = primals
+        values = primal(wv, cv, kv)
+        w_dots = [
+            jnp.zeros(o.shape, to_dtype(o.type)) if t.dtype == jax.dtypes.float0 else t
+            for t, o in zip(tangents[0], w_outs, strict=True)
+        ]
+        e_dots = rule(*w_dots, *kv)
+        return values, tuple(_tangent_like(t, v) for t, v in zip(e_dots, values, strict=True))
+
+    fn.defjvp(jvp_rule)
+    wrt = tuple(env[w] for w in ws)
+    return fn(wrt, tuple(env[i] for i in closed), captures)
+
+
 # --- hooks ----------------------------------------------------------------------------------
 # A hook is the identity on its inputs (values and gradients) that also hands their values to
 # the sink while the computation runs: jax.debug.callback(ordered=True) fires under jit, in
@@ -1526,7 +1728,8 @@ def subgraph_function(graph: Graph, c: Call,
     outputs; its hooks report to the same sink, and are quiet where the node is. Its
     ``linear_map`` nodes apply ``linear``, else the map the enclosing sub-graph was given."""
     low = c.lowering
-    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env), linear or low.linear).function()
+    return Lowering(graph, low.sink, low.quiet(c.node.id, c.env), linear or low.linear,
+                    low.forward_only(c.env)).function()
 
 
 def lower_cond(c: Call) -> Value:
@@ -1567,6 +1770,10 @@ def lower_while(c: Call) -> Value:
         return tuple(body(*s, *captures))
 
     bound = c.node.opts["max_iterations"]
+    if bound is None and c.lowering.forward_only(c.env):
+        # (JAX differentiates lax.while_loop in forward mode; reversible_while's custom_vjp
+        # would refuse that)
+        return lax.while_loop(pred, step, state)
     if bound is None:
         return reversible_while(
             lambda s, caps: jnp.reshape(condition(*s, *caps)[0], ()) != 0,

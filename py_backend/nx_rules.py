@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 
 Fn = Callable[..., jax.Array]
 
@@ -101,19 +103,28 @@ UNARY: dict[str, tuple[Fn, Callable[[jax.Array, jax.Array, jax.Array], jax.Array
 }
 
 
-def _pow_jvp(
-    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
-) -> jax.Array:
+# A binary rule is one term per argument, d(x, y, ans, t) with t that argument's tangent. A term
+# is left out when JAX knows the tangent is zero (a constant exponent): in forward mode the
+# zero would otherwise multiply log(x), NaN for a negative x (Nx's backward pass computes a
+# term only for an argument that gets a gradient).
+
+
+def _pow_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
     exponent = jnp.where(y == 0, jnp.ones_like(y), y - 1)
+    return tx * (y * power(x, exponent))
+
+
+def _pow_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
     base = jnp.where(x == 0, jnp.ones_like(x), x)
-    return tx * (y * power(x, exponent)) + ty * (log(base) * ans)
+    return ty * (log(base) * ans)
 
 
-def _atan2_jvp(
-    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
-) -> jax.Array:
-    den = x * x + y * y
-    return tx * (y / den) + ty * -(x / den)
+def _atan2_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
+    return tx * (y / (x * x + y * y))
+
+
+def _atan2_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
+    return ty * -(x / (x * x + y * y))
 
 
 def _divide(x: jax.Array, y: jax.Array) -> jax.Array:
@@ -123,17 +134,21 @@ def _divide(x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.true_divide(x, lax.optimization_barrier(y))
 
 
-def _divide_jvp(
-    x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array, ty: jax.Array
-) -> jax.Array:
+def _divide_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
+    return _divide(tx, y)
+
+
+def _divide_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
     # (the barrier on ans keeps XLA from rewriting (x / y) / y into x / (y * y))
-    return _divide(tx, y) + ty * -_divide(lax.optimization_barrier(ans), y)
+    return ty * -_divide(lax.optimization_barrier(ans), y)
 
 
-BINARY: dict[str, tuple[Fn, Callable[..., jax.Array]]] = {
-    "divide": (_divide, _divide_jvp),
-    "pow": (rounded_once(jnp.power), _pow_jvp),
-    "atan2": (rounded_once(lax.atan2), _atan2_jvp),
+Term = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+
+BINARY: dict[str, tuple[Fn, Term, Term]] = {
+    "divide": (_divide, _divide_dx, _divide_dy),
+    "pow": (rounded_once(jnp.power), _pow_dx, _pow_dy),
+    "atan2": (rounded_once(lax.atan2), _atan2_dx, _atan2_dy),
 }
 
 
@@ -151,16 +166,21 @@ def _unary(fn: Fn, d: Callable[[jax.Array, jax.Array, jax.Array], jax.Array]) ->
     return wrapped
 
 
-def _binary(fn: Fn, d: Callable[..., jax.Array]) -> Fn:
+def _binary(fn: Fn, dx: Term, dy: Term) -> Fn:
     wrapped = jax.custom_jvp(fn)
 
-    @wrapped.defjvp
     def jvp(
-        primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
+        primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
     ) -> tuple[jax.Array, jax.Array]:
         (x, y), (tx, ty) = primals, tangents
         ans = wrapped(x, y)
-        return ans, d(x, y, ans, tx, ty)
+        terms = [d(x, y, ans, t) for d, t in ((dx, tx), (dy, ty))
+                 if not isinstance(t, SymbolicZero)]
+        if not terms:
+            return ans, jnp.zeros_like(ans)
+        return ans, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+    wrapped.defjvp(jvp, symbolic_zeros=True)
 
     def apply(a: jax.Array, b: jax.Array) -> jax.Array:
         # broadcast first: the rule's operations are then element by element, and JAX sums
@@ -171,7 +191,7 @@ def _binary(fn: Fn, d: Callable[..., jax.Array]) -> Fn:
 
 
 _WRAPPED: dict[str, Fn] = {name: _unary(fn, d) for name, (fn, d) in UNARY.items()}
-_WRAPPED.update({name: _binary(fn, d) for name, (fn, d) in BINARY.items()})
+_WRAPPED.update({name: _binary(fn, dx, dy) for name, (fn, dx, dy) in BINARY.items()})
 
 
 def functions() -> dict[str, Fn]:

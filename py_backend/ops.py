@@ -209,6 +209,13 @@ GRAD = _family("grad", {
     "metadata": _op(1, lw.lower_metadata, {"keys": g.atom_list}),
     # a name for the policies of checkpoint (jax.ad_checkpoint.checkpoint_name)
     "checkpoint_name": _op(1, lw.lower_checkpoint_name, {"name": g.text}),
+    # JAX's differentiation beyond Nx (NxJax.Defn)
+    "jvp": _op((3, None), lw.lower_jvp, check=g.check_jvp),
+    "jacfwd": _op((2, None), lw.jacobian_lowering(forward=True), check=g.check_jacobian),
+    "jacrev": _op((2, None), lw.jacobian_lowering(forward=False), check=g.check_jacobian),
+    "hessian": _op((2, None), lw.lower_hessian, check=g.check_jacobian),
+    "custom_jvp": _op((2, None), lw.lower_custom_jvp,
+                      {"primals": g.non_neg_int, "jvp": g.SUBGRAPH}, g.check_custom_jvp),
 })
 
 # ops carrying sub-graphs (PROTOCOL.md 4.3), and hooks (4.5)

@@ -1,13 +1,16 @@
 defmodule NxJax.ReadmeTest do
-  # Every ```elixir block of README.md, run in order as pasted into one `iex -S mix` session
-  # (the blocks share their variables, as in one session). A `#=> value` comment (continued on
-  # the `#` lines below it) is the value the code before it gives: it is compared with
-  # `inspect/1` of that value, spaces aside. So the README cannot rot.
+  # Every ```elixir block of README.md (and of docs/DIFFERENTIATION.md), run in order as pasted
+  # into one `iex -S mix` session (the blocks of a file share their variables, as in one
+  # session). A `#=> value` comment (continued on the `#` lines below it) is the value the code
+  # before it gives: it is compared with `inspect/1` of that value, spaces aside. So the docs
+  # cannot rot.
   use ExUnit.Case, async: true
   import ExUnit.CaptureIO
 
   @readme Path.expand("../README.md", __DIR__)
   @external_resource @readme
+  @differentiation Path.expand("../docs/DIFFERENTIATION.md", __DIR__)
+  @external_resource @differentiation
 
   # [{code, expected | nil}] of one block: the code up to each `#=>` and what it says
   defp chunks(block) do
@@ -43,23 +46,22 @@ defmodule NxJax.ReadmeTest do
 
   defp squeeze(text), do: text |> String.split() |> Enum.join(" ")
 
-  test "every elixir block of README.md runs as pasted and gives the values it shows" do
-    blocks =
-      Regex.scan(~r/^```elixir\n(.*?)^```$/ms, File.read!(@readme), capture: :all_but_first)
-
-    assert length(blocks) >= 4
+  # runs the blocks of `path` in order; returns how many `#=>` values were compared
+  defp run_blocks(path) do
+    blocks = Regex.scan(~r/^```elixir\n(.*?)^```$/ms, File.read!(path), capture: :all_but_first)
+    name = Path.relative_to(path, Path.expand("..", __DIR__))
 
     {checked, _binding} =
       for [block] <- blocks, {code, expected} <- chunks(block), reduce: {0, []} do
         {checked, binding} ->
           {value, binding} =
-            with_io(fn -> Code.eval_string(code, binding, file: @readme) end)
+            with_io(fn -> Code.eval_string(code, binding, file: path) end)
             |> elem(0)
 
           if expected do
             assert squeeze(inspect(value)) == squeeze(expected),
-                   "README.md: #{String.slice(code, -80..-1)} gave #{inspect(value)}, " <>
-                     "the README says #{expected}"
+                   "#{name}: #{String.slice(code, -80..-1)} gave #{inspect(value)}, " <>
+                     "it says #{expected}"
 
             {checked + 1, binding}
           else
@@ -67,7 +69,19 @@ defmodule NxJax.ReadmeTest do
           end
       end
 
+    {length(blocks), checked}
+  end
+
+  test "every elixir block of README.md runs as pasted and gives the values it shows" do
+    {blocks, checked} = run_blocks(@readme)
+    assert blocks >= 4
     # (the values shown by the blocks of the custom gradient, control flow and resident weights)
+    assert checked >= 8
+  end
+
+  test "every elixir block of docs/DIFFERENTIATION.md runs as pasted and gives its values" do
+    {blocks, checked} = run_blocks(@differentiation)
+    assert blocks >= 5
     assert checked >= 8
   end
 end

@@ -16,6 +16,7 @@ from .helpers import GraphBuilder, run_graph, type_term
 from .test_lower_eigh import TESTED as TESTED_IN_EIGH
 from .test_lower_elementwise_windows import TESTED as TESTED_IN_ELEMENTWISE
 from .test_lower_fft import TESTED as TESTED_IN_FFT
+from .test_lower_jax_derivatives import TESTED as TESTED_IN_JAX_DERIVATIVES
 from .test_lower_shape_indexing_linalg import TESTED as TESTED_IN_SHAPE
 
 F32 = np.float32
@@ -83,7 +84,8 @@ TESTED_BELOW = {
 
 def test_every_op_in_the_registry_is_tested() -> None:
     covered = set(UNARY_NP) | set(BINARY_NP) | set(COMPARISON_NP) | set(REDUCTION_NP)
-    tested = TESTED_BELOW | TESTED_IN_ELEMENTWISE | TESTED_IN_SHAPE | TESTED_IN_FFT | TESTED_IN_EIGH
+    tested = (TESTED_BELOW | TESTED_IN_ELEMENTWISE | TESTED_IN_SHAPE | TESTED_IN_FFT
+              | TESTED_IN_EIGH | TESTED_IN_JAX_DERIVATIVES)
     assert covered | tested == set(REGISTRY)
 
 

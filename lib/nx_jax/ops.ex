@@ -98,7 +98,11 @@ defmodule NxJax.Ops do
       {[:stop_grad], 1, []},
       {[:custom_grad], {1, :infinity}, [:cotangents, :grads, :tuple, :wrt]},
       {[:metadata], 1, [:keys]},
-      {[:checkpoint_name], 1, [:name]}
+      {[:checkpoint_name], 1, [:name]},
+      # JAX's differentiation beyond Nx (NxJax.Defn)
+      {[:jvp], {3, :infinity}, []},
+      {~w(jacfwd jacrev hessian)a, {2, :infinity}, []},
+      {[:custom_jvp], {2, :infinity}, [:jvp, :primals]}
     ],
     control_flow: [
       {[:cond], {1, :infinity}, [:branches]},

@@ -1,0 +1,516 @@
+defmodule NxJax.Defn do
+  @moduledoc """
+  JAX's differentiation toolbox beyond Nx, for `defn` code: forward mode (`jvp/3`),
+  Jacobians (`jacfwd/2`, `jacrev/2`), `hessian/2`, and functions with a forward rule of
+  their own (`custom_jvp/3`). Use them inside `defn` after `import NxJax.Defn` (next to
+  `import Nx.Defn`), or call them from plain Elixir, where each one runs on the worker as
+  `Nx.Defn.jit/2` would (inside a trace they join it).
+
+  Each builds a node of the wire graph (`docs/PROTOCOL.md`, 4.2): the worker re-evaluates
+  the function's nodes as a function of the differentiated values and hands that to
+  `jax.jvp`, `jax.jacfwd`, `jax.jacrev`, `jax.hessian` or `jax.custom_jvp`. They compose
+  with `grad/2`, `stop_grad/1`, `custom_grad/3`, `if`/`cond` and `while` as JAX's
+  transformations do; see `docs/DIFFERENTIATION.md`.
+
+  As with `grad/2`, the function gets its own copy of `x`: a value it reads from outside
+  (the `x` of the enclosing `defn`) is a constant of it. The differentiated values must be
+  floating-point (`jvp/3` also takes complex ones), as JAX requires; an integer one is
+  refused at trace time. The types of the results are JAX's: a tangent (and `jacfwd`'s
+  Jacobian) has the output's type, `jacrev`'s and `hessian`'s Jacobians have `x`'s.
+
+  ## Examples
+
+      iex> NxJax.Defn.hessian(fn x -> Nx.sum(Nx.pow(x, 3)) end, Nx.tensor([1.0, 2.0]))
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [6.0, 0.0],
+          [0.0, 12.0]
+        ]
+      >
+  """
+
+  alias Nx.Defn.{Composite, ControlFlow, Expr}
+
+  @doc """
+  Forward mode: returns `{primal_out, tangent_out}`, the value of `fun` at `primals` and its
+  directional derivative along `tangents` (`jax.jvp`).
+
+  `primals` is a tensor (or number) or a tuple of them, `tangents` the same container with
+  one tangent of each primal's shape (cast to its type). `fun` takes the container (or, for
+  a tuple, one argument per element) and returns a tensor or a container of tensors;
+  `tangent_out` is that container of tangents. Loops differentiate forward whatever their
+  number of iterations (a `while` without `max_iterations` too).
+
+  ## Examples
+
+      iex> {value, tangent} = NxJax.Defn.jvp(&Nx.sin/1, 0.0, 2.0)
+      iex> {Nx.to_number(value), Nx.to_number(tangent)}
+      {0.0, 2.0}
+
+      iex> f = fn {x, y} -> Nx.multiply(Nx.sin(x), y) end
+      iex> {_value, tangent} = NxJax.Defn.jvp(f, {2.0, 3.0}, {1.0, 0.0})
+      iex> tangent
+      #Nx.Tensor<
+        f32
+        -1.2484405040740967
+      >
+  """
+  @spec jvp(function, term, term) :: {term, term}
+  def jvp(fun, primals, tangents) when is_function(fun) do
+    Nx.Defn.Compiler.jit_apply(&jvp_expr(fun, &1, &2), [primals, tangents], [])
+  end
+
+  @doc """
+  The Jacobian of `fun` at `x` by forward mode (`jax.jacfwd`): for an output of shape `s`
+  and an `x` of shape `t`, a tensor of shape `s ++ t` whose entry `[i..., j...]` is
+  d out[i...] / d x[j...], in the output's type.
+
+  `x` is a floating-point tensor or a tuple of them (then one Jacobian per element, in a
+  tuple); an output that is a tuple gives a tuple of those.
+
+  ## Examples
+
+      iex> NxJax.Defn.jacfwd(fn x -> Nx.multiply(x, x) end, Nx.tensor([1.0, 2.0]))
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [2.0, 0.0],
+          [0.0, 4.0]
+        ]
+      >
+  """
+  @spec jacfwd(function, term) :: term
+  def jacfwd(fun, x) when is_function(fun), do: jacobian(:jacfwd, fun, x)
+
+  @doc """
+  The Jacobian of `fun` at `x` by reverse mode (`jax.jacrev`), in `x`'s type; the same
+  values as `jacfwd/2`, cheaper when the output has fewer elements than `x`.
+
+  ## Examples
+
+      iex> NxJax.Defn.jacrev(fn x -> Nx.sum(Nx.exp(x)) end, Nx.tensor([0.0, 1.0]))
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 2.7182817459106445]
+      >
+  """
+  @spec jacrev(function, term) :: term
+  def jacrev(fun, x) when is_function(fun), do: jacobian(:jacrev, fun, x)
+
+  @doc """
+  The Hessian of `fun` at `x` (`jax.hessian`: `jacfwd` of `jacrev`): shape
+  `out ++ x ++ x`, in `x`'s type. For a tuple `x`, a tuple of rows of blocks
+  (`{{d2/dx0dx0, d2/dx0dx1}, {d2/dx1dx0, d2/dx1dx1}}`).
+
+  ## Examples
+
+      iex> f = fn {a, b} -> Nx.multiply(Nx.multiply(a, a), b) end
+      iex> {{aa, ab}, {ba, bb}} = NxJax.Defn.hessian(f, {3.0, 5.0})
+      iex> Enum.map([aa, ab, ba, bb], &Nx.to_number/1)
+      [10.0, 6.0, 6.0, 0.0]
+  """
+  @spec hessian(function, term) :: term
+  def hessian(fun, x) when is_function(fun), do: jacobian(:hessian, fun, x)
+
+  @doc """
+  Returns `expr_or_fun` (an expression, or a function called on `inputs`) with a forward
+  rule of its own: its tangent, when the `inputs` (a list of tensors) move along tangents
+  `[t1, ..., tk]`, is what `jvp_fun` returns (`jax.custom_jvp`). Reverse mode (`grad/2`) is
+  derived from that rule by JAX, so the rule must be linear in the tangents.
+
+  `jvp_fun` receives the list of tangents (one per input, each of its input's shape and
+  type), or, with two arguments, the list of inputs and the list of tangents. It returns the
+  tangent of `expr_or_fun`: a tensor (or number, broadcast to the value's shape and cast to
+  its type) or, for a tuple, a tuple of them. Nothing else the value depends on gets a
+  derivative through it (as with `custom_grad/3`).
+
+  ## Examples
+
+      iex> log1pexp = fn x ->
+      ...>   NxJax.Defn.custom_jvp(Nx.log1p(Nx.exp(x)), [x], fn [x_dot] ->
+      ...>     Nx.multiply(x_dot, Nx.subtract(1, Nx.divide(1, Nx.add(1, Nx.exp(x)))))
+      ...>   end)
+      ...> end
+      iex> Nx.Defn.grad(100.0, log1pexp)
+      #Nx.Tensor<
+        f32
+        1.0
+      >
+      iex> Nx.Defn.grad(100.0, fn x -> Nx.log1p(Nx.exp(x)) end)
+      #Nx.Tensor<
+        f32
+        NaN
+      >
+  """
+  @spec custom_jvp(term, [Nx.Tensor.t()], function) :: term
+  def custom_jvp(expr_or_fun, inputs, jvp_fun)
+      when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
+    inputs = inputs_list!(inputs)
+
+    # outside a trace nothing is differentiated: the value is all there is
+    if Expr.tracing?() or Enum.any?(inputs, &Expr.expr?/1) or Expr.expr?(expr_or_fun) do
+      custom_jvp_expr(expr_or_fun, Enum.map(inputs, &Expr.to_expr/1), jvp_fun)
+    else
+      if is_function(expr_or_fun), do: apply(expr_or_fun, inputs), else: expr_or_fun
+    end
+  end
+
+  def custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
+    raise ArgumentError,
+          "custom_jvp/3 expects a function of the tangents (fn [t1, ...] -> tangent end) or of " <>
+            "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
+            inspect(jvp_fun)
+  end
+
+  ## jvp
+
+  defp jvp_expr(fun, primals, tangents) do
+    xs = leaves!(primals, "jvp/3", "primals")
+    ts = leaves!(tangents, "jvp/3", "tangents")
+
+    if length(xs) != length(ts) or not same_structure?(primals, tangents) do
+      raise ArgumentError,
+            "jvp/3 expects one tangent per primal, in the same container, got primals " <>
+              "#{inspect(primals)} and tangents #{inspect(tangents)}"
+    end
+
+    Enum.each(xs, &differentiable!(&1, "jvp/3", [:f, :bf, :c]))
+
+    ts =
+      Enum.zip_with(xs, ts, fn x, t ->
+        if t.shape != x.shape do
+          raise ArgumentError,
+                "jvp/3 expects each tangent to have its primal's shape, got a primal of shape " <>
+                  "#{inspect(x.shape)} and a tangent of shape #{inspect(t.shape)}"
+        end
+
+        Nx.as_type(t, x.type)
+      end)
+
+    {copies, out} = call(fun, primals, xs)
+    ys = outputs!(out, "jvp/3")
+    refuse_reverse_only!(ys, copies, "jvp/3")
+
+    tangent_out =
+      Composite.traverse(out, fn y ->
+        y = Expr.to_expr(y)
+        template = %{Expr.template_of(y) | type: Nx.Type.to_floating(y.type)}
+        Expr.expr(:jvp, [y | copies] ++ ts, %{}, template)
+      end)
+
+    {out, tangent_out}
+  end
+
+  ## Jacobians
+
+  defp jacobian(op, fun, x) do
+    Nx.Defn.Compiler.jit_apply(&jacobian_expr(op, fun, &1), [x], [])
+  end
+
+  defp jacobian_expr(op, fun, x) do
+    name = "#{op}/2"
+    xs = leaves!(x, name, "x")
+    Enum.each(xs, &differentiable!(&1, name, [:f, :bf]))
+    {copies, out} = call(fun, x, xs)
+    ys = outputs!(out, name)
+
+    Enum.each(ys, fn y ->
+      unless elem(y.type, 0) in [:f, :bf] do
+        raise ArgumentError,
+              "#{name} differentiates functions with floating-point outputs (as JAX does " <>
+                "without its holomorphic option), got an output of type " <>
+                "#{Nx.Type.to_string(y.type)}. Convert it with Nx.as_type/2"
+      end
+    end)
+
+    if op != :jacrev, do: refuse_reverse_only!(ys, copies, name)
+
+    Composite.traverse(out, fn y ->
+      y = Expr.to_expr(y)
+      jacobians = Expr.tuple(op, [y | copies], %{}, jacobian_templates(op, y, copies))
+      fill_jacobians(op, x, Tuple.to_list(jacobians), length(copies))
+    end)
+  end
+
+  defp jacobian_templates(:hessian, y, xs) do
+    for a <- xs, b <- xs, do: block(a.type, [y.shape, a.shape, b.shape])
+  end
+
+  defp jacobian_templates(op, y, xs) do
+    for a <- xs, do: block(if(op == :jacfwd, do: y.type, else: a.type), [y.shape, a.shape])
+  end
+
+  defp block(type, shapes),
+    do: Expr.template(type, shapes |> Enum.flat_map(&Tuple.to_list/1) |> List.to_tuple())
+
+  defp fill_jacobians(:hessian, x, blocks, k) do
+    blocks
+    |> Enum.chunk_every(k)
+    |> Enum.map(&Composite.fill(x, &1))
+    |> then(&Composite.fill(x, &1))
+  end
+
+  defp fill_jacobians(_op, x, jacobians, _k), do: Composite.fill(x, jacobians)
+
+  ## custom_jvp
+
+  defp custom_jvp_expr(expr_or_fun, inputs, jvp_fun) do
+    expr = value!(expr_or_fun, inputs)
+    es = Composite.flatten_list([expr])
+
+    for tensor <- es ++ inputs, tensor.vectorized_axes != [] do
+      vectorized!("custom_jvp/3")
+    end
+
+    {tangent_outs, scope} =
+      Expr.with_scope(fn ->
+        Expr.with_tracing(fn ->
+          params =
+            inputs
+            |> Enum.with_index()
+            |> Enum.map(fn {input, i} -> Expr.parameter(i, input.type, input.shape) end)
+
+          returned =
+            if is_function(jvp_fun, 1), do: jvp_fun.(params), else: jvp_fun.(inputs, params)
+
+          {params, fit_tangents!(returned, expr)}
+        end)
+      end)
+
+    {params, tangents} = tangent_outs
+    captures = ControlFlow.captures(tangents, scope)
+
+    opts = %{
+      primals: length(inputs),
+      jvp: {:subgraph, tangents, params ++ captures}
+    }
+
+    values =
+      Expr.tuple(:custom_jvp, es ++ inputs ++ captures, opts, Enum.map(es, &Expr.template_of/1))
+
+    Composite.fill(expr, Tuple.to_list(values))
+  end
+
+  defp inputs_list!(inputs) do
+    unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &Composite.leaf?/1) do
+      raise ArgumentError,
+            "custom_jvp/3 expects a non-empty list of tensors as its inputs (the values whose " <>
+              "tangents the rule receives), got: #{inspect(inputs)}"
+    end
+
+    inputs
+  end
+
+  defp value!(fun, inputs) when is_function(fun) do
+    unless is_function(fun, length(inputs)) do
+      raise ArgumentError,
+            "custom_jvp/3 calls its function with the #{length(inputs)} inputs, got a function " <>
+              "of another arity: #{inspect(fun)}"
+    end
+
+    fun |> apply(inputs) |> value!()
+  end
+
+  defp value!(expr, _inputs), do: value!(expr)
+
+  defp value!(tuple) when is_tuple(tuple) and tuple_size(tuple) > 0 do
+    tuple |> Tuple.to_list() |> Enum.map(&value!/1) |> List.to_tuple()
+  end
+
+  defp value!(leaf) when is_number(leaf) or is_struct(leaf, Nx.Tensor), do: Expr.to_expr(leaf)
+
+  defp value!(other) do
+    raise ArgumentError,
+          "custom_jvp/3 expects a tensor or a tuple of tensors as its value, got: #{inspect(other)}"
+  end
+
+  # the rule's tangents, one per leaf of the value: broadcast to its shape, in its type
+  # (zeros for an integer leaf, whose tangent JAX takes as zero)
+  defp fit_tangents!(returned, expr) when is_tuple(expr) do
+    unless is_tuple(returned) and tuple_size(returned) == tuple_size(expr) do
+      raise ArgumentError,
+            "the jvp function given to custom_jvp/3 must return a tuple of " <>
+              "#{tuple_size(expr)} tangents (one per element of the value), got: " <>
+              inspect(returned)
+    end
+
+    Enum.zip_with(Tuple.to_list(returned), Tuple.to_list(expr), &fit_tangent!/2)
+  end
+
+  defp fit_tangents!(returned, expr), do: [fit_tangent!(returned, expr)]
+
+  defp fit_tangent!(tangent, value) when is_number(tangent) or is_struct(tangent, Nx.Tensor) do
+    if elem(value.type, 0) in [:f, :bf, :c] do
+      tangent = Expr.to_expr(tangent)
+
+      try do
+        tangent |> Nx.broadcast(value.shape) |> Nx.as_type(value.type)
+      rescue
+        ArgumentError ->
+          reraise ArgumentError,
+                  "the tangent returned by the custom_jvp/3 function has shape " <>
+                    "#{inspect(tangent.shape)}, which cannot be broadcast to the value's shape " <>
+                    "#{inspect(value.shape)}",
+                  __STACKTRACE__
+      end
+    else
+      Expr.constant(0, value.type, value.shape)
+    end
+  end
+
+  defp fit_tangent!(other, value) do
+    raise ArgumentError,
+          "the jvp function given to custom_jvp/3 must return a tensor or a number for a " <>
+            "value of shape #{inspect(value.shape)}, got: #{inspect(other)}"
+  end
+
+  ## Shared
+
+  # the leaves of a tensor, number or tuple/map of them, as expressions
+  defp leaves!(container, name, what) do
+    container =
+      Composite.container!(container, "#{name} expects a tensor, a number or a tuple of them")
+
+    leaves = container |> List.wrap() |> Composite.flatten_list() |> Enum.map(&Expr.to_expr/1)
+
+    if leaves == [] do
+      raise ArgumentError,
+            "#{name} expects a tensor or a tuple of tensors as its #{what}, got: " <>
+              inspect(container)
+    end
+
+    if Enum.any?(leaves, &(&1.vectorized_axes != [])), do: vectorized!(name)
+    leaves
+  end
+
+  defp same_structure?(left, right) do
+    Composite.compatible?(left, right, fn _, _ -> true end)
+  end
+
+  defp differentiable!(%Nx.Tensor{type: {kind, _} = type}, name, kinds) do
+    unless kind in kinds do
+      what = if :c in kinds, do: "floating-point or complex", else: "floating-point"
+
+      raise ArgumentError,
+            "#{name} differentiates with respect to #{what} tensors only (as JAX does), " <>
+              "got one of type #{Nx.Type.to_string(type)}. Pass a float (3.0, not 3) or " <>
+              "convert it with Nx.as_type/2"
+    end
+  end
+
+  defp vectorized!(name) do
+    raise ArgumentError,
+          "#{name} does not take vectorized tensors yet. Devectorize first with " <>
+            "Nx.devectorize/2"
+  end
+
+  # calls `fun` on its own copy of each differentiated value (as grad/2 does): what it reads
+  # from outside is a constant of it
+  defp call(fun, container, xs) do
+    copies = Enum.map(xs, &Expr.metadata(&1, %{differentiated: true}))
+    arg = Composite.fill(container, copies)
+
+    out =
+      cond do
+        is_function(fun, 1) ->
+          fun.(arg)
+
+        is_tuple(arg) and is_function(fun, tuple_size(arg)) ->
+          apply(fun, Tuple.to_list(arg))
+
+        true ->
+          raise ArgumentError,
+                "expected a function of one argument (or, for a tuple, of one argument per " <>
+                  "element), got: #{inspect(fun)}"
+      end
+
+    {copies, out}
+  end
+
+  defp outputs!(out, name) do
+    leaves =
+      try do
+        Composite.flatten_list([out])
+      rescue
+        Protocol.UndefinedError -> nil
+      end
+
+    if leaves in [nil, []] do
+      raise ArgumentError,
+            "#{name} expects the function to return a tensor or a tuple of tensors, got: " <>
+              inspect(out)
+    end
+
+    Enum.map(leaves, &Expr.to_expr/1)
+  end
+
+  # forward mode through a custom_grad/3 node: its rule is reverse-mode only (jax.custom_vjp)
+  defp refuse_reverse_only!(ys, copies, name) do
+    ids = MapSet.new(copies, & &1.data.id)
+    Enum.reduce(ys, %{}, &depends_on(&1, ids, &2, name))
+    :ok
+  end
+
+  defp depends_on(%Nx.Tensor{data: %Expr{id: id} = expr}, ids, seen, name) do
+    cond do
+      Map.has_key?(seen, id) ->
+        seen
+
+      MapSet.member?(ids, id) ->
+        Map.put(seen, id, true)
+
+      true ->
+        args = for %Nx.Tensor{data: %Expr{}} = arg <- expr.args, do: arg
+        seen = Enum.reduce(args, seen, &depends_on(&1, ids, &2, name))
+        depends? = Enum.any?(args, &Map.fetch!(seen, &1.data.id))
+
+        if depends? and (custom_grad?(expr) or carries_custom_grad?(expr)) do
+          raise ArgumentError,
+                "#{name} differentiates forward through a custom_grad/3, whose rule is " <>
+                  "reverse-mode only (JAX cannot differentiate a custom_vjp forward). Use " <>
+                  "jacrev/2 or grad/2, or give the function a forward rule with " <>
+                  "NxJax.Defn.custom_jvp/3"
+        end
+
+        Map.put(seen, id, depends?)
+    end
+  end
+
+  defp custom_grad?(expr),
+    do: match?(%{op: :metadata, opts: %{metadata: %{custom_grad: _}}}, expr)
+
+  # a custom_grad/3 in a sub-graph of `expr` (a loop body, a branch, a reducer), at any depth
+  defp carries_custom_grad?(%Expr{opts: opts}) do
+    Enum.any?(opts, fn {_key, value} ->
+      value
+      |> List.wrap()
+      |> Enum.any?(fn
+        # (not past its parameters: the captured values lie outside it)
+        {:subgraph, outputs, params} ->
+          outputs |> reaches_custom_grad?(MapSet.new(params, & &1.data.id)) |> elem(0)
+
+        _other ->
+          false
+      end)
+    end)
+  end
+
+  defp reaches_custom_grad?([], seen), do: {false, seen}
+
+  defp reaches_custom_grad?([%Nx.Tensor{data: %Expr{id: id} = expr} | rest], seen) do
+    cond do
+      MapSet.member?(seen, id) ->
+        reaches_custom_grad?(rest, seen)
+
+      custom_grad?(expr) or carries_custom_grad?(expr) ->
+        {true, seen}
+
+      true ->
+        args = for %Nx.Tensor{data: %Expr{}} = arg <- expr.args, do: arg
+        reaches_custom_grad?(args ++ rest, MapSet.put(seen, id))
+    end
+  end
+
+  defp reaches_custom_grad?([_other | rest], seen), do: reaches_custom_grad?(rest, seen)
+end
