@@ -9,7 +9,7 @@
 # is printed beside it.
 defmodule ImplicitLayer do
   import Nx.Defn
-  import NxJax.Defn.Implicit
+  import NxJax.Defn
 
   defn residual(z, w, x), do: Nx.tanh(Nx.dot(w, z) + x) - z
 

@@ -7,7 +7,7 @@ defmodule NxJax.ImplicitDiffTest do
   doctest NxJax.Defn.Implicit
 
   import Nx.Defn
-  import NxJax.Defn.Implicit
+  import NxJax.Defn
 
   # x = sqrt(a) by Newton from 1.0, in a while loop with no bound
   defn newton_sqrt(a) do

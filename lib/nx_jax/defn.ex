@@ -1,8 +1,12 @@
 defmodule NxJax.Defn do
   @moduledoc """
   JAX's differentiation toolbox beyond Nx, for `defn` code: forward mode (`jvp/3`),
-  Jacobians (`jacfwd/2`, `jacrev/2`), `hessian/2`, and functions with a forward rule of
-  their own (`custom_jvp/3`). Use them inside `defn` after `import NxJax.Defn` (next to
+  Jacobians (`jacfwd/2`, `jacrev/2`), `hessian/2`, functions with a forward rule of
+  their own (`custom_jvp/3`), implicit differentiation (`custom_root/4`,
+  `custom_linear_solve/5`, from `NxJax.Defn.Implicit`) and checkpoints (`checkpoint/3`,
+  `checkpoint_name/2`, from `NxJax.Defn.Checkpoint`); `NxJax.GradCheck.check_grads!/3`
+  checks any of them against finite differences, and the `debug_nans: true` option of
+  `Nx.Defn.jit/2` finds where a NaN comes from. Use them inside `defn` after `import NxJax.Defn` (next to
   `import Nx.Defn`), or call them from plain Elixir, where each one runs on the worker as
   `Nx.Defn.jit/2` would (inside a trace they join it).
 
@@ -162,6 +166,21 @@ defmodule NxJax.Defn do
             "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
             inspect(jvp_fun)
   end
+
+  ## Implicit differentiation and checkpoints (their own modules)
+
+  @doc "`NxJax.Defn.Implicit.custom_root/4`: a root differentiated by the implicit function theorem."
+  defdelegate custom_root(f, initial_guess, solve, tangent_solve), to: NxJax.Defn.Implicit
+
+  @doc "`NxJax.Defn.Implicit.custom_linear_solve/5`: a linear solve differentiated as a solution."
+  defdelegate custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ []),
+    to: NxJax.Defn.Implicit
+
+  @doc "`NxJax.Defn.Checkpoint.checkpoint/3`: `jax.checkpoint` of a function, with a policy."
+  defdelegate checkpoint(fun, args, opts \\ []), to: NxJax.Defn.Checkpoint
+
+  @doc "`NxJax.Defn.Checkpoint.checkpoint_name/2`: a name for the policies of `checkpoint/3`."
+  defdelegate checkpoint_name(tensor, name), to: NxJax.Defn.Checkpoint
 
   ## jvp
 

@@ -16,6 +16,8 @@ defmodule NxJax.GradCheck do
       #=> :ok
   """
 
+  alias Nx.Defn.Composite
+
   defmodule Error do
     @moduledoc "Raised by `NxJax.GradCheck.check_grads!/4` when a gradient is off."
     defexception [:message]
@@ -23,8 +25,196 @@ defmodule NxJax.GradCheck do
 
   @defaults [step: 1.0e-4, rtol: 1.0e-4, atol: 1.0e-7]
 
+  ## Checking JAX's derivatives, as jax.test_util.check_grads
+
+  # jax.test_util's default gradient tolerances, by input type (atol = rtol = this)
+  @tolerance %{{:f, 16} => 1.0e-2, {:bf, 16} => 1.0e-1, {:f, 32} => 2.0e-3, {:f, 64} => 1.0e-5}
+  # the finite-difference step by input type: rounding error ~ ulp * |f| / eps and truncation
+  # error ~ eps^2 balance near these
+  @eps %{{:f, 16} => 1.0e-2, {:bf, 16} => 1.0e-1, {:f, 32} => 1.0e-3, {:f, 64} => 1.0e-5}
+
   @doc """
-  Raises `NxJax.GradCheck.Error` (showing both values) unless `grad_fun.(x)` is within
+  Checks the derivatives the worker computes for `fun` at `args` (a list of its arguments,
+  each a tensor, number or container of them) against finite differences, as
+  `jax.test_util.check_grads` does; raises `NxJax.GradCheck.Error` naming the mode, the order
+  and both values, else returns `:ok`.
+
+    * `:fwd` - along a random tangent `v` (a seeded normal draw), the tangent of
+      `NxJax.Defn.jvp/3` equals `(fun(x + eps v) - fun(x - eps v)) / 2 eps`;
+    * `:rev` - for a random output cotangent `u`, the vector-Jacobian product (the `grad` of
+      `<fun(x), u>`) paired with `v` equals `<u, finite difference along v>`.
+
+  With `order: 2` the same checks run again on the derivative functions themselves (the
+  tangent of `jvp` as a function of `x` for `:fwd`, the vector-Jacobian product for `:rev`),
+  so second derivatives are checked too. `fun` may return a tensor or a container.
+
+  Options: `:order` (1 or 2, default 1), `:modes` (default `[:fwd, :rev]`), `:atol` and
+  `:rtol` (default by the widest input type, JAX's: 2.0e-3 for f32, 1.0e-5 for f64, 1.0e-2
+  for f16, 1.0e-1 for bf16), `:eps` (default 1.0e-3 for f32, 1.0e-5 for f64), `:seed`
+  (of the random directions, default 0).
+
+  ## Examples
+
+      iex> f = fn x, y -> Nx.sum(Nx.multiply(Nx.sin(x), y)) end
+      iex> x = Nx.tensor([0.5, 1.0, 2.0], type: :f64)
+      iex> NxJax.GradCheck.check_grads!(f, [x, Nx.tensor(3.0, type: :f64)], order: 2)
+      :ok
+  """
+  @spec check_grads!(function, [term], keyword) :: :ok
+  def check_grads!(fun, args, opts \\ [])
+
+  # (check_grads!/4 with its default options)
+  def check_grads!(fun, grad_fun, x) when is_function(fun, 1) and is_function(grad_fun, 1),
+    do: check_grads!(fun, grad_fun, x, [])
+
+  def check_grads!(fun, args, opts)
+      when is_list(args) and is_function(fun, length(args)) and is_list(opts) do
+    opts =
+      Keyword.validate!(opts,
+        order: 1,
+        modes: [:fwd, :rev],
+        atol: nil,
+        rtol: nil,
+        eps: nil,
+        seed: 0
+      )
+
+    unless opts[:order] in [1, 2] do
+      raise ArgumentError,
+            "check_grads!/3 expects :order to be 1 or 2, got: #{inspect(opts[:order])}"
+    end
+
+    unless is_list(opts[:modes]) and opts[:modes] != [] and
+             Enum.all?(opts[:modes], &(&1 in [:fwd, :rev])) do
+      raise ArgumentError,
+            "check_grads!/3 expects :modes to be a non-empty list of :fwd and :rev, got: " <>
+              inspect(opts[:modes])
+    end
+
+    x = args |> List.to_tuple() |> Composite.traverse(&float_arg!/1)
+    type = [x] |> Composite.flatten_list() |> Enum.map(& &1.type) |> Enum.reduce(&Nx.Type.merge/2)
+
+    limits = %{
+      atol: opts[:atol] || Map.get(@tolerance, type, 1.0e-5),
+      rtol: opts[:rtol] || Map.get(@tolerance, type, 1.0e-5),
+      eps: opts[:eps] || Map.get(@eps, type, 1.0e-5)
+    }
+
+    f = fn x -> apply(fun, Tuple.to_list(x)) end
+    check_orders(f, x, opts[:order], opts[:modes], limits, Nx.Random.key(opts[:seed]))
+  end
+
+  defp check_orders(f, x, order, modes, limits, key) do
+    {v, key} = random_like(x, key)
+    y = jit(f, x)
+    {u, key} = random_like(y, key)
+
+    if :fwd in modes do
+      {_value, tangent} = NxJax.Defn.jvp(f, x, v)
+      close!(tangent, numerical_jvp(f, x, v, limits.eps), limits, "fwd", order)
+    end
+
+    if :rev in modes do
+      ct = vjp(f, x, u)
+      close!(pairing(ct, v), pairing(u, numerical_jvp(f, x, v, limits.eps)), limits, "rev", order)
+    end
+
+    if order > 1 do
+      if :fwd in modes do
+        tangent_of = fn x -> elem(NxJax.Defn.jvp(f, x, v), 1) end
+        check_orders(tangent_of, x, order - 1, modes, limits, key)
+      end
+
+      if :rev in modes, do: check_orders(&vjp(f, &1, u), x, order - 1, modes, limits, key)
+    end
+
+    :ok
+  end
+
+  # J^T u: the gradient of <f(x), u> with respect to x
+  defp vjp(f, x, u), do: Nx.Defn.grad(x, fn x -> pairing(f.(x), u) end)
+
+  defp jit(f, x), do: Nx.Defn.jit_apply(f, [x])
+
+  defp numerical_jvp(f, x, v, eps) do
+    shifted = fn sign -> zip_leaves(x, v, &Nx.add(&1, Nx.multiply(sign * eps, &2))) end
+
+    plus = jit(f, shifted.(1))
+    minus = jit(f, shifted.(-1))
+    zip_leaves(plus, minus, &Nx.divide(Nx.subtract(&1, &2), 2 * eps))
+  end
+
+  # the sum over leaves of sum(a * b) (real parts)
+  defp pairing(a, b) do
+    [Composite.flatten_list([a]), Composite.flatten_list([b])]
+    |> Enum.zip_with(fn [p, q] -> Nx.sum(Nx.multiply(p, q)) end)
+    |> Enum.reduce(&Nx.add/2)
+  end
+
+  defp zip_leaves(a, b, fun) do
+    Composite.fill(
+      a,
+      Enum.zip_with(Composite.flatten_list([a]), Composite.flatten_list([b]), fun)
+    )
+  end
+
+  defp random_like(container, key) do
+    {leaves, key} =
+      [container]
+      |> Composite.flatten_list()
+      |> Enum.map_reduce(key, fn leaf, key ->
+        %Nx.Tensor{type: type, shape: shape} = Nx.to_tensor(leaf)
+        type = if Nx.Type.float?(type), do: type, else: {:f, 32}
+        [key, next] = Nx.Random.split(key) |> Nx.to_batched(1) |> Enum.map(&Nx.squeeze/1)
+        {draw, _} = Nx.Random.normal(key, shape: shape, type: type)
+        {draw, next}
+      end)
+
+    {Composite.fill(container, leaves), key}
+  end
+
+  defp close!(got, want, limits, mode, order) do
+    got_leaves = Composite.flatten_list([got])
+    want_leaves = Composite.flatten_list([want])
+
+    Enum.zip_with(got_leaves, want_leaves, fn g, w ->
+      g = Nx.as_type(Nx.to_tensor(g), {:f, 64})
+      w = Nx.as_type(Nx.to_tensor(w), {:f, 64})
+
+      excess =
+        Nx.subtract(
+          Nx.abs(Nx.subtract(g, w)),
+          Nx.add(limits.atol, Nx.multiply(limits.rtol, Nx.abs(w)))
+        )
+
+      if Nx.to_number(Nx.reduce_max(excess)) > 0 do
+        raise Error,
+              "#{mode}-mode derivative of order #{order} is off " <>
+                "(atol: #{limits.atol}, rtol: #{limits.rtol}, eps: #{limits.eps}):\n" <>
+                "  computed:           #{inspect(Nx.to_flat_list(g))}\n" <>
+                "  finite differences: #{inspect(Nx.to_flat_list(w))}"
+      end
+    end)
+
+    :ok
+  end
+
+  defp float_arg!(value) do
+    tensor = Nx.Defn.Compiler.to_concrete(value)
+
+    case tensor.type do
+      {kind, _} when kind in [:f, :bf] ->
+        tensor
+
+      type ->
+        raise ArgumentError,
+              "check_grads!/3 needs floating-point arguments, got: #{inspect(type)}"
+    end
+  end
+
+  @doc """
+  Raises `NxJax.GradCheck.Error` (showing both values) unless `grad_fun.(x)` (a gradient
+  function of your own) is within
   `atol + rtol * |grad|` of the central differences of `fun` at `x`, element by element.
 
   `fun` must return a scalar; `x` is a floating-point tensor (or a float, taken as
@@ -34,7 +224,7 @@ defmodule NxJax.GradCheck do
   Returns `:ok`.
   """
   @spec check_grads!(function, function, Nx.Tensor.t() | float, keyword) :: :ok
-  def check_grads!(fun, grad_fun, x, opts \\ [])
+  def check_grads!(fun, grad_fun, x, opts)
       when is_function(fun, 1) and is_function(grad_fun, 1) do
     opts = Keyword.validate!(opts, @defaults)
     %Nx.Tensor{type: type, shape: shape} = x = Nx.Defn.Compiler.to_concrete(x)
