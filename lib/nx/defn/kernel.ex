@@ -650,9 +650,19 @@ defmodule Nx.Defn.Kernel do
   end
 
   @doc """
-  Prints the expression `expr` (as `IO.inspect/2` does, with `opts`) and returns it.
+  Prints the expression `expr` (as `IO.inspect/2` does, with `opts`) and returns it. With
+  `dot: true` it prints the graph as Graphviz DOT text instead (`Nx.Defn.Dot`; `:title`).
   """
-  def print_expr(expr, opts \\ []), do: IO.inspect(expr, opts)
+  def print_expr(expr, opts \\ []) do
+    case Keyword.get(opts, :dot, false) do
+      true ->
+        IO.puts(Nx.Defn.Dot.to_dot(expr, Keyword.take(opts, [:title])))
+        expr
+
+      _ ->
+        IO.inspect(expr, Keyword.delete(opts, :dot))
+    end
+  end
 
   @doc """
   Hooks `expr`: returns it unchanged, and when its value is computed on the worker calls a

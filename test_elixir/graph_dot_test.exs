@@ -1,0 +1,119 @@
+defmodule NxJax.GraphDotTest do
+  # Graph pictures: Nx.Defn.Dot.to_dot/2 (the DOT text), NxJax.Graph.render/3 and
+  # mix nx_jax.graph (Graphviz's dot: a stand-in script here, so the tests need no Graphviz)
+  use ExUnit.Case, async: true
+  import ExUnit.CaptureIO
+
+  doctest Nx.Defn.Dot
+
+  defmodule Fns do
+    import Nx.Defn
+
+    defn log1pexp(t), do: Nx.log1p(Nx.exp(t))
+
+    defn custom(t) do
+      custom_grad(log1pexp(t), [t], fn g -> [g * (1 - 1 / (1 + Nx.exp(t)))] end)
+    end
+
+    defn grad_custom(t), do: grad(t, &custom/1)
+
+    defn mixed(x) do
+      {y, _i} =
+        while {y = x, i = 0}, i < 3 do
+          {y * 2, i + 1}
+        end
+
+      stop_grad(y) + x
+    end
+  end
+
+  defp declared(dot), do: Regex.scan(~r/^\s+(n\d+) \[label=/m, dot) |> Enum.map(&Enum.at(&1, 1))
+
+  test "a custom gradient inside a grad: clusters, colours, each node declared once" do
+    expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
+    dot = Nx.Defn.Dot.to_dot(expr, title: "log1pexp")
+    {nodes, [output]} = Nx.Defn.Graph.nodes(expr)
+
+    ids = declared(dot)
+    assert Enum.sort(ids) == Enum.sort(for {id, _, _, _, _} <- nodes, do: "n#{id}")
+    assert length(Enum.uniq(ids)) == length(ids)
+    edges = Regex.scan(~r/^\s+n\d+ -> n\d+/m, dot)
+    custom = Enum.find(nodes, &match?({_, :custom_grad, _, _, _}, &1))
+    {custom_id, :custom_grad, _, %{grads: grads}, _} = custom
+    inputs = Enum.sum(for {_, _, inputs, _, _} <- nodes, do: length(inputs))
+    assert length(edges) == inputs + length(grads)
+    assert dot =~ ~s(label="log1pexp"; labelloc=t;)
+    assert dot =~ ~r/label="differentiated by grad \(node \d+\)"; style=filled; color="#dce9f9"/
+    assert dot =~ ~s(label="custom_grad's gradient \(node #{custom_id}\)")
+    assert dot =~ ~r/n\d+ \[label="grad\\n\(f32\)", style=filled, fillcolor="#f4a6a6"\]/
+    assert dot =~ ~s(n#{output} [label="elem 0\\nf32", peripheries=2])
+    assert dot =~ ~r/n\d+ -> n#{custom_id} \[style=dashed\]/
+    assert dot =~ ~s([label="cotangent\\nf32"])
+  end
+
+  test "loops say how many nodes their sub-graphs hold; stop_grad is dashed" do
+    dot = Nx.Defn.Dot.to_dot(Nx.Defn.debug_expr(&Fns.mixed/1).(Nx.tensor(1.0)))
+    assert dot =~ ~r/\[label="while\\nbody: \d+ nodes\\ncondition: \d+ nodes\\n\(f32, s64\)"\]/
+    assert dot =~ ~s([label="stop_grad\\nf32", style=dashed, color="grey40", fontcolor="grey40"])
+  end
+
+  test "print_expr with dot: true prints the DOT text and returns the expression" do
+    x = Nx.Defn.Expr.parameter(0, {:f, 32}, {2})
+    expr = Nx.exp(x)
+    output = capture_io(fn -> assert Nx.Defn.Kernel.print_expr(expr, dot: true) == expr end)
+    assert output == Nx.Defn.Dot.to_dot(expr) <> "\n"
+  end
+
+  describe "render and mix nx_jax.graph" do
+    setup do
+      dir = Path.join(System.tmp_dir!(), "nx_jax_dot_#{System.unique_integer([:positive])}")
+      File.mkdir_p!(dir)
+      # a stand-in for Graphviz: records its arguments and writes the DOT text it was given
+      fake = Path.join(dir, "dot")
+      File.write!(fake, "#!/bin/sh\necho \"$@\" > \"$3.args\"\ncat \"$4\" > \"$3\"\n")
+      File.chmod!(fake, 0o755)
+      on_exit(fn -> File.rm_rf!(dir) end)
+      %{dir: dir, fake: fake}
+    end
+
+    test "render hands the DOT text to dot in the format of the extension", %{
+      dir: dir,
+      fake: fake
+    } do
+      expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
+      svg = Path.join(dir, "g.svg")
+      assert NxJax.Graph.render(expr, svg, dot: fake, title: "t") == :ok
+      assert File.read!(svg) == NxJax.Graph.to_dot(expr, title: "t")
+      assert File.read!(svg <> ".args") == "-Tsvg -o #{svg} #{svg}.dot\n"
+      refute File.exists?(svg <> ".dot")
+      # .dot: the text itself, no Graphviz needed
+      assert NxJax.Graph.render(expr, Path.join(dir, "g.dot")) == :ok
+      assert File.read!(Path.join(dir, "g.dot")) == NxJax.Graph.to_dot(expr)
+    end
+
+    test "without Graphviz the error says how to install it", %{dir: dir} do
+      error =
+        assert_raise ArgumentError, fn ->
+          NxJax.Graph.render(Nx.tensor(1.0), Path.join(dir, "g.png"), dot: "/nonexistent/dot")
+        end
+
+      assert error.message =~ "sudo apt-get install graphviz"
+
+      assert_raise ArgumentError, ~r/writes .svg, .png, .pdf or .dot files/, fn ->
+        NxJax.Graph.render(Nx.tensor(1.0), Path.join(dir, "g.txt"))
+      end
+    end
+
+    test "mix nx_jax.graph traces Module.function on numbers", %{dir: dir, fake: fake} do
+      out = Path.join(dir, "task.svg")
+      args = ["NxJax.GraphDotTest.Fns.grad_custom", "1.0", "--output", out, "--dot", fake]
+      assert capture_io(fn -> Mix.Tasks.NxJax.Graph.run(args) end) =~ "wrote #{out}"
+      assert File.read!(out) =~ ~s(label="NxJax.GraphDotTest.Fns.grad_custom\(1.0\)")
+      assert File.read!(out) =~ "custom_grad's gradient"
+
+      assert_raise Mix.Error, ~r/NxJax.GraphDotTest.Fns.nope\/1 is not defined/, fn ->
+        Mix.Tasks.NxJax.Graph.run(["NxJax.GraphDotTest.Fns.nope", "1.0", "--output", out])
+      end
+    end
+  end
+end
