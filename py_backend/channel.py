@@ -35,6 +35,8 @@ from typing import Any, Protocol
 
 import erlang
 
+from py_backend import slow
+
 erlang.set_undefined(b"nil")
 
 Atom = erlang.OtpErlangAtom
@@ -308,7 +310,8 @@ class FrameReader:
                 raise TruncatedFrame(f"stream ended after {got} of {size} payload bytes")
             return bytearray(self._take(size))
         payload = _payload(size)
-        got = self._fill(memoryview(payload))
+        with slow.Notice(lambda: f"receiving a request of {size / (1 << 20):.1f} MiB"):
+            got = self._fill(memoryview(payload))
         if got < size:
             raise TruncatedFrame(f"stream ended after {got} of {size} payload bytes")
         return payload

@@ -34,6 +34,7 @@ from py_backend import (
     fastcall,
     handshake,
     lifeline,
+    slow,
     stdio,
 )
 from py_backend.cache import Cache
@@ -128,6 +129,15 @@ def to_host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if host.shape != shape:
         raise ValueError(f"result shape {host.shape} is not the declared {shape}")
     return host
+
+
+def _compiling(program: Any, tensors: list[Any]) -> str:
+    """What a compile is of, for a notice (py_backend/slow.py)."""
+    shapes = [f"{t.dtype}{list(t.shape)}" for t in tensors[:6]]
+    more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
+    size = sum(t.size * t.dtype.itemsize for t in tensors) / (1 << 20)
+    return (f"compiling a graph of {len(program.graph.nodes)} nodes for arguments "
+            f"{', '.join(shapes) or 'none'}{more} ({size:.1f} MiB)")
 
 
 def encode_tensor(out: TensorOut, array: Any) -> Any:
@@ -346,8 +356,13 @@ class Worker:
         return self._run(key, program, tensors)
 
     def _run(self, key: bytes, program: Any, tensors: list[Any]) -> list[tuple[TensorOut, Any]]:
+        compiles = self.cache.stats.compiles
         executable = self.cache.executable(key, program, tensors)
-        results = executable(*tensors)
+        if self.cache.stats.compiles > compiles:  # (jax.jit compiles in this first call)
+            with slow.Notice(lambda: _compiling(program, tensors)):
+                results = executable(*tensors)
+        else:
+            results = executable(*tensors)
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
