@@ -282,22 +282,14 @@ defmodule NxJax.Defn do
       vectorized!("custom_jvp/3")
     end
 
-    {tangent_outs, scope} =
-      Expr.with_scope(fn ->
-        Expr.with_tracing(fn ->
-          params =
-            inputs
-            |> Enum.with_index()
-            |> Enum.map(fn {input, i} -> Expr.parameter(i, input.type, input.shape) end)
+    {{params, tangents}, scope} =
+      ControlFlow.trace_on_parameters(inputs, fn params ->
+        returned =
+          if is_function(jvp_fun, 1), do: jvp_fun.(params), else: jvp_fun.(inputs, params)
 
-          returned =
-            if is_function(jvp_fun, 1), do: jvp_fun.(params), else: jvp_fun.(inputs, params)
-
-          {params, fit_tangents!(returned, expr)}
-        end)
+        fit_tangents!(returned, expr)
       end)
 
-    {params, tangents} = tangent_outs
     captures = ControlFlow.captures(tangents, scope)
 
     opts = %{

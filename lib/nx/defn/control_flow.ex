@@ -500,6 +500,26 @@ defmodule Nx.Defn.ControlFlow do
   defp trace(fun), do: Expr.with_scope(fn -> Expr.with_tracing(fun) end)
 
   @doc """
+  Traces `fun.(params)` in a scope of its own, `params` being one parameter expression per
+  tensor of `templates` (its type and shape, numbered from 0): returns
+  `{{params, result}, scope}`, what a sub-graph is made of (its outputs come from `result`,
+  its captures from `captures/2` with `scope`). For ops of other modules that carry sub-graphs.
+  """
+  @spec trace_on_parameters([Nx.Tensor.t()], ([Nx.Tensor.t()] -> result)) ::
+          {{[Nx.Tensor.t()], result}, MapSet.t()}
+        when result: term
+  def trace_on_parameters(templates, fun) when is_function(fun, 1) do
+    trace(fn ->
+      params =
+        templates
+        |> Enum.with_index()
+        |> Enum.map(fn {t, i} -> Expr.parameter(i, t.type, t.shape) end)
+
+      {params, fun.(params)}
+    end)
+  end
+
+  @doc """
   The expressions `outputs` reach that were not created in `scope` (a set of node ids from
   `Nx.Defn.Expr.with_scope/1`), in the order they are first reached: the values a sub-graph
   closes over. Constants, literal tensors and iotas are not captured (they are copied).

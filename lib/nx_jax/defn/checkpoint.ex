@@ -94,17 +94,7 @@ defmodule NxJax.Defn.Checkpoint do
       |> Enum.map(&value!(&1, "checkpoint/3", "an argument"))
 
     {{params, result}, scope} =
-      Expr.with_scope(fn ->
-        Expr.with_tracing(fn ->
-          params =
-            leaves
-            |> Enum.with_index()
-            |> Enum.map(fn {leaf, i} -> Expr.parameter(i, leaf.type, leaf.shape) end)
-
-          filled = fill_arguments(containers, params)
-          {params, apply_fun.(filled)}
-        end)
-      end)
+      ControlFlow.trace_on_parameters(leaves, &apply_fun.(fill_arguments(containers, &1)))
 
     outputs = result!(result)
     captures = captures!(outputs, scope)

@@ -161,20 +161,7 @@ defmodule NxJax.Defn.Implicit do
     end
   end
 
-  # fun.(params) traced in a scope of its own, on one parameter per template:
-  # {{params, outputs}, the ids of the nodes created}
-  defp trace(templates, fun) do
-    Expr.with_scope(fn ->
-      Expr.with_tracing(fn ->
-        params =
-          templates
-          |> Enum.with_index()
-          |> Enum.map(fn {t, i} -> Expr.parameter(i, t.type, t.shape) end)
-
-        {params, fun.(params)}
-      end)
-    end)
-  end
+  defp trace(templates, fun), do: ControlFlow.trace_on_parameters(templates, fun)
 
   # The linear map JAX passes to a solver, applied to `v` (shaped and typed like `like`).
   defp linear_map(like, name) do
