@@ -13,6 +13,15 @@ defmodule NxJax do
 
   @behaviour Nx.Defn.Compiler
 
+  @doc """
+  The platform, the device and all the devices of a worker, as JAX names them
+  (`NxJax.Devices.list/1`).
+
+      NxJax.devices()
+      #=> %{platform: "cpu", device: "cpu:0", devices: ["cpu:0"]}
+  """
+  defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
+
   @impl true
   def __compile__(graph) do
     NxJax.Ops.check_graph!(graph)

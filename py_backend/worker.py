@@ -34,6 +34,7 @@ from py_backend import (
     fastcall,
     handshake,
     lifeline,
+    placement,
     slow,
     stdio,
 )
@@ -233,6 +234,7 @@ class Worker:
         if test_functions:
             self.functions["debug_print"] = self.debug_print
         self.refusal = refusal
+        self.device: Any = None  # the device NX_JAX_PLATFORM/NX_JAX_DEVICE chose (placement)
         if refusal is not None:
             for name in self.functions:
                 if name not in ("ping", "info"):
@@ -243,6 +245,10 @@ class Worker:
     def ping(self, args: list[Any]) -> Any:
         _arity("ping", args, 0)
         return atom("pong")
+
+    def _device(self) -> Any:
+        """The device this worker computes on (its default one, unless placement chose)."""
+        return self.device if self.device is not None else jax.devices()[0]
 
     def _refuse(self, args: list[Any]) -> Any:
         raise WorkerMismatch(self.refusal)
@@ -260,6 +266,8 @@ class Worker:
             atom("sources"): text(handshake.source_digest()),
             atom("package"): text(str(handshake.PACKAGE)),
             atom("refusal"): None if self.refusal is None else text(self.refusal),
+            atom("device"): text(str(self._device())),
+            atom("platform"): text(self._device().platform),
         }
 
     def stats(self, args: list[Any]) -> Any:
@@ -871,7 +879,9 @@ def main(argv: Sequence[str] = ()) -> int:
             return 2
     # a worker whose BEAM is gone ends within CHECK_EVERY_S, computing or not
     lifeline.tie_to_parent()
-    worker = Worker(refusal=handshake.mismatch(os.environ))
+    device, misplaced = placement.apply(os.environ)
+    worker = Worker(refusal=handshake.mismatch(os.environ) or misplaced)
+    worker.device = device
     # large frames cross in fewer, larger system calls (bench section 3's shipped MLP step:
     # 3.3-5.1x in-process JAX with 64 KiB pipes, 2.9-3.6x with 1 MiB)
     worker.pipe_bytes = [channel.grow_pipe(opts.read_fd), channel.grow_pipe(opts.write_fd)]

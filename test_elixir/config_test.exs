@@ -119,4 +119,22 @@ defmodule NxJax.ConfigTest do
       NxJax.Pool.reload_config()
     end
   end
+
+  test "pool_size: :per_device gives worker i device i; on CUDA only its own GPU is visible" do
+    before = Application.get_env(:nx_jax, :platform)
+    opts = [name: :w, env: [{"XLA_FLAGS", "x"}]]
+
+    try do
+      Application.delete_env(:nx_jax, :platform)
+      assert NxJax.Pool.per_device(opts, 2) == [{:device, 2} | opts]
+      Application.put_env(:nx_jax, :platform, "cuda")
+
+      assert NxJax.Pool.per_device(opts, 2) ==
+               [device: 0, name: :w, env: [{"XLA_FLAGS", "x"}, {"CUDA_VISIBLE_DEVICES", "2"}]]
+    after
+      if before,
+        do: Application.put_env(:nx_jax, :platform, before),
+        else: Application.delete_env(:nx_jax, :platform)
+    end
+  end
 end

@@ -15,7 +15,9 @@ defmodule NxJax.Doctor do
   # {key, default (as the code that reads it says), what it is}
   @settings [
     {:python, nil, "the worker's Python"},
-    {:pool_size, 1, "workers in the pool"},
+    {:pool_size, 1, "workers in the pool (or :per_device)"},
+    {:platform, nil, "the JAX platform workers compute on"},
+    {:device, nil, "the device index on that platform"},
     {:start_worker, true, "whether the application starts the pool"},
     {:timeout, 60_000, "default call timeout (ms)"},
     {:reply_spin_us, 100, "caller's polling for its reply (us)"},

@@ -56,9 +56,20 @@ defmodule NxJax.Pool do
   def init(opts) do
     size = Keyword.get_lazy(opts, :size, fn -> Application.get_env(:nx_jax, :pool_size, 1) end)
 
+    # one worker per device: worker i computes on device i of the platform
+    {size, per_device} =
+      case size do
+        :per_device ->
+          python = NxJax.Worker.python_executable()
+          {NxJax.Devices.count(python, Application.get_env(:nx_jax, :platform)), true}
+
+        size ->
+          {size, false}
+      end
+
     unless is_integer(size) and size >= 1 do
       raise ArgumentError,
-            "the nx_jax pool size must be a positive integer, got: #{inspect(size)}"
+            "the nx_jax pool size must be a positive integer or :per_device, got: #{inspect(size)}"
     end
 
     :persistent_term.put({__MODULE__, :size}, size)
@@ -79,11 +90,29 @@ defmodule NxJax.Pool do
       for index <- 0..(size - 1) do
         env = thread_env(size, Enum.at(worker_env, index, []))
         opts = [name: name(index), group: true, env: env, backoff: {backoff, index}]
+        opts = if per_device, do: per_device(opts, index), else: opts
         Supervisor.child_spec({NxJax.Worker, opts}, id: {NxJax.Worker, index})
       end
 
     max_restarts = Application.get_env(:nx_jax, :max_restarts, 1_000_000)
     Supervisor.init(children, strategy: :one_for_one, max_restarts: max_restarts, max_seconds: 5)
+  end
+
+  # Worker `index` of a :per_device pool: on CUDA it sees only its own GPU (so that no process
+  # initialises, and preallocates memory on, the others' devices) and computes on device 0 of
+  # what it sees; elsewhere it computes on device `index` (NxJax.Devices).
+  @doc false
+  def per_device(opts, index) do
+    if Application.get_env(:nx_jax, :platform) in ["cuda", :cuda, "gpu", :gpu] do
+      visible = {"CUDA_VISIBLE_DEVICES", Integer.to_string(index)}
+
+      [
+        {:device, 0}
+        | Keyword.update!(opts, :env, &List.keystore(&1, "CUDA_VISIBLE_DEVICES", 0, visible))
+      ]
+    else
+      [{:device, index} | opts]
+    end
   end
 
   # With more than one worker, each one's XLA CPU client runs single-threaded, so workers on a

@@ -38,7 +38,8 @@ defmodule NxJax.Worker.Server do
 
     # (the handshake's expectations first: an :env of the caller may override them, as tests do)
     env =
-      Enum.reduce(NxJax.Worker.Sources.env(), given_env, fn {k, v}, acc ->
+      Enum.reduce(NxJax.Worker.Sources.env() ++ NxJax.Devices.env(opts), given_env, fn {k, v},
+                                                                                       acc ->
         if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
       end)
 
