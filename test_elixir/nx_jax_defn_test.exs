@@ -13,6 +13,11 @@ defmodule NxJax.DefnTest do
   defp f64(x), do: Nx.tensor(x, type: {:f, 64})
   defp number(t), do: Nx.to_number(t)
 
+  defp assert_all_close(got, want) do
+    diff = got |> Nx.subtract(want) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
+    assert diff < 1.0e-12, "#{inspect(got)} against #{inspect(want)}"
+  end
+
   ## the issue's numbers
 
   defn cube_sum(x), do: Nx.sum(x ** 3)
@@ -146,6 +151,39 @@ defmodule NxJax.DefnTest do
   defn hessian_loss(x), do: hessian(&loss/1, x)
   defn jacfwd_of_grad(x), do: jacfwd(&grad_of_loss/1, x)
   defn jacrev_of_grad(x), do: jacrev(&grad_of_loss/1, x)
+
+  describe "vjp and linearize" do
+    defn vjp_in_defn(x, u) do
+      {value, pullback} = vjp(&r3_to_r2/1, x)
+      {value, pullback.(u)}
+    end
+
+    test "vjp's pullback is J^T u and linearize's push is J v (jacrev / jacfwd), in defn too" do
+      x = Nx.tensor([0.3, -0.7, 0.5], type: :f64)
+      u = Nx.tensor([2.0, -1.0], type: :f64)
+      v = Nx.tensor([1.0, 0.5, -2.0], type: :f64)
+      jacobian = jacrev_r3(x)
+      {value, pullback} = NxJax.Defn.vjp(&r3_to_r2/1, x)
+      assert value == r3_to_r2(x)
+      assert_all_close(pullback.(u), Nx.dot(Nx.transpose(jacobian), u))
+      assert vjp_in_defn(x, u) == {value, pullback.(u)}
+      {value, push} = NxJax.Defn.linearize(&r3_to_r2/1, x)
+      assert value == r3_to_r2(x)
+      assert_all_close(push.(v), Nx.dot(jacfwd_r3(x), v))
+    end
+
+    test "a cotangent of another shape or container is refused" do
+      {_value, pullback} = NxJax.Defn.vjp(&r3_to_r2/1, Nx.tensor([0.3, -0.7, 0.5]))
+
+      assert_raise ArgumentError, ~r/output of shape \{2\} and a cotangent of shape \{3\}/, fn ->
+        pullback.(Nx.tensor([1.0, 2.0, 3.0]))
+      end
+
+      assert_raise ArgumentError, ~r/a cotangent in the container of the output/, fn ->
+        pullback.({Nx.tensor([1.0, 2.0]), Nx.tensor(1.0)})
+      end
+    end
+  end
 
   describe "hessian" do
     test "equals jacfwd and jacrev of grad, and the finite differences of grad" do

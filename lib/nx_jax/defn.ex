@@ -66,6 +66,81 @@ defmodule NxJax.Defn do
   end
 
   @doc """
+  Reverse mode with the pullback kept (`jax.vjp`): returns `{primal_out, pullback}`, where
+  `pullback.(cotangent)` (a cotangent shaped like `primal_out`, in its container) is the
+  vector-Jacobian product: the gradient of `<fun.(primals), cotangent>` with respect to
+  `primals`, in their container. Each call of `pullback` is a `grad` (it differentiates `fun`
+  again; inside `defn` the trace shares what it can).
+
+  ## Examples
+
+      iex> f = fn x -> Nx.multiply(Nx.sin(x), 2) end
+      iex> {value, pullback} = NxJax.Defn.vjp(f, Nx.tensor([0.0, 1.0]))
+      iex> Nx.to_flat_list(value)
+      [0.0, 1.6829419136047363]
+      iex> pullback.(Nx.tensor([1.0, 10.0])) |> Nx.to_flat_list()
+      [2.0, 10.806045532226562]
+  """
+  @spec vjp(function, term) :: {term, (term -> term)}
+  def vjp(fun, primals) when is_function(fun, 1) do
+    value = Nx.Defn.Compiler.jit_apply(fun, [primals], [])
+
+    pullback = fn cotangent ->
+      Nx.Defn.Compiler.jit_apply(
+        fn primals, cotangent ->
+          Nx.Defn.Kernel.grad(primals, fn x -> pairing(fun.(x), cotangent, "vjp/2") end)
+        end,
+        [primals, cotangent],
+        []
+      )
+    end
+
+    {value, pullback}
+  end
+
+  @doc """
+  Forward mode with the point fixed (`jax.linearize`): returns `{primal_out, jvp_fun}`, where
+  `jvp_fun.(tangents)` is the tangent of `fun` at `primals` along `tangents` (as `jvp/3`
+  gives it; each call runs `jvp/3`, JAX's linearization is not kept between calls).
+
+  ## Examples
+
+      iex> {value, push} = NxJax.Defn.linearize(&Nx.exp/1, Nx.tensor(0.0))
+      iex> {Nx.to_number(value), Nx.to_number(push.(Nx.tensor(3.0)))}
+      {1.0, 3.0}
+  """
+  @spec linearize(function, term) :: {term, (term -> term)}
+  def linearize(fun, primals) when is_function(fun) do
+    value = Nx.Defn.Compiler.jit_apply(fun, [primals], [])
+    {value, fn tangents -> elem(jvp(fun, primals, tangents), 1) end}
+  end
+
+  # <y, u>: the sum over the leaves of sum(y * u), for a cotangent in y's container
+  defp pairing(y, u, fun) do
+    ys = Composite.flatten_list([y])
+    us = Composite.flatten_list([u])
+
+    if length(ys) != length(us) do
+      raise ArgumentError,
+            "#{fun} expects a cotangent in the container of the output, got #{inspect(u)} " <>
+              "for #{inspect(y)}"
+    end
+
+    Enum.zip_with(ys, us, fn y, u ->
+      y = Expr.to_expr(y)
+
+      unless Nx.shape(u) == y.shape do
+        raise ArgumentError,
+              "#{fun} expects each cotangent to have its output's shape, got an output of " <>
+                "shape #{inspect(y.shape)} and a cotangent of shape #{inspect(Nx.shape(u))}"
+      end
+
+      Nx.sum(Nx.multiply(y, u))
+    end)
+    |> Enum.reduce(&Nx.add/2)
+  end
+
+  @doc """
   The Jacobian of `fun` at `x` by forward mode (`jax.jacfwd`): for an output of shape `s`
   and an `x` of shape `t`, a tensor of shape `s ++ t` whose entry `[i..., j...]` is
   d out[i...] / d x[j...], in the output's type.
