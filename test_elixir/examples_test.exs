@@ -27,4 +27,12 @@ defmodule NxJax.ExamplesTest do
     assert output =~
              "grad of stable_r1psqrt at 0.0: 1.0 without debug_nans\n  debug_nans: nothing"
   end
+
+  test "checkpointing.exs: the checkpointed gradient is the plain one; both peaks reported" do
+    output = run("checkpointing.exs")
+    assert number_after(output, "gradients equal within:") < 1.0e-6
+    # (the figures depend on what else the shared worker holds: printed, not compared here)
+    assert output =~ ~r/peak memory over the gradient, plain: +[0-9.]+ MiB/
+    assert output =~ ~r/peak memory over the gradient, checkpointed: [0-9.]+ MiB/
+  end
 end
