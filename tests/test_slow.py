@@ -4,6 +4,7 @@ for work that ends in time; through the worker, a long compile is logged while i
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -43,9 +44,12 @@ def test_the_threshold_comes_from_the_environment(monkeypatch: pytest.MonkeyPatc
 def test_the_worker_logs_a_compile_that_runs_past_the_threshold() -> None:
     # a threshold of 0: every compile is "long"; the line goes to the worker's stderr (which
     # the Elixir side forwards to Logger), naming the graph's size and the arguments
+    # (300 chained ops: a compile of a good fraction of a second, which the watcher, looking
+    # every 10 ms, cannot miss)
     g = GraphBuilder()
-    x = g.param(0, "f32", (3,))
-    y = g.op("exp", x)
+    y = g.param(0, "f32", (3,))
+    for i in range(300):
+        y = g.op("sin" if i % 2 else "cos", y)
     w = WorkerProcess(env={"NX_JAX_SLOW_S": "0"})
     graph = Binary(g.binary([y]))
     reply = w.call(request(1, "run", [graph, [wire_tensor(np.zeros(3, np.float32))]]))
@@ -57,5 +61,17 @@ def test_the_worker_logs_a_compile_that_runs_past_the_threshold() -> None:
     os.close(w._req_w)  # (EOF: the worker exits, its stderr ends)
     err = w.proc.stderr.read().decode()
     assert w.proc.wait(timeout=scaled(30)) == 0
-    assert err.count("nx_jax worker: compiling a graph of 2 nodes for arguments float32[3] "
+    assert err.count("nx_jax worker: compiling a graph of 301 nodes for arguments float32[3] "
                      "(0.0 MiB) is taking more than 0 s\n") == 1
+
+
+def test_notices_start_no_thread_of_their_own() -> None:
+    # a thread per notice cost about 100 us per large request; one watcher serves them all
+    with slow.Notice(lambda: "warming", after=5.0):
+        pass
+    threads = threading.active_count()
+    for _ in range(100):
+        with slow.Notice(lambda: "quick", after=5.0):
+            pass
+    assert threading.active_count() == threads
+    assert sum(t.name == "nx_jax-slow" for t in threading.enumerate()) == 1
