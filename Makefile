@@ -56,10 +56,16 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-mechanisms bench-while bench-checkpoint
+.PHONY: bench bench-plots bench-mechanisms bench-while bench-checkpoint
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
+
+# docs/plots/ (the pictures in docs/BENCHMARKS.md): latency, transfer and pool data, then PNGs
+# drawn by bench/plots.py with matplotlib (the bench extra); about 1 minute
+bench-plots: deps
+	$(PIP) --no-build-isolation -e '.[bench]'
+	mix run bench/plots.exs
 
 # section 8 of docs/BENCHMARKS.md: each latency mechanism switched off, quiet and with a CPU hog
 bench-mechanisms: deps

@@ -1,7 +1,8 @@
 """In-process JAX baselines for bench/run.exs; prints one JSON object.
 
 - ``scalar``: a jitted ``x * 2 + 1`` on a scalar f32, called with a NumPy scalar array and the
-  result read back with ``np.asarray`` (what our worker does per call), in microseconds.
+  result read back with ``np.asarray`` (what our worker does per call), in microseconds
+  (``scalar_samples`` lists each call's time).
 - ``mlp``: one SGD step of the bench MLP (x 64x256, w1 256x256, w2 256x1, tanh, mean squared
   error, learning rate 0.01), jitted, weights staying on the device, in microseconds
   (``n // 4`` steps; ``mlp_samples`` lists each step's time).
@@ -40,7 +41,8 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     f = jax.jit(lambda x: x * 2 + 1)
     x = np.float32(1.5)
-    scalar = percentiles(time_calls(lambda: np.asarray(f(np.asarray(x))), n))
+    scalar_samples = time_calls(lambda: np.asarray(f(np.asarray(x))), n)
+    scalar = percentiles(scalar_samples)
 
     def loss(params, x, y):  # type: ignore[no-untyped-def]
         w1, w2 = params
@@ -64,6 +66,7 @@ def main() -> None:
 
     mlp_samples = time_calls(one_step, n // 4)
     out = {"scalar": scalar, "mlp": percentiles(mlp_samples),
+           "scalar_samples": [round(t, 2) for t in scalar_samples],
            "mlp_samples": [round(t, 2) for t in mlp_samples]}
     print(json.dumps(out))
 

@@ -130,7 +130,17 @@ defmodule Bench do
   @doc "The time of each of `n` in-process JAX MLP steps (bench/inprocess.py), in us."
   def inprocess_mlp_samples(n) do
     out = sh(python(), [Path.join(@root, "bench/inprocess.py"), Integer.to_string(4 * n)])
-    [_, list] = Regex.run(~r/"mlp_samples": \[([^\]]*)\]/, out)
+    json_floats(out, "mlp_samples")
+  end
+
+  @doc "The time of each of `n` in-process jitted scalar calls (bench/inprocess.py), in us."
+  def inprocess_scalar_samples(n) do
+    out = sh(python(), [Path.join(@root, "bench/inprocess.py"), Integer.to_string(n)])
+    json_floats(out, "scalar_samples")
+  end
+
+  defp json_floats(out, key) do
+    [_, list] = Regex.run(~r/"#{key}": \[([^\]]*)\]/, out)
     list |> String.split(", ") |> Enum.map(&String.to_float/1)
   end
 
@@ -171,14 +181,14 @@ defmodule Bench do
   end
 
   @doc """
-  The rows of section 1 (the small call), measured in 4 interleaved rounds of `n / 4` calls
-  each: `%{row => %{p50:, p99:}}` for `:ours` (the defn), `:ours_sleeping` (its caller not
+  The rows of section 1 (the small call), measured in 20 interleaved rounds of `n / 20` calls
+  each: `%{row => [sample_us]}` for `:ours` (the defn), `:ours_sleeping` (its caller not
   polling for the reply), `:ours_held` (the defn on a worker started with `lend_port: false`,
   every call through its GenServer), `:ping`, `:echo` (raw port echo), `:echo_spin` (the same echo polling
   like the worker), `:echo_poll` (that one, its caller polling like ours), `:floor`
   (bench/jax_echo.py) and `:floor_poll` (its caller polling).
   """
-  def small_call_rows(n) do
+  def small_call_samples(n) do
     x = Nx.tensor(1.5)
     small(x)
     spin = Integer.to_string(NxJax.Worker.spin_us())
@@ -209,33 +219,43 @@ defmodule Bench do
     ]
 
     # (20 rounds: a slow spell of the machine, seconds long, then lands on every row alike)
-    rows = interleaved(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n, 20)
+    rows = interleaved_samples(for({name, fun} <- calls, do: {name, &samples(&1, fun)}), n, 20)
     Enum.each([echo_port, spin_port, floor_port], &close_port/1)
     GenServer.stop(held)
     rows
   end
+
+  @doc "`small_call_samples/1`'s rows as percentiles: `%{row => %{p50:, p99:}}`."
+  def small_call_rows(n), do: to_percentiles(small_call_samples(n))
 
   @doc """
   Percentiles of each of `variants` (`{name, fun}`, `fun.(k)` giving `k` samples in us), `n`
   samples each, taken in `rounds` interleaved rounds (each round runs every variant in turn),
   so that drift on a shared machine spreads over all of them.
   """
-  def interleaved(variants, n, rounds \\ 4) do
+  def interleaved(variants, n, rounds \\ 4),
+    do: to_percentiles(interleaved_samples(variants, n, rounds))
+
+  @doc "`interleaved/3`'s samples themselves: `%{name => [sample_us]}`, in the order taken."
+  def interleaved_samples(variants, n, rounds \\ 4) do
     Enum.reduce(1..rounds, %{}, fn _, acc ->
       Enum.reduce(variants, acc, fn {name, fun}, acc ->
         got = fun.(div(n, rounds))
         Map.update(acc, name, got, &(&1 ++ got))
       end)
     end)
-    |> Map.new(fn {k, v} -> {k, percentiles(v)} end)
   end
+
+  def to_percentiles(rows), do: Map.new(rows, fn {k, v} -> {k, percentiles(v)} end)
 
   @doc """
   The rows of section 3 (the MLP training step), `n` steps of each in 4 interleaved rounds:
   `%{row => %{p50:, p99:}}` for `:jax` (in-process, bench/inprocess.py), `:shipped`,
-  `:resident` and `:resident_wait`.
+  `:resident` and `:resident_wait`; `mlp_samples/1` gives the samples themselves.
   """
-  def mlp_rows(n) do
+  def mlp_rows(n), do: to_percentiles(mlp_samples(n))
+
+  def mlp_samples(n) do
     key = Nx.iota({64, 256}, type: :f32)
     xs = Nx.divide(Nx.subtract(Nx.remainder(key, 17), 8), 8)
     ys = Nx.divide(Nx.iota({64, 1}, type: :f32), 64)
@@ -274,7 +294,7 @@ defmodule Bench do
       end
     ]
 
-    interleaved(variants, n)
+    interleaved_samples(variants, n)
   end
 
   @doc """

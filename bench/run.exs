@@ -413,6 +413,26 @@ pool_scaling_note =
     {:error, _} -> "(No run of `bench/pool_scaling.exs` on a larger machine is recorded.)"
   end
 
+# the pictures of `make bench-plots` (bench/plots.exs, a run of its own), where there are some
+plots_dir = Path.expand("../docs/plots", __DIR__)
+
+plots_run =
+  with {:ok, text} <- File.read(Path.join(plots_dir, "README.md")),
+       [_, run] <- Regex.run(~r/^Run: (.+)$/m, text) do
+    run
+  else
+    _ -> nil
+  end
+
+plot = fn name, caption ->
+  if plots_run && File.exists?(Path.join(plots_dir, name <> ".png")) do
+    "\n![#{name}](plots/#{name}.png)\n\n#{caption}. Drawn by `make bench-plots` in a run " <>
+      "of its own (#{plots_run}); every sample is in docs/plots/#{name}.csv.\n"
+  else
+    ""
+  end
+end
+
 report = """
 # Benchmarks
 
@@ -449,7 +469,7 @@ alike.
 | floor, its caller polling like ours | #{f.(s.floor_poll.p50, 1)} | #{f.(s.floor_poll.p99, 1)} |
 | ratio nx_jax / floor (the faster floor) | #{ratio.(s.ours.p50, s.floor.p50)} | #{ratio.(s.ours.p99, s.floor.p99)} |
 | ratio floor / baseline | #{ratio.(s.floor.p50, s.base.p50)} | #{ratio.(s.floor.p99, s.base.p99)} |
-
+#{plot.("latency", "The distribution of call times (the share of calls done within t, log time axis): the small call quiet and beside one CPU-bound process, and the MLP step of section 3")}
 The same rows in fresh VMs (`bench/in_vm.exs small`), with scheduler polling (`+IOs true`,
 OTP's default) and without, alternately; p50 in us. The ratios take as the baseline's echo the
 fastest one of the whole run (#{f.(fastest_echo, 1)} us), since an echo process too can land in
@@ -767,7 +787,7 @@ in #{f.(t128.ours_in, 0)} MB/s (#{ratio.(t128.ours_in, t128.raw_in)} of raw), ou
 Worker memory while it takes a 128 MB argument and returns a 128 MB result (`jit(&Nx.negate/1)`):
 peak RSS #{f.((mem.peak - mem.idle) / 1_048_576, 0)} MiB above the idle RSS, that is
 **#{ratio.(mem.peak - mem.idle, mem.tensor)}x** the tensor (target < 3x).
-
+#{plot.("transfer", "Bandwidth against tensor size, 4 KiB to 64 MiB, each way (log axes): each put or fetch pays a round trip and the worker's dispatch whatever its size, so small tensors move at a fraction of the raw port's rate")}
 ## 3. MLP training step (x 64x256, w1 256x256, w2 256x1, tanh, MSE, SGD), #{n_mlp} steps
 
 Measured in 4 interleaved rounds of #{div(n_mlp, 4)} steps (each round runs every row in turn, the
@@ -878,7 +898,7 @@ ignored the `XLA_FLAGS` that `NxJax.Pool` set: one such call kept 1.5 of the 2 c
 sizes its thread pool; `test_elixir/pool_threads_test.exs` checks where the CPU time goes.)
 
 #{pool_scaling_note}
-
+#{plot.("pool", "Throughput against workers, over one worker's: the small defn and the compute-bound one on this machine, and the small defn on the larger machine above")}
 ## 6. Load (50 processes x 200 random eager ops and shapes, 2-worker pool)
 
 The load of `test_elixir/load_test.exs` (which checks every result): each call's latency,
