@@ -4,7 +4,7 @@
 # Writes a Markdown paragraph and table to OUT.md when given (bench/run.exs includes
 # bench/pool_scaling.md in docs/BENCHMARKS.md). Not a test: nothing here asserts a timing. For a
 # machine with Python and JAX but no Erlang/Elixir (the lent accelerator machine), pack them with
-# bench/device_kit.sh.
+# bench/device_kit.sh pack (bench/device_kit.sh check runs this too).
 Code.require_file("lib.exs", __DIR__)
 
 cores = System.schedulers_online()
