@@ -835,14 +835,22 @@ def check_jvp(node: Node, nodes: list[Node], where: str) -> None:
 
 def check_jacobian(node: Node, nodes: list[Node], where: str) -> None:
     """``jacfwd``/``jacrev`` [y, x1..xk]: out element j has shape y ++ xj; ``hessian``: element
-    j * k + l has shape y ++ xj ++ xl. Real floating y and x only."""
+    j * k + l has shape y ++ xj ++ xl. Real floating y and x only. With ``batch: b``, y and
+    every x share their first b axes (independent entries), and x's shapes above are without
+    them."""
     y, *xs = node.inputs
     y_out = nodes[y].tensor
     if not y_out.type.is_float:
         raise GraphError(f"{where}: y (node {y}) must be floating, got {y_out}")
     for x in xs:
         _check_differentiable_x(nodes, where, x, complex_ok=False)
-    x_shapes = [nodes[x].tensor.shape for x in xs]
+    b = node.opts.get("batch", 0)
+    lead = y_out.shape[:b]
+    if len(lead) < b or any(nodes[x].tensor.shape[:b] != lead for x in xs):
+        raise GraphError(f"{where}: with batch {b}, y and every x must share their first {b} "
+                         f"axes, got y {list(y_out.shape)} and x "
+                         f"{[list(nodes[x].tensor.shape) for x in xs]}")
+    x_shapes = [nodes[x].tensor.shape[b:] for x in xs]
     if node.op == "hessian":
         want = [(*y_out.shape, *a, *b) for a in x_shapes for b in x_shapes]
     else:

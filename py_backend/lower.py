@@ -1571,18 +1571,72 @@ def lower_jvp(c: Call) -> Value:
     return _declared(y_dot, c.out)
 
 
+def _basis(entry: tuple[int, ...], batched: tuple[int, ...], dtype: Any) -> jax.Array:
+    """One unit vector per element of an entry of shape ``entry``, each repeated over the
+    entries of an array of shape ``batched`` (entry last): shape (size of entry, *batched)."""
+    n = math.prod(entry)
+    lead = len(batched) - len(entry)
+    unit = jnp.eye(n, dtype=dtype).reshape((n, *([1] * lead), *entry))
+    return jnp.broadcast_to(unit, (n, *batched))
+
+
+def batched_jacfwd(f: Callable[..., tuple[Value, ...]], x_vals: Sequence[Value],
+                   b: int) -> list[list[Value]]:
+    """The Jacobians, entry by entry, of ``f`` (a function of arrays whose first ``b`` axes are
+    independent entries, returning a tuple of such arrays) by forward mode: ``[output][x]``,
+    each of shape (*output's shape, *x's entry shape). One ``jax.jvp`` per element of an entry,
+    vmapped over the elements: the unit tangent of each element moves that element of every
+    entry at once, and entries do not mix (what ``jax.vmap(jax.jacfwd(f))`` gives)."""
+    per_x = []
+    for j, x in enumerate(x_vals):
+        entry = tuple(x.shape[b:])
+
+        def push(t: Value, j: int = j) -> tuple[Value, ...]:
+            tangents = tuple(t if i == j else jnp.zeros_like(v) for i, v in enumerate(x_vals))
+            return jax.jvp(f, tuple(x_vals), tangents)[1]
+
+        cols = jax.vmap(push)(_basis(entry, tuple(x.shape), x.dtype))
+        per_x.append([jnp.moveaxis(col, 0, -1).reshape((*col.shape[1:], *entry))
+                      for col in cols])
+    return [[per_x[j][o] for j in range(len(x_vals))] for o in range(len(per_x[0]))]
+
+
+def batched_jacrev(f: Callable[..., tuple[Value, ...]], x_vals: Sequence[Value],
+                   b: int) -> list[list[Value]]:
+    """:func:`batched_jacfwd` by reverse mode: one pullback per element of an output's entry,
+    vmapped over the elements (``jax.vmap(jax.jacrev(f))``)."""
+    ys, pull = jax.vjp(f, *x_vals)
+    result = []
+    for o, y in enumerate(ys):
+        entry = tuple(y.shape[b:])
+
+        def pull_one(u: Value, o: int = o) -> tuple[Value, ...]:
+            return pull(tuple(u if i == o else jnp.zeros_like(v) for i, v in enumerate(ys)))
+
+        rows = jax.vmap(pull_one)(_basis(entry, tuple(y.shape), y.dtype))
+        result.append([jnp.moveaxis(row, 0, b).reshape((*y.shape, *x.shape[b:]))
+                       for row, x in zip(rows, x_vals, strict=True)])
+    return result
+
+
 def jacobian_lowering(forward: bool) -> Callable[[Call], Value]:
     """``jacfwd`` / ``jacrev`` [y, x1..xk]: the Jacobian of y with respect to each x
-    (``jax.jacfwd`` / ``jax.jacrev``), shape y ++ x."""
+    (``jax.jacfwd`` / ``jax.jacrev``), shape y ++ x; with ``batch: b``, entry by entry over
+    the first b axes (:func:`batched_jacfwd`, :func:`batched_jacrev`)."""
     transform = jax.jacfwd if forward else jax.jacrev
+    batched = batched_jacfwd if forward else batched_jacrev
 
     def lower(c: Call) -> Value:
         y, *xs = c.node.inputs
         f, unique, x_vals = _as_function(c, [y], xs, "forward" if forward else "reverse")
         argnums = tuple(range(len(unique)))
-        jac = _differentiate(
-            c, lambda: transform(lambda *v: f(*v)[0], argnums=argnums)(*x_vals)
-        )
+        b = c.node.opts.get("batch", 0)
+        if b:
+            jac = _differentiate(c, lambda: batched(f, x_vals, b)[0])
+        else:
+            jac = _differentiate(
+                c, lambda: transform(lambda *v: f(*v)[0], argnums=argnums)(*x_vals)
+            )
         at = {x: i for i, x in enumerate(unique)}
         return tuple(_declared(jac[at[x]], o) for x, o in zip(xs, _outs(c), strict=True))
 
@@ -1591,11 +1645,19 @@ def jacobian_lowering(forward: bool) -> Callable[[Call], Value]:
 
 def lower_hessian(c: Call) -> Value:
     """``hessian`` [y, x1..xk]: ``jax.hessian`` (``jacfwd`` of ``jacrev``); element j * k + l
-    is the block of xj and xl, shape y ++ xj ++ xl."""
+    is the block of xj and xl, shape y ++ xj ++ xl; with ``batch: b``, entry by entry."""
     y, *xs = c.node.inputs
     f, unique, x_vals = _as_function(c, [y], xs, "forward")
     argnums = tuple(range(len(unique)))
-    hess = _differentiate(c, lambda: jax.hessian(lambda *v: f(*v)[0], argnums=argnums)(*x_vals))
+    b = c.node.opts.get("batch", 0)
+    if b:
+        def gradients(*v: Value) -> tuple[Value, ...]:
+            return tuple(batched_jacrev(f, v, b)[0])
+
+        hess = _differentiate(c, lambda: batched_jacfwd(gradients, x_vals, b))
+    else:
+        hess = _differentiate(
+            c, lambda: jax.hessian(lambda *v: f(*v)[0], argnums=argnums)(*x_vals))
     at = {x: i for i, x in enumerate(unique)}
     pairs = [(a, b) for a in xs for b in xs]
     return tuple(

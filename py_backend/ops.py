@@ -69,6 +69,7 @@ def _family(name: str, entries: Mapping[str, _Entry]) -> dict[str, Op]:
 _ANY = (1, None)  # one input or more
 # the type the inputs are combined in, decided by the Elixir side (Nx.Type.merge/2)
 _OPERAND_TYPE = {"operand_type": g.nx_type}
+_BATCH = {"batch": g.non_neg_int}
 _U = lw.UNARY_FNS
 _B = lw.BINARY_FNS
 
@@ -211,9 +212,12 @@ GRAD = _family("grad", {
     "checkpoint_name": _op(1, lw.lower_checkpoint_name, {"name": g.text}),
     # JAX's differentiation beyond Nx (NxJax.Defn)
     "jvp": _op((3, None), lw.lower_jvp, check=g.check_jvp),
-    "jacfwd": _op((2, None), lw.jacobian_lowering(forward=True), check=g.check_jacobian),
-    "jacrev": _op((2, None), lw.jacobian_lowering(forward=False), check=g.check_jacobian),
-    "hessian": _op((2, None), lw.lower_hessian, check=g.check_jacobian),
+    # batch: leading axes of y and every x that are independent entries (vectorized values)
+    "jacfwd": _op((2, None), lw.jacobian_lowering(forward=True), _BATCH, g.check_jacobian,
+                  {"batch": 0}),
+    "jacrev": _op((2, None), lw.jacobian_lowering(forward=False), _BATCH, g.check_jacobian,
+                  {"batch": 0}),
+    "hessian": _op((2, None), lw.lower_hessian, _BATCH, g.check_jacobian, {"batch": 0}),
     "custom_jvp": _op((2, None), lw.lower_custom_jvp,
                       {"primals": g.non_neg_int, "jvp": g.SUBGRAPH}, g.check_custom_jvp),
 })

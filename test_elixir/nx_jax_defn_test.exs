@@ -13,9 +13,9 @@ defmodule NxJax.DefnTest do
   defp f64(x), do: Nx.tensor(x, type: {:f, 64})
   defp number(t), do: Nx.to_number(t)
 
-  defp assert_all_close(got, want) do
+  defp assert_all_close(got, want, opts \\ []) do
     diff = got |> Nx.subtract(want) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
-    assert diff < 1.0e-12, "#{inspect(got)} against #{inspect(want)}"
+    assert diff < Keyword.get(opts, :atol, 1.0e-12), "#{inspect(got)} against #{inspect(want)}"
   end
 
   ## the issue's numbers
@@ -451,11 +451,20 @@ defmodule NxJax.DefnTest do
       end
     end
 
-    test "vectorized tensors are refused with the fix" do
+    test "custom_jvp refuses vectorized tensors with the fix" do
       x = Nx.vectorize(Nx.tensor([1.0, 2.0]), :rows)
 
       assert_raise ArgumentError, ~r/does not take vectorized tensors.*Nx.devectorize/, fn ->
-        jvp(&Nx.sin/1, x, x)
+        Nx.Defn.jit(fn x -> custom_jvp(Nx.sin(x), [x], fn [t] -> t end) end).(x)
+      end
+    end
+
+    test "a vectorized value read from outside cannot be batched with the differentiated ones" do
+      x = Nx.vectorize(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]), :b)
+      w = Nx.vectorize(Nx.tensor([1.0, 2.0, 3.0]), :k)
+
+      assert_raise ArgumentError, ~r/vectorized along \[:b\].*also vectorized along \[:k\]/, fn ->
+        jacfwd(fn x -> Nx.multiply(x, w) end, x)
       end
     end
 
@@ -473,6 +482,87 @@ defmodule NxJax.DefnTest do
       assert_raise ArgumentError, ~r/non-empty list of tensors/, fn ->
         custom_jvp(1.0, [], fn [t] -> t end)
       end
+    end
+  end
+
+  describe "vectorized values: each entry differentiated on its own" do
+    @at Nx.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+    defp r3_r2(x), do: Nx.stack([Nx.sum(Nx.pow(x, 3)), Nx.product(x)])
+    defp scalar(x), do: Nx.add(Nx.sum(Nx.pow(x, 3)), Nx.product(x))
+
+    # the same transformation of each entry alone, stacked
+    defp each_entry(fun), do: Nx.stack(for i <- 0..1, do: fun.(@at[i]))
+
+    test "jacfwd, jacrev and hessian give each entry's own, vectorized like x" do
+      x = Nx.vectorize(@at, :rows)
+
+      for {got, want} <- [
+            {jacfwd(&r3_r2/1, x), each_entry(&jacfwd(fn v -> r3_r2(v) end, &1))},
+            {jacrev(&r3_r2/1, x), each_entry(&jacrev(fn v -> r3_r2(v) end, &1))},
+            {hessian(&scalar/1, x), each_entry(&hessian(fn v -> scalar(v) end, &1))}
+          ] do
+        assert got.vectorized_axes == [rows: 2]
+        assert_all_close(Nx.devectorize(got, keep_names: false), want, atol: 1.0e-5)
+      end
+
+      # entry 0 by hand: d/dx of [sum x^3, x0 x1 x2] at [1, 2, 3]
+      assert Nx.to_flat_list(Nx.devectorize(jacfwd(&r3_r2/1, x))[0]) ==
+               [3.0, 12.0, 27.0, 6.0, 3.0, 2.0]
+
+      # hessian of x^3 sums and x0 x1 x2 at [1, 2, 3]: 6 x on the diagonal, x_k off it
+      assert Nx.to_flat_list(Nx.devectorize(hessian(&scalar/1, x))[0]) ==
+               [6.0, 3.0, 2.0, 3.0, 12.0, 1.0, 2.0, 1.0, 18.0]
+    end
+
+    test "jvp: vectorized primals or tangents give vectorized tangents" do
+      x = Nx.vectorize(@at, :rows)
+      t = Nx.tensor([1.0, 0.0, 0.0])
+      {value, tangent} = jvp(&r3_r2/1, x, t)
+      assert value.vectorized_axes == [rows: 2] and tangent.vectorized_axes == [rows: 2]
+      want = each_entry(fn e -> elem(jvp(fn v -> r3_r2(v) end, e, t), 1) end)
+      assert_all_close(Nx.devectorize(tangent, keep_names: false), want, atol: 1.0e-5)
+
+      # one primal, a vectorized tangent: one directional derivative per direction
+      ts = Nx.vectorize(Nx.eye(3), :dir)
+      {_, along} = jvp(&scalar/1, @at[0], ts)
+      assert Nx.to_flat_list(Nx.devectorize(along)) == [9.0, 15.0, 29.0]
+
+      # vjp: each entry's pullback of 2 sin(x), 2 cos(x) * u
+      {_, pullback} = vjp(fn v -> Nx.multiply(Nx.sin(v), 2) end, x)
+      back = pullback.(Nx.tensor([1.0, 10.0, 100.0]))
+      assert back.vectorized_axes == [rows: 2]
+      want = Nx.multiply(Nx.multiply(Nx.cos(@at), 2), Nx.tensor([1.0, 10.0, 100.0]))
+      assert_all_close(Nx.devectorize(back, keep_names: false), want, atol: 1.0e-4)
+    end
+
+    test "tuples vectorized along different axes are broadcast together" do
+      a = Nx.vectorize(Nx.tensor([1.0, 2.0]), :i)
+      c = Nx.vectorize(Nx.tensor([3.0, 4.0, 5.0]), :j)
+      {da, dc} = jacrev(fn {a, c} -> Nx.multiply(Nx.sin(a), c) end, {a, c})
+      assert da.vectorized_axes == [i: 2, j: 3] and dc.vectorized_axes == [i: 2, j: 3]
+
+      assert_all_close(
+        Nx.devectorize(da, keep_names: false),
+        Nx.outer(Nx.cos(Nx.tensor([1.0, 2.0])), Nx.tensor([3.0, 4.0, 5.0])),
+        atol: 1.0e-6
+      )
+
+      assert_all_close(
+        Nx.devectorize(dc, keep_names: false),
+        Nx.broadcast(Nx.new_axis(Nx.sin(Nx.tensor([1.0, 2.0])), 1), {2, 3}),
+        atol: 1.0e-6
+      )
+    end
+
+    test "they compose with grad inside defn, and with an output that ignores the entry" do
+      x = Nx.vectorize(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]), :b)
+      # grad of sum(jacfwd(sum x^3)) = grad of sum(3 x^2) = 6 x, entry by entry
+      g = Nx.Defn.grad(x, fn x -> Nx.sum(jacfwd(fn v -> Nx.sum(Nx.pow(v, 3)) end, x)) end)
+      assert Nx.to_flat_list(Nx.devectorize(g)) == [6.0, 12.0, 18.0, 24.0]
+
+      zero = jacrev(fn _v -> Nx.tensor(2.0) end, x)
+      assert zero.vectorized_axes == [b: 2]
+      assert Nx.to_flat_list(Nx.devectorize(zero)) == [0.0, 0.0, 0.0, 0.0]
     end
   end
 end

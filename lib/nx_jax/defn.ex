@@ -19,7 +19,8 @@ defmodule NxJax.Defn do
   As with `grad/2`, the function gets its own copy of `x`: a value it reads from outside
   (the `x` of the enclosing `defn`) is a constant of it. The differentiated values must be
   floating-point (`jvp/3` also takes complex ones), as JAX requires; an integer one is
-  refused at trace time. The types of the results are JAX's: a tangent (and `jacfwd`'s
+  refused at trace time. Vectorized values (`Nx.vectorize/2`) are differentiated entry by
+  entry, as `jax.vmap` of the transformation, and the results are vectorized like them. The types of the results are JAX's: a tangent (and `jacfwd`'s
   Jacobian) has the output's type, `jacrev`'s and `hessian`'s Jacobians have `x`'s.
 
   ## Examples
@@ -282,15 +283,20 @@ defmodule NxJax.Defn do
         Nx.as_type(t, x.type)
       end)
 
-    {copies, out} = call(fun, primals, xs)
-    ys = outputs!(out, "jvp/3")
+    # vectorized primals or tangents: the jvp of the batched function is the batch of the
+    # entries' jvps (each entry's output depends on its own entry only)
+    {vec, both} = devectorize_leaves(xs ++ ts)
+    {xs, ts} = Enum.split(both, length(xs))
+    {copies, out} = call(fun, primals, xs, vec)
+    ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
+    ys = Enum.map(outputs!(out, "jvp/3"), &devectorize_output(&1, vec, ref, "jvp/3"))
     refuse_reverse_only!(ys, copies, "jvp/3")
 
     tangent_out =
       Composite.traverse(out, fn y ->
-        y = Expr.to_expr(y)
+        y = devectorize_output(y, vec, ref, "jvp/3")
         template = %{Expr.template_of(y) | type: Nx.Type.to_floating(y.type)}
-        Expr.expr(:jvp, [y | copies] ++ ts, %{}, template)
+        Expr.expr(:jvp, [y | copies] ++ ts, %{}, template) |> revectorize_leaf(vec)
       end)
 
     {out, tangent_out}
@@ -306,8 +312,12 @@ defmodule NxJax.Defn do
     name = "#{op}/2"
     xs = leaves!(x, name, "x")
     Enum.each(xs, &differentiable!(&1, name, [:f, :bf]))
-    {copies, out} = call(fun, x, xs)
-    ys = outputs!(out, name)
+    # vectorized values: the worker takes each entry's Jacobian of the batched function
+    # (opts batch: the number of leading vectorized axes), as jax.vmap of the transformation
+    {vec, xs} = devectorize_leaves(xs)
+    {copies, out} = call(fun, x, xs, vec)
+    ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
+    ys = Enum.map(outputs!(out, name), &devectorize_output(&1, vec, ref, name))
 
     Enum.each(ys, fn y ->
       unless elem(y.type, 0) in [:f, :bf] do
@@ -320,20 +330,29 @@ defmodule NxJax.Defn do
 
     if op != :jacrev, do: refuse_reverse_only!(ys, copies, name)
 
+    batch = length(vec)
+    opts = if batch > 0, do: %{batch: batch}, else: %{}
+
     Composite.traverse(out, fn y ->
-      y = Expr.to_expr(y)
-      jacobians = Expr.tuple(op, [y | copies], %{}, jacobian_templates(op, y, copies))
-      fill_jacobians(op, x, Tuple.to_list(jacobians), length(copies))
+      y = devectorize_output(y, vec, ref, name)
+      jacobians = Expr.tuple(op, [y | copies], opts, jacobian_templates(op, y, copies, batch))
+      blocks = Enum.map(Tuple.to_list(jacobians), &revectorize_leaf(&1, vec))
+      fill_jacobians(op, x, blocks, length(copies))
     end)
   end
 
-  defp jacobian_templates(:hessian, y, xs) do
-    for a <- xs, b <- xs, do: block(a.type, [y.shape, a.shape, b.shape])
+  # (with `batch` leading vectorized axes, each block is y's shape ++ the entry shapes of x)
+  defp jacobian_templates(:hessian, y, xs, batch) do
+    for a <- xs, b <- xs, do: block(a.type, [y.shape, entry(a, batch), entry(b, batch)])
   end
 
-  defp jacobian_templates(op, y, xs) do
-    for a <- xs, do: block(if(op == :jacfwd, do: y.type, else: a.type), [y.shape, a.shape])
+  defp jacobian_templates(op, y, xs, batch) do
+    for a <- xs,
+        do: block(if(op == :jacfwd, do: y.type, else: a.type), [y.shape, entry(a, batch)])
   end
+
+  defp entry(x, batch),
+    do: x.shape |> Tuple.to_list() |> Enum.drop(batch) |> List.to_tuple()
 
   defp block(type, shapes),
     do: Expr.template(type, shapes |> Enum.flat_map(&Tuple.to_list/1) |> List.to_tuple())
@@ -453,7 +472,8 @@ defmodule NxJax.Defn do
 
   ## Shared
 
-  # the leaves of a tensor, number or tuple/map of them, as expressions
+  # the leaves of a tensor, number or tuple/map of them, as expressions (vectorized ones too:
+  # the callers batch them, see devectorize_leaves/1)
   defp leaves!(container, name, what) do
     container =
       Composite.container!(container, "#{name} expects a tensor, a number or a tuple of them")
@@ -466,8 +486,48 @@ defmodule NxJax.Defn do
               inspect(container)
     end
 
-    if Enum.any?(leaves, &(&1.vectorized_axes != [])), do: vectorized!(name)
     leaves
+  end
+
+  # Vectorized differentiated values (and tangents): every leaf broadcast to the vectorized
+  # axes of them all, then devectorized, those axes leading. Returns `{vectorized_axes,
+  # leaves}` (`[]` and the leaves as they are when none is vectorized). The function is then
+  # called on the copies vectorized again (call/4), so it sees what it would see without us,
+  # and its outputs come back devectorized over the same axes (devectorize_output/4): the
+  # graph is one batched function whose entries are independent.
+  defp devectorize_leaves(leaves) do
+    if Enum.all?(leaves, &(&1.vectorized_axes == [])) do
+      {[], leaves}
+    else
+      leaves = Nx.broadcast_vectors(leaves)
+      {hd(leaves).vectorized_axes, Enum.map(leaves, &Nx.devectorize(&1, keep_names: false))}
+    end
+  end
+
+  defp revectorize_leaf(tensor, []), do: tensor
+  defp revectorize_leaf(tensor, vec), do: Nx.vectorize(tensor, vec)
+
+  # an output of the function, over the vectorized axes of the values it differentiates: one
+  # that does not vary along some of them is broadcast; one vectorized along another axis (a
+  # vectorized value read from outside) cannot be batched with them
+  defp devectorize_output(y, [], _ref, _name), do: Expr.to_expr(y)
+
+  defp devectorize_output(y, vec, ref, name) do
+    y = Expr.to_expr(y)
+    names = Keyword.keys(vec)
+
+    case Keyword.keys(y.vectorized_axes) -- names do
+      [] ->
+        [_, y] = Nx.broadcast_vectors([ref, y])
+        Nx.devectorize(y, keep_names: false)
+
+      extra ->
+        raise ArgumentError,
+              "#{name} differentiates with respect to values vectorized along " <>
+                "#{inspect(names)}, and the function's output is also vectorized along " <>
+                "#{inspect(extra)} (it reads a vectorized value that is not an argument). " <>
+                "Pass that value as an argument too, or devectorize it"
+    end
   end
 
   defp same_structure?(left, right) do
@@ -493,9 +553,9 @@ defmodule NxJax.Defn do
 
   # calls `fun` on its own copy of each differentiated value (as grad/2 does): what it reads
   # from outside is a constant of it
-  defp call(fun, container, xs) do
+  defp call(fun, container, xs, vec) do
     copies = Enum.map(xs, &Expr.metadata(&1, %{differentiated: true}))
-    arg = Composite.fill(container, copies)
+    arg = Composite.fill(container, Enum.map(copies, &revectorize_leaf(&1, vec)))
 
     out =
       cond do

@@ -101,7 +101,7 @@ defmodule NxJax.Ops do
       {[:checkpoint_name], 1, [:name]},
       # JAX's differentiation beyond Nx (NxJax.Defn)
       {[:jvp], {3, :infinity}, []},
-      {~w(jacfwd jacrev hessian)a, {2, :infinity}, []},
+      {~w(jacfwd jacrev hessian)a, {2, :infinity}, [:batch]},
       {[:custom_jvp], {2, :infinity}, [:jvp, :primals]}
     ],
     control_flow: [
