@@ -713,8 +713,8 @@ def _call_argument(view: np.ndarray) -> Any:
     """An argument read from a request frame, as the jitted function takes it: a NumPy copy
     when small, else the view into the frame itself. The jitted call moves a NumPy array to
     the device in its C++ dispatch, as ``jax.device_put`` would (zero-copy on the CPU, the
-    frame kept alive by the array), but without ``device_put``'s Python path: 70-180 us less
-    per argument of 256 KiB-1 MiB (docs/BENCHMARKS.md section 3, the shipped MLP step)."""
+    frame kept alive by the array), but without ``device_put``'s Python path (what that saves:
+    docs/BENCHMARKS.md section 9, "Large call arguments without jax.device_put")."""
     return view.copy() if view.nbytes < SMALL_TENSOR else view
 
 

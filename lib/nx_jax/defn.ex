@@ -20,8 +20,9 @@ defmodule NxJax.Defn do
   (the `x` of the enclosing `defn`) is a constant of it. The differentiated values must be
   floating-point (`jvp/3` also takes complex ones), as JAX requires; an integer one is
   refused at trace time. Vectorized values (`Nx.vectorize/2`) are differentiated entry by
-  entry, as `jax.vmap` of the transformation, and the results are vectorized like them. The types of the results are JAX's: a tangent (and `jacfwd`'s
-  Jacobian) has the output's type, `jacrev`'s and `hessian`'s Jacobians have `x`'s.
+  entry, as `jax.vmap` of the transformation, and the results are vectorized like them. The
+  types of the results are JAX's: a tangent (and `jacfwd`'s Jacobian) has the output's type,
+  `jacrev`'s and `hessian`'s Jacobians have `x`'s.
 
   ## Examples
 
@@ -287,14 +288,11 @@ defmodule NxJax.Defn do
     # entries' jvps (each entry's output depends on its own entry only)
     {vec, both} = devectorize_leaves(xs ++ ts)
     {xs, ts} = Enum.split(both, length(xs))
-    {copies, out} = call(fun, primals, xs, vec)
-    ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
-    ys = Enum.map(outputs!(out, "jvp/3"), &devectorize_output(&1, vec, ref, "jvp/3"))
-    refuse_reverse_only!(ys, copies, "jvp/3")
+    {copies, out, batched} = batched_call(fun, primals, xs, vec, "jvp/3")
+    refuse_reverse_only!(Composite.flatten_list([batched]), copies, "jvp/3")
 
     tangent_out =
-      Composite.traverse(out, fn y ->
-        y = devectorize_output(y, vec, ref, "jvp/3")
+      Composite.traverse(batched, fn y ->
         template = %{Expr.template_of(y) | type: Nx.Type.to_floating(y.type)}
         Expr.expr(:jvp, [y | copies] ++ ts, %{}, template) |> revectorize_leaf(vec)
       end)
@@ -315,9 +313,8 @@ defmodule NxJax.Defn do
     # vectorized values: the worker takes each entry's Jacobian of the batched function
     # (opts batch: the number of leading vectorized axes), as jax.vmap of the transformation
     {vec, xs} = devectorize_leaves(xs)
-    {copies, out} = call(fun, x, xs, vec)
-    ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
-    ys = Enum.map(outputs!(out, name), &devectorize_output(&1, vec, ref, name))
+    {copies, _out, batched} = batched_call(fun, x, xs, vec, name)
+    ys = Composite.flatten_list([batched])
 
     Enum.each(ys, fn y ->
       unless elem(y.type, 0) in [:f, :bf] do
@@ -333,8 +330,7 @@ defmodule NxJax.Defn do
     batch = length(vec)
     opts = if batch > 0, do: %{batch: batch}, else: %{}
 
-    Composite.traverse(out, fn y ->
-      y = devectorize_output(y, vec, ref, name)
+    Composite.traverse(batched, fn y ->
       jacobians = Expr.tuple(op, [y | copies], opts, jacobian_templates(op, y, copies, batch))
       blocks = Enum.map(Tuple.to_list(jacobians), &revectorize_leaf(&1, vec))
       fill_jacobians(op, x, blocks, length(copies))
@@ -502,6 +498,16 @@ defmodule NxJax.Defn do
       leaves = Nx.broadcast_vectors(leaves)
       {hd(leaves).vectorized_axes, Enum.map(leaves, &Nx.devectorize(&1, keep_names: false))}
     end
+  end
+
+  # `fun` called on its copies of `xs` (devectorized over `vec`, vectorized again for it):
+  # `{copies, out, batched}`, `batched` being `out` with every leaf an expression devectorized
+  # over `vec` (devectorize_output/4), the function's outputs as the graph differentiates them
+  defp batched_call(fun, container, xs, vec, name) do
+    {copies, out} = call(fun, container, xs, vec)
+    outputs!(out, name)
+    ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
+    {copies, out, Composite.traverse(out, &devectorize_output(&1, vec, ref, name))}
   end
 
   defp revectorize_leaf(tensor, []), do: tensor
