@@ -1,4 +1,4 @@
-defmodule NxJax.DefnTest do
+defmodule NxJax.DefnEndToEndTest do
   # defn, jit and the Kernel, end to end on the worker.
   use ExUnit.Case, async: true
 
