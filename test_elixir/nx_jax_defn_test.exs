@@ -451,11 +451,15 @@ defmodule NxJax.DefnTest do
       end
     end
 
-    test "custom_jvp refuses vectorized tensors with the fix" do
+    test "custom_jvp refuses a tangent vectorized along an axis its value lacks" do
       x = Nx.vectorize(Nx.tensor([1.0, 2.0]), :rows)
+      t = Nx.vectorize(Nx.tensor([1.0, 2.0, 3.0]), :other)
 
-      assert_raise ArgumentError, ~r/does not take vectorized tensors.*Nx.devectorize/, fn ->
-        Nx.Defn.jit(fn x -> custom_jvp(Nx.sin(x), [x], fn [t] -> t end) end).(x)
+      assert_raise ArgumentError, ~r/vectorized along \[:other\].*\[:rows\]/, fn ->
+        Nx.Defn.jit(fn x, t -> custom_jvp(Nx.sin(x), [x], fn [d] -> Nx.multiply(d, t) end) end).(
+          x,
+          t
+        )
       end
     end
 
@@ -512,6 +516,40 @@ defmodule NxJax.DefnTest do
       # hessian of x^3 sums and x0 x1 x2 at [1, 2, 3]: 6 x on the diagonal, x_k off it
       assert Nx.to_flat_list(Nx.devectorize(hessian(&scalar/1, x))[0]) ==
                [6.0, 3.0, 2.0, 3.0, 12.0, 1.0, 2.0, 1.0, 18.0]
+    end
+
+    test "custom_jvp of vectorized values: each entry's value and derivatives, as alone" do
+      xs = f64([2.0, 0.5, -1.0])
+      x = Nx.vectorize(xs, :rows)
+      y = f64(3.0)
+
+      value = sin_times(x, y)
+      assert value.vectorized_axes == [rows: 3]
+      assert_all_close(Nx.devectorize(value, keep_names: false), Nx.multiply(Nx.sin(xs), 3.0))
+
+      # reverse mode (JAX's transpose of the rule): cos(x) * y per entry of x; y is not
+      # vectorized, so its gradient sums the entries', as plain autodiff of sin(x) * y gives
+      {dx, dy} = grad_sin_times(x, y)
+      assert_all_close(Nx.devectorize(dx, keep_names: false), Nx.multiply(Nx.cos(xs), 3.0))
+      assert_all_close(dy, Nx.sum(Nx.sin(xs)))
+      assert_all_close(dy, grad(y, fn y -> Nx.multiply(Nx.sin(x), y) end))
+
+      # forward mode with a tangent per entry
+      tx = Nx.vectorize(f64([1.0, 2.0, 0.0]), :rows)
+      {_value, tangent} = jvp_sin_times(x, y, tx, f64(0.5))
+      want = Nx.add(Nx.multiply(Nx.cos(xs), f64([3.0, 6.0, 0.0])), Nx.multiply(Nx.sin(xs), 0.5))
+      assert_all_close(Nx.devectorize(tangent, keep_names: false), want)
+
+      # the stable log1pexp rule, entry by entry (100.0 among them)
+      grads = grad_log1pexp(Nx.vectorize(f64([0.0, 100.0]), :rows))
+      assert Nx.devectorize(grads, keep_names: false) == f64([0.5, 1.0])
+
+      # a rule whose tangent is not vectorized (a constant) gives it to every entry
+      {_value, ones} = jvp(fn x -> custom_jvp(Nx.sin(x), [x], fn [_d] -> 1.0 end) end, x, 0.0)
+      assert ones.vectorized_axes == [rows: 3]
+      assert Nx.devectorize(ones, keep_names: false) == f64([1.0, 1.0, 1.0])
+      twos = grad(x, fn x -> custom_jvp(Nx.sin(x), [x], fn [d] -> Nx.multiply(2, d) end) end)
+      assert Nx.devectorize(twos, keep_names: false) == f64([2.0, 2.0, 2.0])
     end
 
     test "jvp: vectorized primals or tangents give vectorized tangents" do

@@ -368,10 +368,6 @@ defmodule NxJax.Defn do
     expr = value!(expr_or_fun, inputs)
     es = Composite.flatten_list([expr])
 
-    for tensor <- es ++ inputs, tensor.vectorized_axes != [] do
-      vectorized!("custom_jvp/3")
-    end
-
     {{params, tangents}, scope} =
       ControlFlow.trace_on_parameters(inputs, fn params ->
         returned =
@@ -387,8 +383,8 @@ defmodule NxJax.Defn do
       jvp: {:subgraph, tangents, params ++ captures}
     }
 
-    values =
-      Expr.tuple(:custom_jvp, es ++ inputs ++ captures, opts, Enum.map(es, &Expr.template_of/1))
+    node_inputs = Enum.map(es ++ inputs ++ captures, &ControlFlow.node_input/1)
+    values = Expr.tuple(:custom_jvp, node_inputs, opts, Enum.map(es, &Expr.template_of/1))
 
     Composite.fill(expr, Tuple.to_list(values))
   end
@@ -426,8 +422,8 @@ defmodule NxJax.Defn do
           "custom_jvp/3 expects a tensor or a tuple of tensors as its value, got: #{inspect(other)}"
   end
 
-  # the rule's tangents, one per leaf of the value: broadcast to its shape, in its type
-  # (zeros for an integer leaf, whose tangent JAX takes as zero)
+  # the rule's tangents, one per leaf of the value: broadcast to its shape and vectorized axes,
+  # in its type (zeros for an integer leaf, whose tangent JAX takes as zero)
   defp fit_tangents!(returned, expr) when is_tuple(expr) do
     unless is_tuple(returned) and tuple_size(returned) == tuple_size(expr) do
       raise ArgumentError,
@@ -443,7 +439,7 @@ defmodule NxJax.Defn do
 
   defp fit_tangent!(tangent, value) when is_number(tangent) or is_struct(tangent, Nx.Tensor) do
     if elem(value.type, 0) in [:f, :bf, :c] do
-      tangent = Expr.to_expr(tangent)
+      tangent = tangent |> Expr.to_expr() |> vectorized_like!(value)
 
       try do
         tangent |> Nx.broadcast(value.shape) |> Nx.as_type(value.type)
@@ -456,7 +452,7 @@ defmodule NxJax.Defn do
                   __STACKTRACE__
       end
     else
-      Expr.constant(0, value.type, value.shape)
+      Expr.constant(0, value.type, value.shape) |> vectorized_like!(value)
     end
   end
 
@@ -464,6 +460,23 @@ defmodule NxJax.Defn do
     raise ArgumentError,
           "the jvp function given to custom_jvp/3 must return a tensor or a number for a " <>
             "value of shape #{inspect(value.shape)}, got: #{inspect(other)}"
+  end
+
+  # (a vectorized value's tangent has one entry per entry of the value: the rule's result
+  # broadcast to the value's vectorized axes, in their order)
+  defp vectorized_like!(tangent, value) do
+    names = Keyword.keys(value.vectorized_axes)
+
+    case Keyword.keys(tangent.vectorized_axes) -- names do
+      [] ->
+        Expr.align_vectorized(tangent, value.vectorized_axes)
+
+      extra ->
+        raise ArgumentError,
+              "the tangent returned by the custom_jvp/3 function is vectorized along " <>
+                "#{inspect(extra)}, which the value (vectorized along #{inspect(names)}) is " <>
+                "not: a tangent has one entry per entry of its value"
+    end
   end
 
   ## Shared
@@ -549,12 +562,6 @@ defmodule NxJax.Defn do
               "got one of type #{Nx.Type.to_string(type)}. Pass a float (3.0, not 3) or " <>
               "convert it with Nx.as_type/2"
     end
-  end
-
-  defp vectorized!(name) do
-    raise ArgumentError,
-          "#{name} does not take vectorized tensors yet. Devectorize first with " <>
-            "Nx.devectorize/2"
   end
 
   # calls `fun` on its own copy of each differentiated value (as grad/2 does): what it reads

@@ -139,7 +139,7 @@ defmodule Nx.Defn.ControlFlow do
         {:subgraph, false_leaves, captures}
       ]
 
-      inputs = [pred | Enum.map(captures, &devectorized/1)]
+      inputs = [pred | Enum.map(captures, &node_input/1)]
       outs = Expr.tuple(:cond, inputs, %{branches: branches}, templates)
       Composite.fill(true_result, Tuple.to_list(outs))
     end
@@ -173,10 +173,6 @@ defmodule Nx.Defn.ControlFlow do
     all = 1 |> Nx.tensor(type: {:u, 8}) |> Nx.broadcast(sizes) |> Nx.vectorize(axes)
     Nx.select(all, leaf, leaf)
   end
-
-  # a vectorized value travels devectorized (PROTOCOL 4.4): the same node, seen whole
-  defp devectorized(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
-  defp devectorized(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   defp skeleton(container), do: Composite.traverse(container, fn _ -> :leaf end)
 
@@ -288,7 +284,7 @@ defmodule Nx.Defn.ControlFlow do
       max_iterations: max
     }
 
-    outs = Expr.tuple(:while, Enum.map(init ++ captures, &devectorized/1), opts, templates(init))
+    outs = Expr.tuple(:while, Enum.map(init ++ captures, &node_input/1), opts, templates(init))
     Composite.fill(initial, Tuple.to_list(outs))
   end
 
@@ -351,7 +347,7 @@ defmodule Nx.Defn.ControlFlow do
       captures = captures(next, scope)
       opts = %{body: {:subgraph, next, params ++ [index | captures]}, first: first, step: step}
       opts = Map.put(opts, :count, count)
-      inputs = Enum.map(init ++ captures, &devectorized/1)
+      inputs = Enum.map(init ++ captures, &node_input/1)
       outs = Expr.tuple(:range_loop, inputs, opts, templates(init))
       Composite.fill(initial, Tuple.to_list(outs))
     end
@@ -501,7 +497,7 @@ defmodule Nx.Defn.ControlFlow do
 
   @doc """
   Traces `fun.(params)` in a scope of its own, `params` being one parameter expression per
-  tensor of `templates` (its type and shape, numbered from 0): returns
+  tensor of `templates` (its type, shape and vectorized axes, numbered from 0): returns
   `{{params, result}, scope}`, what a sub-graph is made of (its outputs come from `result`,
   its captures from `captures/2` with `scope`). For ops of other modules that carry sub-graphs.
   """
@@ -510,14 +506,19 @@ defmodule Nx.Defn.ControlFlow do
         when result: term
   def trace_on_parameters(templates, fun) when is_function(fun, 1) do
     trace(fn ->
-      params =
-        templates
-        |> Enum.with_index()
-        |> Enum.map(fn {t, i} -> Expr.parameter(i, t.type, t.shape) end)
-
+      params = parameters(templates)
       {params, fun.(params)}
     end)
   end
+
+  @doc """
+  `tensor` as a node carrying sub-graphs takes it as an input: a vectorized value travels
+  devectorized, the same node seen whole (docs/PROTOCOL.md 4.4); the sub-graph's parameter
+  for it (`trace_on_parameters/2`) and the node's outputs keep the vectorized axes.
+  """
+  @spec node_input(Nx.Tensor.t()) :: Nx.Tensor.t()
+  def node_input(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
+  def node_input(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   @doc """
   The expressions `outputs` reach that were not created in `scope` (a set of node ids from

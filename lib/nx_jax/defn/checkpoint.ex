@@ -15,7 +15,10 @@ defmodule NxJax.Defn.Checkpoint do
   The function is traced once into a sub-graph of a `:checkpoint` node (as the branches of
   `if` and the bodies of `while` are, `Nx.Defn.ControlFlow`): its parameters are the leaves
   of the arguments, then the values it closes over (captures); gradients flow to both
-  (docs/PROTOCOL.md 4.3). Values are not vectorized.
+  (docs/PROTOCOL.md 4.3). Vectorized values (`Nx.vectorize/2`) are checkpointed whole: the
+  node takes them devectorized and its results have the vectorized axes the function gives
+  them, so the checkpoint of a vectorized function is the vectorized checkpoint, as
+  `jax.checkpoint` of a `jax.vmap`.
   """
 
   alias Nx.Defn.{Composite, ControlFlow, Expr}
@@ -97,7 +100,7 @@ defmodule NxJax.Defn.Checkpoint do
       ControlFlow.trace_on_parameters(leaves, &apply_fun.(fill_arguments(containers, &1)))
 
     outputs = result!(result)
-    captures = captures!(outputs, scope)
+    captures = ControlFlow.captures(outputs, scope)
 
     opts = %{
       fun: {:subgraph, outputs, params ++ captures},
@@ -105,8 +108,8 @@ defmodule NxJax.Defn.Checkpoint do
       prevent_cse: prevent_cse
     }
 
-    outs =
-      Expr.tuple(:checkpoint, leaves ++ captures, opts, Enum.map(outputs, &Expr.template_of/1))
+    inputs = Enum.map(leaves ++ captures, &ControlFlow.node_input/1)
+    outs = Expr.tuple(:checkpoint, inputs, opts, Enum.map(outputs, &Expr.template_of/1))
 
     Composite.fill(result, Tuple.to_list(outs))
   end
@@ -213,9 +216,8 @@ defmodule NxJax.Defn.Checkpoint do
     filled
   end
 
-  # a leaf of the arguments or of the result (`what`), as an expression (not vectorized)
-  defp value!(%Nx.Tensor{} = tensor, fun, what),
-    do: vectorized!(Expr.to_expr(tensor), fun, what)
+  # a leaf of the arguments or of the result (`what`), as an expression
+  defp value!(%Nx.Tensor{} = tensor, _fun, _what), do: Expr.to_expr(tensor)
 
   defp value!(number, _fun, _what) when is_number(number), do: Expr.to_expr(number)
   defp value!(%Complex{} = number, _fun, _what), do: Expr.to_expr(Nx.tensor(number))
@@ -224,14 +226,6 @@ defmodule NxJax.Defn.Checkpoint do
     raise ArgumentError,
           "#{fun} expects #{what} to be a tensor or a number (or a tuple or map of them), " <>
             "got: #{inspect(other)}"
-  end
-
-  defp vectorized!(%Nx.Tensor{vectorized_axes: []} = tensor, _fun, _what), do: tensor
-
-  defp vectorized!(tensor, fun, what) do
-    raise ArgumentError,
-          "#{fun} is not supported with vectorized tensors yet (#{what} is vectorized): " <>
-            "devectorize first (Nx.devectorize/2), got: #{inspect(tensor)}"
   end
 
   defp result!(result) do
@@ -244,17 +238,5 @@ defmodule NxJax.Defn.Checkpoint do
       leaves ->
         Enum.map(leaves, &value!(&1, "checkpoint/3", "the result of its function"))
     end
-  end
-
-  defp captures!(outputs, scope) do
-    captures = ControlFlow.captures(outputs, scope)
-
-    if Enum.any?(captures, &(&1.vectorized_axes != [])) do
-      raise ArgumentError,
-            "checkpoint is not supported with vectorized tensors yet (the function given to " <>
-              "checkpoint/3 reads a vectorized value): devectorize it first"
-    end
-
-    captures
   end
 end

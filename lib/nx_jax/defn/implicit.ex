@@ -12,7 +12,11 @@ defmodule NxJax.Defn.Implicit do
   (`g` of a tangent solve, `matvec` of a linear solve, and its transpose) are supplied by JAX
   when the node runs: inside the solver they are `:linear_map` nodes (docs/PROTOCOL.md 4.3).
 
-  Their values are tensors (not containers) of a floating-point type, not vectorized.
+  Their values are tensors (not containers) of a floating-point type. Vectorized values
+  (`Nx.vectorize/2`) are solved whole: the unknown has the vectorized axes of the initial
+  guess (or `b`) and of what `f` (or `matvec`) makes of it, so a vectorized equation is one
+  equation per entry and its gradient is each entry's, as `jax.vmap` of the solve would give;
+  the linear maps the solvers receive act on each entry on its own (a block-diagonal map).
   """
 
   alias Nx.Defn.{ControlFlow, Expr}
@@ -62,7 +66,7 @@ defmodule NxJax.Defn.Implicit do
       end)
 
     scope = Enum.reduce([solve_scope, tangent_scope], f_scope, &MapSet.union/2)
-    captures = captures!([residual, root, v], scope, "custom_root/4")
+    captures = ControlFlow.captures([residual, root, v], scope)
 
     opts = %{
       f: {:subgraph, [residual], [x | captures]},
@@ -70,7 +74,7 @@ defmodule NxJax.Defn.Implicit do
       tangent_solve: {:subgraph, [v], [y | captures]}
     }
 
-    Expr.expr(:custom_root, [x0 | captures], opts, Expr.template_of(x0))
+    Expr.expr(:custom_root, node_inputs([x0 | captures]), opts, Expr.template_of(x0))
   end
 
   @doc """
@@ -130,7 +134,7 @@ defmodule NxJax.Defn.Implicit do
 
     scope = Enum.reduce(scopes, &MapSet.union/2)
     outputs = [ax, solution] ++ if(transpose, do: [elem(transpose, 1)], else: [])
-    captures = captures!(outputs, scope, "custom_linear_solve/5")
+    captures = ControlFlow.captures(outputs, scope)
 
     opts = %{
       matvec: {:subgraph, [ax], [x | captures]},
@@ -140,20 +144,25 @@ defmodule NxJax.Defn.Implicit do
       symmetric: symmetric
     }
 
-    Expr.expr(:custom_linear_solve, [b | captures], opts, Expr.template_of(b))
+    Expr.expr(:custom_linear_solve, node_inputs([b | captures]), opts, Expr.template_of(b))
   end
 
   ## Tracing
 
-  # The unknown's type: that of the initial guess (or b) merged with what `fun` makes of it
-  # (an f32 guess 1.0 for an f64 equation solves in f64), found by tracing `fun` once in a
-  # scope that is then dropped.
+  # The unknown's type and vectorized axes: those of the initial guess (or b) merged with
+  # what `fun` makes of it (an f32 guess 1.0 for an f64 equation solves in f64; a scalar guess
+  # for an equation that reads a vectorized value has one entry per entry of it), found by
+  # tracing `fun` once in a scope that is then dropped.
   defp widened(unknown, fun) do
     {{_params, out}, _scope} = trace([unknown], fn [x] -> fun.(x) end)
 
     case out do
       %Nx.Tensor{type: {kind, _} = type} when kind in [:f, :bf] ->
-        Nx.as_type(unknown, Nx.Type.merge(unknown.type, type))
+        axes = Expr.vectorized_union([unknown, out])
+
+        unknown
+        |> Nx.as_type(Nx.Type.merge(unknown.type, type))
+        |> Expr.align_vectorized(axes)
 
       # (anything else is refused when it is traced for good)
       _ ->
@@ -168,21 +177,12 @@ defmodule NxJax.Defn.Implicit do
     fn v ->
       # (a number or scalar stands for a constant vector: g.(1.0) for a scalar unknown)
       v = fit!(v, like, "#{name}.(v)'s argument", true)
-      Expr.expr(:linear_map, [v], %{}, Expr.template_of(like))
+      Expr.expr(:linear_map, [ControlFlow.node_input(v)], %{}, Expr.template_of(like))
     end
   end
 
-  defp captures!(outputs, scope, fun) do
-    captures = ControlFlow.captures(outputs, scope)
-
-    if Enum.any?(captures, &(&1.vectorized_axes != [])) do
-      raise ArgumentError,
-            "#{fun} is not supported with vectorized tensors yet (a vectorized value is " <>
-              "captured by one of its functions): devectorize it first"
-    end
-
-    captures
-  end
+  # a vectorized value travels to the node devectorized (Nx.Defn.ControlFlow.node_input/1)
+  defp node_inputs(tensors), do: Enum.map(tensors, &ControlFlow.node_input/1)
 
   ## Values
 
@@ -199,11 +199,6 @@ defmodule NxJax.Defn.Implicit do
           raise ArgumentError, "#{fun} expects #{what} to be a tensor, got: #{inspect(other)}"
       end
 
-    if tensor.vectorized_axes != [] do
-      raise ArgumentError,
-            "#{fun} is not supported with vectorized tensors yet, got #{what}: #{inspect(value)}"
-    end
-
     case tensor.type do
       {kind, _} when kind in [:f, :bf] -> tensor
       {:c, _} -> raise ArgumentError, "#{fun} expects #{what} to be real, got: #{inspect(value)}"
@@ -211,8 +206,9 @@ defmodule NxJax.Defn.Implicit do
     end
   end
 
-  # `value` returned by a user's function, as a tensor of `like`'s shape and type (a scalar
-  # broadcast to it where `scalar_ok`)
+  # `value` returned by a user's function, as a tensor of `like`'s shape, type and vectorized
+  # axes (a scalar broadcast to it where `scalar_ok`; a value with fewer vectorized axes is
+  # the same for every entry of those it lacks)
   defp fit!(value, like, what, scalar_ok \\ false) do
     tensor =
       case value do
@@ -221,12 +217,16 @@ defmodule NxJax.Defn.Implicit do
         other -> raise ArgumentError, "#{what} must return a tensor, got: #{inspect(other)}"
       end
 
+    extra = Keyword.keys(tensor.vectorized_axes) -- Keyword.keys(like.vectorized_axes)
+
     cond do
-      tensor.vectorized_axes != [] ->
+      extra != [] ->
         raise ArgumentError,
-              "custom_root and custom_linear_solve are not supported with vectorized tensors " <>
-                "yet, and #{what} is vectorized (it reads a vectorized value): devectorize " <>
-                "first, got: #{inspect(value)}"
+              "#{what} is vectorized along #{inspect(extra)}, which the unknown (vectorized " <>
+                "along #{inspect(Keyword.keys(like.vectorized_axes))}) is not: it reads a " <>
+                "vectorized value that neither the initial guess (or b) nor the equation " <>
+                "has. Give the initial guess (or b) those axes too, or devectorize it, got: " <>
+                inspect(value)
 
       tensor.shape != like.shape and not (scalar_ok and tensor.shape == {}) ->
         raise ArgumentError,
@@ -234,7 +234,7 @@ defmodule NxJax.Defn.Implicit do
                 inspect(tensor.shape)
 
       true ->
-        tensor = Nx.as_type(tensor, like.type)
+        tensor = tensor |> Nx.as_type(like.type) |> Expr.align_vectorized(like.vectorized_axes)
         if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
     end
   end
