@@ -148,6 +148,23 @@ defmodule NxJax.CheckpointTest do
     assert_all_close(grad(v, &stopped(x, &1)), Nx.sum(x, axes: [0]), 1.0e-12)
   end
 
+  # log1p(exp(x)) with its stable gradient, checkpointed: plain autodiff gives NaN at 100
+  defn stable_softplus(x) do
+    checkpoint(
+      fn x ->
+        custom_grad(Nx.log1p(Nx.exp(x)), [x], fn g -> [g * Nx.sigmoid(x)] end)
+      end,
+      x,
+      policy: :nothing_saveable
+    )
+  end
+
+  test "a custom_grad inside a checkpointed function is the gradient used, recomputed or not" do
+    x = Nx.tensor([0.0, 2.0, 100.0])
+    assert_all_close(grad(x, &Nx.sum(stable_softplus(&1))), Nx.sigmoid(x), 1.0e-7)
+    assert Nx.to_number(grad(Nx.tensor(100.0), &stable_softplus/1)) == 1.0
+  end
+
   test "a hook inside a checkpointed function fires once, gradients or not" do
     me = self()
     hooked = fn x -> Nx.Defn.Kernel.hook(Nx.sin(x), &send(me, {:hooked, &1})) end

@@ -67,6 +67,28 @@ defmodule NxJax.ImplicitDiffTest do
     )
   end
 
+  defn scaled_root(a), do: custom_grad(newton_sqrt(a), [a], fn g -> [g * 3.0] end)
+  defn doubled_root(a), do: newton_sqrt(custom_grad(a * 1.0, [a], fn g -> [g * 2.0] end))
+
+  # Newton's steps unrolled, the root the solver found hooked as :root
+  defn hooked_root(a) do
+    custom_root(
+      fn x -> x * x - a end,
+      1.0,
+      fn f, x0 ->
+        x = x0
+        x = x - f.(x) / (2 * x)
+        x = x - f.(x) / (2 * x)
+        x = x - f.(x) / (2 * x)
+        x = x - f.(x) / (2 * x)
+        x = x - f.(x) / (2 * x)
+        x = x - f.(x) / (2 * x)
+        hook(x, :root)
+      end,
+      fn g, y -> y / g.(1.0) end
+    )
+  end
+
   defn piecewise(a), do: if(a > 1, do: newton_sqrt(a), else: a * 0.0)
   defn stopped(a), do: stop_grad(newton_sqrt(a)) + a
 
@@ -152,6 +174,24 @@ defmodule NxJax.ImplicitDiffTest do
         alone = jacrev(&coupled_root(&1, m), ps[i])
         assert_all_close(Nx.devectorize(jac, keep_names: false)[i], alone, 1.0e-6)
       end
+    end
+
+    test "custom_grad around the root or its input, and a hook in the solver" do
+      # the user's gradient of the root replaces the implicit one
+      assert Nx.to_number(grad(Nx.tensor(2.0), &scaled_root/1)) == 3.0
+
+      # a custom_grad on the way in: d sqrt(b) / d a with b = a and db/da declared 2
+      assert_in_delta Nx.to_number(grad(Nx.tensor(2.0), &doubled_root/1)), 2 * 0.35355339, 1.0e-6
+
+      # a hook inside the solver sees the root it found; the gradient is still the implicit one
+      me = self()
+
+      hooked =
+        Nx.Defn.jit(&grad(&1, fn a -> hooked_root(a) end), hooks: %{root: &send(me, {:root, &1})})
+
+      assert_in_delta Nx.to_number(hooked.(Nx.tensor(2.0))), 0.35355339, 1.0e-6
+      assert_received {:root, root}
+      assert_in_delta Nx.to_number(root), :math.sqrt(2.0), 1.0e-6
     end
 
     test "the second derivative is the implicit one: -a^(-3/2) / 4 (grad of grad)" do

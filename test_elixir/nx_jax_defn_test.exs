@@ -44,6 +44,38 @@ defmodule NxJax.DefnTest do
   defn grad_log1pexp(x), do: grad(x, &log1pexp/1)
   defn grad_plain_log1pexp(x), do: grad(x, &Nx.log1p(Nx.exp(&1)))
 
+  # a hook inside the differentiated function (or the value of a custom_jvp)
+  defn hooked_jvp(x, t), do: jvp(fn x -> hook(Nx.sin(x), :inner) end, x, t)
+  defn hooked_jacfwd(x), do: jacfwd(fn x -> hook(Nx.sin(x), :inner) end, x)
+  defn hooked_jacrev(x), do: jacrev(fn x -> hook(Nx.sin(x), :inner) end, x)
+
+  defn hooked_custom_jvp(x) do
+    grad(x, fn x ->
+      Nx.sum(custom_jvp(hook(Nx.sin(x), :inner), [x], fn [t] -> Nx.cos(x) * t end))
+    end)
+  end
+
+  test "a hook inside the function fires once, with the function's value, in every mode" do
+    me = self()
+    x = Nx.tensor([1.0, 2.0])
+    hooks = %{inner: &send(me, {:inner, &1})}
+    cosines = Nx.cos(x)
+
+    runs = [
+      {&hooked_jvp(&1, Nx.tensor([1.0, 1.0])), &(elem(&1, 1) == cosines)},
+      {&hooked_jacfwd/1, &(&1 == Nx.make_diagonal(cosines))},
+      {&hooked_jacrev/1, &(&1 == Nx.make_diagonal(cosines))},
+      {&hooked_custom_jvp/1, &(&1 == cosines)}
+    ]
+
+    for {fun, check} <- runs do
+      assert check.(Nx.Defn.jit(fun, hooks: hooks).(x))
+      assert_received {:inner, value}
+      assert value == Nx.sin(x)
+      refute_received {:inner, _}
+    end
+  end
+
   describe "the issue's numbers" do
     test "hessian of sum(x^3) at [1.0, 2.0] is [[6, 0], [0, 12]]" do
       assert hessian_cube_sum(Nx.tensor([1.0, 2.0])) == Nx.tensor([[6.0, 0.0], [0.0, 12.0]])
