@@ -273,6 +273,39 @@ defmodule NxJax.DefnHooksTest do
       assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
     end
 
+    test "a call with a :timeout of its own puts its hooks under it without hooks_in" do
+      parent = self()
+
+      block = fn _ ->
+        send(parent, {:blocked, self()})
+        Process.sleep(:infinity)
+      end
+
+      assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
+
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          Nx.Defn.jit_apply(&named_hooks/1, [0.0], hooks: %{first: block}, timeout: 1000)
+        end
+
+      assert error.class == "Timeout"
+      assert error.message =~ "hook 0 of this call was still running"
+      assert_received {:blocked, hook_pid}
+      assert hook_pid != parent
+      refute Process.alive?(hook_pid)
+
+      # hooks_in: :caller keeps them in the caller (Nx's evaluator) even then
+      report = &send(parent, {:in, self(), &1})
+      opts = [hooks: %{first: report}, timeout: 5000, hooks_in: :caller]
+      assert Nx.Defn.jit_apply(&named_hooks/1, [0.0], opts) == Nx.tensor(3.0)
+      assert_received {:in, ^parent, _}
+
+      # and :infinity is no deadline: the caller, as without a timeout
+      opts = [hooks: %{first: report}, timeout: :infinity]
+      assert Nx.Defn.jit_apply(&named_hooks/1, [0.0], opts) == Nx.tensor(3.0)
+      assert_received {:in, ^parent, _}
+    end
+
     test "a hook that raises fails the call with its error; the later hooks are skipped" do
       parent = self()
       raising = fn _ -> raise ArgumentError, "hook failed in its process" end

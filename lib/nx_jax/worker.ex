@@ -36,7 +36,9 @@ defmodule NxJax.Worker do
   computes, `{:hook, id, index, tensors}` frames (`Nx.Defn.Kernel.hook/2`, PROTOCOL 2.2) are
   forwarded to the caller of request `id`, which runs the `:on_hook` function of its call
   (`on_hook.(index, tensors)`) in its own process, or, with the option `hooks_in: :process`,
-  in a process of its own that the call's deadline bounds (one at a time, in order). If that
+  in a process of its own that the call's deadline bounds (one at a time, in order). A call
+  given a finite `:timeout` of its own runs its hooks that way unless it says
+  `hooks_in: :caller`, so that the deadline it asks for bounds them. If that
   function raises, the caller raises the same error once the reply has arrived (the hooks after
   it are skipped).
 
@@ -122,7 +124,8 @@ defmodule NxJax.Worker do
   `default_timeout/0`, 60 s unless configured; past it the worker is replaced), `:retry` (default true: a call to a registered name interrupted
   by the worker's exit is sent once more to its restarted worker), `:on_hook` (a function
   `(index, wire_tensors)` for the hook values of the call, see "Hooks"), `:hooks_in` (`:caller`,
-  the default, or `:process`, see "Hooks"), `:reply_spin_us` (how
+  the default, or `:process`, the default when the call gives a finite `:timeout`; see
+  "Hooks"), `:reply_spin_us` (how
   long the caller polls for the reply before it sleeps, `reply_spin_us/0`).
   """
   def call(function, args, opts \\ []) when is_atom(function) and is_list(args) do

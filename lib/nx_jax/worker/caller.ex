@@ -56,7 +56,7 @@ defmodule NxJax.Worker.Caller do
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
     check_size!(dest, message)
-    on_hook = hook_runner(Keyword.get(opts, :on_hook), Keyword.get(opts, :hooks_in, :caller))
+    on_hook = hook_runner(Keyword.get(opts, :on_hook), hooks_in(opts))
     reply = if lendable and on_hook == nil, do: LentPort.call(dest, message, {timeout, spin_us})
 
     case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
@@ -285,6 +285,15 @@ defmodule NxJax.Worker.Caller do
   defp in_time do
     if Process.get(@late_replies) != nil, do: Process.delete(@late_replies)
     :ok
+  end
+
+  # Where the hooks of a call run when `:hooks_in` is not given: in the caller, as in Nx's
+  # evaluator, unless the call sets a finite `:timeout` of its own (an option Nx does not
+  # have): then in processes of their own, so that the deadline it asks for bounds them too.
+  defp hooks_in(opts) do
+    Keyword.get_lazy(opts, :hooks_in, fn ->
+      if Keyword.get(opts, :timeout, :infinity) == :infinity, do: :caller, else: :process
+    end)
   end
 
   # `on_hook` and where it runs (the `:hooks_in` option): `{:caller, fun}` or `{:process, fun}`
