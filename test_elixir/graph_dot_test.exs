@@ -25,6 +25,48 @@ defmodule NxJax.GraphDotTest do
 
       stop_grad(y) + x
     end
+
+    defn wrapped(x, w) do
+      h = Nx.tanh(x * w)
+      s = stop_grad(Nx.exp(h) * 2 + 1)
+      m = Nx.Defn.Expr.metadata(Nx.sin(h) * 3, %{name: :tagged})
+      Nx.sum(h * s + m)
+    end
+
+    defn grad_wrapped(x, w), do: grad(w, &wrapped(x, &1))
+  end
+
+  # node label (op and type) -> the labels of the clusters it is drawn in, outermost first
+  defp placement(dot) do
+    {placed, []} =
+      dot
+      |> String.split("\n")
+      |> Enum.reduce({%{}, []}, fn line, {placed, stack} ->
+        cond do
+          line =~ ~r/^\s*subgraph cluster_\d+ \{$/ ->
+            {placed, [:pending | stack]}
+
+          match?([:pending | _], stack) ->
+            [_, label] = Regex.run(~r/label="([^"]*)"/, line)
+            {placed, [label | tl(stack)]}
+
+          line =~ ~r/^\s*\}$/ and stack != [] ->
+            {placed, tl(stack)}
+
+          match = Regex.run(~r/^\s*n\d+ \[label="([^"]*)"/, line) ->
+            {Map.update(
+               placed,
+               Enum.at(match, 1),
+               [Enum.reverse(stack)],
+               &[Enum.reverse(stack) | &1]
+             ), stack}
+
+          true ->
+            {placed, stack}
+        end
+      end)
+
+    placed
   end
 
   defp declared(dot), do: Regex.scan(~r/^\s+(n\d+) \[label=/m, dot) |> Enum.map(&Enum.at(&1, 1))
@@ -55,6 +97,30 @@ defmodule NxJax.GraphDotTest do
     dot = Nx.Defn.Dot.to_dot(Nx.Defn.debug_expr(&Fns.mixed/1).(Nx.tensor(1.0)))
     assert dot =~ ~r/\[label="while\\nbody: \d+ nodes\\ncondition: \d+ nodes\\n\(f32, s64\)"\]/
     assert dot =~ ~s([label="stop_grad\\nf32", style=dashed, color="grey40", fontcolor="grey40"])
+  end
+
+  test "stop_grad and metadata are clusters of what they wrap, nested in the grad's" do
+    expr = Nx.Defn.debug_expr(&Fns.grad_wrapped/2).(Nx.tensor([1.0, 2.0]), Nx.tensor(0.5))
+    placed = placement(Nx.Defn.Dot.to_dot(expr))
+    grad = ~r/^differentiated by grad \(node \d+\)$/
+    stopped = ~r/^stop_grad \(node \d+\): no gradient flows back$/
+    tagged = ~r/^metadata :name \(node \d+\)$/
+
+    # what stop_grad wraps (exp, its constants, the stop_grad itself) in its own cluster,
+    # inside the grad's; tanh, read outside it too, stays in the grad's
+    for label <- ["exp\\nf32[2]", "constant 2.0\\nf32", "stop_grad\\nf32[2]"] do
+      assert [[outer, inner]] = placed[label]
+      assert outer =~ grad and inner =~ stopped
+    end
+
+    assert [[outer, inner]] = placed["sin\\nf32[2]"]
+    assert outer =~ grad and inner =~ tagged
+    assert [[outer]] = placed["tanh\\nf32[2]"]
+    assert outer =~ grad
+    # the copy of w that grad marks wraps nothing of its own: a node, no cluster
+    assert [[outer]] = placed["metadata :grad_input\\nf32"]
+    assert outer =~ grad
+    assert placed["parameter 0\\nf32[2]"] == [[]]
   end
 
   test "print_expr with dot: true prints the DOT text and returns the expression" do

@@ -8,7 +8,11 @@ defmodule Nx.Defn.Dot do
       cluster, and the `grad` node, where JAX runs the backward pass, is red;
     * the gradient function of a `custom_grad/3` (the nodes computed from its incoming
       gradient) is an orange cluster, its arrows into the `custom_grad` node dashed;
-    * `stop_grad` nodes are dashed grey, other metadata nodes notes;
+    * a `stop_grad` (dashed grey) and any other metadata node (a note) is a cluster with the
+      nodes computed only for it: what it wraps, and for `stop_grad` what no gradient
+      reaches through it;
+    * clusters nest where one holds all of another (a `stop_grad` inside what a `grad`
+      differentiates sits inside its cluster);
     * nodes carrying sub-graphs (`while`, `cond`, solvers, ...) say how many nodes each holds.
 
   `mix nx_jax.graph` renders it with Graphviz; `NxJax.Graph.to_dot/1` is the same function.
@@ -17,6 +21,10 @@ defmodule Nx.Defn.Dot do
   @backward "#f4a6a6"
   @custom "#fbd9a8"
   @forward "#dce9f9"
+  @stopped "#eeeeee"
+  @metadata "#f6f3d7"
+  # (nodes that compute nothing: a cluster holding them still nests in one that does not)
+  @leaves [:parameter, :constant, :tensor, :iota, :cotangent]
 
   @doc """
   The DOT text of the graph of `outputs` (a traced expression, or a container of them: what
@@ -34,28 +42,36 @@ defmodule Nx.Defn.Dot do
     {nodes, output_ids} = Nx.Defn.Graph.nodes(outputs)
     by_id = Map.new(nodes, fn {id, _, _, _, _} = node -> {id, node} end)
     users = users(nodes)
-    # (a node belongs to one cluster: a custom_grad's gradient, else the grad around it)
-    custom = custom_grad_clusters(nodes, by_id)
-    taken = for {_title, _color, ids} <- custom, id <- ids, into: MapSet.new(), do: id
-
-    grads =
-      for {title, color, ids} <- grad_clusters(nodes, by_id, users),
-          do: {title, color, Enum.reject(ids, &MapSet.member?(taken, &1))}
-
-    clusters = Enum.reject(grads ++ custom, &match?({_, _, []}, &1))
-    in_cluster = for {_title, _color, ids} <- clusters, id <- ids, into: %{}, do: {id, true}
     outputs = MapSet.new(output_ids)
 
-    body =
-      Enum.map(Enum.with_index(clusters), fn {{title, color, ids}, i} ->
-        inner = Enum.map_join(Enum.sort(ids), "\n", &("    " <> node_line(by_id[&1], outputs)))
+    clusters =
+      (custom_grad_clusters(nodes, by_id) ++
+         wrapper_clusters(nodes, by_id, users, outputs) ++ grad_clusters(nodes, by_id, users))
+      |> Enum.reject(&match?({_, _, []}, &1))
+      |> Enum.with_index(fn {title, color, ids}, i -> {i, title, color, MapSet.new(ids)} end)
 
-        "  subgraph cluster_#{i} {\n    label=#{quote_dot(title)}; style=filled; " <>
-          "color=#{quote_dot(color)};\n#{inner}\n  }"
-      end) ++
-        for {id, _, _, _, _} = node <- nodes,
-            not Map.has_key?(in_cluster, id),
-            do: "  " <> node_line(node, outputs)
+    # each node is drawn in the smallest cluster that holds it, each cluster inside the
+    # smallest other cluster that holds all of its computed nodes (its constants and
+    # parameters may lie outside; see smallest/2 and holds?/4 for ties)
+    home =
+      Map.new(nodes, fn {id, _, _, _, _} ->
+        {id, smallest(clusters, fn {_, _, _, set} -> MapSet.member?(set, id) end)}
+      end)
+
+    parent =
+      Map.new(clusters, fn {i, _, _, set} ->
+        computed = MapSet.reject(set, &(elem(by_id[&1], 1) in @leaves))
+        {i, smallest(clusters, fn {j, _, _, other} -> holds?(other, j, computed, i) end)}
+      end)
+
+    members = Enum.group_by(Enum.sort(Map.keys(home)), &home[&1])
+    children = Enum.group_by(Enum.map(clusters, &elem(&1, 0)), &parent[&1])
+    draw = %{by_id: by_id, outputs: outputs, members: members, children: children}
+    by_index = Map.new(clusters, &{elem(&1, 0), &1})
+
+    body =
+      Enum.map(Map.get(children, nil, []), &cluster_text(by_index[&1], by_index, draw, "  ")) ++
+        for id <- Map.get(members, nil, []), do: "  " <> node_line(by_id[id], outputs)
 
     edges =
       for {id, op, inputs, opts, _out} <- nodes,
@@ -70,6 +86,43 @@ defmodule Nx.Defn.Dot do
         header ++ body ++ edges ++ ["}"],
       "\n"
     ) <> "\n"
+  end
+
+  # the DOT text of cluster `i`: the nodes drawn in it, then the clusters nested in it
+  defp cluster_text({i, title, color, _set}, by_index, draw, indent) do
+    inner = indent <> "  "
+
+    nodes =
+      for id <- Map.get(draw.members, i, []),
+          do: inner <> node_line(draw.by_id[id], draw.outputs)
+
+    nested =
+      for j <- Map.get(draw.children, i, []),
+          do: cluster_text(by_index[j], by_index, draw, inner)
+
+    Enum.join(
+      [
+        "#{indent}subgraph cluster_#{i} {",
+        "#{inner}label=#{quote_dot(title)}; style=filled; color=#{quote_dot(color)};"
+      ] ++
+        nodes ++ nested ++ ["#{indent}}"],
+      "\n"
+    )
+  end
+
+  # the index of the smallest cluster for which `fun` holds (of two the same size, the one
+  # listed later: it is the inner one), nil when there is none
+  defp smallest(clusters, fun) do
+    case Enum.filter(clusters, fun) do
+      [] -> nil
+      found -> found |> Enum.min_by(fn {i, _, _, set} -> {MapSet.size(set), -i} end) |> elem(0)
+    end
+  end
+
+  # whether cluster j (its node set `other`) holds all of cluster i (`set`): of two with the
+  # same nodes, the one listed first holds the other
+  defp holds?(other, j, set, i) do
+    j != i and MapSet.subset?(set, other) and (MapSet.size(other) > MapSet.size(set) or j < i)
   end
 
   ## Nodes
@@ -151,6 +204,34 @@ defmodule Nx.Defn.Dot do
       {"differentiated by grad (node #{id})", @forward,
        region |> MapSet.delete(id) |> MapSet.to_list()}
     end
+  end
+
+  # a stop_grad or metadata node and the nodes computed only for it (neither parameters nor
+  # outputs): walking down from it in reverse topological order (ids are), a node joins when
+  # every node that reads it has joined. A node that wraps nothing of its own (the copies of
+  # x that grad marks, for one) is no cluster.
+  defp wrapper_clusters(nodes, by_id, users, outputs) do
+    for {id, op, inputs, opts, _out} <- nodes, op in [:stop_grad, :metadata] do
+      region =
+        inputs
+        |> ancestors(by_id)
+        |> Enum.sort(:desc)
+        |> Enum.reduce(MapSet.new([id]), fn n, region ->
+          only_here? =
+            elem(by_id[n], 1) != :parameter and not MapSet.member?(outputs, n) and
+              Enum.all?(Map.get(users, n, []), &MapSet.member?(region, &1))
+
+          if only_here?, do: MapSet.put(region, n), else: region
+        end)
+
+      {title, color} =
+        if op == :stop_grad,
+          do: {"stop_grad (node #{id}): no gradient flows back", @stopped},
+          else: {"#{label(op, opts)} (node #{id})", @metadata}
+
+      {title, color, MapSet.to_list(region)}
+    end
+    |> Enum.reject(&match?({_title, _color, [_wrapper_only]}, &1))
   end
 
   # a custom_grad's gradient function: the nodes its grads need that its value does not
