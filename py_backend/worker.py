@@ -123,7 +123,7 @@ def to_host(array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """A result as a NumPy array of its wire ``dtype``, checked against its declared ``shape``
     (conform() already checked; this guards the wire). Its bytes are taken in C order
     (``tobytes``, or ``reshape(-1)``, which copies an array that is not C-contiguous)."""
-    # (np.asarray with a dtype and an order costs 0.27 us more per result, even when both hold)
+    # (np.asarray with a dtype and an order costs more per result, even when both hold)
     host = np.asarray(array)
     if host.dtype != dtype:
         host = host.astype(dtype)
@@ -439,11 +439,11 @@ class Worker:
         """:meth:`_hot_path` for the commonest loop, one wire tensor in and one small wire tensor
         out, in one function that gives the whole reply frame, its length header included
         (:meth:`handle_framed`): the same steps as the runner of :meth:`_runner` and
-        ``FrameWriter.write_frame``, without their calls (about 0.5 us of a 10 us request
-        in-process), and from the second run on without :func:`to_host`'s NumPy conversion of
-        the result, whose buffer goes into the reply as it is where the first run showed it can
-        (:func:`_joins_as`; 1 us more). An error is an error reply (chunks). ``None`` for any
-        other request."""
+        ``FrameWriter.write_frame``, without their calls, and from the second run on without
+        :func:`to_host`'s NumPy conversion of the result, whose buffer goes into the reply as
+        it is where the first run showed it can (:func:`_joins_as`). What the byte-matched
+        path saves: docs/BENCHMARKS.md section 8. An error is an error reply (chunks).
+        ``None`` for any other request."""
         layout, program = kept.layout, kept.program
         read = self.layouts.one_reader(layout)
         if read is None or layout.keep or len(program.outs) != 1:
@@ -463,7 +463,7 @@ class Worker:
 
         # whether the run's result goes into the reply as it is (``b"".join`` reads a JAX array
         # through the buffer protocol, as ``np.asarray`` does, without making a NumPy array and
-        # its bytes; with the checks this makes unneeded, about 1 us of the call in-process).
+        # its bytes, and the checks this makes unneeded).
         # Decided by the first run: the same program on arguments of one layout gives results
         # of one type, dtype and shape. Not for a dtype the buffer protocol does not carry
         # (bfloat16) or one that is not the wire's.

@@ -38,9 +38,9 @@ defmodule NxJax.Pool do
 
   The settings a call reads, `config :nx_jax, remote:`, `reply_spin_us:` and `timeout:`,
   are read once, when the application starts (`reload_config/0`): an application-environment
-  lookup cost 0.13 us each, a tenth of a small call's overhead over JAX. After changing them at
-  run time with `Application.put_env/3`, call `reload_config/0`; the `:remote`,
-  `:reply_spin_us` and `:timeout` options of a call always apply at once.
+  lookup on every call is a measurable part of a small call's overhead over JAX. After
+  changing them at run time with `Application.put_env/3`, call `reload_config/0`; the
+  `:remote`, `:reply_spin_us` and `:timeout` options of a call always apply at once.
 
       NxJax.Pool.size()
       #=> 2
