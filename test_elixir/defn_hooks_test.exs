@@ -249,7 +249,9 @@ defmodule NxJax.DefnHooksTest do
       assert {first_value, second_value} == {Nx.tensor(1.0), Nx.tensor(2.0)}
     end
 
-    test "a hook that never returns is stopped at the call's deadline; the worker serves on" do
+    # a call of named_hooks whose first hook never returns, with `opts`: it fails with the
+    # Timeout error (returned) and the hook's process (its pid returned) is gone
+    defp stopped_hook!(opts) do
       parent = self()
 
       block = fn _ ->
@@ -259,40 +261,30 @@ defmodule NxJax.DefnHooksTest do
 
       # (compiled first, so that the deadline finds the worker done and only the hook running)
       assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
-      opts = [hooks: %{first: block}, hooks_in: :process, timeout: 1000]
 
       error =
-        assert_raise NxJax.WorkerError, fn -> Nx.Defn.jit_apply(&named_hooks/1, [0.0], opts) end
+        assert_raise NxJax.WorkerError, fn ->
+          Nx.Defn.jit_apply(&named_hooks/1, [0.0], [hooks: %{first: block}] ++ opts)
+        end
 
       assert error.class == "Timeout"
       assert error.message =~ "hook 0 of this call was still running"
-      assert error.message =~ "timeout: 1000 ms"
       assert_received {:blocked, hook_pid}
       refute Process.alive?(hook_pid)
+      {error, hook_pid}
+    end
+
+    test "a hook that never returns is stopped at the call's deadline; the worker serves on" do
+      {error, _hook_pid} = stopped_hook!(hooks_in: :process, timeout: 1000)
+      assert error.message =~ "timeout: 1000 ms"
       # (the worker had finished: nothing was killed, and the next call is served)
       assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
     end
 
     test "a call with a :timeout of its own puts its hooks under it without hooks_in" do
       parent = self()
-
-      block = fn _ ->
-        send(parent, {:blocked, self()})
-        Process.sleep(:infinity)
-      end
-
-      assert named_hooks(Nx.tensor(0.0)) == Nx.tensor(3.0)
-
-      error =
-        assert_raise NxJax.WorkerError, fn ->
-          Nx.Defn.jit_apply(&named_hooks/1, [0.0], hooks: %{first: block}, timeout: 1000)
-        end
-
-      assert error.class == "Timeout"
-      assert error.message =~ "hook 0 of this call was still running"
-      assert_received {:blocked, hook_pid}
+      {_error, hook_pid} = stopped_hook!(timeout: 1000)
       assert hook_pid != parent
-      refute Process.alive?(hook_pid)
 
       # hooks_in: :caller keeps them in the caller (Nx's evaluator) even then
       report = &send(parent, {:in, self(), &1})
