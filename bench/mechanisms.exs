@@ -118,6 +118,8 @@ jitted JAX call, both measured in the same condition.
 | small call | quiet p50 (us) | quiet p99 | quiet / baseline | hog p50 (us) | hog p99 | hog / baseline |
 | --- | --- | --- | --- | --- | --- | --- |
 | baseline: echo + in-process JAX | #{f.(baseline.(quiet), 1)} | | 1.00 | #{f.(baseline.(loaded), 1)} | | 1.00 |
+| — the polling raw port echo | #{f.(quiet.rows.echo.p50, 1)} | #{f.(quiet.rows.echo.p99, 1)} | | #{f.(loaded.rows.echo.p50, 1)} | #{f.(loaded.rows.echo.p99, 1)} | |
+| — the in-process jitted JAX call | #{f.(quiet.jax.p50, 1)} | #{f.(quiet.jax.p99, 1)} | | #{f.(loaded.jax.p50, 1)} | #{f.(loaded.jax.p99, 1)} | |
 #{Enum.map_join(Keyword.keys(variants), "\n", row)}
 
 What each mechanism saves (p50 without it minus p50 with all on, us; negative: it costs):

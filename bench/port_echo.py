@@ -8,7 +8,7 @@ port, with nothing of ours in between.
 
 ``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
 as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like: with
-the worker's rule for a spin that loses its CPU (``py_backend.channel.FrameReader``: it stops, and
+the worker's rule for a spin that loses its CPU (``py_backend.channel.SpinPause``: it stops, and
 the next waits block at once).
 """
 
@@ -22,7 +22,7 @@ import struct
 import sys
 import time
 
-from py_backend.channel import PAUSE_READS, PREEMPTED_NS
+from py_backend.channel import PREEMPTED_NS, SpinPause
 
 HEADER = struct.Struct(">I")
 
@@ -45,26 +45,32 @@ class RawPort:
             except (OSError, ValueError):
                 pass
         self.spin_ns = spin_ns
-        self.unspun = 0
+        self.pause = SpinPause()
         if spin_ns:
             os.set_blocking(3, False)
 
     def _read_some(self, view: memoryview) -> int | None:
+        pause = self.pause
+        if pause.left:  # a pause of the spin: fd 3 blocks, as the worker's (FrameReader)
+            pause.left -= 1
+            n = self.rd.readinto(view)
+            if not pause.left:
+                os.set_blocking(3, False)
+            return n
         n = self.rd.readinto(view)
         if n is None:  # non-blocking and nothing there yet: spin, then sleep in select
-            if self.unspun:
-                self.unspun -= 1
-            else:
-                last = time.perf_counter_ns()
-                deadline = last + self.spin_ns
-                while n is None and last < deadline:
-                    os.sched_yield()
-                    n = self.rd.readinto(view)
-                    now = time.perf_counter_ns()
-                    if now - last > PREEMPTED_NS:
-                        self.unspun = PAUSE_READS
-                        break
-                    last = now
+            last = time.perf_counter_ns()
+            deadline = last + self.spin_ns
+            while n is None and last < deadline:
+                os.sched_yield()
+                n = self.rd.readinto(view)
+                now = time.perf_counter_ns()
+                if now - last > PREEMPTED_NS:  # the spin lost its CPU: a pause begins
+                    pause.lost()
+                    os.set_blocking(3, True)
+                    return n if n is not None else self._read_some(view)
+                last = now
+            pause.kept()
             while n is None:
                 select.select([3], [], [])
                 n = self.rd.readinto(view)

@@ -60,9 +60,13 @@ _DISCARD_CHUNK = 1 << 20
 _BUFFER = 1 << 16  # read buffer; frames up to this size are also written in one piece
 _IOV_MAX = 1024
 # A spin that finds itself descheduled for this long (another runnable task had the CPU: the
-# machine has more work than cores) stops, and the next PAUSE_READS waits block at once.
-PREEMPTED_NS = 200_000
-PAUSE_READS = 256
+# machine has more work than cores) stops, and the next reads block (SpinPause). Under the
+# caller's own reply polling (NxJax.Worker.reply_spin_us/0, 100 us by default), so that a
+# spin sharing one CPU with the very caller it waits for notices.
+PREEMPTED_NS = 50_000
+PAUSE_MIN = 8
+PAUSE_MAX = 256
+KEPT_TO_HALVE = 16
 
 Chunk = bytes | bytearray | memoryview
 
@@ -167,6 +171,39 @@ def _raw_writer(sink: int | _Writable) -> _Writable:
     return sink
 
 
+class SpinPause:
+    """When a reader that spins (``FrameReader``'s ``spin_us``) blocks at once instead.
+
+    A spin that loses its CPU (``lost``) starts a pause: the reader's next ``pause`` reads
+    block without spinning. The pause doubles each time that happens, from ``PAUSE_MIN`` up to
+    ``PAUSE_MAX`` reads, and halves after every ``KEPT_TO_HALVE`` spins that keep their CPU to
+    their end (``kept``: data came, or the spin ran out). On a machine that stays busy (a
+    CPU-bound process beside the reader) the pauses soon last ``PAUSE_MAX`` reads, and the
+    reader spins about once in that many; a passing preemption (another process's spin ending,
+    a short burst of work) costs ``PAUSE_MIN`` blocking reads. With one fixed pause of 256
+    reads, a benchmark that switches workers every 100 calls paused most of its calls
+    (docs/BENCHMARKS.md section 9).
+    """
+
+    __slots__ = ("pause", "left", "paused", "kept_spins")
+
+    def __init__(self) -> None:
+        self.pause = PAUSE_MIN  # the length of the next pause, in reads
+        self.left = 0  # reads left in the current pause (the reader counts them down)
+        self.paused = 0  # pauses so far
+        self.kept_spins = 0
+
+    def lost(self) -> None:
+        self.left = self.pause
+        self.pause = min(2 * self.pause, PAUSE_MAX)
+        self.paused += 1
+
+    def kept(self) -> None:
+        self.kept_spins += 1
+        if self.pause > PAUSE_MIN and self.kept_spins % KEPT_TO_HALVE == 0:
+            self.pause //= 2
+
+
 class FrameReader:
     """Reads ``{packet, 4}`` frames from a file descriptor or an unbuffered binary file.
 
@@ -181,10 +218,13 @@ class FrameReader:
     tens of microseconds (virtual machines) this takes that wake-up off the next request's
     latency, at the price of up to ``spin_us`` of CPU after each burst of requests; an idle
     reader does not spin. 0 (the default) always blocks. Spinning only pays while this process
-    has a CPU to itself: when one poll of the spin comes more than 200 us after the one before
-    (another task ran on this CPU meanwhile), the spin stops and the next 256 waits block at
-    once (``paused_spins`` counts such pauses), as a spin beside a CPU-bound process only takes
-    time from the process that would answer (docs/BENCHMARKS.md section 9).
+    has a CPU to itself: when one poll of the spin comes more than 50 us after the one before
+    (another task ran on this CPU meanwhile), the spin stops and the next reads block, 8 of
+    them at first and up to 256 while it keeps happening (:class:`SpinPause`; ``paused_spins``
+    counts such pauses), as a spin beside a CPU-bound process only takes time from the process
+    that would answer. During a pause the descriptor is in blocking mode and each read waits in
+    ``read`` itself, which wakes sooner than ``select`` on a busy machine (docs/BENCHMARKS.md
+    section 9).
     """
 
     def __init__(
@@ -198,24 +238,31 @@ class FrameReader:
         self._end = 0
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
         self._spin_ns = spin_us * 1000
-        self._unspun = 0  # waits left that block without spinning (see the class docs)
-        self.paused_spins = 0
+        self._pause = SpinPause()
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
     def _read_into(self, view: memoryview) -> int:
-        """One read into ``view`` (0 at EOF), spinning and then blocking while nothing is
-        ready."""
+        """One read into ``view`` (0 at EOF): spinning and then blocking while nothing is ready,
+        or, during a pause of the spin (:class:`SpinPause`), a plain blocking read: the
+        descriptor blocks for the pause, as waking from ``read`` itself costs less than waking
+        from ``select`` when the machine is busy (docs/BENCHMARKS.md section 9)."""
+        pause = self._pause
+        fd = self._fd
+        if pause.left and fd is not None:
+            pause.left -= 1
+            n = self._raw.readinto(view)
+            if not pause.left:
+                os.set_blocking(fd, False)
+            if n is not None:
+                return n
         n = self._raw.readinto(view)
         if n is not None:
             return n
         if self._fd is not None:
-            if self._unspun:
-                self._unspun -= 1
-            else:
-                n = self._spin(view)
-                if n is not None:
-                    return n
+            n = self._spin(view)
+            if n is None and pause.left:  # the spin lost its CPU: this wait is the pause's
+                return self._read_into(view)
             while n is None:
                 select.select([self._fd], [], [])
                 n = self._raw.readinto(view)
@@ -231,15 +278,23 @@ class FrameReader:
         while last < deadline:
             os.sched_yield()  # let whatever else is runnable on this CPU go first
             n = self._raw.readinto(view)
-            if n is not None:
-                return n
             now = time.perf_counter_ns()
-            if now - last > PREEMPTED_NS:
-                self._unspun = PAUSE_READS
-                self.paused_spins += 1
-                return None
+            if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
+                self._pause.lost()
+                if self._fd is not None:
+                    os.set_blocking(self._fd, True)
+                return n
+            if n is not None:
+                self._pause.kept()
+                return n
             last = now
+        self._pause.kept()
         return None
+
+    @property
+    def paused_spins(self) -> int:
+        """How many times a spin lost its CPU and paused (:class:`SpinPause`)."""
+        return self._pause.paused
 
     def _buffer_at_least(self, want: int) -> int:
         """Read until ``want`` bytes (at most ``_BUFFER``) are buffered or the stream ends;

@@ -402,6 +402,64 @@ def test_write_framed_writes_a_whole_frame_as_write_frame_does() -> None:
         os.close(w)
 
 
+def test_spin_pause_doubles_while_spins_keep_losing_and_halves_after_kept_ones() -> None:
+    pause = channel.SpinPause()
+    lengths = []
+    for _ in range(7):
+        pause.lost()
+        lengths.append(pause.left)
+    assert lengths == [8, 16, 32, 64, 128, 256, 256]
+    assert pause.paused == 7
+    # each KEPT_TO_HALVE spins that keep their CPU halve the next pause, down to PAUSE_MIN
+    for _ in range(channel.KEPT_TO_HALVE - 1):
+        pause.kept()
+    assert pause.pause == 256
+    pause.kept()
+    assert pause.pause == 128
+    for _ in range(10 * channel.KEPT_TO_HALVE):
+        pause.kept()
+    assert pause.pause == channel.PAUSE_MIN
+    pause.lost()
+    assert pause.left == channel.PAUSE_MIN
+
+
+def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every spin "loses its CPU" (no gap is short enough): the reader pauses at its first wait,
+    # reads with the descriptor blocking for PAUSE_MIN reads, then spins again, loses again and
+    # pauses for twice as long; nothing is lost or reordered on the way
+    monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
+    r, w = os.pipe()
+    try:
+        reader = FrameReader(r, spin_us=1_000_000)
+        assert not os.get_blocking(r)
+        timer = threading.Timer(0.05, lambda: os.write(w, frame(b"first")))
+        timer.start()
+        assert reader.read_frame() == b"first"  # waited in a blocking read, after the spin
+        timer.join()
+        assert reader.paused_spins == 1 and os.get_blocking(r)
+        got = []
+        for i in range(channel.PAUSE_MIN - 1):  # one read each: the pause's remaining reads
+            os.write(w, frame(b"p%d" % i))
+            got.append(reader.read_frame())
+        assert got == [b"p%d" % i for i in range(channel.PAUSE_MIN - 1)]
+        assert not os.get_blocking(r)  # the pause is over
+        timer = threading.Timer(0.05, lambda: os.write(w, frame(b"second")))
+        timer.start()
+        assert reader.read_frame() == b"second"
+        timer.join()
+        assert reader.paused_spins == 2 and os.get_blocking(r)
+        assert reader._pause.left == 2 * channel.PAUSE_MIN - 1
+        os.close(w)
+        w = -1
+        assert reader.read_frame() is None  # EOF in a blocking read
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
 def test_a_spin_that_loses_its_cpu_stops_spinning_for_a_while() -> None:
     # a CPU-bound process on the reader's only CPU: the spin's yield lets it run a whole time
     # slice, the spin notices the gap and stops, and the waits after it block without spinning
