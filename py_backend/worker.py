@@ -214,6 +214,9 @@ class Worker:
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
         self.reader: FrameReader | None = None  # (the request stream serve() reads, for stats)
+        # the results of the call being answered, which serve() lets go of once the reply is
+        # written: their buffers are freed while the caller reads its reply, not before
+        self.spent: Any = None
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -480,6 +483,7 @@ class Worker:
                 cache.touch(program, use)
                 results = jitted(argument)
                 stats.runs += 1
+                self.spent = results  # (freed after the reply is written, off its path)
                 if direct:
                     return join(
                         (lengths[len(id_bytes)], head, id_bytes, one, header, results[0], tail)
@@ -509,6 +513,7 @@ class Worker:
         def run(frame: Chunk) -> Any:
             results = jitted(*arguments(frame))
             stats.runs += 1
+            self.spent = results
             if len(results) != n_outs:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
@@ -848,6 +853,10 @@ def serve(
                 replies.write_frame(reply)
         except BrokenPipeError:
             return 0
+        # the reply and the run's results are freed only now, once the caller has its answer
+        # (freeing a JAX array takes a while: docs/BENCHMARKS.md section 9)
+        del reply
+        worker.spent = None
 
 
 def main(argv: Sequence[str] = ()) -> int:
