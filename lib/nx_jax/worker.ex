@@ -317,9 +317,9 @@ defmodule NxJax.Worker do
   How long a caller polls for its reply before it sleeps, in microseconds
   (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default, read when the
   application starts or by `NxJax.Pool.reload_config/0`; 0 never polls; per call, the
-  `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies keep coming
-  after its polling is over (long steps, a queue of calls ahead of its own) stops polling until
-  a reply comes within it again, trying again every 16th call.
+  `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies came after its
+  polling was over twice in a row (long steps, a queue of calls ahead of its own) stops polling
+  until a reply comes within it again, trying again every 16th call.
   """
   def reply_spin_us do
     # (read when the application starts, NxJax.Pool.reload_config/0; the environment itself

@@ -21,8 +21,8 @@ defmodule NxJax.Worker.Caller do
   reductions have run since its last check, and so that the caller gives way to other
   processes as a yield would. The caller monitors the worker only once it stops polling (a
   call answered while it polls costs no monitor), and checks that a local worker is alive
-  every 64th poll. A process whose replies keep coming after its polling is over stops
-  polling, trying again every 16th call.
+  every 64th poll. A process whose replies came after its polling was over twice in a row
+  stops polling, trying again every 16th call.
   """
   alias NxJax.Worker.LentPort
 
@@ -35,6 +35,7 @@ defmodule NxJax.Worker.Caller do
   @reply_alias {__MODULE__, :reply_alias}
   @in_hook {__MODULE__, :in_hook}
   @respin_every 16
+  @late_to_stop 2
   @alive_every 64
   # one time slice (OTP's CONTEXT_REDS)
   @poll_reductions 4000
@@ -259,15 +260,17 @@ defmodule NxJax.Worker.Caller do
   # A caller whose replies keep coming after its spin is over (long steps, or a queue of other
   # calls ahead of its own) stops polling, where it would only burn a scheduler: it polls again
   # once a reply comes within the spin, and tries every @respin_every-th call. The count of
-  # such late replies in a row is kept per process (@late_replies). A spin never outlasts the
-  # caller's limit.
+  # such late replies in a row is kept per process (@late_replies). One late reply alone does
+  # not stop the polling (@late_to_stop): beside a CPU-bound process a preempted call comes
+  # late now and then, and each such reply made the next 15 calls sleep, which took longer
+  # than polling there (docs/BENCHMARKS.md section 9). A spin never outlasts the caller's limit.
   defp spin_until(0, _now, _limit), do: nil
 
   defp spin_until(us, now, limit) do
     late = Process.get(@late_replies, 0)
 
     cond do
-      late > 0 and rem(late, @respin_every) != 0 -> nil
+      late >= @late_to_stop and rem(late, @respin_every) != 0 -> nil
       limit == :infinity -> now + us
       true -> min(now + us, limit * 1000)
     end
