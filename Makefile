@@ -56,7 +56,7 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-plots bench-mechanisms bench-while bench-checkpoint
+.PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -70,6 +70,10 @@ bench-plots: deps
 # section 8 of docs/BENCHMARKS.md: each latency mechanism switched off, quiet and with a CPU hog
 bench-mechanisms: deps
 	mix run bench/mechanisms.exs
+
+# the small call one client layer at a time, quiet and co-located with a CPU hog (section 9)
+bench-layers: deps
+	mix run bench/layers.exs
 
 # reverse mode through unbounded while loops: time per iteration for n = 10 .. 10,000
 bench-while: python-deps
