@@ -9,7 +9,7 @@ port, with nothing of ours in between.
 ``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
 as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like: with
 the worker's rule for a spin that loses its CPU (``py_backend.channel.SpinPause``: it stops, and
-the next waits block at once).
+the next waits block at once; ``move_off_this_cpu``: it moves to another CPU if one is idle).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import struct
 import sys
 import time
 
-from py_backend.channel import PREEMPTED_NS, SpinPause
+from py_backend.channel import PREEMPTED_NS, SpinPause, move_off_this_cpu
 
 HEADER = struct.Struct(">I")
 
@@ -67,6 +67,7 @@ class RawPort:
                 now = time.perf_counter_ns()
                 if now - last > PREEMPTED_NS:  # the spin lost its CPU: a pause begins
                     pause.lost()
+                    move_off_this_cpu()
                     os.set_blocking(3, True)
                     return n if n is not None else self._read_some(view)
                 last = now

@@ -68,6 +68,7 @@ PAUSE_MIN = 8
 PAUSE_MAX = 256
 KEPT_TO_HALVE = 16
 
+
 Chunk = bytes | bytearray | memoryview
 
 
@@ -204,6 +205,57 @@ class SpinPause:
             self.pause //= 2
 
 
+def move_off_this_cpu() -> bool:
+    """Moves the calling thread to another CPU, once, if the machine has a CPU with nothing to
+    run; True if it moved. Called when a spin lost its CPU (:class:`SpinPause`).
+
+    Seen on a quiet 2-core machine: a worker woken by its caller's write can land on the CPU
+    of the caller, which keeps that CPU busy while it polls for the reply; the two then take
+    turns on one CPU while the other has nothing to do, and stay that way for hundreds of
+    calls. Moving once (the thread's affinity set without the current CPU, then set back as
+    it was) ended that in our measurements. Done only where the tasks ready to run
+    (``/proc/loadavg``) are no more than the CPUs this thread may use: on a busy machine a
+    move only trades one shared CPU for another (docs/BENCHMARKS.md section 9). False, and
+    nothing changed, where any of this cannot be read or set (not Linux, one allowed CPU).
+    """
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return False
+    cpu = _current_cpu()
+    running = _running_tasks()
+    if cpu not in allowed or len(allowed) < 2 or running is None or running > len(allowed):
+        return False
+    try:
+        os.sched_setaffinity(0, allowed - {cpu})
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            os.sched_setaffinity(0, allowed)
+        except OSError:
+            pass
+
+
+def _current_cpu() -> int | None:
+    """The CPU this thread last ran on (``/proc/thread-self/stat``, field 39)."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _running_tasks() -> int | None:
+    """How many tasks of the machine are running or ready to run (``/proc/loadavg``)."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class FrameReader:
     """Reads ``{packet, 4}`` frames from a file descriptor or an unbuffered binary file.
 
@@ -222,9 +274,10 @@ class FrameReader:
     (another task ran on this CPU meanwhile), the spin stops and the next reads block, 8 of
     them at first and up to 256 while it keeps happening (:class:`SpinPause`; ``paused_spins``
     counts such pauses), as a spin beside a CPU-bound process only takes time from the process
-    that would answer. During a pause the descriptor is in blocking mode and each read waits in
-    ``read`` itself, which wakes sooner than ``select`` on a busy machine (docs/BENCHMARKS.md
-    section 9).
+    that would answer; and the reader moves to another CPU if the machine has an idle one
+    (:func:`move_off_this_cpu`). During a pause the descriptor is in blocking mode and each
+    read waits in ``read`` itself, which wakes sooner than ``select`` on a busy machine
+    (docs/BENCHMARKS.md section 9).
     """
 
     def __init__(
@@ -281,6 +334,7 @@ class FrameReader:
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
                 self._pause.lost()
+                move_off_this_cpu()
                 if self._fd is not None:
                     os.set_blocking(self._fd, True)
                 return n

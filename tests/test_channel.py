@@ -12,7 +12,8 @@ import sys
 import threading
 import time
 import tracemalloc
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -423,6 +424,69 @@ def test_spin_pause_doubles_while_spins_keep_losing_and_halves_after_kept_ones()
     assert pause.left == channel.PAUSE_MIN
 
 
+
+T = TypeVar("T")
+
+
+def _run_on(cpus: set[int], fn: Callable[[], T]) -> T:
+    """fn() in a thread of its own, started with affinity ``cpus`` (the test's own thread keeps
+    its affinity)."""
+    out: list[T] = []
+
+    def body() -> None:
+        os.sched_setaffinity(0, cpus)
+        out.append(fn())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out[0]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_move_off_this_cpu_moves_to_another_allowed_cpu_and_keeps_the_affinity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    two = set(sorted(allowed)[:2])
+    monkeypatch.setattr(channel, "_running_tasks", lambda: 1)
+
+    def moved() -> tuple[int | None, bool, int | None, set[int]]:
+        before = channel._current_cpu()
+        done = channel.move_off_this_cpu()
+        return before, done, channel._current_cpu(), os.sched_getaffinity(0)
+
+    before, done, after, affinity = _run_on(two, moved)
+    assert done is True
+    assert before in two and after in two and after != before
+    assert affinity == two  # set back as it was
+
+
+def test_move_off_this_cpu_stays_where_no_cpu_is_idle_or_only_one_is_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    # more tasks ready to run than CPUs: a move would only trade one busy CPU for another
+    monkeypatch.setattr(channel, "_running_tasks", lambda: len(allowed) + 1)
+    stay = _run_on(allowed, lambda: (channel.move_off_this_cpu(), os.sched_getaffinity(0)))
+    assert stay == (False, allowed)
+    # unreadable /proc/loadavg
+    monkeypatch.setattr(channel, "_running_tasks", lambda: None)
+    assert _run_on(allowed, channel.move_off_this_cpu) is False
+    # one CPU allowed: nowhere to go, and the affinity is left alone
+    monkeypatch.setattr(channel, "_running_tasks", lambda: 1)
+    one = {min(allowed)}
+    assert _run_on(one, lambda: (channel.move_off_this_cpu(), os.sched_getaffinity(0))) == (
+        False,
+        one,
+    )
+
+
+def test_running_tasks_and_current_cpu_read_proc() -> None:
+    running = channel._running_tasks()
+    assert running is not None and running >= 1  # this test itself runs
+    assert channel._current_cpu() in os.sched_getaffinity(0)
+
 def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -430,6 +494,13 @@ def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
     # reads with the descriptor blocking for PAUSE_MIN reads, then spins again, loses again and
     # pauses for twice as long; nothing is lost or reordered on the way
     monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
+    moves: list[int] = []
+
+    def move() -> bool:
+        moves.append(1)
+        return True
+
+    monkeypatch.setattr(channel, "move_off_this_cpu", move)
     r, w = os.pipe()
     try:
         reader = FrameReader(r, spin_us=1_000_000)
@@ -451,6 +522,7 @@ def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
         timer.join()
         assert reader.paused_spins == 2 and os.get_blocking(r)
         assert reader._pause.left == 2 * channel.PAUSE_MIN - 1
+        assert len(moves) == 2  # each lost spin asked to move off its CPU
         os.close(w)
         w = -1
         assert reader.read_frame() is None  # EOF in a blocking read
