@@ -329,15 +329,21 @@ defmodule Bench do
   `small/1` first). The cache holds it once per call option set (a `reply_spin_us: 0` jit has
   its own entry), all of one graph.
   """
-  def small_graph do
-    [graph] =
+  def small_graph, do: elem(small_trace(), 1)
+
+  @doc """
+  The trace cache's entry of `small/1` on a scalar f32 (as `small_graph/0`, after a first
+  call): `{:graph, {graph_bin, key}, parameters, container, templates, hooks}`.
+  """
+  def small_trace do
+    [entry] =
       Enum.uniq(
         for {{Nx.Defn.Compiler, _, _} = k, {entry, _used}} <- :persistent_term.get(),
             is_tuple(entry) and elem(entry, 0) == :graph and inspect(k) =~ "small",
-            do: elem(entry, 1)
+            do: entry
       )
 
-    graph
+    entry
   end
 
   def cpu_model do
