@@ -61,6 +61,7 @@ end
 
 bare = lent_round_trip.(:bare, false)
 message = {:graph_call, key, graph, body, false, self()}
+lent_local = local.(:lent)
 {:graph, compiled, _, _, templates, hooks} = Bench.small_trace()
 run_opts = Keyword.merge(Nx.Defn.default_options(), server: workers.run)
 defn = Nx.Defn.jit(&Bench.small/1, server: workers.defn)
@@ -93,8 +94,8 @@ rows = [
     {"... waiting with `Caller.wait_reply/6` instead of a bare poll",
      lent_round_trip.(:wait, true)},
   lent:
-    {"`LentPort.call/3` (its checks and counters, give back, forwarding)",
-     fn -> {:ok, [_]} = NxJax.Worker.LentPort.call(workers.lent, message, limits) end},
+    {"`LentPort.call/4` (its checks and counters, give back, forwarding)",
+     fn -> {:ok, [_]} = NxJax.Worker.LentPort.call(workers.lent, lent_local, message, limits) end},
   api:
     {"`NxJax.Worker.run_cached/5` (options, size check, hook choice)",
      fn -> [_] = NxJax.Worker.run_cached(key, graph, [wire_x], false, server: workers.api) end},

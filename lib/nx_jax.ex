@@ -31,13 +31,13 @@ defmodule NxJax do
 
   @impl true
   def __run__({graph_bin, key}, args, templates, hooks, opts) do
-    home = Enum.find_value(args, &NxJax.Backend.worker/1)
+    home = home(args)
     keep = home != nil or Nx.default_backend() == NxJax.Backend
 
     NxJax.Pool.with_worker(
       Keyword.get(opts, :server) || home,
       fn server ->
-        wire = Enum.map(args, &NxJax.Backend.to_wire(full_shape(&1), server))
+        wire = to_wire(args, server)
         call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
 
         results =
@@ -74,6 +74,17 @@ defmodule NxJax do
         reraise error, __STACKTRACE__
       end
   end
+
+  # The worker of the first resident argument, nil if none; the arguments' wire forms. (Local
+  # walks: this runs on every call, where each library function a call passes through costs
+  # more on a CPU shared with the worker, docs/BENCHMARKS.md section 9.)
+  defp home([arg | rest]), do: NxJax.Backend.worker(arg) || home(rest)
+  defp home([]), do: nil
+
+  defp to_wire([arg | rest], server),
+    do: [NxJax.Backend.to_wire(full_shape(arg), server) | to_wire(rest, server)]
+
+  defp to_wire([], _server), do: []
 
   # (one result, the common case, without the zip)
   defp from_wire_all([template], [result], server), do: [from_wire(template, result, server)]

@@ -120,6 +120,31 @@ defmodule NxJax.ConfigTest do
     end
   end
 
+  test "the global defn options are read once; global_default_options/1 and reload_config/0 apply changes" do
+    defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+
+    try do
+      assert Nx.Defn.default_options() == defaults
+      # a change of the environment alone is not seen (it is read once) ...
+      Application.put_env(:nx_jax, :default_defn_options, timeout: 61_000)
+      assert Nx.Defn.default_options() == defaults
+      # ... until reload_config/0 reads it again
+      NxJax.Pool.reload_config()
+      assert Nx.Defn.default_options() == [timeout: 61_000]
+      assert Nx.Defn.global_default_options(timeout: 62_000) == [timeout: 61_000]
+      assert Nx.Defn.default_options() == [timeout: 62_000]
+      assert Application.get_env(:nx_jax, :default_defn_options) == [timeout: 62_000]
+      # a process's own defaults still come first
+      assert Task.await(
+               Task.async(fn -> Nx.Defn.default_options([]) && Nx.Defn.default_options() end)
+             ) == []
+    after
+      Nx.Defn.global_default_options(defaults)
+    end
+
+    assert Nx.Defn.default_options() == defaults
+  end
+
   test "pool_size: :per_device gives worker i device i; on CUDA only its own GPU is visible" do
     before = Application.get_env(:nx_jax, :platform)
     opts = [name: :w, env: [{"XLA_FLAGS", "x"}]]

@@ -93,6 +93,39 @@ defmodule NxJax.WireTest do
     assert NxJax.Wire.lent_reply(:erlang.term_to_binary({:r, 5, :pong}), 5) == {5, {:ok, :pong}}
   end
 
+  test "args_body/1 writes the bytes term_to_binary writes, for every kind of argument list" do
+    types =
+      [{:f, 16}, {:f, 32}, {:f, 64}, {:bf, 16}, {:c, 64}, {:c, 128}] ++
+        for(k <- [:s, :u], b <- [2, 4, 8, 16, 32, 64], do: {k, b})
+
+    shapes = [{}, {0}, {1}, {255}, {256}, {65_535, 2}, {70_000, 1, 3}, {2_147_483_647}]
+    datas = ["", <<1, 2, 3>>, :binary.copy(<<7>>, 300)]
+
+    lists =
+      for(t <- types, s <- shapes, d <- datas, do: [{t, s, d}]) ++
+        [
+          [{{:f, 32}, {2}, <<0::64>>}, {{:s, 64}, {}, <<5::64>>}, {{:u, 8}, {3, 1}, <<1, 2, 3>>}],
+          # not wire tensors: term_to_binary writes them (the same function's answer)
+          [],
+          [{:ref, 123}],
+          [{{:f, 32}, {}, <<0::32>>}, {:ref, 7}],
+          [{{:f, 32}, {2_147_483_648}, <<>>}],
+          [{{:f, 32}, {-1}, <<>>}],
+          [{{:f, 32}, List.to_tuple(List.duplicate(1, 256)), <<>>}],
+          [{{:f, 300}, {}, <<>>}],
+          [{{:other, 32}, {}, <<>>}],
+          [{{:f, 32}, [2], <<>>}],
+          [{{:f, 32}, {}, <<1::3>>}],
+          [1.5, :atom]
+        ]
+
+    for args <- lists do
+      body = NxJax.Wire.args_body(args)
+      assert body == NxJax.Wire.small_body(args), inspect(args, limit: 5)
+      assert :erlang.binary_to_term(<<131, body::binary>>) == args
+    end
+  end
+
   test "pool stats carry the fast-path counters" do
     stats = NxJax.Pool.stats()
     for key <- @fast, do: assert(is_integer(Map.fetch!(stats, key)), "#{key}")

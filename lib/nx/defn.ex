@@ -258,8 +258,23 @@ defmodule Nx.Defn do
   `config :nx_jax, :default_defn_options`).
   """
   @spec default_options() :: keyword
-  def default_options do
-    Process.get(@defaults_key) || Application.get_env(:nx_jax, :default_defn_options, [])
+  def default_options, do: Process.get(@defaults_key) || global_defaults()
+
+  @global_key {__MODULE__, :global_default_options}
+
+  # The global defaults: the application environment's, read once into :persistent_term
+  # (global_default_options/1 writes both). Every call reads them, and on a CPU shared with
+  # the worker Application.get_env/3 costs a call about a microsecond.
+  defp global_defaults do
+    case :persistent_term.get(@global_key, nil) do
+      nil ->
+        options = Application.get_env(:nx_jax, :default_defn_options, [])
+        :persistent_term.put(@global_key, options)
+        options
+
+      options ->
+        options
+    end
   end
 
   @doc """
@@ -289,11 +304,16 @@ defmodule Nx.Defn do
   @doc """
   Sets the default options of every process that has not set its own (see
   `default_options/1`) and returns the previous global ones.
+
+  They are kept in the application environment (`config :nx_jax, :default_defn_options`),
+  which is read once, at the first call that needs them: after changing that setting with
+  `Application.put_env/3`, call this function with the new options.
   """
   @spec global_default_options(keyword) :: keyword
   def global_default_options(options) when is_list(options) do
     previous = Application.get_env(:nx_jax, :default_defn_options, [])
     Application.put_env(:nx_jax, :default_defn_options, options)
+    :persistent_term.put(@global_key, options)
     previous
   end
 
@@ -312,18 +332,22 @@ defmodule Nx.Defn do
   @spec jit(function, keyword) :: function
   def jit(fun, opts \\ []) when is_function(fun) and is_list(opts) do
     {:arity, arity} = Function.info(fun, :arity)
-    jitted(fun, arity, opts)
+    # (:on_conflict is read once here, not at each call; a bad value still raises at a call)
+    {on_conflict, opts} = Keyword.pop(opts, :on_conflict, :raise)
+    jitted(fun, arity, on_conflict, opts)
   end
 
   for arity <- 0..8 do
     args = Macro.generate_arguments(arity, __MODULE__)
 
-    defp jitted(fun, unquote(arity), opts) do
-      fn unquote_splicing(args) -> jit_apply(fun, unquote(args), opts) end
+    defp jitted(fun, unquote(arity), on_conflict, opts) do
+      fn unquote_splicing(args) ->
+        jit_or_conflict(fun, unquote(args), opts, on_conflict, "JITed function")
+      end
     end
   end
 
-  defp jitted(_fun, arity, _opts) do
+  defp jitted(_fun, arity, _on_conflict, _opts) do
     raise ArgumentError,
           "Nx.Defn.jit/2 supports functions of up to 8 arguments, got arity #{arity}"
   end

@@ -35,6 +35,10 @@ defmodule NxJax.Backend do
   def to_wire(%Nx.Tensor{data: %__MODULE__{worker: server, handle: handle}}, server),
     do: {:ref, handle}
 
+  # (a binary backend tensor's state is its data, as Nx.to_binary/1 returns it)
+  def to_wire(%Nx.Tensor{type: type, shape: shape, data: %Nx.BinaryBackend{state: data}}, _),
+    do: {type, shape, data}
+
   def to_wire(%Nx.Tensor{type: type, shape: shape} = tensor, _server),
     do: {type, shape, Nx.to_binary(tensor)}
 

@@ -182,15 +182,16 @@ defmodule NxJax.Pool do
   @doc """
   Reads the settings of the application environment that every call uses (`:remote`,
   `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0` and `:timeout` of
-  `NxJax.Worker.default_timeout/0`) into `:persistent_term`; raises `ArgumentError` for a
-  timeout that is not a positive integer or `:infinity`. `config :nx_jax, debug_nans: bool`,
-  when set, goes into the global default options of `defn` (`Nx.Defn.global_default_options/1`).
-  The application does it when it starts; call it again after `Application.put_env/3` changed
-  them.
+  `NxJax.Worker.default_timeout/0`) into `:persistent_term`, with `:default_defn_options`
+  (`Nx.Defn.global_default_options/1`); raises `ArgumentError` for a timeout that is not a
+  positive integer or `:infinity`. `config :nx_jax, debug_nans: bool`, when set, goes into the
+  global default options of `defn`. The application does it when it starts; call it again
+  after `Application.put_env/3` changed them.
   """
   def reload_config do
     :persistent_term.put({__MODULE__, :remote}, Application.get_env(:nx_jax, :remote, false))
     NxJax.Worker.load_config()
+    Nx.Defn.global_default_options(Application.get_env(:nx_jax, :default_defn_options, []))
 
     case Application.fetch_env(:nx_jax, :debug_nans) do
       {:ok, debug} when is_boolean(debug) ->

@@ -6,7 +6,7 @@ defmodule NxJax.Wire do
   - Requests: `request_header/2` and `graph_call_frame/5` build the `{:"C", id, :nx_jax,
     function, args}` frames; `encode_body/1` encodes arguments as iodata in which binaries of
     64 KiB or more (`big_binary/0`) are referenced, not copied; a body of small terms is one
-    `:erlang.term_to_binary/1`.
+    `:erlang.term_to_binary/1`, and `args_body/1` writes a call's small tensors itself.
   - Replies: `decode_reply/1` turns a frame into `{id, {:ok, result}}` or `{id, {:error,
     {class, message, traceback}}}` (any other frame, a log line or a hook's values, comes back
     as it is); `decode_frame/1` returns the binaries of large frames as sub-binaries of the
@@ -44,6 +44,66 @@ defmodule NxJax.Wire do
     <<131, body::binary>> = :erlang.term_to_binary(term)
     body
   end
+
+  @doc """
+  `small_body/1` of a call's argument list, built here byte for byte as
+  `:erlang.term_to_binary/1` writes it when every argument is a wire tensor `{type, shape,
+  data}` (the repeated call's common case), by `small_body/1` otherwise. On a CPU shared with
+  the worker, term_to_binary's code costs the call about a microsecond more than these few
+  clauses (docs/BENCHMARKS.md section 9).
+
+  ## Examples
+
+      iex> args = [{{:f, 32}, {2, 300}, <<0, 0, 128, 63>>}, {{:s, 64}, {}, <<7::64>>}]
+      iex> NxJax.Wire.args_body(args) == NxJax.Wire.small_body(args)
+      true
+  """
+  def args_body([_ | _] = args),
+    do: tensors_body(args, <<108, length(args)::32>>) || small_body(args)
+
+  def args_body(args), do: small_body(args)
+
+  defp tensors_body([{{kind, bits}, shape, data} | rest], acc)
+       when is_binary(data) and is_tuple(shape) and tuple_size(shape) < 256 and
+              is_integer(bits) and bits >= 0 and bits < 256 do
+    with kind when kind != nil <- type_kind(kind),
+         dims when dims != nil <- dims_body(shape, 0, <<>>) do
+      size = byte_size(data)
+
+      tensors_body(
+        rest,
+        <<acc::binary, 104, 3, 104, 2, kind::binary, 97, bits, 104, tuple_size(shape),
+          dims::binary, 109, size::32, data::binary>>
+      )
+    end
+  end
+
+  defp tensors_body([], acc), do: <<acc::binary, 106>>
+  defp tensors_body(_other, _acc), do: nil
+
+  # a shape's dimensions as term_to_binary encodes integers: SMALL_INTEGER_EXT, INTEGER_EXT
+  defp dims_body(shape, i, acc) when i == tuple_size(shape), do: acc
+
+  defp dims_body(shape, i, acc) do
+    case elem(shape, i) do
+      d when is_integer(d) and d >= 0 and d < 256 ->
+        dims_body(shape, i + 1, <<acc::binary, 97, d>>)
+
+      d when is_integer(d) and d >= 0 and d < 2_147_483_648 ->
+        dims_body(shape, i + 1, <<acc::binary, 98, d::32>>)
+
+      _ ->
+        nil
+    end
+  end
+
+  # the atoms of Nx's type kinds, each as term_to_binary encodes it on this OTP
+  for kind <- [:f, :bf, :s, :u, :c] do
+    <<131, encoded::binary>> = :erlang.term_to_binary(kind)
+    defp type_kind(unquote(kind)), do: unquote(encoded)
+  end
+
+  defp type_kind(_other), do: nil
 
   # {:"C", id, :nx_jax, function, args}: the version byte, the tuple header and :"C"; the module
   <<131, c_atom::binary>> = :erlang.term_to_binary(:C)

@@ -108,28 +108,24 @@ defmodule Nx.Defn.Compiler do
   # it too, which the log says once per compiler. The options meant for that compiler are
   # not passed on.
   defp run(id, fun, args, opts) do
-    compiler = Keyword.get(opts, :compiler) || runtime()
-    with_current(compiler, fn -> run_with(id, fun, args, opts) end)
-  end
-
-  defp run_with(id, fun, args, opts) do
     runtime = runtime()
-
-    case Keyword.pop(opts, :compiler) do
-      {Nx.Defn.Debug, _opts} ->
-        trace(fun, args)
-
-      {compiler, opts} when compiler in [nil, runtime] ->
-        cached(id, fun, args, opts)
-
-      {compiler, opts} when is_atom(compiler) ->
-        note_compiler(compiler)
-        cached(id, fun, args, Keyword.take(opts, @worker_options))
-
-      {compiler, _opts} ->
-        raise ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}"
-    end
+    {compiler, opts} = Keyword.pop(opts, :compiler)
+    with_current(compiler || runtime, fn -> run_with(compiler, runtime, id, fun, args, opts) end)
   end
+
+  defp run_with(Nx.Defn.Debug, _runtime, _id, fun, args, _opts), do: trace(fun, args)
+
+  defp run_with(compiler, runtime, id, fun, args, opts)
+       when compiler == nil or compiler == runtime,
+       do: cached(id, fun, args, opts)
+
+  defp run_with(compiler, _runtime, id, fun, args, opts) when is_atom(compiler) do
+    note_compiler(compiler)
+    cached(id, fun, args, Keyword.take(opts, @worker_options))
+  end
+
+  defp run_with(compiler, _runtime, _id, _fun, _args, _opts),
+    do: raise(ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}")
 
   defp note_compiler(compiler) do
     key = {__MODULE__, :noted_compiler, compiler}
@@ -228,7 +224,11 @@ defmodule Nx.Defn.Compiler do
 
   defp flat_signature(_other, _signature, _concrete), do: nil
 
-  defp named(names), do: if(Enum.all?(names, &is_nil/1), do: nil, else: names)
+  defp named(names), do: if(all_nil?(names), do: nil, else: names)
+
+  defp all_nil?([nil | rest]), do: all_nil?(rest)
+  defp all_nil?([]), do: true
+  defp all_nil?(_names), do: false
 
   defp walk_signature(args) do
     {signature, concrete} =
@@ -352,14 +352,8 @@ defmodule Nx.Defn.Compiler do
 
   defp execute({:graph, compiled, parameters, container, templates, hooks}, args, opts) do
     args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
-    args = Enum.map(args, &made/1)
 
-    # a template (Nx.template/2) describes an input; it has no data to compute with
-    if Enum.any?(args, &match?(%Nx.Tensor{data: nil}, &1)) do
-      raise "cannot perform operations on a Nx.TemplateBackend tensor"
-    end
-
-    case runtime().__run__(compiled, args, templates, hooks, opts) do
+    case runtime().__run__(compiled, made_all(args, []), templates, hooks, opts) do
       # one tensor, the common case, without the walk
       [result] when is_struct(container, Nx.Tensor) -> result
       results -> Nx.Defn.Graph.rebuild(container, results)
@@ -367,6 +361,18 @@ defmodule Nx.Defn.Compiler do
   end
 
   defp taken(parameters, args), do: Enum.map(parameters, &elem(args, &1))
+
+  # The arguments made (made/1), in order, in one walk (every call passes here). A template
+  # (Nx.template/2) describes an input and has no data to compute with.
+  defp made_all([arg | rest], acc), do: made_all(rest, [made(arg) | acc])
+
+  defp made_all([], acc) do
+    if :lists.any(&match?(%Nx.Tensor{data: nil}, &1), acc) do
+      raise "cannot perform operations on a Nx.TemplateBackend tensor"
+    end
+
+    :lists.reverse(acc)
+  end
 
   @doc """
   Converts a number or a concrete tensor to a concrete tensor (as `Nx.to_tensor/1`),

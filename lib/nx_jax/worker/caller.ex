@@ -56,9 +56,16 @@ defmodule NxJax.Worker.Caller do
 
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
-    check_size!(dest, message)
-    on_hook = hook_runner(Keyword.get(opts, :on_hook), hooks_in(opts))
-    reply = if lendable and on_hook == nil, do: LentPort.call(dest, message, {timeout, spin_us})
+    local = local_or_nil(dest)
+    check_size!(local, message)
+
+    on_hook =
+      with on_hook when on_hook != nil <- Keyword.get(opts, :on_hook),
+           do: hook_runner(on_hook, hooks_in(opts))
+
+    reply =
+      if lendable and on_hook == nil and local != nil,
+        do: LentPort.call(dest, local, message, {timeout, spin_us})
 
     case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
       {:ok, result} ->
@@ -393,28 +400,35 @@ defmodule NxJax.Worker.Caller do
   defp down_error(reason, _dest),
     do: {"WorkerExited", "the worker stopped: #{inspect(reason)}", ""}
 
-  # A request over the worker's frame limit (NxJax.Worker.max_frame/1) is refused here, before
-  # anything is sent: the worker would refuse it too, after reading it all.
-  defp check_size!(dest, message) when is_pid(dest) do
-    size = request_size(message)
-
-    case local_max_frame(dest) do
-      limit when is_integer(limit) and size > limit ->
-        raise NxJax.WorkerError,
-          class: "FrameTooLarge",
-          message:
-            "this request is #{size} bytes, more than the worker's frame limit of #{limit} " <>
-              "bytes; nothing was sent. Send the data in smaller pieces, or raise the limit " <>
-              "with `config :nx_jax, max_frame: bytes` (at most 4294967295; the worker reads " <>
-              "it as NX_JAX_MAX_FRAME)",
-          traceback: ""
-
-      _ ->
-        :ok
-    end
+  # local/1 of a worker pid, nil for a worker that is not running (or no pid)
+  defp local_or_nil(pid) when is_pid(pid) do
+    local(pid)
+  catch
+    :exit, _ -> nil
   end
 
-  defp check_size!(_dest, _message), do: :ok
+  defp local_or_nil(_dest), do: nil
+
+  # A request over the worker's frame limit (NxJax.Worker.max_frame/1) is refused here, before
+  # anything is sent: the worker would refuse it too, after reading it all.
+  defp check_size!(%{max_frame: limit}, message) when is_integer(limit) do
+    size = request_size(message)
+
+    if size > limit do
+      raise NxJax.WorkerError,
+        class: "FrameTooLarge",
+        message:
+          "this request is #{size} bytes, more than the worker's frame limit of #{limit} " <>
+            "bytes; nothing was sent. Send the data in smaller pieces, or raise the limit " <>
+            "with `config :nx_jax, max_frame: bytes` (at most 4294967295; the worker reads " <>
+            "it as NX_JAX_MAX_FRAME)",
+        traceback: ""
+    end
+
+    :ok
+  end
+
+  defp check_size!(_local, _message), do: :ok
 
   # the body and the graph, plus the request's header (its atoms, id and key: under 128 bytes)
   defp request_size({:call, _function, body}), do: :erlang.iolist_size(body) + 128
@@ -424,12 +438,6 @@ defmodule NxJax.Worker.Caller do
     do: byte_size(graph_bin) + :erlang.iolist_size(body) + 128
 
   defp request_size(_message), do: 0
-
-  defp local_max_frame(pid) do
-    Map.get(local(pid), :max_frame)
-  catch
-    :exit, _ -> nil
-  end
 
   # a pool worker waiting to start again after quick deaths (NxJax.Worker.Backoff)
   defp why(server) when is_atom(server) do

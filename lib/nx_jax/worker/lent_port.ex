@@ -92,12 +92,12 @@ defmodule NxJax.Worker.LentPort do
 
   @doc """
   Makes the call `message` (a request of `NxJax.Worker.Caller`) by borrowing the port of
-  worker `dest`, if it may (see the moduledoc), and returns its reply; nil where the call goes
-  through the GenServer instead.
+  worker `dest` (`local`: `NxJax.Worker.Caller.local/1` of it), if it may (see the
+  moduledoc), and returns its reply; nil where the call goes through the GenServer instead.
   """
-  def call(dest, {:graph_call, key, _graph, args, false, _owner}, limits)
+  def call(dest, local, {:graph_call, key, _graph, args, false, _owner}, limits)
       when is_pid(dest) and node(dest) == node() do
-    with %{lend: lend, me: me} = local when me != nil <- local_or_nil(dest),
+    with %{lend: lend, me: me} when me != nil <- local,
          0 <- :atomics.get(lend, @gen_server_waits),
          true <- known?(local.known, key),
          :ok <- :atomics.compare_exchange(lend, @lock, 0, me) do
@@ -118,7 +118,7 @@ defmodule NxJax.Worker.LentPort do
     end
   end
 
-  def call(_dest, _message, _limits), do: nil
+  def call(_dest, _local, _message, _limits), do: nil
 
   @doc """
   This process as one positive integer, for the lock: the ID and serial of its pid, from the
@@ -135,12 +135,6 @@ defmodule NxJax.Worker.LentPort do
     else
       _ -> nil
     end
-  end
-
-  defp local_or_nil(pid) do
-    Caller.local(pid)
-  catch
-    :exit, _ -> nil
   end
 
   # (the table is gone with its worker)
