@@ -46,51 +46,52 @@ defmodule NxJax.Wire do
   end
 
   @doc """
-  `small_body/1` of a call's argument list, built here byte for byte as
-  `:erlang.term_to_binary/1` writes it when every argument is a wire tensor `{type, shape,
+  `small_body/1` of a call's argument list, as iodata: written here, byte for byte as
+  `:erlang.term_to_binary/1` writes it, when every argument is a wire tensor `{type, shape,
   data}` (the repeated call's common case), by `small_body/1` otherwise. On a CPU shared with
-  the worker, term_to_binary's code costs the call about a microsecond more than these few
+  the worker, term_to_binary's code costs the call a microsecond or two more than these few
   clauses (docs/BENCHMARKS.md section 9).
 
   ## Examples
 
       iex> args = [{{:f, 32}, {2, 300}, <<0, 0, 128, 63>>}, {{:s, 64}, {}, <<7::64>>}]
-      iex> NxJax.Wire.args_body(args) == NxJax.Wire.small_body(args)
+      iex> IO.iodata_to_binary(NxJax.Wire.args_body(args)) == NxJax.Wire.small_body(args)
       true
   """
-  def args_body([_ | _] = args),
-    do: tensors_body(args, <<108, length(args)::32>>) || small_body(args)
-
-  def args_body(args), do: small_body(args)
-
-  defp tensors_body([{{kind, bits}, shape, data} | rest], acc)
-       when is_binary(data) and is_tuple(shape) and tuple_size(shape) < 256 and
-              is_integer(bits) and bits >= 0 and bits < 256 do
-    with kind when kind != nil <- type_kind(kind),
-         dims when dims != nil <- dims_body(shape, 0, <<>>) do
-      size = byte_size(data)
-
-      tensors_body(
-        rest,
-        <<acc::binary, 104, 3, 104, 2, kind::binary, 97, bits, 104, tuple_size(shape),
-          dims::binary, 109, size::32, data::binary>>
-      )
+  def args_body([_ | _] = args) do
+    case tensors_body(args) do
+      nil -> small_body(args)
+      tensors -> [<<108, length(args)::32>>, tensors, 106]
     end
   end
 
-  defp tensors_body([], acc), do: <<acc::binary, 106>>
-  defp tensors_body(_other, _acc), do: nil
+  def args_body(args), do: small_body(args)
 
-  # a shape's dimensions as term_to_binary encodes integers: SMALL_INTEGER_EXT, INTEGER_EXT
-  defp dims_body(shape, i, acc) when i == tuple_size(shape), do: acc
+  defp tensors_body([{{kind, bits}, shape, data} | rest])
+       when is_binary(data) and is_tuple(shape) and tuple_size(shape) < 256 and
+              is_integer(bits) and bits >= 0 and bits < 256 do
+    with kind when kind != nil <- type_kind(kind),
+         dims when dims != nil <- dims_body(shape, tuple_size(shape), []),
+         rest when rest != nil <- tensors_body(rest) do
+      head = <<104, 3, 104, 2, kind::binary, 97, bits, 104, tuple_size(shape)>>
+      [head, dims, <<109, byte_size(data)::32>>, data | rest]
+    end
+  end
+
+  defp tensors_body([]), do: []
+  defp tensors_body(_other), do: nil
+
+  # a shape's dimensions as term_to_binary encodes integers (SMALL_INTEGER_EXT, INTEGER_EXT),
+  # the last first
+  defp dims_body(_shape, 0, acc), do: acc
 
   defp dims_body(shape, i, acc) do
-    case elem(shape, i) do
+    case elem(shape, i - 1) do
       d when is_integer(d) and d >= 0 and d < 256 ->
-        dims_body(shape, i + 1, <<acc::binary, 97, d>>)
+        dims_body(shape, i - 1, [97, d | acc])
 
       d when is_integer(d) and d >= 0 and d < 2_147_483_648 ->
-        dims_body(shape, i + 1, <<acc::binary, 98, d::32>>)
+        dims_body(shape, i - 1, [<<98, d::32>> | acc])
 
       _ ->
         nil
