@@ -266,8 +266,8 @@ defmodule Nx.Defn do
   # (global_default_options/1 writes both). Every call reads them, and on a CPU shared with
   # the worker Application.get_env/3 costs a call about a microsecond.
   defp global_defaults do
-    case :persistent_term.get(@global_key, nil) do
-      nil ->
+    case :persistent_term.get(@global_key, :unset) do
+      :unset ->
         options = Application.get_env(:nx_jax, :default_defn_options, [])
         :persistent_term.put(@global_key, options)
         options

@@ -159,8 +159,8 @@ defmodule NxJax.Worker do
     # must not overtake a free that release/2 left to the GenServer)
     lendable = not keep and not refs
     # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
-    # case of a repeated call) are encoded into one binary (NxJax.Wire.args_body/1); large
-    # data is never copied.
+    # case of a repeated call) are written by NxJax.Wire.args_body/1; large data is never
+    # copied.
     body = if small, do: NxJax.Wire.args_body(args), else: NxJax.Wire.encode_body(args)
     Caller.request(opts, {:graph_call, key, graph_bin, body, keep, self()}, lendable)
   end
