@@ -332,22 +332,23 @@ defmodule Nx.Defn do
   @spec jit(function, keyword) :: function
   def jit(fun, opts \\ []) when is_function(fun) and is_list(opts) do
     {:arity, arity} = Function.info(fun, :arity)
-    # (:on_conflict is read once here, not at each call; a bad value still raises at a call)
+    # (:on_conflict and the trace cache's id of `fun` are worked out once here, not at each
+    # call; a bad :on_conflict still raises at a call)
     {on_conflict, opts} = Keyword.pop(opts, :on_conflict, :raise)
-    jitted(fun, arity, on_conflict, opts)
+    jitted(fun, arity, Compiler.jit_id(fun), on_conflict, opts)
   end
 
   for arity <- 0..8 do
     args = Macro.generate_arguments(arity, __MODULE__)
 
-    defp jitted(fun, unquote(arity), on_conflict, opts) do
+    defp jitted(fun, unquote(arity), id, on_conflict, opts) do
       fn unquote_splicing(args) ->
-        jit_or_conflict(fun, unquote(args), opts, on_conflict, "JITed function")
+        jit_or_conflict(id, fun, unquote(args), opts, on_conflict, "JITed function")
       end
     end
   end
 
-  defp jitted(_fun, arity, _on_conflict, _opts) do
+  defp jitted(_fun, arity, _id, _on_conflict, _opts) do
     raise ArgumentError,
           "Nx.Defn.jit/2 supports functions of up to 8 arguments, got arity #{arity}"
   end
@@ -367,7 +368,7 @@ defmodule Nx.Defn do
   @spec jit_apply(function, [term], keyword) :: term
   def jit_apply(fun, args, opts \\ []) do
     {on_conflict, opts} = Keyword.pop(opts, :on_conflict, :raise)
-    jit_or_conflict(fun, args, opts, on_conflict, "JITed function")
+    jit_or_conflict({:jit, fun}, fun, args, opts, on_conflict, "JITed function")
   end
 
   @doc """
@@ -457,16 +458,17 @@ defmodule Nx.Defn do
     end
   end
 
-  defp jit_or_conflict(fun, args, opts, on_conflict, what) do
+  # `id`: the trace cache's id of `fun` (Compiler.jit_id/1 for a jitted function)
+  defp jit_or_conflict(id, fun, args, opts, on_conflict, what) do
     case {Nx.Defn.Expr.tracing?(), on_conflict} do
       {false, conflict} when conflict in [:raise, :force, :reuse] ->
-        Compiler.jit_apply(fun, args, opts)
+        Compiler.__jit__(id, fun, args, opts)
 
       {true, :raise} ->
         raise "cannot invoke #{what} when there is a JIT compilation happening"
 
       {true, :force} ->
-        Nx.Defn.Expr.without_tracing(fn -> Compiler.jit_apply(fun, args, opts) end)
+        Nx.Defn.Expr.without_tracing(fn -> Compiler.__jit__(id, fun, args, opts) end)
 
       {true, :reuse} ->
         apply(fun, args)

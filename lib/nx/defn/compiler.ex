@@ -92,10 +92,26 @@ defmodule Nx.Defn.Compiler do
   values are) and argument signature, as for `defn`.
   """
   @spec jit_apply(function, [term], keyword) :: term
-  def jit_apply(fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
+  def jit_apply(fun, args, opts), do: __jit__({:jit, fun}, fun, args, opts)
+
+  @doc false
+  # jit_apply/3 with the trace cache's id of `fun` given (jit_id/1)
+  def __jit__(id, fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
     if Expr.tracing?(),
       do: apply(fun, args),
-      else: run({:jit, fun}, fun, args, Keyword.merge(Nx.Defn.default_options(), opts))
+      else: run(id, fun, args, Keyword.merge(Nx.Defn.default_options(), opts))
+  end
+
+  @doc false
+  # The trace cache's id of `fun`, worked out once by Nx.Defn.jit/2: the function itself when
+  # it captures nothing, else the digest of its code and captured values, so that a call does
+  # not hash and compare those values (a model's parameters, say) again every time: a closure
+  # over a 4 MB tensor took 3 ms a call that way. Equal closures get the same id.
+  def jit_id(fun) do
+    case Function.info(fun, :env) do
+      {:env, []} -> {:jit, fun}
+      _ -> {:jit_digest, :erlang.md5(:erlang.term_to_binary(fun, [:deterministic]))}
+    end
   end
 
   # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
