@@ -121,26 +121,8 @@ measure = fn ->
 end
 
 quiet = measure.()
-taskset = System.find_executable("taskset")
-
-colocated =
-  if taskset && System.schedulers_online() >= 2 do
-    os_pids = [System.pid() | for({_, pid} <- workers, do: NxJax.Worker.Caller.local(pid).os_pid)]
-    for p <- os_pids, do: {_, 0} = System.cmd(taskset, ["-a", "-p", "-c", "0", "#{p}"])
-
-    hog =
-      Port.open({:spawn_executable, Bench.python()}, [
-        :binary,
-        {:args, ["-c", "while True: pass"]}
-      ])
-
-    {:os_pid, hog_pid} = Port.info(hog, :os_pid)
-    {_, 0} = System.cmd(taskset, ["-p", "-c", "1", "#{hog_pid}"])
-    Process.sleep(300)
-    got = measure.()
-    Bench.close_port(hog)
-    got
-  end
+os_pids = [System.pid() | for({_, pid} <- workers, do: NxJax.Worker.Caller.local(pid).os_pid)]
+colocated = Bench.colocated(os_pids, measure)
 
 f = fn v -> :erlang.float_to_binary(v / 1, decimals: 1) end
 d = fn v -> if v >= 0, do: "+" <> f.(v), else: f.(v) end

@@ -81,26 +81,7 @@ end
 
 quiet = measure.()
 
-taskset = System.find_executable("taskset")
-
-colocated =
-  if taskset && System.schedulers_online() >= 2 do
-    # (-a: every thread, the BEAM's schedulers and JAX's among them)
-    for p <- os_pids, do: {_, 0} = System.cmd(taskset, ["-a", "-p", "-c", "0", "#{p}"])
-
-    hog =
-      Port.open({:spawn_executable, Bench.python()}, [
-        :binary,
-        {:args, ["-c", "while True: pass"]}
-      ])
-
-    {:os_pid, hog_pid} = Port.info(hog, :os_pid)
-    {_, 0} = System.cmd(taskset, ["-p", "-c", "1", "#{hog_pid}"])
-    Process.sleep(300)
-    got = measure.()
-    Bench.close_port(hog)
-    got
-  end
+colocated = Bench.colocated(os_pids, measure)
 
 f = fn v -> :erlang.float_to_binary(v / 1, decimals: 1) end
 

@@ -346,6 +346,34 @@ defmodule Bench do
     entry
   end
 
+  @doc """
+  `measure.()` run with the processes `os_pids` (every thread) pinned to CPU 0 and a CPU-bound
+  process pinned to CPU 1, what a CPU hog beside a benchmark brings about on a 2-core machine,
+  made steady (bench/layers.exs, bench/layer_cuts.exs); nil where it cannot be set up (no
+  `taskset`, fewer than 2 CPUs). The pins stay.
+  """
+  def colocated(os_pids, measure) do
+    taskset = System.find_executable("taskset")
+
+    if taskset && System.schedulers_online() >= 2 do
+      # (-a: every thread, the BEAM's schedulers and JAX's among them)
+      for p <- os_pids, do: {_, 0} = System.cmd(taskset, ["-a", "-p", "-c", "0", "#{p}"])
+
+      hog =
+        Port.open({:spawn_executable, python()}, [:binary, {:args, ["-c", "while True: pass"]}])
+
+      {:os_pid, hog_pid} = Port.info(hog, :os_pid)
+
+      try do
+        {_, 0} = System.cmd(taskset, ["-p", "-c", "1", "#{hog_pid}"])
+        Process.sleep(300)
+        measure.()
+      after
+        close_port(hog)
+      end
+    end
+  end
+
   def cpu_model do
     with {:ok, text} <- File.read("/proc/cpuinfo"),
          [_, name] <- Regex.run(~r/model name\s*:\s*(.+)/, text) do
