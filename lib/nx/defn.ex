@@ -264,7 +264,7 @@ defmodule Nx.Defn do
 
   # The global defaults: the application environment's, read once into :persistent_term
   # (global_default_options/1 writes both). Every call reads them, and on a CPU shared with
-  # the worker Application.get_env/3 costs a call about a microsecond.
+  # the worker Application.get_env/3 costs a call more (docs/BENCHMARKS.md section 9).
   defp global_defaults do
     case :persistent_term.get(@global_key, :unset) do
       :unset ->

@@ -49,8 +49,8 @@ defmodule NxJax.Wire do
   `small_body/1` of a call's argument list, as iodata: written here, byte for byte as
   `:erlang.term_to_binary/1` writes it, when every argument is a wire tensor `{type, shape,
   data}` (the repeated call's common case), by `small_body/1` otherwise. On a CPU shared with
-  the worker, term_to_binary's code costs the call a microsecond or two more than these few
-  clauses (docs/BENCHMARKS.md section 9).
+  the worker, term_to_binary's code costs the call more than these few clauses
+  (docs/BENCHMARKS.md section 9).
 
   ## Examples
 
