@@ -38,12 +38,19 @@ defmodule NxJax do
       Keyword.get(opts, :server) || home,
       fn server ->
         wire = to_wire(args, server)
-        call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+        debug = Keyword.get(opts, :debug_nans, false) == true
 
         results =
-          if Keyword.get(opts, :debug_nans, false) == true,
-            do: debug_run(graph_bin, wire, call_opts ++ opts),
-            else: NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+          if hooks == %{} and not debug do
+            # (the common call: no hook runner, no option list to copy)
+            NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
+          else
+            call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+
+            if debug,
+              do: debug_run(graph_bin, wire, call_opts ++ opts),
+              else: NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+          end
 
         from_wire_all(templates, results, server)
       end,
@@ -81,6 +88,9 @@ defmodule NxJax do
   defp home([arg | rest]), do: NxJax.Backend.worker(arg) || home(rest)
   defp home([]), do: nil
 
+  defp to_wire([%Nx.Tensor{vectorized_axes: []} = arg | rest], server),
+    do: [NxJax.Backend.to_wire(arg, server) | to_wire(rest, server)]
+
   defp to_wire([arg | rest], server),
     do: [NxJax.Backend.to_wire(full_shape(arg), server) | to_wire(rest, server)]
 
@@ -93,7 +103,6 @@ defmodule NxJax do
     do: Enum.zip_with(templates, results, &from_wire(&1, &2, server))
 
   # vectorized arguments travel devectorized (their full shape)
-  defp full_shape(%Nx.Tensor{vectorized_axes: []} = tensor), do: tensor
   defp full_shape(tensor), do: Nx.devectorize(tensor, keep_names: false)
 
   # Runs in the caller while the worker computes: the hook's function (the jit's `hooks:`

@@ -20,6 +20,18 @@ defmodule Nx.Defn.Compiler do
       takes, and returns one tensor per output template (a tensor of `Nx.BinaryBackend`, or
       of the compiler's `Nx.Backend` where results stay resident); `hooks` are the trace's
       hooks by index (`{name, fun, template}`), which it calls with the hooked values
+
+  ## Planned calls
+
+  A `defn` or jitted function called again and again from one process with arguments of
+  one signature is the common case. At the second such call the calling process keeps a
+  plan of the call (in its process dictionary, for at most #{64} functions): the trace and
+  the options it runs under. A later call follows the plan straight to `c:__run__/5` when
+  its options (the call's own and this process's defaults) are the very terms the plan was
+  made with, its arguments are tensors of the plan's types, shapes and names, none of them
+  vectorized, and the trace is still cached; any other call takes the general path (options,
+  signature, trace cache), with the same result. Traces with hooks or `debug_nans: true`
+  have no plan.
   """
 
   @doc "Prepares the graph of a trace for `c:__run__/5` (called once per trace)."
@@ -50,14 +62,7 @@ defmodule Nx.Defn.Compiler do
   """
   @spec __runtime__(function, [term]) :: term
   def __runtime__(impl, args) do
-    if Expr.tracing?() do
-      apply(impl, args)
-    else
-      case Nx.Defn.default_options() do
-        [] -> with_current(runtime(), fn -> cached(impl, impl, args, []) end)
-        defaults -> run(impl, impl, args, defaults)
-      end
-    end
+    if Expr.tracing?(), do: apply(impl, args), else: call(impl, impl, args, [])
   end
 
   @current_key __MODULE__
@@ -97,9 +102,79 @@ defmodule Nx.Defn.Compiler do
   @doc false
   # jit_apply/3 with the trace cache's id of `fun` given (jit_id/1)
   def __jit__(id, fun, args, opts) when is_function(fun, length(args)) and is_list(opts) do
-    if Expr.tracing?(),
-      do: apply(fun, args),
-      else: run(id, fun, args, Keyword.merge(Nx.Defn.default_options(), opts))
+    if Expr.tracing?(), do: apply(fun, args), else: call(id, fun, args, opts)
+  end
+
+  @plans {__MODULE__, :plans}
+  @max_plans 64
+
+  # A call from outside of any trace, with its own options `opts` (over this process's
+  # defaults): by this process's plan for `id` when it fits (planned/2), else through run/5,
+  # which makes the plan at the second call of a signature.
+  defp call(id, fun, args, opts) do
+    defaults = Nx.Defn.default_options()
+
+    with {^opts, ^defaults, plan} <- Process.get({@plans, id}),
+         {:ok, result} <- planned(plan, args) do
+      result
+    else
+      _ -> run(id, fun, args, Keyword.merge(defaults, opts), {id, opts, defaults})
+    end
+  end
+
+  # (the steps of cached/5 and execute/3 that a call of the plan's signature would take)
+  defp planned({checks, mark, parameters, container, templates, compiled, opts}, args) do
+    with true <- fits?(args, checks),
+         true <- Nx.Defn.TraceCache.still?(mark) do
+      :counters.add(counters_ref(), 2, 1)
+      args = made_all(taken(parameters, args), [])
+      {:ok, rebuilt(container, runtime().__run__(compiled, args, templates, %{}, opts))}
+    end
+  end
+
+  # whether `args` are tensors of the types, shapes and names of the plan's, not vectorized
+  # (the same signature, signature/1)
+  defp fits?([%Nx.Tensor{data: %data{}} = arg | args], [{type, shape, names} | checks])
+       when data != Expr do
+    case arg do
+      %Nx.Tensor{type: ^type, shape: ^shape, names: ^names, vectorized_axes: []} ->
+        fits?(args, checks)
+
+      _ ->
+        false
+    end
+  end
+
+  defp fits?([], []), do: true
+  defp fits?(_args, _checks), do: false
+
+  defp plan_checks([%Nx.Tensor{data: %data{}, vectorized_axes: []} = arg | args], acc)
+       when data != Expr,
+       do: plan_checks(args, [{arg.type, arg.shape, arg.names} | acc])
+
+  defp plan_checks([], acc), do: :lists.reverse(acc)
+  defp plan_checks(_args, _acc), do: nil
+
+  # Keeps this process's plan for `id` (options `opts` and `defaults`): the trace found in the
+  # cache (`mark`: its entry) and the options it runs under (`run_opts`). At most @max_plans
+  # functions have one: past that, the older plans are dropped.
+  defp plan({id, opts, defaults}, args, compiled, mark, run_opts) do
+    with {:graph, compiled, parameters, container, templates, hooks} when hooks == %{} <-
+           compiled,
+         checks when checks != nil <- plan_checks(args, []) do
+      plan = {checks, mark, parameters, container, templates, compiled, run_opts}
+
+      if Process.put({@plans, id}, {opts, defaults, plan}) == nil do
+        case [id | Process.get(@plans, [])] do
+          ids when length(ids) > @max_plans ->
+            for old <- tl(ids), do: Process.delete({@plans, old})
+            Process.put(@plans, [id])
+
+          ids ->
+            Process.put(@plans, ids)
+        end
+      end
+    end
   end
 
   @doc false
@@ -123,24 +198,29 @@ defmodule Nx.Defn.Compiler do
   # the graph; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) has the default compiler run
   # it too, which the log says once per compiler. The options meant for that compiler are
   # not passed on.
-  defp run(id, fun, args, opts) do
+  # (`plan_for`: see plan/5)
+  defp run(id, fun, args, opts, plan_for) do
     runtime = runtime()
     {compiler, opts} = Keyword.pop(opts, :compiler)
-    with_current(compiler || runtime, fn -> run_with(compiler, runtime, id, fun, args, opts) end)
+
+    with_current(compiler || runtime, fn ->
+      run_with(compiler, runtime, {id, fun, args}, opts, plan_for)
+    end)
   end
 
-  defp run_with(Nx.Defn.Debug, _runtime, _id, fun, args, _opts), do: trace(fun, args)
+  defp run_with(Nx.Defn.Debug, _runtime, {_id, fun, args}, _opts, _plan_for),
+    do: trace(fun, args)
 
-  defp run_with(compiler, runtime, id, fun, args, opts)
+  defp run_with(compiler, runtime, {id, fun, args}, opts, plan_for)
        when compiler == nil or compiler == runtime,
-       do: cached(id, fun, args, opts)
+       do: cached(id, fun, args, opts, plan_for)
 
-  defp run_with(compiler, _runtime, id, fun, args, opts) when is_atom(compiler) do
+  defp run_with(compiler, _runtime, {id, fun, args}, opts, plan_for) when is_atom(compiler) do
     note_compiler(compiler)
-    cached(id, fun, args, Keyword.take(opts, @worker_options))
+    cached(id, fun, args, Keyword.take(opts, @worker_options), plan_for)
   end
 
-  defp run_with(compiler, _runtime, _id, _fun, _args, _opts),
+  defp run_with(compiler, _runtime, _call, _opts, _plan_for),
     do: raise(ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}")
 
   defp note_compiler(compiler) do
@@ -162,7 +242,7 @@ defmodule Nx.Defn.Compiler do
   # The eager path of Nx.Defn.Expr.apply_op/4: `key` names the op, its options and output
   # template, so each eager op is traced once per argument signature.
   def __eager__(key, fun, args) do
-    if Expr.tracing?(), do: apply(fun, args), else: cached({:eager, key}, fun, args, [])
+    if Expr.tracing?(), do: apply(fun, args), else: cached({:eager, key}, fun, args, [], nil)
   end
 
   @doc """
@@ -194,7 +274,9 @@ defmodule Nx.Defn.Compiler do
 
   # One walk over the arguments gives the signature and the concrete tensors; the parameter
   # expressions are built only when the signature is not cached yet.
-  defp cached(id, fun, args, opts) do
+  # A hit of a call from outside of any trace (`plan_for`, not nil) makes the process's plan
+  # of the call (plan/5).
+  defp cached(id, fun, args, opts, plan_for) do
     {signature, concrete} = signature(args)
     # (a debug_nans trace records where each node was made: a trace of its own)
     debug = Keyword.get(opts, :debug_nans, false) == true
@@ -203,15 +285,16 @@ defmodule Nx.Defn.Compiler do
       if debug, do: {__MODULE__, id, signature, :debug_nans}, else: {__MODULE__, id, signature}
 
     compiled =
-      case Nx.Defn.TraceCache.get(key) do
+      case Nx.Defn.TraceCache.fetch(key) do
         nil ->
           {params, _concrete} = parameters(args)
           compiled = compile(fun, params, length(concrete), debug)
           :counters.add(counters_ref(), 1, 1)
           Nx.Defn.TraceCache.put(key, compiled)
 
-        compiled ->
+        {compiled, mark} ->
           :counters.add(counters_ref(), 2, 1)
+          if plan_for != nil, do: plan(plan_for, args, compiled, mark, opts)
           compiled
       end
 
@@ -367,16 +450,23 @@ defmodule Nx.Defn.Compiler do
       ])
 
   defp execute({:graph, compiled, parameters, container, templates, hooks}, args, opts) do
-    args = if parameters == :all, do: args, else: taken(parameters, List.to_tuple(args))
+    results =
+      runtime().__run__(compiled, made_all(taken(parameters, args), []), templates, hooks, opts)
 
-    case runtime().__run__(compiled, made_all(args, []), templates, hooks, opts) do
-      # one tensor, the common case, without the walk
-      [result] when is_struct(container, Nx.Tensor) -> result
-      results -> Nx.Defn.Graph.rebuild(container, results)
-    end
+    rebuilt(container, results)
   end
 
-  defp taken(parameters, args), do: Enum.map(parameters, &elem(args, &1))
+  # the arguments the graph takes (`parameters`: their indices, or :all)
+  defp taken(:all, args), do: args
+
+  defp taken(parameters, args) do
+    args = List.to_tuple(args)
+    Enum.map(parameters, &elem(args, &1))
+  end
+
+  # one tensor, the common case, without the walk
+  defp rebuilt(container, [result]) when is_struct(container, Nx.Tensor), do: result
+  defp rebuilt(container, results), do: Nx.Defn.Graph.rebuild(container, results)
 
   # The arguments made (made/1), in order, in one walk (every call passes here). A template
   # (Nx.template/2) describes an input and has no data to compute with.

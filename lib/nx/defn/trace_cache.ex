@@ -4,8 +4,10 @@ defmodule Nx.Defn.TraceCache do
   `config :nx_jax, trace_cache_size: n` entries (default #{1024}).
 
   Entries live in `:persistent_term`, so a hit copies nothing and costs one lookup plus one
-  `:counters` write (the entry's "used" mark). A miss that finds the cache full evicts one
-  entry first, the least recently used as approximated by the clock (second chance) policy:
+  `:counters` read (the entry's "used" mark, set if it was clear). A caller that keeps the
+  mark (`fetch/1`) checks with `still?/1` that the entry was not evicted since (a process's
+  plan of a repeated call does, `Nx.Defn.Compiler`). A miss that finds the cache full evicts
+  one entry first, the least recently used as approximated by the clock (second chance) policy:
   entries wait in insertion order; the oldest is evicted unless it was used since it was last
   looked at, in which case its mark is cleared and it goes to the back of the queue. An
   eviction erases a persistent term, which costs the VM a scan of every process's heap, so
@@ -14,8 +16,12 @@ defmodule Nx.Defn.TraceCache do
   `stats/0` counts entries and evictions (`NxJax.Pool.stats/0` reports them).
   """
 
+  import Bitwise
+
   @default_size 1024
   @queue __MODULE__.Queue
+  # an evicted entry's "used" mark is set to minus this (still?/1)
+  @evicted_by 1 <<< 40
   @owner __MODULE__.Owner
 
   @doc "The cache's capacity: `config :nx_jax, trace_cache_size:` (a positive integer)."
@@ -35,13 +41,40 @@ defmodule Nx.Defn.TraceCache do
   The value cached under `key` (marking it used), or `nil`.
   """
   def get(key) do
+    case fetch(key) do
+      {value, _mark} -> value
+      nil -> nil
+    end
+  end
+
+  @doc """
+  As `get/1`, with the entry's mark: `{value, mark}` or `nil`. `still?/1` of the mark tells
+  later whether the entry is still cached, without looking the key up again.
+  """
+  def fetch(key) do
     case :persistent_term.get(key, nil) do
       {value, used} ->
-        :counters.put(used, 1, 1)
-        value
+        still?(used)
+        {value, used}
 
       nil ->
         nil
+    end
+  end
+
+  @doc """
+  Whether the entry whose mark `fetch/1` gave is still cached, marking it used if so. (A check
+  that races the entry's eviction may answer `true` that once; the value is the same.)
+  """
+  def still?(used) do
+    case :counters.get(used, 1) do
+      0 ->
+        # (added, not put: an eviction's mark that came in between stays negative)
+        :counters.add(used, 1, 1)
+        true
+
+      n ->
+        n > 0
     end
   end
 
@@ -72,10 +105,11 @@ defmodule Nx.Defn.TraceCache do
          [{^slot, key}] <- :ets.take(queue, slot) do
       case :persistent_term.get(key, nil) do
         {_value, used} ->
-          if :counters.get(used, 1) == 1 do
+          if :counters.get(used, 1) > 0 do
             :counters.put(used, 1, 0)
             :ets.insert(queue, {{System.monotonic_time(), :erlang.unique_integer()}, key})
           else
+            :counters.put(used, 1, -@evicted_by)
             :persistent_term.erase(key)
             :counters.add(evictions(), 1, 1)
           end
