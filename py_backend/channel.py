@@ -67,6 +67,9 @@ PREEMPTED_NS = 50_000
 PAUSE_MIN = 8
 PAUSE_MAX = 256
 KEPT_TO_HALVE = 16
+# a spin that lost its CPU moves to another one and spins on at most once in this long; a
+# second loss sooner pauses (SpinPause)
+MOVE_GAP_NS = 1_000_000
 
 
 Chunk = bytes | bytearray | memoryview
@@ -186,13 +189,30 @@ class SpinPause:
     (docs/BENCHMARKS.md section 9).
     """
 
-    __slots__ = ("pause", "left", "paused", "kept_spins")
+    __slots__ = ("pause", "left", "paused", "kept_spins", "last_move_ns")
 
     def __init__(self) -> None:
         self.pause = PAUSE_MIN  # the length of the next pause, in reads
         self.left = 0  # reads left in the current pause (the reader counts them down)
         self.paused = 0  # pauses so far
         self.kept_spins = 0
+        self.last_move_ns = -MOVE_GAP_NS
+
+    def may_move(self, now_ns: int) -> bool:
+        """Whether a spin that lost its CPU at ``now_ns`` should move to another CPU and spin on
+        there instead of pausing: the first loss in ``MOVE_GAP_NS`` does.
+
+        The CPU is most often lost to the very caller the reader waits for, woken next to it
+        (a write to a pipe wakes the reader on the writer's CPU) and polling for the answer:
+        beside a CPU-bound process the two then take turns on one CPU for every request, and a
+        pause keeps them there, as each blocking read is woken on the caller's CPU again.
+        Moved, the reader spins on the other CPU; where a CPU-bound process runs there, it
+        shares that CPU in whole time slices and answers at full speed in its own
+        (docs/BENCHMARKS.md section 9)."""
+        if now_ns - self.last_move_ns >= MOVE_GAP_NS:
+            self.last_move_ns = now_ns
+            return True
+        return False
 
     def lost(self) -> None:
         self.left = self.pause
@@ -205,27 +225,32 @@ class SpinPause:
             self.pause //= 2
 
 
-def move_off_this_cpu() -> bool:
+def move_off_this_cpu(busy_too: bool = False) -> bool:
     """Moves the calling thread to another CPU, once, if the machine has a CPU with nothing to
-    run; True if it moved. Called when a spin lost its CPU (:class:`SpinPause`).
+    run (or, with ``busy_too``, whatever the other CPUs run); True if it moved. Called when a
+    spin lost its CPU (:class:`SpinPause`).
 
     Seen on a quiet 2-core machine: a worker woken by its caller's write can land on the CPU
     of the caller, which keeps that CPU busy while it polls for the reply; the two then take
     turns on one CPU while the other has nothing to do, and stay that way for hundreds of
     calls. Moving once (the thread's affinity set without the current CPU, then set back as
-    it was) ended that in our measurements. Done only where the tasks ready to run
-    (``/proc/loadavg``) are no more than the CPUs this thread may use: on a busy machine a
-    move only trades one shared CPU for another (docs/BENCHMARKS.md section 9). False, and
-    nothing changed, where any of this cannot be read or set (not Linux, one allowed CPU).
+    it was) ended that in our measurements. Without ``busy_too``, done only where the tasks
+    ready to run (``/proc/loadavg``) are no more than the CPUs this thread may use (the move
+    that goes with a pause, which a busy CPU would make no better); a spin that moves to spin
+    on (:meth:`SpinPause.may_move`) moves whatever the other CPUs run. False, and nothing
+    changed, where any of this cannot be read or set (not Linux, one allowed CPU).
     """
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
         return False
     cpu = _current_cpu()
-    running = _running_tasks()
-    if cpu not in allowed or len(allowed) < 2 or running is None or running > len(allowed):
+    if cpu not in allowed or len(allowed) < 2:
         return False
+    if not busy_too:
+        running = _running_tasks()
+        if running is None or running > len(allowed):
+            return False
     try:
         os.sched_setaffinity(0, allowed - {cpu})
         return True
@@ -271,13 +296,14 @@ class FrameReader:
     latency, at the price of up to ``spin_us`` of CPU after each burst of requests; an idle
     reader does not spin. 0 (the default) always blocks. Spinning only pays while this process
     has a CPU to itself: when one poll of the spin comes more than 50 us after the one before
-    (another task ran on this CPU meanwhile), the spin stops and the next reads block, 8 of
-    them at first and up to 256 while it keeps happening (:class:`SpinPause`; ``paused_spins``
-    counts such pauses), as a spin beside a CPU-bound process only takes time from the process
-    that would answer; and the reader moves to another CPU if the machine has an idle one
-    (:func:`move_off_this_cpu`). During a pause the descriptor is in blocking mode and each
-    read waits in ``read`` itself, which wakes sooner than ``select`` on a busy machine
-    (docs/BENCHMARKS.md section 9).
+    (another task ran on this CPU meanwhile), the reader moves to another CPU and spins on
+    there, at most once a millisecond (:meth:`SpinPause.may_move`); a loss sooner than that
+    stops the spin and the next reads block, 8 of them at first and up to 256 while it keeps
+    happening (:class:`SpinPause`; ``paused_spins`` counts such pauses), as a spin beside a
+    CPU-bound process only takes time from the process that would answer; and the reader
+    moves to another CPU if the machine has an idle one (:func:`move_off_this_cpu`). During a
+    pause the descriptor is in blocking mode and each read waits in ``read`` itself, which wakes
+    sooner than ``select`` on a busy machine (docs/BENCHMARKS.md section 9).
     """
 
     def __init__(
@@ -333,6 +359,11 @@ class FrameReader:
             n = self._raw.readinto(view)
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
+                if self._pause.may_move(now) and move_off_this_cpu(busy_too=True):
+                    if n is not None:
+                        return n
+                    last = time.perf_counter_ns()  # spins on, on the other CPU
+                    continue
                 self._pause.lost()
                 move_off_this_cpu()
                 if self._fd is not None:

@@ -482,6 +482,34 @@ def test_move_off_this_cpu_stays_where_no_cpu_is_idle_or_only_one_is_allowed(
     )
 
 
+def test_a_lost_spin_may_move_and_spin_on_once_per_move_gap() -> None:
+    pause = channel.SpinPause()
+    t = 10 * channel.MOVE_GAP_NS
+    assert pause.may_move(t) is True
+    assert pause.may_move(t + 1) is False
+    assert pause.may_move(t + channel.MOVE_GAP_NS - 1) is False
+    assert pause.may_move(t + channel.MOVE_GAP_NS) is True
+    assert pause.paused == 0 and pause.left == 0  # a move is not a pause
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_move_off_this_cpu_busy_too_moves_on_a_busy_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    two = set(sorted(allowed)[:2])
+    monkeypatch.setattr(channel, "_running_tasks", lambda: len(allowed) + 1)
+
+    def moved(busy_too: bool) -> tuple[int | None, bool, int | None, set[int]]:
+        before = channel._current_cpu()
+        done = channel.move_off_this_cpu(busy_too=busy_too)
+        return before, done, channel._current_cpu(), os.sched_getaffinity(0)
+
+    assert _run_on(two, lambda: moved(False))[1] is False
+    before, done, after, affinity = _run_on(two, lambda: moved(True))
+    assert done is True and after != before and affinity == two
+
+
 def test_running_tasks_and_current_cpu_read_proc() -> None:
     running = channel._running_tasks()
     assert running is not None and running >= 1  # this test itself runs
@@ -490,14 +518,15 @@ def test_running_tasks_and_current_cpu_read_proc() -> None:
 def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # every spin "loses its CPU" (no gap is short enough): the reader pauses at its first wait,
-    # reads with the descriptor blocking for PAUSE_MIN reads, then spins again, loses again and
-    # pauses for twice as long; nothing is lost or reordered on the way
+    # every spin "loses its CPU" (no gap is short enough): at its first wait the reader moves
+    # and spins on, loses again at once and pauses, reads with the descriptor blocking for
+    # PAUSE_MIN reads, then spins again, moves, loses again and pauses for twice as long;
+    # nothing is lost or reordered on the way
     monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
-    moves: list[int] = []
+    moves: list[bool] = []
 
-    def move() -> bool:
-        moves.append(1)
+    def move(busy_too: bool = False) -> bool:
+        moves.append(busy_too)
         return True
 
     monkeypatch.setattr(channel, "move_off_this_cpu", move)
@@ -522,7 +551,9 @@ def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
         timer.join()
         assert reader.paused_spins == 2 and os.get_blocking(r)
         assert reader._pause.left == 2 * channel.PAUSE_MIN - 1
-        assert len(moves) == 2  # each lost spin asked to move off its CPU
+        # each wait's first lost spin moved to spin on (whatever the other CPUs run), the
+        # second, within MOVE_GAP_NS, paused and moved only where a CPU is idle
+        assert moves == [True, False, True, False]
         os.close(w)
         w = -1
         assert reader.read_frame() is None  # EOF in a blocking read
