@@ -178,15 +178,16 @@ def _raw_writer(sink: int | _Writable) -> _Writable:
 class SpinPause:
     """When a reader that spins (``FrameReader``'s ``spin_us``) blocks at once instead.
 
-    A spin that loses its CPU (``lost``) starts a pause: the reader's next ``pause`` reads
-    block without spinning. The pause doubles each time that happens, from ``PAUSE_MIN`` up to
-    ``PAUSE_MAX`` reads, and halves after every ``KEPT_TO_HALVE`` spins that keep their CPU to
-    their end (``kept``: data came, or the spin ran out). On a machine that stays busy (a
-    CPU-bound process beside the reader) the pauses soon last ``PAUSE_MAX`` reads, and the
-    reader spins about once in that many; a passing preemption (another process's spin ending,
-    a short burst of work) costs ``PAUSE_MIN`` blocking reads. With one fixed pause of 256
-    reads, a benchmark that switches workers every 100 calls paused most of its calls
-    (docs/BENCHMARKS.md section 9).
+    A spin that loses its CPU first moves to another CPU and spins on there (``may_move``);
+    one that loses it again within ``MOVE_GAP_NS``, or cannot move, starts a pause (``lost``):
+    the reader's next ``pause`` reads block without spinning. The pause doubles each time that
+    happens, from ``PAUSE_MIN`` up to ``PAUSE_MAX`` reads, and halves after every
+    ``KEPT_TO_HALVE`` spins that keep their CPU to their end (``kept``: data came, or the spin
+    ran out). Where every CPU keeps being taken from the reader the pauses soon last
+    ``PAUSE_MAX`` reads, and the reader spins about once in that many; a passing preemption
+    costs ``PAUSE_MIN`` blocking reads at most. With one fixed pause of 256 reads, a benchmark
+    that switches workers every 100 calls paused most of its calls (docs/BENCHMARKS.md
+    section 9).
     """
 
     __slots__ = ("pause", "left", "paused", "kept_spins", "last_move_ns")
