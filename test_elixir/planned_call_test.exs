@@ -131,15 +131,7 @@ defmodule NxJax.PlannedCallTest do
   end
 
   test "a trace evicted from the cache is traced again, not run from the plan" do
-    old = Application.fetch_env(:nx_jax, :trace_cache_size)
-    Application.put_env(:nx_jax, :trace_cache_size, 4)
-
-    on_exit(fn ->
-      case old do
-        {:ok, value} -> Application.put_env(:nx_jax, :trace_cache_size, value)
-        :error -> Application.delete_env(:nx_jax, :trace_cache_size)
-      end
-    end)
+    NxJax.TestAppEnv.put(:trace_cache_size, 4)
 
     x = Nx.tensor([1.0, 2.0])
     f = Nx.Defn.jit(&Nx.multiply(&1, 7))

@@ -3,15 +3,7 @@ defmodule NxJax.TraceCacheTest do
   use ExUnit.Case, async: false
 
   setup do
-    old = Application.fetch_env(:nx_jax, :trace_cache_size)
-    Application.put_env(:nx_jax, :trace_cache_size, 8)
-
-    on_exit(fn ->
-      case old do
-        {:ok, value} -> Application.put_env(:nx_jax, :trace_cache_size, value)
-        :error -> Application.delete_env(:nx_jax, :trace_cache_size)
-      end
-    end)
+    NxJax.TestAppEnv.put(:trace_cache_size, 8)
   end
 
   defp cached?(fun) do
