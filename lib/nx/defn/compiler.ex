@@ -25,7 +25,7 @@ defmodule Nx.Defn.Compiler do
 
   A `defn` or jitted function called again and again from one process with arguments of
   one signature is the common case. At the second such call the calling process keeps a
-  plan of the call (in its process dictionary, for at most #{64} functions): the trace and
+  plan of the call (in its process dictionary, for at most 64 functions): the trace and
   the options it runs under. A later call follows the plan straight to `c:__run__/5` when
   its options (the call's own and this process's defaults) are the very terms the plan was
   made with, its arguments are tensors of the plan's types, shapes and names, none of them
