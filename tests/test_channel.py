@@ -443,6 +443,14 @@ def _run_on(cpus: set[int], fn: Callable[[], T]) -> T:
     return out[0]
 
 
+def _moved(busy_too: bool = False) -> tuple[int | None, bool, int | None, set[int]]:
+    """move_off_this_cpu() in this thread: the CPU before, whether it moved, the CPU after, the
+    affinity after."""
+    before = channel._current_cpu()
+    done = channel.move_off_this_cpu(busy_too=busy_too)
+    return before, done, channel._current_cpu(), os.sched_getaffinity(0)
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
 def test_move_off_this_cpu_moves_to_another_allowed_cpu_and_keeps_the_affinity(
     monkeypatch: pytest.MonkeyPatch,
@@ -450,13 +458,7 @@ def test_move_off_this_cpu_moves_to_another_allowed_cpu_and_keeps_the_affinity(
     allowed = os.sched_getaffinity(0)
     two = set(sorted(allowed)[:2])
     monkeypatch.setattr(channel, "_running_tasks", lambda: 1)
-
-    def moved() -> tuple[int | None, bool, int | None, set[int]]:
-        before = channel._current_cpu()
-        done = channel.move_off_this_cpu()
-        return before, done, channel._current_cpu(), os.sched_getaffinity(0)
-
-    before, done, after, affinity = _run_on(two, moved)
+    before, done, after, affinity = _run_on(two, _moved)
     assert done is True
     assert before in two and after in two and after != before
     assert affinity == two  # set back as it was
@@ -499,14 +501,8 @@ def test_move_off_this_cpu_busy_too_moves_on_a_busy_machine(
     allowed = os.sched_getaffinity(0)
     two = set(sorted(allowed)[:2])
     monkeypatch.setattr(channel, "_running_tasks", lambda: len(allowed) + 1)
-
-    def moved(busy_too: bool) -> tuple[int | None, bool, int | None, set[int]]:
-        before = channel._current_cpu()
-        done = channel.move_off_this_cpu(busy_too=busy_too)
-        return before, done, channel._current_cpu(), os.sched_getaffinity(0)
-
-    assert _run_on(two, lambda: moved(False))[1] is False
-    before, done, after, affinity = _run_on(two, lambda: moved(True))
+    assert _run_on(two, _moved)[1] is False
+    before, done, after, affinity = _run_on(two, lambda: _moved(busy_too=True))
     assert done is True and after != before and affinity == two
 
 
