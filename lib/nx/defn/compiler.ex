@@ -123,12 +123,12 @@ defmodule Nx.Defn.Compiler do
   end
 
   # (the steps of cached/5 and execute/3 that a call of the plan's signature would take)
-  defp planned({checks, mark, parameters, container, templates, compiled, opts}, args) do
+  defp planned({checks, mark, parameters, container, templates, graph, opts}, args) do
     with true <- fits?(args, checks),
          true <- Nx.Defn.TraceCache.still?(mark) do
       :counters.add(counters_ref(), 2, 1)
       args = made_all(taken(parameters, args), [])
-      {:ok, rebuilt(container, runtime().__run__(compiled, args, templates, %{}, opts))}
+      {:ok, rebuilt(container, runtime().__run__(graph, args, templates, %{}, opts))}
     end
   end
 
@@ -159,10 +159,9 @@ defmodule Nx.Defn.Compiler do
   # cache (`mark`: its entry) and the options it runs under (`run_opts`). At most @max_plans
   # functions have one: past that, the older plans are dropped.
   defp plan({id, opts, defaults}, args, compiled, mark, run_opts) do
-    with {:graph, compiled, parameters, container, templates, hooks} when hooks == %{} <-
-           compiled,
+    with {:graph, graph, parameters, container, templates, hooks} when hooks == %{} <- compiled,
          checks when checks != nil <- plan_checks(args, []) do
-      plan = {checks, mark, parameters, container, templates, compiled, run_opts}
+      plan = {checks, mark, parameters, container, templates, graph, run_opts}
 
       if Process.put({@plans, id}, {opts, defaults, plan}) == nil do
         case [id | Process.get(@plans, [])] do
