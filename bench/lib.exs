@@ -283,7 +283,7 @@ defmodule Bench do
           :ok = Nx.backend_deallocate(old2)
         end)
       end,
-      # the same, waiting for the free's reply (as before release/2): one more round trip
+      # the same, waiting for the free's reply: one more round trip
       resident_wait: fn n ->
         samples(n, fn ->
           old = Process.get(:bench_resident)

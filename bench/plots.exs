@@ -88,7 +88,8 @@ transfer =
     t = {{:f, 32}, {div(bytes, 4)}, data}
     reps = if bytes >= 16_777_216, do: 5, else: 20
     # (one untimed run of every path first: the first large frame grows each process's memory)
-    [h] = NxJax.Worker.put([t])
+    # (the guard kept to the end: h is freed by hand)
+    [{:ref, h, guard}] = NxJax.Worker.put([t])
     NxJax.Worker.fetch([h])
     frame_in = :erlang.term_to_binary({:s, data})
     frame_out = :erlang.term_to_binary({:g, bytes})
@@ -102,7 +103,7 @@ transfer =
     put_free = fn k ->
       for _ <- 1..k do
         t0 = System.monotonic_time(:nanosecond)
-        [h] = NxJax.Worker.put([t])
+        [{:ref, h, _guard}] = NxJax.Worker.put([t])
         us = (System.monotonic_time(:nanosecond) - t0) / 1000
         NxJax.Worker.free([h])
         us
@@ -126,6 +127,7 @@ transfer =
 
     best = Bench.interleaved_samples(paths, reps, reps)
     NxJax.Worker.free([h])
+    NxJax.Guard.keep(guard)
 
     for {{direction, path}, _} <- paths,
         do: [bytes, direction, path, mbps.(bytes, Enum.min(best[{direction, path}]))]

@@ -118,17 +118,18 @@ transfer =
 
     ours_in =
       Bench.best(reps, fn ->
-        [h] = NxJax.Worker.put([t])
+        [{:ref, h, _guard}] = NxJax.Worker.put([t])
         send(self(), {:free, h})
       end)
 
     for _ <- 1..reps, do: receive(do: ({:free, h} -> NxJax.Worker.free([h])))
-    [h] = NxJax.Worker.put([t])
+    [{:ref, h, guard}] = NxJax.Worker.put([t])
     # (one untimed fetch first, and one raw echo each way: the first 128 MB out of a process
     # pays for growing its memory, 300-600 MB/s where later ones take 1800, 2026-11-30)
     NxJax.Worker.fetch([h])
     ours_out = Bench.best(reps, fn -> NxJax.Worker.fetch([h]) end)
     NxJax.Worker.free([h])
+    NxJax.Guard.keep(guard)
 
     Bench.port_call(echo_port, ["s", data])
     raw_in = Bench.best(reps, fn -> Bench.port_call(echo_port, ["s", data]) end)

@@ -41,21 +41,59 @@ defmodule NxJax do
         debug = Keyword.get(opts, :debug_nans, false) == true
 
         results =
-          if hooks == %{} and not debug do
-            # (the common call: no hook runner, no option list to copy)
-            NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
-          else
-            call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+          try do
+            cond do
+              # (the common call: no hook runner, no option list to copy)
+              hooks == %{} and not debug and not Keyword.has_key?(opts, :donated) ->
+                NxJax.Worker.run_cached(key, graph_bin, wire, keep, [{:server, server} | opts])
 
-            if debug,
-              do: debug_run(graph_bin, wire, call_opts ++ opts),
-              else: NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+              debug ->
+                call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+                debug_run(graph_bin, wire, call_opts ++ opts)
+
+              true ->
+                {donate, opts} = donated(opts, args, server)
+                call_opts = [server: server, on_hook: on_hook(hooks, opts, server)]
+                call_opts = if donate == [], do: call_opts, else: [{:donate, donate} | call_opts]
+                results = NxJax.Worker.run_cached(key, graph_bin, wire, keep, call_opts ++ opts)
+                disarm_donated(donate, args)
+                results
+            end
+          rescue
+            error in NxJax.WorkerError ->
+              reraise NxJax.Backend.explain_unknown(error, args), __STACKTRACE__
           end
 
+        # (a resident argument's guard must outlive the request that names its handle)
+        NxJax.Guard.keep(args)
         from_wire_all(templates, results, server)
       end,
       opts
     )
+  end
+
+  # `:donated` (positions of `args`, Nx.Defn.Compiler): those of them resident on `server`,
+  # whose memory the results may reuse; donating a tensor that is not resident is a no-op,
+  # as in JAX for an argument not on the device
+  defp donated(opts, args, server) do
+    {positions, opts} = Keyword.pop(opts, :donated, [])
+    args = List.to_tuple(args)
+
+    donate =
+      for i <- positions,
+          match?(%Nx.Tensor{data: %NxJax.Backend{worker: ^server}}, elem(args, i)),
+          do: i
+
+    {donate, opts}
+  end
+
+  # a donated tensor is no longer resident (its worker dropped it): its guard has nothing to
+  # free, and reading it says why it is gone (NxJax.Backend.explain_unknown/2)
+  defp disarm_donated(donate, args) do
+    for i <- donate do
+      %Nx.Tensor{data: %NxJax.Backend{guard: guard}} = Enum.at(args, i)
+      NxJax.Guard.disarm(guard, :donated)
+    end
   end
 
   # `debug_nans: true`: the worker runs the graph op by op and stops at the first NaN or
@@ -138,8 +176,8 @@ defmodule NxJax do
     %Nx.Tensor{template | data: %Nx.BinaryBackend{state: binary}}
   end
 
-  defp from_wire(%Nx.Tensor{} = template, {:ref, handle}, server) do
-    %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle}}
+  defp from_wire(%Nx.Tensor{} = template, {:ref, handle, guard}, server) do
+    %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle, guard: guard}}
   end
 
   defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}, _) do

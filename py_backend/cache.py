@@ -30,6 +30,8 @@ class Program:
     graph: Graph
     function: Callable[..., list[jax.Array]]
     jitted: Any = None
+    # the same function jitted with donate_argnums, per tuple of donated positions
+    donating: dict[tuple[int, ...], Any] = field(default_factory=dict)
     outs: list[TensorOut] = field(default_factory=list)  # the graph's outputs, in order
     used: int = 0  # the cache's tick at its last use
 
@@ -81,7 +83,8 @@ class Cache:
         self.max_entries = max_entries
         self.stats = Stats()
         self._programs: dict[bytes, Program] = {}
-        self._compiled: dict[tuple[bytes, Signature], Use] = {}
+        # (key, signature, donated positions) -> its use
+        self._compiled: dict[tuple[bytes, Signature, tuple[int, ...]], Use] = {}
         self._tick = 0
         self.version = next(_versions)
 
@@ -125,7 +128,7 @@ class Cache:
         if program is None:
             return None
         self.executable_for(key, program, sig)
-        return program, self._compiled[(key, sig)]
+        return program, self._compiled[(key, sig, ())]
 
     def touch(self, program: Program, use: Use) -> None:
         """A cache hit of ``program`` and its signature's entry ``use``, both from :meth:`hit`
@@ -139,15 +142,18 @@ class Cache:
         self._compiled.clear()
         self.version = next(_versions)
 
-    def executable(self, key: bytes, program: Program, args: list[Any]) -> Any:
+    def executable(self, key: bytes, program: Program, args: list[Any],
+                   donate: tuple[int, ...] = ()) -> Any:
         """The jitted function for these arguments; a signature not seen before under ``key``
         counts as a compile (``jax.jit`` compiles it on this call, and serves later calls from
-        its C++ fast path, which an AOT ``Compiled`` object does not use)."""
-        return self.executable_for(key, program, signature(args))
+        its C++ fast path, which an AOT ``Compiled`` object does not use). With ``donate``, the
+        function that may reuse those arguments' memory for its results (``donate_argnums``)."""
+        return self.executable_for(key, program, signature(args), donate)
 
-    def executable_for(self, key: bytes, program: Program, sig: Signature) -> Any:
+    def executable_for(self, key: bytes, program: Program, sig: Signature,
+                       donate: tuple[int, ...] = ()) -> Any:
         """``executable`` for arguments whose ``signature`` is ``sig``."""
-        entry = (key, sig)
+        entry = (key, sig, donate)
         use = self._compiled.get(entry)
         if use is not None:
             self.stats.cache_hits += 1
@@ -156,6 +162,12 @@ class Cache:
             self.stats.compiles += 1
             self._compiled[entry] = Use(self._next_tick())
             self._trim(self._compiled)
+        if donate:
+            jitted = program.donating.get(donate)
+            if jitted is None:
+                jitted = program.donating[donate] = jax.jit(program.function,
+                                                            donate_argnums=donate)
+            return jitted
         if program.jitted is None:
             program.jitted = jax.jit(program.function)
         return program.jitted

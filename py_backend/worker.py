@@ -10,6 +10,11 @@ and size of the graph binary) and may keep its results here as *resident* tensor
 integer handles, that later calls take as ``{:ref, handle}`` arguments (PROTOCOL.md section 7).
 A request frame is released as soon as its tensors are on the device, so a call holds at most
 one copy of its arguments next to its results.
+
+The client frees resident tensors when their Elixir terms are garbage collected. The worker
+counts the bytes it holds and, each time they have grown by ``NX_JAX_RESIDENT_GC_BYTES`` since
+it last looked, sends ``{:pressure, bytes}`` (PROTOCOL.md 2.5): the client then has the
+processes holding its tensors collected, so that what they dropped comes back.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
 
 MODULE = "nx_jax"
 SMALL_TENSOR = 1 << 16
+# resident bytes grown by this much since the last look make a ``{:pressure, bytes}`` notice
+DEFAULT_RESIDENT_GC_BYTES = 64 << 20
+# a handle: a count in the high bits (never reused), 40 random bits below (never guessed)
+HANDLE_RANDOM_BITS = 40
 READ_FD = 3
 WRITE_FD = 4
 
@@ -210,6 +219,12 @@ class Worker:
         # with its length header (Worker._hot_one, Worker.handle_framed)
         self._one: Callable[[Chunk], bytes | list[Chunk] | None] | None = None
         self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
+        self.resident_bytes = 0
+        self.resident_gc_bytes = resident_gc_bytes()
+        # the resident bytes that make the next {:pressure, bytes} notice
+        self.pressure_mark = self.resident_gc_bytes
+        self.pressure_notices = 0
+        self._handles = 0  # handles given out (the high bits of the next one)
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
@@ -287,6 +302,8 @@ class Worker:
             atom("fast_hot_calls"): s.fast_hot_calls,
             atom("fast_layout_calls"): s.fast_layout_calls,
             atom("resident"): len(self.resident),
+            atom("resident_bytes"): self.resident_bytes,
+            atom("pressure_notices"): self.pressure_notices,
             atom("paused_spins"): self.reader.paused_spins if self.reader is not None else 0,
         }
 
@@ -322,9 +339,17 @@ class Worker:
         return [encode_tensor(o, r) for o, r in zip(program.outs, results, strict=True)]
 
     def call(self, args: list[Any]) -> Any:
-        """``[key, graph_bin | nil, args, keep]``: run the graph known by ``key``."""
-        _arity("call", args, 4)
-        raw_key, raw_graph, raw_tensors, keep = args
+        """``[key, graph_bin | nil, args, keep]`` or ``[key, graph_bin | nil, args, keep,
+        donate]``: run the graph known by ``key``; ``donate`` lists the positions of the
+        resident arguments whose memory the results may reuse (they are no longer resident
+        afterwards)."""
+        if len(args) == 5:
+            raw_key, raw_graph, raw_tensors, keep, raw_donate = args
+            donate = _donated_positions(raw_donate, raw_tensors)
+        else:
+            _arity("call", args, 4)
+            raw_key, raw_graph, raw_tensors, keep = args
+            donate = ()
         key = channel.binary_bytes(raw_key)
         if key is None or len(key) != 24:
             raise BadRequest("call: the key must be the 24-byte graph_key of the graph binary")
@@ -345,17 +370,23 @@ class Worker:
             if graph_key(graph_bin) != key:
                 raise BadRequest("call: the key is not graph_key(graph binary): md5 + size")
             key, program = self.cache.program(graph_bin, key)
-        learnable = raw_graph is None and not program.graph.hooks and not any(
+        learnable = raw_graph is None and not program.graph.hooks and not donate and not any(
             isinstance(t, tuple) and len(t) == 2 for t in raw_tensors  # {:ref, handle}
         )
-        results = self._execute(key, program, raw_tensors)
+        donated = [raw_tensors[i][1] for i in donate]
+        results = self._execute(key, program, raw_tensors, donate)
+        # (their arrays were deleted by the call, their memory reused for results)
+        for handle in donated:
+            self._drop(handle)
         self._learnable = learnable
         if keep:
-            return [(atom("ref"), self._keep(r, o)) for o, r in results]
+            refs = [(atom("ref"), self._keep(r, o)) for o, r in results]
+            self._check_pressure()
+            return refs
         return [encode_tensor(o, r) for o, r in results]
 
     def _execute(
-        self, key: bytes, program: Any, raw_tensors: list[Any]
+        self, key: bytes, program: Any, raw_tensors: list[Any], donate: tuple[int, ...] = ()
     ) -> list[tuple[TensorOut, Any]]:
         # The wire tensors are views into the request frame: put them on the device, then drop
         # every reference to the frame (clear the list in place) before running.
@@ -364,11 +395,12 @@ class Worker:
         finally:
             raw_tensors.clear()
         check_arguments(program.graph.parameters, tensors)
-        return self._run(key, program, tensors)
+        return self._run(key, program, tensors, donate)
 
-    def _run(self, key: bytes, program: Any, tensors: list[Any]) -> list[tuple[TensorOut, Any]]:
+    def _run(self, key: bytes, program: Any, tensors: list[Any],
+             donate: tuple[int, ...] = ()) -> list[tuple[TensorOut, Any]]:
         compiles = self.cache.stats.compiles
-        executable = self.cache.executable(key, program, tensors)
+        executable = self.cache.executable(key, program, tensors, donate)
         if self.cache.stats.compiles > compiles:  # (jax.jit compiles in this first call)
             with slow.Notice(lambda: _compiling(program, tensors)):
                 results = executable(*tensors)
@@ -559,13 +591,30 @@ class Worker:
         return entry
 
     def _keep(self, array: Any, out: TensorOut) -> int:
-        # a random 64-bit number, not a count: a handle cannot be guessed, so only a process
-        # that was given it (the owner, and whoever it hands the tensor to) can use or free it
-        handle = 0
-        while handle == 0 or handle in self.resident:
-            handle = int.from_bytes(os.urandom(8), "big")
+        # a count and 40 random bits: a handle is never given out twice (a late free of a freed
+        # one can never hit another tensor), and cannot be guessed, so only a process that was
+        # given it (and whoever it hands the tensor to) can use or free it
+        self._handles += 1
+        handle = (self._handles << HANDLE_RANDOM_BITS) | int.from_bytes(os.urandom(5), "big")
         self.resident[handle] = (array, out)
+        self.resident_bytes += array.nbytes
         return handle
+
+    def _drop(self, handle: Any) -> bool:
+        entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
+        if entry is None:
+            return False
+        self.resident_bytes -= entry[0].nbytes
+        return True
+
+    def _check_pressure(self) -> None:
+        """After results were kept: a ``{:pressure, bytes}`` notice when the resident bytes
+        reached the mark, which then moves ``resident_gc_bytes`` above them."""
+        if self.resident_bytes >= self.pressure_mark:
+            self.pressure_mark = self.resident_bytes + self.resident_gc_bytes
+            self.pressure_notices += 1
+            if self.emit is not None:
+                self.emit(channel.encode_chunks((atom("pressure"), self.resident_bytes)))
 
     def put(self, args: list[Any]) -> Any:
         """``[[tensor]]`` -> one handle per tensor, now resident here."""
@@ -577,7 +626,9 @@ class Worker:
             del decoded
         finally:
             raw_tensors.clear()
-        return [self._keep(a, out) for a, out in arrays]
+        handles = [self._keep(a, out) for a, out in arrays]
+        self._check_pressure()
+        return handles
 
     def fetch(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> the resident tensors' data, as wire tensors."""
@@ -588,12 +639,10 @@ class Worker:
     def free(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
         _arity("free", args, 1)
-        handles = _list_arg("free", args[0])
-        freed = 0
-        for h in handles:
-            if isinstance(h, int) and h in self.resident:
-                del self.resident[h]
-                freed += 1
+        freed = sum(self._drop(h) for h in _list_arg("free", args[0]))
+        # (the next notice comes once the bytes have grown again from here)
+        self.pressure_mark = min(self.pressure_mark,
+                                 max(self.resident_bytes, 0) + self.resident_gc_bytes)
         return freed
 
     def forget_graphs(self, args: list[Any]) -> Any:
@@ -712,6 +761,45 @@ class Worker:
             (atom("e"), request_id,
              (atom("python"), text(type(exc).__name__), text(message), text(trace)))
         )
+
+
+def resident_gc_bytes() -> int:
+    """``NX_JAX_RESIDENT_GC_BYTES`` (the client sets it from ``config :nx_jax,
+    resident_gc_bytes:``), else ``DEFAULT_RESIDENT_GC_BYTES``."""
+    raw = os.environ.get("NX_JAX_RESIDENT_GC_BYTES")
+    if raw is None:
+        return DEFAULT_RESIDENT_GC_BYTES
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(
+            f"NX_JAX_RESIDENT_GC_BYTES must be a positive integer of bytes, got: {raw!r} "
+            "(config :nx_jax, resident_gc_bytes:)"
+        )
+    return int(raw)
+
+
+def _donated_positions(raw: Any, raw_tensors: Any) -> tuple[int, ...]:
+    """``call``'s ``donate``: distinct positions of resident (``{:ref, handle}``) arguments."""
+    if not isinstance(raw, list) or not isinstance(raw_tensors, list):
+        raise BadRequest("call: donate must be a list of argument positions")
+    positions: list[int] = []
+    for i in raw:
+        if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(raw_tensors)):
+            raise BadRequest(f"call: donate names argument {i!r}, not a position of the call's "
+                             f"{len(raw_tensors)} arguments")
+        term = raw_tensors[i]
+        if not (isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref"):
+            raise BadRequest(f"call: donate names argument {i}, which is not resident: only a "
+                             "resident tensor's memory can be given to the results")
+        if i not in positions:
+            positions.append(i)
+    handles = [raw_tensors[i][1] for i in positions]
+    for j, term in enumerate(raw_tensors):
+        if (j not in positions and isinstance(term, tuple) and len(term) == 2
+                and term[1] in handles):
+            raise BadRequest(f"call: argument {j} is a tensor that is also donated (as argument "
+                             f"{positions[handles.index(term[1])]}): a donated tensor can be "
+                             "passed only once")
+    return tuple(sorted(positions))
 
 
 def _call_argument(view: np.ndarray) -> Any:

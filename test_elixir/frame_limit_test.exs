@@ -37,8 +37,9 @@ defmodule NxJax.FrameLimitTest do
     # the worker saw nothing, still serves, and was not replaced
     assert NxJax.Worker.stats(server: worker).errors == stats.errors
     small = {{:f, 32}, {2}, <<0, 0, 128, 63, 0, 0, 0, 64>>}
-    [handle] = NxJax.Worker.put([small], server: worker)
+    [{:ref, handle, guard}] = NxJax.Worker.put([small], server: worker)
     assert NxJax.Worker.fetch([handle], server: worker) == [small]
+    NxJax.Guard.keep(guard)
     assert NxJax.Worker.os_pid(worker) == os_pid
 
     # a defn call with a large argument: the same error through Nx

@@ -250,10 +250,11 @@ defmodule NxJax.LentPortTest do
     assert exp_call(w, [@zeros]) == [@ones]
     before = lent_calls(w)
 
-    [handle] = NxJax.Worker.put([@zeros], server: w)
+    [{:ref, handle, guard}] = NxJax.Worker.put([@zeros], server: w)
     assert exp_call(w, [{:ref, handle}]) == [@ones]
-    assert [{:ref, kept}] = exp_call(w, [@zeros], true)
+    assert [{:ref, kept, kept_guard}] = exp_call(w, [@zeros], true)
     assert NxJax.Worker.fetch([kept], server: w) == [@ones]
+    NxJax.Guard.keep({guard, kept_guard})
 
     parent = self()
     hooked = Nx.Defn.jit(&Fns.hooked/1, server: w, hooks: %{seen: &send(parent, {:seen, &1})})
@@ -385,7 +386,7 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == 0
   end
 
-  defp free_kept(w, [{:ref, handle}]), do: NxJax.Worker.free([handle], server: w) == 1
+  defp free_kept(w, [{:ref, handle, _guard}]), do: NxJax.Worker.free([handle], server: w) == 1
 
   defp assert_at_rest(w) do
     assert wait_until(fn -> NxJax.Worker.pending(w) == 0 end, 10_000)
@@ -399,7 +400,7 @@ defmodule NxJax.LentPortTest do
   test "a caller killed while it holds the port: the worker serves on, its tensors intact" do
     w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
-    [kept] = NxJax.Worker.put([@ones], server: w)
+    [{:ref, kept, guard}] = NxJax.Worker.put([@ones], server: w)
 
     log =
       capture_log(fn ->
@@ -415,6 +416,7 @@ defmodule NxJax.LentPortTest do
 
     assert NxJax.Worker.os_pid(w) == os_pid
     assert NxJax.Worker.fetch([kept], server: w) == [@ones]
+    NxJax.Guard.keep(guard)
     refute log =~ "unknown request"
   end
 

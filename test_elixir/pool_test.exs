@@ -57,7 +57,9 @@ defmodule NxJax.PoolTest do
   end
 
   defp put_on(worker, t) do
-    [handle] = NxJax.Worker.put([{t.type, t.shape, Nx.to_binary(t)}], server: worker)
-    %Nx.Tensor{t | data: %NxJax.Backend{worker: worker, handle: handle}}
+    [{:ref, handle, guard}] =
+      NxJax.Worker.put([{t.type, t.shape, Nx.to_binary(t)}], server: worker)
+
+    %Nx.Tensor{t | data: %NxJax.Backend{worker: worker, handle: handle, guard: guard}}
   end
 end

@@ -216,10 +216,9 @@ defmodule NxJax.WorkerTest do
         assert NxJax.Worker.call(:ping, [], server: w) == :pong
         assert NxJax.Worker.run_cached(key, g, zeros, false, server: w) == ones
 
-        assert [{{:f, 32}, {}, _}] =
-                 NxJax.Worker.fetch(NxJax.Worker.put([{{:f, 32}, {}, <<0::32>>}], server: w),
-                   server: w
-                 )
+        [{:ref, handle, guard}] = NxJax.Worker.put([{{:f, 32}, {}, <<0::32>>}], server: w)
+        assert [{{:f, 32}, {}, _}] = NxJax.Worker.fetch([handle], server: w)
+        NxJax.Guard.keep(guard)
       end
 
       # each id range went through the borrowed path too. Not necessarily all ten calls: a
@@ -364,7 +363,7 @@ defmodule NxJax.WorkerTest do
 
   test "a call on resident handles is not retried on a new worker: the handles died with it" do
     {name, sup} = restartable_worker()
-    [handle] = NxJax.Worker.put([entries_arg()], server: name)
+    [{:ref, handle, _guard}] = NxJax.Worker.put([entries_arg()], server: name)
     graph = dot_chain({0, :parameter, [], %{index: 0}, @dims})
 
     key = NxJax.Worker.graph_key(graph)

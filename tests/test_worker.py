@@ -216,7 +216,8 @@ def test_stats_count_compiles_hits_runs_and_errors() -> None:
         stats = {atom_str(k): v for k, v in reply[2].items()}
         assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1,
                          "graph_loads": 2, "unknown_graphs": 0, "resident": 0,
-                         "fast_one_calls": 0, "fast_hot_calls": 0, "fast_layout_calls": 0,
+                         "resident_bytes": 0, "pressure_notices": 0, "fast_one_calls": 0,
+                         "fast_hot_calls": 0, "fast_layout_calls": 0,
                          "paused_spins": 0}
     finally:
         assert w.close() == 0
@@ -356,17 +357,23 @@ def test_resident_results_feed_later_calls_and_come_back_by_fetch() -> None:
     assert_error(handle(worker, request(5, "fetch", [[handle_1]])), 5, "UnknownHandle", "freed")
 
 
-def test_handles_cannot_be_guessed() -> None:
-    """Handles are random 64-bit numbers: a free (or fetch) of guessed, sequential handles from
-    another sender touches no resident tensor."""
+def test_handles_cannot_be_guessed_and_are_never_given_out_twice() -> None:
+    """A handle is a count over 40 random bits: a free (or fetch) of guessed, sequential
+    handles from another sender touches no resident tensor, and a handle once freed never
+    names another tensor (a late free of it is harmless)."""
     worker = Worker()
     x = np.arange(3, dtype=F32)
     handles = [worker.put([[wire_tensor(x)]])[0] for _ in range(50)]
     assert len(set(handles)) == 50 and all(0 < h < 2**64 for h in handles)
-    assert sum(h < 2**32 for h in handles) < 3  # (50 draws below 2**32: probability ~1e-8 each)
+    assert [h >> 40 for h in handles] == list(range(1, 51))
+    # (the 40 low bits: 50 draws below 2**20 have a probability of about 1e-10)
+    assert sum(h & (2**40 - 1) < 2**20 for h in handles) < 3
     assert worker.free([list(range(1, 10_000))]) == 0
     assert len(worker.resident) == 50
     assert worker.free([handles[:2]]) == 2
+    later = [worker.put([[wire_tensor(x)]])[0] for _ in range(50)]
+    assert not set(later) & set(handles)
+    assert worker.free([handles[:2]]) == 0 and len(worker.resident) == 98
 
 
 def test_put_makes_tensors_resident_with_their_type() -> None:
@@ -376,6 +383,116 @@ def test_put_makes_tensors_resident_with_their_type() -> None:
     [back] = handle(worker, request(2, "fetch", [[h]]))[2]
     assert back[0] == (atom("s"), 64)
     np.testing.assert_array_equal(from_wire(back), x)
+
+
+def test_resident_bytes_follow_keep_put_and_free() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    [h1] = worker.put([[wire_tensor(np.zeros((4, 5), np.float64))]])
+    kept = handle(worker, call_request(1, graph, True, [wire_tensor(np.zeros(3, F32))],
+                                       keep=True))[2]
+    assert stats_of(worker)["resident_bytes"] == 160 + 12
+    worker.free([[h1, kept[0][1], h1]])
+    assert stats_of(worker)["resident_bytes"] == 0
+
+
+def test_a_pressure_notice_each_time_resident_bytes_grow_by_the_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{:pressure, bytes}`` goes out (before the reply) when the bytes kept reach the mark;
+    the next mark is the setting above them, and a free brings it down to the setting above
+    what is left."""
+    monkeypatch.setenv("NX_JAX_RESIDENT_GC_BYTES", "4000")
+    worker = Worker()
+    sent: list[Any] = []
+    worker.emit = lambda chunks: sent.append(decode(b"".join(bytes(c) for c in chunks)))
+    x = wire_tensor(np.zeros(250, F32))  # 1000 bytes
+    handles = [worker.put([[x]])[0] for _ in range(9)]
+    notices = [(atom_str(t[0]), t[1]) for t in sent]
+    # at 4000 bytes (next mark 8000), at 8000 (next 12000)
+    assert notices == [("pressure", 4000), ("pressure", 8000)]
+    worker.free([handles[:8]])
+    assert worker.pressure_mark == 1000 + 4000
+    sent.clear()
+    for _ in range(4):
+        worker.put([[x]])
+    assert [(atom_str(t[0]), t[1]) for t in sent] == [("pressure", 5000)]
+    assert stats_of(worker)["pressure_notices"] == 3
+
+
+@pytest.mark.parametrize("raw", ["100", "-5", "1e6", "lots", "0"])
+def test_the_pressure_setting_is_checked(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("NX_JAX_RESIDENT_GC_BYTES", raw)
+    if raw == "100":
+        assert Worker().resident_gc_bytes == 100
+    else:
+        with pytest.raises(ValueError, match="NX_JAX_RESIDENT_GC_BYTES must be a positive"):
+            Worker()
+
+
+def test_a_donated_resident_argument_is_reused_and_no_longer_resident() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    x = np.array([0.0, 0.5, 1.0], F32)
+    [h] = worker.put([[wire_tensor(x)]])
+    [kept] = handle(worker, request(1, "call", [key_of(graph), Binary(graph),
+                                                [(atom("ref"), h)], True, [0]]))[2]
+    assert h not in worker.resident and kept[1] in worker.resident
+    np.testing.assert_allclose(from_wire(handle(worker, request(2, "fetch", [[kept[1]]]))[2][0]),
+                               np.exp(x) + x, rtol=1e-6)
+    assert stats_of(worker)["resident_bytes"] == 12
+    assert_error(handle(worker, request(3, "fetch", [[h]])), 3, "UnknownHandle")
+    # a loop that donates its state keeps one tensor resident
+    state = kept[1]
+    for i in range(20):
+        [ref] = handle(worker, request(4 + i, "call", [key_of(graph), None,
+                                                      [(atom("ref"), state)], True, [0]]))[2]
+        state = ref[1]
+    assert list(worker.resident) == [state]
+
+
+@pytest.mark.parametrize("donate, args, match", [
+    ([2], "one", "not a position"),
+    ([1], "one", "not resident"),
+    ([0], "wire", "not resident"),
+    ("x", "one", "must be a list"),
+    ([True], "one", "not a position"),
+    ([0], "twice", "also donated"),
+])
+def test_donation_refuses_what_it_cannot_give(donate: Any, args: str, match: str) -> None:
+    worker = Worker()
+    g = GraphBuilder()
+    a, b = g.param(0, "f32", (3,)), g.param(1, "f32", (3,))
+    graph = g.binary([g.op("add", a, b)])
+    [h] = worker.put([[wire_tensor(np.ones(3, F32))]])
+    ref = (atom("ref"), h)
+    wire = wire_tensor(np.ones(3, F32))
+    call_args = {"one": [ref, wire], "wire": [wire, wire], "twice": [ref, ref]}[args]
+    reply = handle(worker, request(1, "call", [key_of(graph), Binary(graph), call_args, True,
+                                               donate]))
+    assert_error(reply, 1, "BadRequest", match)
+    assert h in worker.resident
+
+
+def test_ten_thousand_kept_steps_with_frees_hold_one_tensor_and_bounded_rss() -> None:
+    """The loop a client with garbage-collected tensors drives: each step keeps its result
+    and frees the one before."""
+    worker = Worker()
+    g = GraphBuilder()
+    p = g.param(0, "s32", (256, 256))
+    graph = g.binary([g.op("add", p, g.const(1, "s32"))])
+    [state] = worker.put([[wire_tensor(np.zeros((256, 256), np.int32))]])
+    rss = []
+    for i in range(10_000):
+        [ref] = handle(worker, request(i, "call", [key_of(graph), Binary(graph) if i == 0 else None,
+                                                  [(atom("ref"), state)], True]))[2]
+        assert worker.free([[state]]) == 1
+        state = ref[1]
+        if i + 1 in (1_000, 10_000):
+            rss.append({atom_str(k): v for k, v in worker.memory([False]).items()}["rss"])
+    assert len(worker.resident) == 1 and worker.resident_bytes == 256 * 256 * 4
+    np.testing.assert_array_equal(from_wire(worker.fetch([[state]])[0]),
+                                  np.full((256, 256), 10_000, np.int32))
+    assert rss[1] - rss[0] < 32 << 20
 
 
 def test_memory_reports_rss_and_peak() -> None:

@@ -1,7 +1,8 @@
 defmodule NxJax.Backend do
   @moduledoc """
-  A tensor resident on a worker: the `data` of an `%Nx.Tensor{}` whose values stay in the
-  worker's memory (as a JAX array), named by an integer `handle`.
+  A resident tensor on a worker: the `data` of an `%Nx.Tensor{}` whose values stay in the
+  worker's memory (as a JAX array), named by an integer `handle`, and freed there when its
+  Elixir terms are garbage collected (its `guard`, an `NxJax.Guard`).
 
   Resident tensors come from `Nx.backend_transfer(tensor, NxJax.Backend)`, or from any `defn`
   call or eager op when an argument is resident or when the calling process has set
@@ -14,16 +15,28 @@ defmodule NxJax.Backend do
 
   `Nx.to_binary/1`, `Nx.to_number/1`, inspection and the other readers fetch the data (and
   leave it resident). `Nx.backend_transfer/1,2` and `Nx.backend_copy/1,2` bring it back;
-  `Nx.backend_deallocate/1` frees it. A handle belongs to the process that created it: when
-  that process exits, its handles are freed on the worker. A resident tensor is not `==` to a
-  binary one with the same values: transfer it first.
+  `Nx.backend_deallocate/1` frees it at once.
+
+  ## Lifetime
+
+  A resident tensor lives as long as some process holds it, as EXLA's device buffers do: once
+  every process that had the term (or a copy of it: sent in a message, stored in ETS) has
+  garbage collected it or exited, its guard tells `NxJax.Worker.Collector`, which frees it on
+  the worker with the others of the same collection. A process that allocates little collects
+  seldom; the worker therefore counts its resident bytes, and each time they grow by
+  `config :nx_jax, resident_gc_bytes:` (default 64 MiB) it has the processes that took its
+  resident results lately garbage collected (docs/DEPLOYMENT.md, "Resident tensors").
+  Deallocating by hand, twice, from two processes, after the worker was replaced, or while a
+  collection frees the same tensor is harmless: whoever disarms the guard first frees it.
+
+  A resident tensor is not `==` to a binary one with the same values: transfer it first.
   """
   @behaviour Nx.Backend
 
-  @enforce_keys [:worker, :handle]
-  defstruct [:worker, :handle]
+  @enforce_keys [:worker, :handle, :guard]
+  defstruct [:worker, :handle, :guard]
 
-  @type t :: %__MODULE__{worker: pid, handle: pos_integer}
+  @type t :: %__MODULE__{worker: pid, handle: pos_integer, guard: reference}
 
   @doc "The worker pid of a resident tensor, `nil` for anything else."
   def worker(%Nx.Tensor{data: %__MODULE__{worker: worker}}), do: worker
@@ -44,10 +57,57 @@ defmodule NxJax.Backend do
 
   @doc "The data of a resident tensor, fetched from its worker (it stays resident)."
   @impl true
-  def to_binary(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
-    [{_type, _shape, binary}] = NxJax.Worker.fetch([handle], server: alive!(worker))
+  def to_binary(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}} = tensor) do
+    [{_type, _shape, binary}] =
+      try do
+        NxJax.Worker.fetch([handle], server: alive!(worker))
+      rescue
+        error in NxJax.WorkerError -> reraise explain_unknown(error, [tensor]), __STACKTRACE__
+      end
+
+    # (its guard must outlive the request that names its handle)
+    NxJax.Guard.keep(tensor)
     binary
   end
+
+  @doc false
+  # An `UnknownHandle` error of a request on `tensors`, said in the terms of what happened to
+  # the first of them that is no longer resident.
+  def explain_unknown(%NxJax.WorkerError{class: "UnknownHandle"} = error, tensors) do
+    gone =
+      Enum.find_value(tensors, fn
+        %Nx.Tensor{data: %__MODULE__{guard: guard}} ->
+          with status when status != :armed <- NxJax.Guard.status(guard), do: status
+
+        _other ->
+          nil
+      end)
+
+    case gone do
+      :donated ->
+        %{
+          error
+          | message:
+              "a resident tensor of this call was donated to an earlier call " <>
+                "(its `donate:` option), which reused its memory for a result: use that call's " <>
+                "results instead, or donate only what is not read again"
+        }
+
+      :deallocated ->
+        %{
+          error
+          | message:
+              "a resident tensor of this call was freed with " <>
+                "Nx.backend_deallocate/1 (or moved off the worker with Nx.backend_transfer/2) and " <>
+                "cannot be read any more"
+        }
+
+      nil ->
+        error
+    end
+  end
+
+  def explain_unknown(error, _tensors), do: error
 
   @doc """
   Copies a concrete tensor to `backend` (`Nx.BinaryBackend` or `NxJax.Backend`, optionally as
@@ -77,13 +137,19 @@ defmodule NxJax.Backend do
 
   def transfer(tensor, backend), do: copy(tensor, backend)
 
-  @doc "Frees a resident tensor: `:ok`, or `:already_deallocated` when it was not resident."
+  @doc """
+  Frees a resident tensor: `:ok`, or `:already_deallocated` when it was freed before (here or
+  in another process that has the same tensor) or its worker has exited. Nothing waits for
+  the worker: the tensor's guard answers, and a later request of this process reaches the
+  worker after the free.
+  """
   @impl true
-  def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}}) do
-    # nothing waits for the worker: the client's table of live handles answers
-    if Process.alive?(worker) and NxJax.Worker.release([handle], server: worker) == 1,
-      do: :ok,
-      else: :already_deallocated
+  def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle, guard: guard}}) do
+    if NxJax.Guard.disarm(guard, :deallocated) and alive?(worker) do
+      NxJax.Worker.release(worker, [handle])
+    else
+      :already_deallocated
+    end
   end
 
   def deallocate(_tensor), do: :already_deallocated
@@ -106,8 +172,10 @@ defmodule NxJax.Backend do
 
   defp put(%Nx.Tensor{type: type, shape: shape} = tensor) do
     NxJax.Pool.with_worker(nil, fn worker ->
-      [handle] = NxJax.Worker.put([{type, shape, Nx.to_binary(tensor)}], server: worker)
-      %Nx.Tensor{tensor | data: %__MODULE__{worker: worker, handle: handle}}
+      [{:ref, handle, guard}] =
+        NxJax.Worker.put([{type, shape, Nx.to_binary(tensor)}], server: worker)
+
+      %Nx.Tensor{tensor | data: %__MODULE__{worker: worker, handle: handle, guard: guard}}
     end)
   end
 
@@ -123,8 +191,12 @@ defmodule NxJax.Backend do
             "(Elixir memory) or NxJax.Backend (resident on a worker)"
   end
 
+  # (a worker on another node is taken to be alive: its GenServer answers if it is not)
+  defp alive?(worker) when node(worker) == node(), do: Process.alive?(worker)
+  defp alive?(_worker), do: true
+
   defp alive!(worker) do
-    if Process.alive?(worker) do
+    if alive?(worker) do
       worker
     else
       raise NxJax.WorkerError,

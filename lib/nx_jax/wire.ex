@@ -3,7 +3,7 @@ defmodule NxJax.Wire do
   The Elixir side of the wire: the external term format of the frames a worker's port carries
   (`{:packet, 4}` framing is the port's own; docs/PROTOCOL.md), in one place.
 
-  - Requests: `request_header/2` and `graph_call_frame/5` build the `{:"C", id, :nx_jax,
+  - Requests: `request_header/2` and `graph_call_frame/6` build the `{:"C", id, :nx_jax,
     function, args}` frames; `encode_body/1` encodes arguments as iodata in which binaries of
     64 KiB or more (`big_binary/0`) are referenced, not copied; a body of small terms is one
     `:erlang.term_to_binary/1`, and `args_body/1` writes a call's small tensors itself.
@@ -138,17 +138,26 @@ defmodule NxJax.Wire do
   The frame of request `id`: `call(key, graph | nil, args, keep)`, `args` already encoded
   (`encode_body/1` or `small_body/1` of the list of arguments).
   """
-  def graph_call_frame(id, key, graph, args, keep) do
+  def graph_call_frame(id, key, graph, args, keep, donate \\ []) do
     graph = if graph, do: encode_body(graph), else: @nil_atom
     keep = if keep, do: @true_atom, else: @false_atom
 
+    # (`donate`, the positions of the resident arguments the results may reuse, is a fifth
+    # argument only when there are some: the common frame stays the one the fast paths know)
+    # (a list of small integers written as a list: term_to_binary would make it a string)
+    {count, donate} =
+      if donate == [],
+        do: {4, []},
+        else: {5, [<<108, length(donate)::32>>, Enum.map(donate, &small_body/1), 106]}
+
     [
       request_header(id, :call),
-      <<108, 4::32, 109, byte_size(key)::32>>,
+      <<108, count::32, 109, byte_size(key)::32>>,
       key,
       graph,
       args,
       keep,
+      donate,
       106
     ]
   end

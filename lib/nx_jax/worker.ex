@@ -73,8 +73,11 @@ defmodule NxJax.Worker do
 
   ## Resident tensors
 
-  With `keep: true`, results stay on the worker as integer handles. Each handle is owned by the
-  process that asked for it; when that process exits, its handles are freed, so nothing leaks.
+  With `keep: true` (and `put/2`), results stay on the worker and come back as
+  `{:ref, handle, guard}`: `handle` names the tensor on the worker, `guard` (an `NxJax.Guard`)
+  frees it there once no process holds it any more (garbage collected in every process that
+  had it, or exited; `NxJax.Worker.Collector` frees them in batches). Handles are random 64-bit
+  numbers, never reused by a worker. `free/2` frees handles at once, guarded or not.
 
   The Python executable is, in order: the `:python` start option, the `:python` key of the
   `:nx_jax` application environment, the `NX_JAX_PYTHON` environment variable, the project's
@@ -143,11 +146,12 @@ defmodule NxJax.Worker do
 
   @doc """
   Runs the graph `graph_bin`, whose key is `key` (`graph_key/1`), on `args`: wire tensors
-  `{type, shape, binary}` or resident handles `{:ref, handle}` of this worker.
+  `{type, shape, binary}` or resident handles `{:ref, handle}` of this worker (whose guards
+  the caller keeps alive until this returns: `NxJax.Guard.keep/1`).
 
   The graph itself travels only the first time this worker sees `key` (and again, transparently,
   if the worker forgot it). With `keep` true the results stay on the worker and come back as
-  `{:ref, handle}`, owned by the calling process; otherwise as wire tensors.
+  `{:ref, handle, guard}` (see "Resident tensors"); otherwise as wire tensors.
 
   Options as in `call/3`.
   """
@@ -156,13 +160,17 @@ defmodule NxJax.Worker do
     {refs, small} = arg_kinds(args, false, true)
     opts = if refs, do: [{:retryable, false} | opts], else: opts
     # (a call that may borrow the worker's port, see "Lent port": with resident arguments it
-    # must not overtake a free that release/2 left to the GenServer)
+    # must not overtake a free sent to the GenServer before it)
     lendable = not keep and not refs
     # The argument list of `call`: wire tensors and {:ref, handle}s. Small tensors (the common
     # case of a repeated call) are written by NxJax.Wire.args_body/1; large data is never
     # copied.
     body = if small, do: NxJax.Wire.args_body(args), else: NxJax.Wire.encode_body(args)
-    Caller.request(opts, {:graph_call, key, graph_bin, body, keep, self()}, lendable)
+    donate = Keyword.get(opts, :donate, [])
+    lendable = lendable and donate == []
+    message = {:graph_call, key, graph_bin, body, keep, self(), donate}
+    results = Caller.request(opts, message, lendable)
+    if keep, do: guarded(results, Keyword.get(opts, :server, __MODULE__)), else: results
   end
 
   # whether `args` hold a resident handle, and whether all of them are small
@@ -181,11 +189,22 @@ defmodule NxJax.Worker do
   def graph_key(graph_bin), do: <<:erlang.md5(graph_bin)::binary, byte_size(graph_bin)::64>>
 
   @doc """
-  Makes `tensors` (wire tensors) resident on the worker; returns one handle each, owned by the
-  calling process.
+  Makes `tensors` (wire tensors) resident on the worker; returns one `{:ref, handle, guard}`
+  each (see "Resident tensors").
   """
   def put(tensors, opts \\ []) when is_list(tensors) do
-    Caller.request(opts, {:put, NxJax.Wire.encode_body([tensors]), self()})
+    refs = Caller.request(opts, {:put, NxJax.Wire.encode_body([tensors]), self()})
+    guarded(refs, Keyword.get(opts, :server, __MODULE__))
+  end
+
+  # Refs from a worker on another node come without guards (a guard sends to the collector of
+  # the node it was made on): this node's are made here.
+  defp guarded([{:ref, _, _} | _] = refs, _server), do: refs
+  defp guarded([], _server), do: []
+
+  defp guarded(refs, server) do
+    worker = GenServer.whereis(server)
+    for {:ref, handle} <- refs, do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle)}
   end
 
   @doc "The data of resident `handles`, as wire tensors."
@@ -197,48 +216,15 @@ defmodule NxJax.Worker do
   end
 
   @doc """
-  Frees resident `handles` without waiting for the worker: returns at once how many of them
-  were live (owned by some process; each handle counts once, however many processes release
-  it), and the worker's client sends the `free` request and drops its reply. A later request
-  of the same process reaches the worker after the free, so a call on a released handle fails
-  with `UnknownHandle`. Used by `Nx.backend_deallocate/1`.
-
-  On a worker of this node the calling process takes the handles out of the worker's table of
-  live handles (an ETS table) and sends the free without waiting for any reply; on another
-  node, the worker's GenServer answers.
+  Frees resident `handles` of worker `pid` without waiting for it (the reply of the `free` is
+  dropped). A later request of the calling process reaches the worker after the free, so a
+  call on a released handle fails with `UnknownHandle`. Used by `Nx.backend_deallocate/1` once
+  it has disarmed the tensor's guard.
   """
-  def release(handles, opts \\ []) when is_list(handles) do
-    server = Keyword.get(opts, :server, __MODULE__)
-
-    case GenServer.whereis(server) do
-      pid when is_pid(pid) and node(pid) == node() ->
-        count =
-          try do
-            take_live(Caller.local(pid).live, handles)
-          rescue
-            # the worker (and its table) is gone, and its tensors with it
-            ArgumentError -> 0
-          catch
-            :exit, _ -> 0
-          end
-
-        send(pid, {:nx_jax_released, handles})
-        count
-
-      _ ->
-        Caller.request([{:retryable, false} | opts], {:release, handles})
-    end
+  def release(pid, handles) when is_pid(pid) and is_list(handles) do
+    send(pid, {:nx_jax_released, handles})
+    :ok
   end
-
-  # takes `handles` out of a worker's table of live handles; how many were there
-  @doc false
-  def take_live(table, handles), do: Enum.count(handles, &(:ets.take(table, live_key(&1)) != []))
-
-  # The table of live handles is public (release/2 takes from it in the calling process), so it
-  # holds a digest of each handle, not the handle: reading the table tells nothing that could be
-  # sent to the worker.
-  @doc false
-  def live_key(handle), do: :erlang.md5(:erlang.term_to_binary(handle))
 
   @doc """
   Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,

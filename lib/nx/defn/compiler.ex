@@ -190,7 +190,7 @@ defmodule Nx.Defn.Compiler do
 
   # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
   @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us] ++
-                    [:debug_nans]
+                    [:debug_nans, :donate]
 
   # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
   # returns the traced expression, as in Nx; the default compiler (`nil`, or named) runs
@@ -293,11 +293,53 @@ defmodule Nx.Defn.Compiler do
 
         {compiled, mark} ->
           :counters.add(counters_ref(), 2, 1)
-          if plan_for != nil, do: plan(plan_for, args, compiled, mark, opts)
+
+          if plan_for != nil and not Keyword.has_key?(opts, :donate),
+            do: plan(plan_for, args, compiled, mark, opts)
+
           compiled
       end
 
+    opts = if Keyword.has_key?(opts, :donate), do: donated(opts, args, compiled), else: opts
     execute(compiled, concrete, opts)
+  end
+
+  # `donate: [position]` (positions of the call's arguments, each a tensor or a container) as
+  # `donated: [position]`, the positions of the tensors that the compiler's `c:__run__/5`
+  # takes (every leaf of each donated argument that the graph reads)
+  defp donated(opts, args, compiled) do
+    {donate, opts} = Keyword.pop(opts, :donate)
+    count = length(args)
+
+    unless is_list(donate) and Enum.all?(donate, &(is_integer(&1) and &1 >= 0 and &1 < count)) do
+      raise ArgumentError,
+            "the :donate option takes a list of argument positions (0-based) of the call, " <>
+              "which has #{count} argument(s), got: #{inspect(donate)}"
+    end
+
+    # the leaves of argument i are numbered from offsets[i], in the order parameters/1 numbers
+    {counts, _} =
+      args
+      |> lazy_arguments()
+      |> Tuple.to_list()
+      |> Enum.map_reduce(0, &{Composite.count(&1), &2})
+
+    offsets = Enum.scan([0 | counts], &(&1 + &2))
+
+    leaves =
+      Enum.flat_map(
+        Enum.uniq(donate),
+        &Enum.to_list(Enum.at(offsets, &1)..(Enum.at(offsets, &1 + 1) - 1)//1)
+      )
+
+    positions =
+      case elem(compiled, 0) == :graph and elem(compiled, 2) do
+        :all -> leaves
+        false -> []
+        parameters -> for {p, i} <- Enum.with_index(parameters), p in leaves, do: i
+      end
+
+    [{:donated, positions} | opts]
   end
 
   # the argument container with each leaf replaced by {type, shape, vectorized_axes, names}

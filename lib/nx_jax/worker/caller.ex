@@ -434,7 +434,7 @@ defmodule NxJax.Worker.Caller do
   defp request_size({:call, _function, body}), do: :erlang.iolist_size(body) + 128
   defp request_size({:put, body, _owner}), do: :erlang.iolist_size(body) + 128
 
-  defp request_size({:graph_call, _key, graph_bin, body, _keep, _owner}),
+  defp request_size({:graph_call, _key, graph_bin, body, _keep, _owner, _donate}),
     do: byte_size(graph_bin) + :erlang.iolist_size(body) + 128
 
   defp request_size(_message), do: 0

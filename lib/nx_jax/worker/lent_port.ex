@@ -95,7 +95,7 @@ defmodule NxJax.Worker.LentPort do
   worker `dest` (`local`: `NxJax.Worker.Caller.local/1` of it), if it may (see the
   moduledoc), and returns its reply; nil where the call goes through the GenServer instead.
   """
-  def call(dest, local, {:graph_call, key, _graph, args, false, _owner}, limits)
+  def call(dest, local, {:graph_call, key, _graph, args, false, _owner, []}, limits)
       when is_pid(dest) and node(dest) == node() do
     with %{lend: lend, me: me} when me != nil <- local,
          0 <- :atomics.get(lend, @gen_server_waits),

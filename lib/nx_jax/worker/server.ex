@@ -7,6 +7,14 @@ defmodule NxJax.Worker.Server do
   `NxJax.Worker.start_link/1`; what it shares with borrowers of its port is
   `NxJax.Worker.LentPort`'s.
 
+  Resident results are handed to a caller of this node wrapped in an `NxJax.Guard` (made here,
+  before the reply is sent, so that a caller that dies before reading its reply frees them
+  too); `{:nx_jax_released, handles}` (from `NxJax.Worker.Collector` or a deallocation) sends
+  one `free`. When the worker says its resident bytes grew past its mark (`{:pressure,
+  bytes}`, docs/PROTOCOL.md 2.5), the local processes that received resident results lately
+  (`holders`, the latest 64) are garbage collected, so that the tensors they dropped are freed
+  even if they allocate too little to collect on their own.
+
   Requests come as `{:nx_jax_request, {alias, tag}, timeout, message}` from
   `NxJax.Worker.Caller`; each is written with a fresh id (`LentPort.next_id/1`) and kept in
   `pending` as `{reply address, what to do with the reply, limit}` until its reply comes.
@@ -16,8 +24,10 @@ defmodule NxJax.Worker.Server do
   alias NxJax.Wire
   alias NxJax.Worker.LentPort
 
-  # a request whose reply nobody waits for (a free after release/2 or a process's exit)
+  # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
+  # how many processes `holders` remembers (the most recent ones)
+  @holders 64
   # `config :nx_jax, numerics: :nx | :native` (else the node's NX_JAX_NUMERICS, else :nx) as
   # the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its own `:env` sets it
   @numerics [:nx, :native]
@@ -43,7 +53,7 @@ defmodule NxJax.Worker.Server do
         if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
       end)
 
-    env = for {k, v} <- numerics_env(env), do: {to_charlist(k), to_charlist(v)}
+    env = for {k, v} <- env |> numerics_env() |> gc_env(), do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [
@@ -68,8 +78,9 @@ defmodule NxJax.Worker.Server do
       python: python,
       # the graph keys sent to this Python process (read by lent calls)
       known: :ets.new(NxJax.Worker.Known, [:set, :protected, read_concurrency: true]),
-      live: :ets.new(NxJax.Worker, [:set, :public, write_concurrency: true]),
-      owners: %{},
+      # local processes that received resident results lately: pid => when (a count)
+      holders: %{},
+      holder_seq: 0,
       # {timer, deadline}: one timer, for the earliest deadline of the pending requests
       deadline_timer: nil,
       os_pid: os_pid,
@@ -100,6 +111,25 @@ defmodule NxJax.Worker.Server do
     end
   end
 
+  # `config :nx_jax, resident_gc_bytes:` as the worker's NX_JAX_RESIDENT_GC_BYTES (its
+  # default when unset), unless its own `:env` sets it
+  defp gc_env(env) do
+    case Application.get_env(:nx_jax, :resident_gc_bytes) do
+      nil ->
+        env
+
+      bytes when is_integer(bytes) and bytes > 0 ->
+        if List.keymember?(env, "NX_JAX_RESIDENT_GC_BYTES", 0),
+          do: env,
+          else: [{"NX_JAX_RESIDENT_GC_BYTES", Integer.to_string(bytes)} | env]
+
+      other ->
+        raise ArgumentError,
+              "config :nx_jax, resident_gc_bytes: must be a positive integer of bytes, got: " <>
+                inspect(other)
+    end
+  end
+
   defp node_numerics do
     case System.get_env("NX_JAX_NUMERICS") do
       nil -> :nx
@@ -122,7 +152,7 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_call(:local, _from, state) do
-    local = Map.take(state, [:live, :port, :lend, :known, :keeper, :os_pid, :max_frame])
+    local = Map.take(state, [:port, :lend, :known, :keeper, :os_pid, :max_frame])
     {:reply, local, state}
   end
 
@@ -132,8 +162,8 @@ defmodule NxJax.Worker.Server do
     send_request(state, function, body, {from, :plain, limit})
   end
 
-  defp dispatch({:graph_call, key, graph_bin, args, keep, owner}, from, limit, state) do
-    send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner}, limit})
+  defp dispatch({:graph_call, key, graph_bin, args, keep, owner, donate}, from, limit, state) do
+    send_graph_call(state, {from, {:graph, key, graph_bin, args, keep, owner, donate}, limit})
   end
 
   defp dispatch({:put, body, owner}, from, limit, state) do
@@ -141,38 +171,13 @@ defmodule NxJax.Worker.Server do
   end
 
   defp dispatch({:free, handles}, from, limit, state) do
-    {_live, state} = disown(state, handles)
     send_request(state, :free, Wire.encode_body([handles]), {from, :plain, limit})
   end
 
-  # answered here at once (a caller on another node): the free's reply is dropped
-  defp dispatch({:release, handles}, from, _limit, state) do
-    {live, state} = free_released(state, handles)
-    GenServer.reply(from, {:ok, live})
-    state
-  end
-
-  # disowns released `handles` and sends their free, dropping its reply; returns how many of
-  # them were still live
-  defp free_released(state, handles) do
-    {live, state} = disown(state, handles)
-    {live, send_request(state, :free, Wire.encode_body([handles]), @ignore)}
-  end
-
-  # forgets `handles` (in every owner's set and in the table of live handles); returns how
-  # many of them were still live
-  defp disown(state, handles) do
-    live = NxJax.Worker.take_live(state.live, handles)
-
-    owners =
-      Map.new(state.owners, fn {pid, {monitor, owned}} ->
-        {pid, {monitor, Enum.reduce(handles, owned, &MapSet.delete(&2, &1))}}
-      end)
-
-    {live, %{state | owners: owners}}
-  end
-
-  defp send_graph_call(state, {_from, {:graph, key, graph_bin, args, keep, _owner}, _} = entry) do
+  defp send_graph_call(
+         state,
+         {_from, {:graph, key, graph_bin, args, keep, _owner, donate}, _} = entry
+       ) do
     {graph, state} =
       if :ets.member(state.known, key) do
         {nil, update_in(state.counts.key_calls, &(&1 + 1))}
@@ -182,7 +187,7 @@ defmodule NxJax.Worker.Server do
       end
 
     id = LentPort.next_id(state)
-    enter(state, id, Wire.graph_call_frame(id, key, graph, args, keep), entry)
+    enter(state, id, Wire.graph_call_frame(id, key, graph, args, keep, donate), entry)
   end
 
   # `entry`: {reply address, what to do with the reply, limit}
@@ -228,7 +233,7 @@ defmodule NxJax.Worker.Server do
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
     case Wire.decode_reply(frame) do
-      {id, reply} ->
+      {id, reply} when is_integer(id) ->
         {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
 
       {:log, stream, line} ->
@@ -236,6 +241,9 @@ defmodule NxJax.Worker.Server do
           log_line(state, stream, line)
           {:noreply, state}
         end
+
+      {:pressure, _bytes} ->
+        {:noreply, collect_holders(state)}
 
       {:hook, id, index, tensors} ->
         # a hook fired while request `id` runs: its caller runs the Elixir function
@@ -332,16 +340,16 @@ defmodule NxJax.Worker.Server do
 
   def handle_info(:nx_jax_port_back, state), do: {:noreply, LentPort.port_back(state)}
 
-  def handle_info({:DOWN, monitor, :process, pid, _reason}, state) do
+  def handle_info({:DOWN, monitor, :process, _pid, _reason}, state) do
     if LentPort.borrower_monitor?(state, monitor),
       do: {:noreply, LentPort.borrower_down(state)},
-      else: owner_down(state, pid)
+      else: {:noreply, state}
   end
 
-  # release/2 on this node took `handles` out of the live table: free them, dropping the reply
-  def handle_info({:nx_jax_released, handles}, state) do
-    {_live, state} = free_released(state, handles)
-    {:noreply, state}
+  # resident tensors collected (NxJax.Worker.Collector) or deallocated: free them, dropping the
+  # reply (a later request of the sender reaches the worker after the free)
+  def handle_info({:nx_jax_released, handles}, state) when is_list(handles) do
+    {:noreply, send_request(state, :free, Wire.encode_body([handles]), @ignore)}
   end
 
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
@@ -368,23 +376,16 @@ defmodule NxJax.Worker.Server do
     :ok
   end
 
-  # The owner of resident handles exited: they are freed.
-  defp owner_down(state, pid) do
-    case Map.pop(state.owners, pid) do
-      {nil, _} ->
-        {:noreply, state}
+  # The worker's resident bytes grew past its mark: garbage collect the processes that took
+  # resident results lately (the dead tensors they hold are then freed through their guards),
+  # without waiting for them. Those that exited are forgotten.
+  defp collect_holders(state) do
+    holders =
+      Map.filter(state.holders, fn {pid, _seq} ->
+        Process.alive?(pid) and :erlang.garbage_collect(pid, async: :nx_jax_pressure) == :async
+      end)
 
-      {{_monitor, handles}, owners} ->
-        state = %{state | owners: owners}
-        Enum.each(handles, &:ets.delete(state.live, NxJax.Worker.live_key(&1)))
-
-        if MapSet.size(handles) == 0 do
-          {:noreply, state}
-        else
-          body = Wire.encode_body([MapSet.to_list(handles)])
-          {:noreply, send_request(state, :free, body, @ignore)}
-        end
-    end
+    %{state | holders: holders}
   end
 
   defp port_closed(state, reason) do
@@ -452,7 +453,7 @@ defmodule NxJax.Worker.Server do
   # The worker does not know the key (it forgot the graph): send it again, transparently.
   defp finish(
          state,
-         {from, {:graph, key, _, _, _, _} = call, limit},
+         {from, {:graph, key, _, _, _, _, _} = call, limit},
          {:error, {"UnknownGraph", _, _}}
        ) do
     :ets.delete(state.known, key)
@@ -460,29 +461,34 @@ defmodule NxJax.Worker.Server do
     send_graph_call(state, {from, call, limit})
   end
 
-  defp finish(state, {from, {:graph, key, _, _, keep, owner}, _}, reply) do
-    state =
+  defp finish(state, {from, {:graph, key, _, _, keep, owner, _donate}, _}, reply) do
+    {state, reply} =
       case reply do
-        {:ok, results} when keep ->
-          own(state, owner, for({:ref, handle} <- results, do: handle))
+        {:ok, refs} when keep ->
+          {hold(state, owner), {:ok, guarded(refs, owner)}}
 
         {:ok, _} ->
-          state
+          {state, reply}
 
         {:error, _} ->
           :ets.delete(state.known, key)
-          state
+          {state, reply}
       end
 
     GenServer.reply(from, reply)
     state
   end
 
+  # (put answers bare handles; its caller gets refs, as from a call that keeps its results)
   defp finish(state, {from, {:owned, owner}, _}, reply) do
-    state =
+    {state, reply} =
       case reply do
-        {:ok, handles} -> own(state, owner, handles)
-        _ -> state
+        {:ok, handles} ->
+          refs = for handle <- handles, do: {:ref, handle}
+          {hold(state, owner), {:ok, guarded(refs, owner)}}
+
+        {:error, _} ->
+          {state, reply}
       end
 
     GenServer.reply(from, reply)
@@ -494,15 +500,33 @@ defmodule NxJax.Worker.Server do
     state
   end
 
-  defp own(state, owner, handles) do
-    {monitor, owned} =
-      case state.owners do
-        %{^owner => entry} -> entry
-        %{} -> {Process.monitor(owner), MapSet.new()}
+  # A caller of this node gets each `{:ref, handle}` as `{:ref, handle, guard}`, the guard made
+  # here, before the reply leaves: a caller that exits before reading it drops the guards with
+  # the message, and the tensors are freed. A caller on another node makes its guards itself
+  # (a guard sends to its own node's collector; NxJax.Worker.guarded/2).
+  defp guarded(refs, owner) when node(owner) == node(),
+    do:
+      for(
+        {:ref, handle} <- refs,
+        do: {:ref, handle, NxJax.Worker.Collector.guard(self(), handle)}
+      )
+
+  defp guarded(refs, _owner), do: refs
+
+  # remembers `owner` among the (at most @holders) latest local takers of resident results
+  defp hold(state, owner) when node(owner) != node(), do: state
+
+  defp hold(%{holders: holders, holder_seq: seq} = state, owner) do
+    holders = Map.put(holders, owner, seq)
+
+    holders =
+      if map_size(holders) > @holders do
+        {oldest, _} = Enum.min_by(holders, fn {_pid, seq} -> seq end)
+        Map.delete(holders, oldest)
+      else
+        holders
       end
 
-    owned = Enum.reduce(handles, owned, &MapSet.put(&2, &1))
-    :ets.insert(state.live, Enum.map(handles, &{NxJax.Worker.live_key(&1)}))
-    %{state | owners: Map.put(state.owners, owner, {monitor, owned})}
+    %{state | holders: holders, holder_seq: seq + 1}
   end
 end
