@@ -379,6 +379,28 @@ defmodule NxJax.WorkerTest do
     Supervisor.stop(sup)
   end
 
+  test "a deeply nested argument is refused under its request id; the same worker serves on",
+       %{worker: w} do
+    os_pid = NxJax.Worker.os_pid(w)
+
+    for depth <- [500, 1_000, 10_000, 100_000] do
+      deep = Enum.reduce(1..depth, 1, fn _, inner -> {inner} end)
+
+      # a reply lost to an unknown id would leave the call waiting its whole timeout, to fail
+      # with another class
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          NxJax.Worker.call(:ping, [deep], server: w, timeout: 60_000)
+        end
+
+      assert error.class == "BadRequest"
+      assert error.message =~ "nested deeper than 200 levels"
+      assert NxJax.Worker.call(:ping, [], server: w) == :pong
+    end
+
+    assert NxJax.Worker.os_pid(w) == os_pid
+  end
+
   test "a Python exception arrives with its class, message and traceback; the worker serves on",
        %{worker: w} do
     error = catch_error(NxJax.Worker.fetch([12_345], server: w))
