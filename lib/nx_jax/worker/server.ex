@@ -228,6 +228,10 @@ defmodule NxJax.Worker.Server do
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
     case Wire.decode_reply(frame) do
+      {:bad_frame, message} ->
+        Logger.error("nx_jax: #{message}")
+        {:noreply, state}
+
       {id, reply} ->
         {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
 
