@@ -628,10 +628,14 @@ def decode(data: Chunk) -> Any:
             pass
         try:
             return erlang.binary_to_term(small)
+        except CodecError:
+            raise
         except Exception as exc:
             raise CodecError(f"cannot decode Erlang term: {exc!r}") from exc
     try:
         end, term = erlang._binary_to_term(1, _Frame(view))
+    except CodecError:
+        raise
     except Exception as exc:  # erlang-py raises several unrelated classes on bad input
         raise CodecError(f"cannot decode Erlang term: {exc!r}") from exc
     if end != len(view):
@@ -641,15 +645,41 @@ def decode(data: Chunk) -> Any:
 
 # Terms refused before erlang-py decodes them (it would do so without bound): a compressed term
 # (tag 80: a few bytes of zlib may inflate to gigabytes; Elixir's term_to_binary compresses
-# only when asked) and an integer of more than MAX_BIG_INTEGER_BYTES (tag 111; erlang-py's
-# decoding is quadratic in its length: 40 KB took a second). Installed as erlang-py's own
-# recursive decoder, so nested terms are checked too.
+# only when asked), an integer of more than MAX_BIG_INTEGER_BYTES (tag 111; erlang-py's
+# decoding is quadratic in its length: 40 KB took a second) and a term nested deeper than
+# MAX_DEPTH. Installed as erlang-py's own recursive decoder, so nested terms are checked too.
 MAX_BIG_INTEGER_BYTES = 1024  # 8192 bits, far past any integer the Elixir side sends
+# Both decoders recurse once per level (erlang-py through three Python frames), so a fixed bound
+# far past what the Elixir side nests (a graph's sub-graphs take four levels each) refuses a
+# deep term with a clear message wherever decode is called from, before Python's recursion
+# limit would.
+MAX_DEPTH = 200
+_NESTING = frozenset((104, 105, 108, 116, 117))  # tuples, lists, maps, funs with free variables
 _erlang_py_term = erlang._binary_to_term
+
+
+class _Depth(threading.local):
+    level = 0
+
+
+_depth = _Depth()
+
+
+def _too_deep() -> CodecError:
+    return CodecError(f"cannot decode Erlang term: nested deeper than {MAX_DEPTH} levels")
 
 
 def _bounded_term(i: int, data: Any) -> tuple[int, Any]:
     tag = data[i]
+    if tag in _NESTING:
+        level = _depth.level
+        if level >= MAX_DEPTH:
+            raise _too_deep()
+        _depth.level = level + 1
+        try:
+            return _erlang_py_term(i, data)
+        finally:
+            _depth.level = level
     if tag == 80:
         raise CodecError("compressed terms are refused: send them uncompressed "
                          "(:erlang.term_to_binary/1 without the :compressed option)")
@@ -687,7 +717,7 @@ def decode_fast(data: bytes) -> Any:
     if len(data) < 2 or data[0] != 131:
         raise _NotFast
     try:
-        end, term = _fast(data, 1)
+        end, term = _fast(data, 1, 0)
     except (IndexError, struct.error, UnicodeDecodeError, RecursionError) as exc:
         raise _NotFast from exc
     if end != len(data):
@@ -699,12 +729,13 @@ def scan_term(data: bytes, i: int) -> tuple[int, Any]:
     """The term that starts at ``data[i]`` (no version byte) and the index just after it, for
     the tags :func:`decode_fast` reads; raises :class:`CodecError` for anything else."""
     try:
-        return _fast(data, i)
+        return _fast(data, i, 0)
     except (_NotFast, IndexError, struct.error, UnicodeDecodeError, RecursionError) as exc:
         raise CodecError(f"cannot scan the term at byte {i}") from exc
 
 
-def _fast(data: bytes, i: int) -> tuple[int, Any]:
+def _fast(data: bytes, i: int, depth: int) -> tuple[int, Any]:
+    """The term at ``data[i]``, inside ``depth`` tuples and lists."""
     tag = data[i]
     if tag == 97:  # SMALL_INTEGER_EXT
         return i + 2, data[i + 1]
@@ -715,13 +746,16 @@ def _fast(data: bytes, i: int) -> tuple[int, Any]:
             raise _NotFast
         return start + size, Binary(data[start : start + size], 8)
     if tag == 104 or tag == 105:  # SMALL_TUPLE_EXT, LARGE_TUPLE_EXT
+        if depth >= MAX_DEPTH:
+            raise _NotFast  # erlang-py refuses it (_bounded_term)
+        depth += 1
         if tag == 104:
             arity, i = data[i + 1], i + 2
         else:
             (arity,), i = _UNPACK_U32(data, i + 1), i + 5
         items = []
         for _ in range(arity):
-            i, item = _fast(data, i)
+            i, item = _fast(data, i, depth)
             items.append(item)
         return i, tuple(items)
     if tag == 115 or tag == 119 or tag == 100 or tag == 118:  # atoms: small/plain, latin-1/utf8
@@ -745,11 +779,14 @@ def _fast(data: bytes, i: int) -> tuple[int, Any]:
     if tag == 106:  # NIL_EXT
         return i + 1, []
     if tag == 108:  # LIST_EXT, proper lists only
+        if depth >= MAX_DEPTH:
+            raise _NotFast
+        depth += 1
         (count,) = _UNPACK_U32(data, i + 1)
         i += 5
         items = []
         for _ in range(count):
-            i, item = _fast(data, i)
+            i, item = _fast(data, i, depth)
             items.append(item)
         if data[i] != 106:
             raise _NotFast  # improper list: erlang-py's OtpErlangList

@@ -734,6 +734,8 @@ class Worker:
             try:
                 term = channel.decode(frame)
             except channel.CodecError as exc:
+                # answered under its request id when the frame starts like a request
+                request_id = request_id_in_head(bytes(frame[:HEAD_BYTES]))
                 raise BadRequest(str(exc)) from exc
             del frame  # the decoded term's binaries are views: they alone keep the frame alive
             request_id = request_id_of(term)
@@ -847,9 +849,15 @@ def request_id_of(term: Any) -> int:
     return -1
 
 
+# how much of a frame request_id_in_head reads: the version byte, the tuple header, :"C" and
+# an id of up to 50 bytes
+HEAD_BYTES = 64
+
+
 def request_id_in_head(head: bytes) -> int:
-    """The id of the request whose frame starts with ``head`` (a refused, unread frame:
-    version, ``{:"C", id, ...`` header, the atom, the id), or -1."""
+    """The id of the request whose frame starts with ``head`` (the first ``HEAD_BYTES`` of a
+    frame refused unread or undecodable: version, ``{:"C", id, ...`` header, the atom, the
+    id), or -1."""
     if head[:3] != b"\x83h\x05":
         return -1
     try:
@@ -918,7 +926,7 @@ def serve(
             frame = frames.read_frame()
         except channel.FrameTooLarge as exc:
             try:
-                head = frames.discard(exc.size)
+                head = frames.discard(exc.size, HEAD_BYTES)
             except channel.TruncatedFrame:
                 return 0
             # answered under its request id, read from the frame's first bytes

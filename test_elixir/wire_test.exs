@@ -126,6 +126,107 @@ defmodule NxJax.WireTest do
     end
   end
 
+  describe "atoms from the wire" do
+    # names that are no atom of this node (checked by each test)
+    defp unknown_names, do: for(i <- 1..1_000, do: "nx_jax_never_an_atom_#{i}")
+
+    defp refute_atom(name),
+      do: assert_raise(ArgumentError, fn -> String.to_existing_atom(name) end)
+
+    test "a reply naming atoms this node does not have is refused under its id, none made" do
+      names = unknown_names()
+      for name <- names, do: refute_atom(name)
+
+      # {:r, id, unknown} as the worker would write it (SMALL_ATOM_UTF8_EXT), and a frame above
+      # 64 KiB, which NxJax.Wire decodes itself: {:e, id, {data, unknown}} (ATOM_EXT)
+      small = for {name, id} <- Enum.with_index(names), do: {id, small_reply(id, name)}
+
+      big =
+        for {name, id} <- Enum.with_index(names) do
+          {id,
+           <<131, 104, 3, 115, 1, ?e, 98, id::32, 104, 2, 109, 70_000::32,
+             0::size(70_000)-unit(8), 100, byte_size(name)::16, name::binary>>}
+        end
+
+      before = :erlang.system_info(:atom_count)
+      decoded = for {id, frame} <- small ++ big, do: {id, NxJax.Wire.decode_reply(frame)}
+      made = :erlang.system_info(:atom_count) - before
+
+      for {id, reply} <- decoded do
+        assert {^id, {:error, {"BadReply", message, ""}}} = reply
+        assert message =~ "naming an atom this node does not have"
+      end
+
+      # (other tests may make atoms meanwhile: not 1,000 of them)
+      assert made < 1_000
+      for name <- names, do: refute_atom(name)
+    end
+
+    test "a frame that gives no reply id is refused as a bad frame" do
+      [name | _] = unknown_names()
+      log = <<131, 104, 3, 119, 3, "log", 119, byte_size(name), name::binary, 109, 0::32>>
+      assert {:bad_frame, message} = NxJax.Wire.decode_reply(log)
+      assert message =~ "cannot be decoded"
+      assert {:bad_frame, _} = NxJax.Wire.decode_reply(<<131, 104, 3, 119, 1, ?r, 119>>)
+      refute_atom(name)
+    end
+
+    test "the worker's GenServer logs a bad frame and serves on, its Python process the same" do
+      w = start_worker()
+      os_pid = NxJax.Worker.os_pid(w)
+      %{port: port} = :sys.get_state(w)
+      [name | _] = unknown_names()
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          send(w, {port, {:data, <<131, 104, 2, 119, byte_size(name), name::binary, 97, 1>>}})
+          send(w, {port, {:data, small_reply(123_456, name)}})
+          assert NxJax.Worker.call(:ping, [], server: w) == :pong
+        end)
+
+      assert log =~ "cannot be decoded"
+      assert log =~ "replied to unknown request 123456"
+      assert NxJax.Worker.os_pid(w) == os_pid
+      refute_atom(name)
+    end
+
+    test "every atom the worker writes is one NxJax.Wire.reply_atoms/0 names" do
+      source = fn file -> File.read!(Path.join("py_backend", file)) end
+      # atom("...") in py_backend, doctest lines aside; Nx's type kinds; the log streams
+      literals =
+        for file <- File.ls!("py_backend"),
+            String.ends_with?(file, ".py"),
+            line <- String.split(source.(file), "\n"),
+            not Regex.match?(~r/^\s*(>>>|\.\.\.)/, line),
+            [_, name] <- Regex.scan(~r/\batom\("(\w+)"\)/, line),
+            do: name
+
+      kinds = for [_, kind] <- Regex.scan(~r/NxType\("(\w+)"/, source.("nxtypes.py")), do: kind
+      [streams] = Regex.run(~r/^STREAMS = (.*)$/m, source.("stdio.py"), capture: :all_but_first)
+      streams = for [_, stream] <- Regex.scan(~r/"(\w+)"/, streams), do: stream
+      assert "peak_rss" in literals and "bf" in kinds and "stderr" in streams
+
+      # the served functions, info's, stats' and memory's keys, from a worker serving all
+      w = start_worker(env: [{"NX_JAX_TEST", "1"}])
+      info = NxJax.Worker.call(:info, [], server: w)
+      assert :debug_print in info.functions
+
+      from_worker =
+        info.functions ++
+          Map.keys(info) ++
+          Map.keys(NxJax.Worker.call(:stats, [], server: w)) ++
+          Map.keys(NxJax.Worker.call(:memory, [false], server: w))
+
+      names = Enum.uniq(literals ++ kinds ++ streams ++ Enum.map(from_worker, &Atom.to_string/1))
+      known = Enum.map(NxJax.Wire.reply_atoms(), &Atom.to_string/1)
+      assert names -- known == []
+      assert Enum.sort(known) == Enum.sort(names)
+    end
+  end
+
+  defp small_reply(id, name),
+    do: <<131, 104, 3, 119, 1, ?r, 98, id::32, 119, byte_size(name), name::binary>>
+
   test "pool stats carry the fast-path counters" do
     stats = NxJax.Pool.stats()
     for key <- @fast, do: assert(is_integer(Map.fetch!(stats, key)), "#{key}")

@@ -363,7 +363,7 @@ defmodule NxJax.WorkerTest do
 
   test "a call on resident handles is not retried on a new worker: the handles died with it" do
     {name, sup} = restartable_worker()
-    [{:ref, handle, _guard}] = NxJax.Worker.put([entries_arg()], server: name)
+    [{:ref, handle, guard}] = NxJax.Worker.put([entries_arg()], server: name)
     graph = dot_chain({0, :parameter, [], %{index: 0}, @dims})
 
     key = NxJax.Worker.graph_key(graph)
@@ -375,7 +375,30 @@ defmodule NxJax.WorkerTest do
 
     kill_in_flight(name)
     assert %NxJax.WorkerError{class: "WorkerDied"} = Task.await(caller, :infinity)
+    NxJax.Guard.keep(guard)
     Supervisor.stop(sup)
+  end
+
+  test "a deeply nested argument is refused under its request id; the same worker serves on",
+       %{worker: w} do
+    os_pid = NxJax.Worker.os_pid(w)
+
+    for depth <- [500, 1_000, 10_000, 100_000] do
+      deep = Enum.reduce(1..depth, 1, fn _, inner -> {inner} end)
+
+      # a reply lost to an unknown id would leave the call waiting its whole timeout, to fail
+      # with another class
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          NxJax.Worker.call(:ping, [deep], server: w, timeout: 60_000)
+        end
+
+      assert error.class == "BadRequest"
+      assert error.message =~ "nested deeper than 200 levels"
+      assert NxJax.Worker.call(:ping, [], server: w) == :pong
+    end
+
+    assert NxJax.Worker.os_pid(w) == os_pid
   end
 
   test "a Python exception arrives with its class, message and traceback; the worker serves on",

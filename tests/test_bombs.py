@@ -54,8 +54,8 @@ def test_a_long_integer_is_refused_at_once() -> None:
     frame = frame[:-3] + big + b"j"  # the argument list [0] becomes [big]
     w = WorkerProcess()
     try:
-        # (refused by its length before any digit is read)
-        assert_error(w.call(frame), -1, "BadRequest", "an integer of 40000 bytes is refused")
+        # (refused by its length before any digit is read; answered under the id in its head)
+        assert_error(w.call(frame), 6, "BadRequest", "an integer of 40000 bytes is refused")
         # an integer of Nx's size still travels (u64 max, and 2**200 as a constant would)
         reply = w.call(request(7, "ping", [2**200]))
         assert_error(reply, 7, "BadRequest", "ping")

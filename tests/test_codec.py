@@ -11,16 +11,19 @@ import numpy as np
 import pytest
 
 from py_backend.channel import (
+    MAX_DEPTH,
     Atom,
     Binary,
     BinaryView,
     CodecError,
+    _NotFast,
     atom,
     atom_name,
     binary,
     binary_bytes,
     binary_view,
     decode,
+    decode_fast,
     encode,
     encode_chunks,
     int_list,
@@ -113,6 +116,29 @@ def test_integers_longer_than_1024_bytes_are_refused() -> None:
     assert decode(encode(2**8000)) == 2**8000  # 1001 bytes: decoded
     with pytest.raises(CodecError, match="an integer of 1251 bytes is refused"):
         decode(encode(2**10000))
+
+
+def nested(depth: int, inner: bytes = b"a\x01") -> bytes:
+    """``inner`` (encoded, no version byte) inside ``depth`` one-element tuples and lists."""
+    return b"\x83" + b"h\x01l\x00\x00\x00\x01" * (depth // 2) + b"h\x01" * (depth % 2) + inner \
+        + b"j" * (depth // 2)
+
+
+def test_terms_nested_deeper_than_max_depth_are_refused() -> None:
+    big = encode(binary(b"x" * (2 << 20)))[1:]  # a frame above COPY_BELOW: no fast path
+    for inner in (b"a\x01", big):
+        assert decode(nested(MAX_DEPTH, inner)) is not None
+        for depth in (MAX_DEPTH + 1, 500, 1000, 10_000, 100_000):
+            with pytest.raises(CodecError, match=f"nested deeper than {MAX_DEPTH} levels"):
+                decode(nested(depth, inner))
+    # in a map (which only erlang-py decodes) too
+    deep_value = nested(MAX_DEPTH)[1:]
+    with pytest.raises(CodecError, match="nested deeper"):
+        decode(b"\x83t\x00\x00\x00\x01a\x01" + deep_value)
+    # the fast path declines what erlang-py refuses, and agrees at the bound
+    with pytest.raises(_NotFast):
+        decode_fast(nested(MAX_DEPTH + 1))
+    assert decode_fast(nested(MAX_DEPTH)) == erlang.binary_to_term(nested(MAX_DEPTH))
 
 
 def test_our_encoding_is_read_by_real_erlang(tmp_path: Path) -> None:

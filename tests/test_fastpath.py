@@ -143,10 +143,13 @@ def test_every_truncation_and_byte_flip_of_a_request_agrees_with_erlang_py() -> 
 def test_a_malformed_request_still_gets_one_error_reply() -> None:
     worker = Worker()
     data = call_request(5)
-    for bad in (data[:-1], data[:20], data + b"\x00", b"\x83\x68\x05\x61"):
+    # answered under the id in the frame's head when there is one (its caller waits for it)
+    for bad, request_id in ((data[:-1], 5), (data[:20], 5), (data + b"\x00", 5),
+                            (data[:8] + b"\xff" + data[9:], 5), (b"\x83\x68\x05\x61", -1)):
         chunks = worker.handle(bytearray(bad))
         reply = decode(b"".join(bytes(c) for c in chunks))
-        assert channel.atom_name(reply[0]) == "e"
+        assert channel.atom_name(reply[0]) == "e" and reply[1] == request_id, reply
+        assert reply[2][1].value == b"BadRequest", reply
     ok = decode(b"".join(bytes(c) for c in worker.handle(bytearray(data))))
     assert channel.atom_name(ok[0]) == "r" and ok[1] == 5
     ((_, shape, payload),) = ok[2]

@@ -239,6 +239,18 @@ def test_oversize_frame_gets_an_error_and_the_stream_stays_in_sync() -> None:
         assert w.close() == 0
 
 
+def test_a_deeply_nested_request_is_refused_under_its_id_and_the_worker_serves_on(
+        proc: WorkerProcess) -> None:
+    for request_id, depth in enumerate((500, 1000, 10_000, 100_000), start=20):
+        # {:"C", id, :nx_jax, :ping, [{{...{1}...}}]}, the tuples written by hand
+        frame = request(request_id, "ping", [7])
+        assert frame.endswith(b"a\x07j")
+        deep = frame[:-3] + b"h\x01" * depth + b"a\x01j"
+        assert_error(proc.call(deep), request_id, "BadRequest",
+                     f"nested deeper than {channel.MAX_DEPTH} levels")
+        assert_pong(proc.call(request(request_id, "ping", [])), request_id)
+
+
 def test_eof_ends_the_worker_with_status_0() -> None:
     w = WorkerProcess()
     assert_pong(w.call(request(1, "ping", [])), 1)

@@ -11,6 +11,8 @@ defmodule NxJax.Wire do
     {class, message, traceback}}}` (any other frame, a log line or a hook's values, comes back
     as it is); `decode_frame/1` returns the binaries of large frames as sub-binaries of the
     frame; `lent_reply/2` reads the commonest reply (a list of tensors) straight from its bytes.
+    Atoms are never made from a frame: the atom table is never collected, so a frame naming an
+    atom outside `reply_atoms/0` is refused (`"BadReply"`).
 
   The byte layouts these fast paths expect are those of `py_backend/channel.py`; the tests of
   `test_elixir/perf_cache_test.exs` and `lent_port_test.exs` check them against a real worker.
@@ -162,9 +164,28 @@ defmodule NxJax.Wire do
     ]
   end
 
+  # Every atom a worker writes (py_backend: the reply tags, info's, stats' and memory's keys,
+  # the served functions, Nx's type kinds, the log streams), named here so that they exist
+  # once this module is loaded: frames are decoded with existing atoms only.
+  # test_elixir/wire_test.exs holds the list equal to what py_backend writes.
+  @reply_atoms ~w(r e python log hook ref ok pong stdout stderr f bf s u c
+                  protocol jax_version backend devices codec functions pipe_bytes sources package
+                  refusal device platform
+                  compiles cache_hits runs errors graph_loads unknown_graphs fast_one_calls
+                  fast_hot_calls fast_layout_calls resident resident_bytes pressure_notices
+                  paused_spins rss peak_rss pressure
+                  ping info run debug_run stats call put fetch free forget_graphs memory
+                  debug_print)a
+
+  @doc "The atoms a worker's frames may hold (besides `nil`, `true` and `false`)."
+  def reply_atoms, do: @reply_atoms
+
   @doc """
   A frame from the worker: a reply as `{id, {:ok, result}}` or `{id, {:error, {class,
-  message, traceback}}}`; anything else (a log line, a hook's values) as it is.
+  message, traceback}}}`; anything else (a log line, a hook's values) as it is. A frame that
+  cannot be decoded (malformed, or naming an atom this node does not have: atoms are never
+  made from the wire) is `{id, {:error, {"BadReply", message, ""}}}` when its head gives the
+  id of a reply, `{:bad_frame, message}` otherwise.
   """
   def decode_reply(frame) do
     case decode_frame(frame) do
@@ -177,7 +198,34 @@ defmodule NxJax.Wire do
       other ->
         other
     end
+  rescue
+    ArgumentError -> bad_reply(frame)
   end
+
+  defp bad_reply(frame) do
+    message =
+      "the worker sent a frame of #{byte_size(frame)} bytes that cannot be decoded: " <>
+        "malformed, or naming an atom this node does not have (atoms are never made from " <>
+        "the wire; NxJax.Wire.reply_atoms/0 lists those the worker may send)"
+
+    case reply_id(frame) do
+      nil -> {:bad_frame, message}
+      id -> {id, {:error, {"BadReply", message, ""}}}
+    end
+  end
+
+  # the id of a reply {:r | :e, id, ...} read from its frame's head
+  defp reply_id(<<131, 104, 3, tag, 1, kind, rest::binary>>)
+       when tag in [115, 119] and kind in [?r, ?e] do
+    case rest do
+      <<97, id, _::binary>> -> id
+      <<98, id::32, _::binary>> when id < 2_147_483_648 -> id
+      <<110, n, 0, id::little-size(n)-unit(8), _::binary>> -> id
+      _ -> nil
+    end
+  end
+
+  defp reply_id(_frame), do: nil
 
   @doc """
   The reply of a borrowed call (`NxJax.Worker.LentPort`): as `decode_reply/1`, read straight
@@ -255,9 +303,10 @@ defmodule NxJax.Wire do
   defp big_binary?(_other), do: false
 
   @doc """
-  Decodes one frame (external term format). Frames under 64 KiB go to
-  `:erlang.binary_to_term/1`; larger ones are decoded here so that their binaries are
-  sub-binaries of `frame` (`binary_to_term/1` would copy each one).
+  Decodes one frame (external term format) with existing atoms only: raises `ArgumentError`
+  for an atom this node does not have, as for malformed bytes. Frames under 64 KiB go to
+  `:erlang.binary_to_term(frame, [:safe])`; larger ones are decoded here so that their
+  binaries are sub-binaries of `frame` (`binary_to_term/2` would copy each one).
 
   ## Examples
 
@@ -265,15 +314,17 @@ defmodule NxJax.Wire do
       iex> NxJax.Wire.decode_frame(:erlang.term_to_binary(term)) == term
       true
   """
-  def decode_frame(frame) when byte_size(frame) < @big_binary, do: :erlang.binary_to_term(frame)
+  def decode_frame(frame) when byte_size(frame) < @big_binary,
+    do: :erlang.binary_to_term(frame, [:safe])
 
   def decode_frame(<<131, rest::binary>> = frame) do
     case dec(rest) do
       {term, <<>>} -> term
-      _ -> :erlang.binary_to_term(frame)
+      _ -> :erlang.binary_to_term(frame, [:safe])
     end
   rescue
-    _ in [FunctionClauseError, MatchError, CaseClauseError] -> :erlang.binary_to_term(frame)
+    _ in [FunctionClauseError, MatchError, CaseClauseError] ->
+      :erlang.binary_to_term(frame, [:safe])
   end
 
   defp dec(<<97, int, rest::binary>>), do: {int, rest}
@@ -321,8 +372,8 @@ defmodule NxJax.Wire do
     dec_many(count - 1, rest, [item | acc])
   end
 
-  defp atom(name, :utf8), do: String.to_atom(name)
-  defp atom(name, :latin1), do: name |> :unicode.characters_to_binary(:latin1) |> String.to_atom()
+  # (raises ArgumentError for an atom this node does not have)
+  defp atom(name, encoding), do: :erlang.binary_to_existing_atom(name, encoding)
 
   @doc "A text field of a frame (a binary, an atom or a charlist) as a string."
   def to_text(text) when is_binary(text), do: text

@@ -7,7 +7,9 @@ defmodule NxJax.WorkerError do
   failures of the worker process itself, one of `"WorkerExited"` (the worker exited before it
   ran the call: retried once on the restarted worker unless `retry: false`), `"WorkerDied"`
   (a signal killed the worker while it ran this very call, which may be the cause: not
-  retried), `"Timeout"` and `"FrameTooLarge"`; `message` and `traceback` are the worker's text.
+  retried), `"Timeout"`, `"FrameTooLarge"` and `"BadReply"` (the reply could not be decoded:
+  malformed, or naming an atom this node does not have, `NxJax.Wire.decode_reply/1`); `message`
+  and `traceback` are the worker's text.
   """
   defexception [:class, :message, traceback: ""]
 

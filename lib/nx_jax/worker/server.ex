@@ -233,6 +233,10 @@ defmodule NxJax.Worker.Server do
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
     case Wire.decode_reply(frame) do
+      {:bad_frame, message} ->
+        Logger.error("nx_jax: #{message}")
+        {:noreply, state}
+
       {id, reply} when is_integer(id) ->
         {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
 
