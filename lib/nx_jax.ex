@@ -180,6 +180,19 @@ defmodule NxJax do
     %Nx.Tensor{template | data: %NxJax.Backend{worker: server, handle: handle, guard: guard}}
   end
 
+  defp from_wire(%Nx.Tensor{} = template, {:ref, handle, guard, copy}, server) do
+    if byte_size(copy) != Nx.byte_size(template) do
+      raise NxJax.WorkerError,
+        class: "ShapeError",
+        message:
+          "the worker returned #{byte_size(copy)} bytes for a resident output declared " <>
+            "#{inspect(template.type)} #{inspect(template.shape)}"
+    end
+
+    data = %NxJax.Backend{worker: server, handle: handle, guard: guard, copy: copy}
+    %Nx.Tensor{template | data: data}
+  end
+
   defp from_wire(%Nx.Tensor{type: type, shape: shape}, {wire_type, wire_shape, _binary}, _) do
     raise NxJax.WorkerError,
       class: "ShapeError",

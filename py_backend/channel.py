@@ -911,6 +911,9 @@ def _encode_leaf(item: Any) -> bytes:
             return bytes((97, item))
         if -2147483648 <= item <= 2147483647:
             return b"b" + _PACK_I32(item)
+        if 0 < item < 1 << 64:  # (resident handles) SMALL_BIG_EXT, digits little-endian
+            size = (item.bit_length() + 7) >> 3
+            return bytes((110, size, 0)) + item.to_bytes(size, "little")
     elif kind is Atom:
         value = item.value
         encoded = _ATOM_BYTES.get(value)
@@ -938,6 +941,17 @@ class _Raw:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+
+def encoded(data: bytes) -> Any:
+    """A term given by its encoding (without the version byte): ``encode_chunks`` writes
+    ``data`` as it is. For replies built faster than the generic walk builds them."""
+    return _Raw(data)
+
+
+def encode_leaf(term: Any) -> bytes:
+    """The encoding of an atom, number, ``nil`` or boolean (without the version byte)."""
+    return _encode_leaf(term)
 
 
 # --- term helpers ---------------------------------------------------------------------------

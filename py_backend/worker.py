@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import hashlib
+import math
 import os
+import struct
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -53,6 +56,9 @@ MODULE = "nx_jax"
 SMALL_TENSOR = 1 << 16
 # resident bytes grown by this much since the last look make a ``{:pressure, bytes}`` notice
 DEFAULT_RESIDENT_GC_BYTES = 64 << 20
+# a kept result of at most this many bytes comes back with a copy of its data (a loss read
+# after every step then costs no request of its own)
+SMALL_KEPT_BYTES = 64
 # a handle: a count in the high bits (never reused), 40 random bits below (never guessed)
 HANDLE_RANDOM_BITS = 40
 READ_FD = 3
@@ -225,6 +231,8 @@ class Worker:
         self.pressure_mark = self.resident_gc_bytes
         self.pressure_notices = 0
         self._handles = 0  # handles given out (the high bits of the next one)
+        self._low_bits: list[int] = []  # random low bits drawn ahead, one call for many
+        self._out_bytes: dict[TensorOut, int] = {}  # (a jax.Array's nbytes costs more)
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
@@ -380,7 +388,9 @@ class Worker:
             self._drop(handle)
         self._learnable = learnable
         if keep:
-            refs = [(atom("ref"), self._keep(r, o)) for o, r in results]
+            refs = channel.encoded(b"".join([
+                b"l", _U32.pack(len(results)), *[self._kept_ref(r, o) for o, r in results], b"j"
+            ]))
             self._check_pressure()
             return refs
         return [encode_tensor(o, r) for o, r in results]
@@ -390,11 +400,13 @@ class Worker:
     ) -> list[tuple[TensorOut, Any]]:
         # The wire tensors are views into the request frame: put them on the device, then drop
         # every reference to the frame (clear the list in place) before running.
+        # (a resident argument's type and shape are known: its entry says them)
+        outs: list[TensorOut | None] = []
         try:
-            tensors = [self._argument(t) for t in raw_tensors]
+            tensors = [self._argument(t, outs) for t in raw_tensors]
         finally:
             raw_tensors.clear()
-        check_arguments(program.graph.parameters, tensors)
+        check_arguments(program.graph.parameters, tensors, outs)
         return self._run(key, program, tensors, donate)
 
     def _run(self, key: bytes, program: Any, tensors: list[Any],
@@ -413,9 +425,14 @@ class Worker:
         self.cache.stats.runs += 1
         return list(zip(program.outs, results, strict=True))
 
-    def _argument(self, term: Any) -> Any:
+    def _argument(self, term: Any, outs: list[TensorOut | None] | None = None) -> Any:
         if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
-            return self._resident(term[1])[0]
+            array, out = self._resident(term[1])
+            if outs is not None:
+                outs.append(out)
+            return array
+        if outs is not None:
+            outs.append(None)
         return _call_argument(decode_tensor(term))
 
     def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk]:
@@ -595,16 +612,36 @@ class Worker:
         # one can never hit another tensor), and cannot be guessed, so only a process that was
         # given it (and whoever it hands the tensor to) can use or free it
         self._handles += 1
-        handle = (self._handles << HANDLE_RANDOM_BITS) | int.from_bytes(os.urandom(5), "big")
+        if not self._low_bits:
+            drawn = os.urandom(5 * 64)
+            self._low_bits = [int.from_bytes(drawn[i:i + 5], "big") for i in range(0, 320, 5)]
+        handle = (self._handles << HANDLE_RANDOM_BITS) | self._low_bits.pop()
         self.resident[handle] = (array, out)
-        self.resident_bytes += array.nbytes
+        self.resident_bytes += self._bytes_of(out)
         return handle
+
+    def _bytes_of(self, out: TensorOut) -> int:
+        size = self._out_bytes.get(out)
+        if size is None:
+            size = wire_dtype(out.type).itemsize * math.prod(out.shape)
+            if len(self._out_bytes) < 4096:
+                self._out_bytes[out] = size
+        return size
+
+    def _kept_ref(self, array: Any, out: TensorOut) -> bytes:
+        """The encoding of ``{:ref, handle}``, or of ``{:ref, handle, data}`` with a copy of a
+        small result's bytes (waiting for the computation to finish, as reading it would)."""
+        handle = channel.encode_leaf(self._keep(array, out))
+        if self._bytes_of(out) > SMALL_KEPT_BYTES:
+            return b"".join((_REF2, handle))
+        data = to_host(array, wire_dtype(out.type), out.shape).tobytes()
+        return b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
 
     def _drop(self, handle: Any) -> bool:
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
-        self.resident_bytes -= entry[0].nbytes
+        self.resident_bytes -= self._bytes_of(entry[1])
         return True
 
     def _check_pressure(self) -> None:
@@ -765,6 +802,12 @@ class Worker:
         )
 
 
+_U32 = struct.Struct(">I")
+# the heads of {:ref, handle} and {:ref, handle, data}, as the generic encoder writes them
+_REF2 = b"h\x02" + channel.encode_leaf(atom("ref"))
+_REF3 = b"h\x03" + channel.encode_leaf(atom("ref"))
+
+
 def resident_gc_bytes() -> int:
     """``NX_JAX_RESIDENT_GC_BYTES`` (the client sets it from ``config :nx_jax,
     resident_gc_bytes:``), else ``DEFAULT_RESIDENT_GC_BYTES``."""
@@ -890,12 +933,17 @@ def parse_request(term: Any, served: Sequence[str] = FUNCTIONS) -> tuple[str, li
     return function_name, args
 
 
-def check_arguments(parameters: dict[int, TensorOut] | Any, tensors: Sequence[np.ndarray]) -> None:
+def check_arguments(parameters: dict[int, TensorOut] | Any, tensors: Sequence[np.ndarray],
+                    outs: Sequence[TensorOut | None] = ()) -> None:
+    """Each argument the graph reads is of its parameter's type and shape (``outs[i]``, where
+    given, is what argument ``i`` is known to be: a resident tensor's entry)."""
     for index, declared in sorted(parameters.items()):
         if index >= len(tensors):
             raise ArgumentError(
                 f"the graph reads argument {index} but run got {len(tensors)} arguments"
             )
+        if index < len(outs) and outs[index] == declared:
+            continue
         arg = tensors[index]
         if arg.dtype != wire_dtype(declared.type) or tuple(arg.shape) != declared.shape:
             raise ArgumentError(
@@ -996,4 +1044,8 @@ def main(argv: Sequence[str] = ()) -> int:
     writer = FrameWriter(opts.write_fd)
     if opts.forward_stdio:
         stdio.forward(writer)
+    # What JAX and the worker made at start lives as long as the process: out of the cyclic
+    # collector's way, whose full passes over it cost a loop of calls dearly
+    # (docs/BENCHMARKS.md, "A training loop")
+    gc.freeze()
     return serve(opts.read_fd, writer, worker=worker, spin_us=opts.spin_us)

@@ -22,6 +22,7 @@ defmodule NxJax.ResidentHandlesTest do
 
     defn inc(w), do: w + 1
     defn inc_both(w, v), do: {w + 1, v + w}
+    defn pair(a, b), do: {a + 1, b * 2}
   end
 
   # a worker of the test's own, so that its resident count is the test's alone
@@ -386,6 +387,31 @@ defmodule NxJax.ResidentHandlesTest do
 
     assert_raise ArgumentError, ~r/donate option takes a list of argument positions/, fn ->
       Nx.Defn.jit(&Steps.inc_both/2, server: w, donate: [2]).(last, v)
+    end
+  end
+
+  test "a small resident result is read without a request; freed, it cannot be read" do
+    w = own_worker()
+    step = Nx.Defn.jit(&Steps.pair/2, server: w)
+    {small, large} = step.(put_on(w, Nx.tensor([1.0, 2.0])), put_on(w, Nx.iota({64})))
+    assert is_binary(small.data.copy) and large.data.copy == nil
+    :erlang.trace(w, true, [:receive])
+    assert Nx.to_flat_list(small) == [2.0, 3.0]
+    :erlang.trace(w, false, [:receive])
+    assert traced_requests(w) == 0
+    assert Nx.backend_copy(large) == Nx.multiply(Nx.iota({64}), 2)
+
+    assert Nx.backend_deallocate(small) == :ok
+    error = assert_raise NxJax.WorkerError, fn -> Nx.to_flat_list(small) end
+    assert error.message =~ "freed with Nx.backend_deallocate/1"
+  end
+
+  defp traced_requests(w) do
+    receive do
+      {:trace, ^w, :receive, {:nx_jax_request, _, _, _}} -> 1 + traced_requests(w)
+      {:trace, ^w, :receive, _other} -> traced_requests(w)
+    after
+      0 -> 0
     end
   end
 

@@ -397,6 +397,37 @@ def test_put_makes_tensors_resident_with_their_type() -> None:
     np.testing.assert_array_equal(from_wire(back), x)
 
 
+def test_a_small_kept_result_comes_with_its_bytes_and_a_large_one_without() -> None:
+    """A kept result of at most 64 bytes (a loss) is answered ``{:ref, handle, data}``, so that
+    reading it costs the client no request; a larger one ``{:ref, handle}``."""
+    worker = Worker()
+    for n, with_data in [(16, True), (17, False)]:
+        graph = exp_graph((n,))
+        x = np.linspace(0, 1, n, dtype=F32)
+        [ref] = handle(worker, call_request(1, graph, True, [wire_tensor(x)], keep=True))[2]
+        assert atom_str(ref[0]) == "ref" and (len(ref) == 3) == with_data
+        [fetched] = handle(worker, request(2, "fetch", [[ref[1]]]))[2]
+        if with_data:
+            assert ref[2].value == fetched[2].value
+            np.testing.assert_allclose(np.frombuffer(ref[2].value, F32), np.exp(x) + x, rtol=1e-6)
+
+
+def test_a_resident_argument_of_another_type_or_shape_is_refused() -> None:
+    worker = Worker()
+    graph = exp_graph((3,))
+    for wrong in (np.zeros(4, F32), np.zeros(3, np.float64)):
+        [h] = worker.put([[wire_tensor(wrong)]])
+        reply = handle(worker, call_request(1, graph, True, [(atom("ref"), h)], keep=True))
+        assert_error(reply, 1, "ArgumentError", "argument 0 is")
+
+
+@pytest.mark.parametrize("n", [2**31, 2**40 + 12345, (2**24 << 40) | 7, 2**64 - 1])
+def test_large_handles_encode_as_erlang_py_encodes_them(n: int) -> None:
+    import erlang
+    assert channel.encode(n) == bytes(erlang.term_to_binary(n))
+    assert decode(channel.encode(n)) == n
+
+
 def test_resident_bytes_follow_keep_put_and_free() -> None:
     worker = Worker()
     graph = exp_graph((3,))

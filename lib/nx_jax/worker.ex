@@ -74,7 +74,9 @@ defmodule NxJax.Worker do
   ## Resident tensors
 
   With `keep: true` (and `put/2`), results stay on the worker and come back as
-  `{:ref, handle, guard}`: `handle` names the tensor on the worker, `guard` (an `NxJax.Guard`)
+  `{:ref, handle, guard}` (`{:ref, handle, guard, data}` for a result of at most 64 bytes,
+  with a copy of its data: reading it then costs no request): `handle` names the tensor on
+  the worker, `guard` (an `NxJax.Guard`)
   frees it there once no process holds it any more (garbage collected in every process that
   had it, or exited; `NxJax.Worker.Collector` frees them in batches). Handles are random 64-bit
   numbers, never reused by a worker. `free/2` frees handles at once, guarded or not.
@@ -199,13 +201,24 @@ defmodule NxJax.Worker do
 
   # Refs from a worker on another node come without guards (a guard sends to the collector of
   # the node it was made on): this node's are made here.
-  defp guarded([{:ref, _, _} | _] = refs, _server), do: refs
-  defp guarded([], _server), do: []
-
   defp guarded(refs, server) do
-    worker = GenServer.whereis(server)
-    for {:ref, handle} <- refs, do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle)}
+    case refs do
+      [{:ref, _handle, guard} | _] when is_reference(guard) -> refs
+      [{:ref, _handle, guard, _copy} | _] when is_reference(guard) -> refs
+      [] -> []
+      refs -> for ref <- refs, do: guard(ref, GenServer.whereis(server))
+    end
   end
+
+  @doc false
+  # A ref of `worker` as the worker answered it (`{:ref, handle}`, or `{:ref, handle, data}`
+  # for a small result that came with a copy of its bytes), with a guard added:
+  # `{:ref, handle, guard}` or `{:ref, handle, guard, data}`.
+  def guard({:ref, handle}, worker),
+    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle)}
+
+  def guard({:ref, handle, data}, worker) when is_binary(data),
+    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle), data}
 
   @doc "The data of resident `handles`, as wire tensors."
   def fetch(handles, opts \\ []) when is_list(handles), do: call(:fetch, [handles], opts)

@@ -509,11 +509,7 @@ defmodule NxJax.Worker.Server do
   # the message, and the tensors are freed. A caller on another node makes its guards itself
   # (a guard sends to its own node's collector; NxJax.Worker.guarded/2).
   defp guarded(refs, owner) when node(owner) == node(),
-    do:
-      for(
-        {:ref, handle} <- refs,
-        do: {:ref, handle, NxJax.Worker.Collector.guard(self(), handle)}
-      )
+    do: for(ref <- refs, do: NxJax.Worker.guard(ref, self()))
 
   defp guarded(refs, _owner), do: refs
 
