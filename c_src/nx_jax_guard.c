@@ -13,7 +13,6 @@
  * pointer is the whole of the guard's mutable state, so no lock is needed.
  */
 #include <erl_nif.h>
-#include <stdint.h>
 
 typedef struct {
     ErlNifPid dest;
@@ -23,8 +22,6 @@ typedef struct {
 } guard_t;
 
 static ErlNifResourceType *guard_type;
-/* guards allocated and not yet destroyed, for tests and stats */
-static int64_t guards_alive;
 static ERL_NIF_TERM atom_armed, atom_true, atom_false;
 
 static void guard_dtor(ErlNifEnv *caller_env, void *obj)
@@ -37,7 +34,6 @@ static void guard_dtor(ErlNifEnv *caller_env, void *obj)
         enif_send(caller_env, &guard->dest, msg_env, guard->msg);
         enif_free_env(msg_env);
     }
-    __atomic_sub_fetch(&guards_alive, 1, __ATOMIC_RELAXED);
 }
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
@@ -79,7 +75,6 @@ static ERL_NIF_TERM guard_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         return enif_raise_exception(env, enif_make_atom(env, "enomem"));
     }
     guard->msg = enif_make_copy(guard->msg_env, argv[1]);
-    __atomic_add_fetch(&guards_alive, 1, __ATOMIC_RELAXED);
     term = enif_make_resource(env, guard);
     enif_release_resource(guard); /* the term holds it now */
     return term;
@@ -113,18 +108,10 @@ static ERL_NIF_TERM guard_status(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return __atomic_load_n(&guard->reason, __ATOMIC_ACQUIRE);
 }
 
-static ERL_NIF_TERM guard_alive(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    (void)argv;
-    return enif_make_int64(env, __atomic_load_n(&guards_alive, __ATOMIC_RELAXED));
-}
-
 static ErlNifFunc functions[] = {
     {"new", 2, guard_new, 0},
     {"disarm", 2, guard_disarm, 0},
     {"status", 1, guard_status, 0},
-    {"alive", 0, guard_alive, 0},
 };
 
 ERL_NIF_INIT(Elixir.NxJax.Guard, functions, load, NULL, upgrade, NULL)

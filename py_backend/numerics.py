@@ -7,9 +7,11 @@ bit for a few percent of inputs) and fuses a product that feeds an addition into
 multiply-add (one rounding where Nx rounds twice). Both make results differ from Nx's in the
 last bit, which a test comparing with ``==`` sees.
 
-``NX_JAX_NUMERICS`` (the Elixir side sets it from ``config :nx_jax, numerics:``):
+``NX_JAX_NUMERICS`` (the Elixir side always sets it: ``config :nx_jax, numerics:``, whose
+default there is ``native``; a worker started by hand, as the Python tests start it, without the
+variable computes in ``nx``):
 
-- ``nx`` (the default): f32 and c64 transcendental functions are computed in f64/c128 and
+- ``nx``: f32 and c64 transcendental functions are computed in f64/c128 and
   rounded once (:func:`py_backend.lower` asks :func:`exact`), and XLA's CPU code generator is
   limited to AVX (no FMA instructions, so no contraction) on x86-64. Matrix products and
   reductions keep XLA's f32 accumulation (Nx accumulates in doubles).

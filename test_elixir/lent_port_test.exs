@@ -252,7 +252,8 @@ defmodule NxJax.LentPortTest do
 
     [{:ref, handle, guard}] = NxJax.Worker.put([@zeros], server: w)
     assert exp_call(w, [{:ref, handle}]) == [@ones]
-    assert [{:ref, kept, kept_guard}] = exp_call(w, [@zeros], true)
+    # (a result of 8 bytes comes with a copy of its data)
+    assert [{:ref, kept, kept_guard, _copy}] = exp_call(w, [@zeros], true)
     assert NxJax.Worker.fetch([kept], server: w) == [@ones]
     NxJax.Guard.keep({guard, kept_guard})
 
@@ -386,7 +387,9 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == 0
   end
 
-  defp free_kept(w, [{:ref, handle, _guard}]), do: NxJax.Worker.free([handle], server: w) == 1
+  # (a small result's ref also holds a copy of its data)
+  defp free_kept(w, [ref]) when elem(ref, 0) == :ref,
+    do: NxJax.Worker.free([elem(ref, 1)], server: w) == 1
 
   defp assert_at_rest(w) do
     assert wait_until(fn -> NxJax.Worker.pending(w) == 0 end, 10_000)

@@ -1,7 +1,8 @@
 defmodule NxJax.NumericsTest do
-  # `config :nx_jax, numerics:` (py_backend/numerics.py): :nx, the default, rounds f32
-  # transcendental functions as Nx's binary backend does and differentiates them by Nx's
-  # formulas; :native keeps XLA's own f32 math. Changes the application environment: not async.
+  # `config :nx_jax, numerics:` (py_backend/numerics.py): :nx (this project's tests run in it,
+  # config/config.exs) rounds f32 transcendental functions as Nx's binary backend does and
+  # differentiates them by Nx's formulas; :native, the default elsewhere, keeps XLA's own f32
+  # math. Changes the application environment: not async.
   use ExUnit.Case, async: false
 
   import Nx.Defn
@@ -74,6 +75,33 @@ defmodule NxJax.NumericsTest do
       if previous,
         do: Application.put_env(:nx_jax, :numerics, previous),
         else: Application.delete_env(:nx_jax, :numerics)
+    end
+  end
+
+  test "the default mode is :native, unless the config or NX_JAX_NUMERICS says otherwise" do
+    # (this project's config/config.exs sets :nx for its own tests)
+    assert Application.get_env(:nx_jax, :numerics) == :nx
+    previous_env = System.get_env("NX_JAX_NUMERICS")
+
+    try do
+      Application.delete_env(:nx_jax, :numerics)
+      System.delete_env("NX_JAX_NUMERICS")
+      assert NxJax.Worker.Server.default_numerics() == :native
+      System.put_env("NX_JAX_NUMERICS", "nx")
+      assert NxJax.Worker.Server.default_numerics() == :nx
+      Application.put_env(:nx_jax, :numerics, :native)
+      assert NxJax.Worker.Server.default_numerics() == :native
+
+      # a worker started now computes as XLA does
+      Application.delete_env(:nx_jax, :numerics)
+      System.delete_env("NX_JAX_NUMERICS")
+      native = start_supervised!({NxJax.Worker, []})
+      x = Nx.linspace(-3.0, 3.0, n: 4096)
+      doubled = x |> Nx.as_type(:f64) |> Nx.tanh() |> Nx.as_type(:f32)
+      assert Nx.Defn.jit(&Nx.tanh/1, server: native).(x) != doubled
+    after
+      Application.put_env(:nx_jax, :numerics, :nx)
+      if previous_env, do: System.put_env("NX_JAX_NUMERICS", previous_env)
     end
   end
 

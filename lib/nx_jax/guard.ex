@@ -44,9 +44,6 @@ defmodule NxJax.Guard do
   """
   def keep(_term), do: :ok
 
-  @doc "Whether the library is loaded."
-  def loaded?, do: is_integer(alive())
-
   @doc "A guard that sends `message` to the local process `pid` when it is garbage collected."
   def new(_pid, _message), do: not_loaded()
 
@@ -58,9 +55,6 @@ defmodule NxJax.Guard do
 
   @doc "`:armed`, or the reason the guard was disarmed with."
   def status(_guard), do: not_loaded()
-
-  @doc "How many guards exist (made and not yet destroyed), on this node."
-  def alive, do: not_loaded()
 
   defp not_loaded, do: :erlang.nif_error(:nx_jax_guard_not_loaded)
 end

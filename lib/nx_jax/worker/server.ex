@@ -28,8 +28,8 @@ defmodule NxJax.Worker.Server do
   @ignore {nil, :ignore, :infinity}
   # how many processes `holders` remembers (the most recent ones)
   @holders 64
-  # `config :nx_jax, numerics: :nx | :native` (else the node's NX_JAX_NUMERICS, else :nx) as
-  # the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its own `:env` sets it
+  # `default_numerics/0` as the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its
+  # own `:env` sets it
   @numerics [:nx, :native]
 
   @impl true
@@ -99,16 +99,27 @@ defmodule NxJax.Worker.Server do
     if List.keymember?(env, "NX_JAX_NUMERICS", 0) do
       env
     else
-      numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
-
-      unless numerics in @numerics do
-        raise ArgumentError,
-              "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
-                inspect(numerics)
-      end
-
-      [{"NX_JAX_NUMERICS", Atom.to_string(numerics)} | env]
+      [{"NX_JAX_NUMERICS", Atom.to_string(default_numerics())} | env]
     end
+  end
+
+  @doc """
+  The numerics mode of a worker whose `:env` says none: `config :nx_jax, numerics:`, else the
+  node's `NX_JAX_NUMERICS`, else `:native` (XLA's own f32 math, as EXLA computes; `:nx`
+  rounds as Nx's binary backend does, bit for bit, and costs element-wise code several times
+  as much: docs/BENCHMARKS.md section 12). This project's own test suites run in `:nx`
+  (config/config.exs), as they compare with the numbers Nx 0.7.2 prints.
+  """
+  def default_numerics do
+    numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
+
+    unless numerics in @numerics do
+      raise ArgumentError,
+            "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
+              inspect(numerics)
+    end
+
+    numerics
   end
 
   # `config :nx_jax, resident_gc_bytes:` as the worker's NX_JAX_RESIDENT_GC_BYTES (its
@@ -132,7 +143,7 @@ defmodule NxJax.Worker.Server do
 
   defp node_numerics do
     case System.get_env("NX_JAX_NUMERICS") do
-      nil -> :nx
+      nil -> :native
       "nx" -> :nx
       "native" -> :native
       other -> other
