@@ -73,15 +73,21 @@ defmodule NxJax do
   end
 
   # `:donated` (positions of `args`, Nx.Defn.Compiler): those of them resident on `server`,
-  # whose memory the results may reuse; donating a tensor that is not resident is a no-op,
-  # as in JAX for an argument not on the device
+  # whose memory the results may reuse. Donating a tensor that is not resident is a no-op, as
+  # in JAX for an argument not on the device; so is donating one that the call takes more
+  # than once (the same zeros as two optimizer moments): its memory cannot go to a result
+  # while another argument still reads it.
   defp donated(opts, args, server) do
     {positions, opts} = Keyword.pop(opts, :donated, [])
+
+    counts = Enum.frequencies(for %Nx.Tensor{data: %NxJax.Backend{handle: h}} <- args, do: h)
+
     args = List.to_tuple(args)
 
     donate =
       for i <- positions,
-          match?(%Nx.Tensor{data: %NxJax.Backend{worker: ^server}}, elem(args, i)),
+          %Nx.Tensor{data: %NxJax.Backend{worker: ^server, handle: h}} <- [elem(args, i)],
+          counts[h] == 1,
           do: i
 
     {donate, opts}

@@ -385,6 +385,14 @@ defmodule NxJax.ResidentHandlesTest do
     assert Nx.backend_copy(r) == Nx.tensor([6.0, 7.0])
     assert host == Nx.tensor([5.0, 6.0])
 
+    # a tensor the call takes twice (one zeros tensor as two moments) is not donated
+    zeros = put_on(w, Nx.tensor([0.0, 0.0]))
+    both = Nx.Defn.jit(fn {a, b} -> {Nx.add(a, 1), Nx.add(b, 2)} end, server: w, donate: [0])
+    {b1, b2} = both.({zeros, zeros})
+    assert Nx.backend_copy(b1) == Nx.tensor([1.0, 1.0])
+    assert Nx.backend_copy(b2) == Nx.tensor([2.0, 2.0])
+    assert Nx.backend_copy(zeros) == Nx.tensor([0.0, 0.0])
+
     assert_raise ArgumentError, ~r/donate option takes a list of argument positions/, fn ->
       Nx.Defn.jit(&Steps.inc_both/2, server: w, donate: [2]).(last, v)
     end
