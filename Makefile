@@ -56,7 +56,7 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint
+.PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -78,6 +78,11 @@ bench-layers: deps
 # reverse mode through unbounded while loops: time per iteration for n = 10 .. 10,000
 bench-while: python-deps
 	$(VPY) bench/while_grad.py
+
+# section 12 of docs/BENCHMARKS.md: a training loop against its twin in-process in JAX, its
+# memory over 10,000 steps, and the numerics modes; about 3 minutes
+bench-train: deps
+	mix run bench/train_loop.exs 500 3 10000
 
 # "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
 bench-checkpoint: python-deps
