@@ -678,8 +678,7 @@ class Worker:
         _arity("free", args, 1)
         freed = sum(self._drop(h) for h in _list_arg("free", args[0]))
         # (the next notice comes once the bytes have grown again from here)
-        self.pressure_mark = min(self.pressure_mark,
-                                 max(self.resident_bytes, 0) + self.resident_gc_bytes)
+        self.pressure_mark = min(self.pressure_mark, self.resident_bytes + self.resident_gc_bytes)
         return freed
 
     def forget_graphs(self, args: list[Any]) -> Any:
