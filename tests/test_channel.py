@@ -517,8 +517,12 @@ def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
     # every spin "loses its CPU" (no gap is short enough): at its first wait the reader moves
     # and spins on, loses again at once and pauses, reads with the descriptor blocking for
     # PAUSE_MIN reads, then spins again, moves, loses again and pauses for twice as long;
-    # nothing is lost or reordered on the way
+    # nothing is lost or reordered on the way. (Time between losses is the test's, not the
+    # machine's: within a wait every loss is within MOVE_GAP_NS of the move before, and the
+    # second wait starts as if the last move were long ago; beside a CPU-bound process a spin
+    # descheduled for over a real millisecond moved twice.)
     monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
+    monkeypatch.setattr(channel, "MOVE_GAP_NS", 10**18)
     moves: list[bool] = []
 
     def move(busy_too: bool = False) -> bool:
@@ -541,6 +545,7 @@ def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
             got.append(reader.read_frame())
         assert got == [b"p%d" % i for i in range(channel.PAUSE_MIN - 1)]
         assert not os.get_blocking(r)  # the pause is over
+        reader._pause.last_move_ns = -channel.MOVE_GAP_NS
         timer = threading.Timer(0.05, lambda: os.write(w, frame(b"second")))
         timer.start()
         assert reader.read_frame() == b"second"
