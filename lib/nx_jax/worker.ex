@@ -78,8 +78,8 @@ defmodule NxJax.Worker do
   with a copy of its data: reading it then costs no request): `handle` names the tensor on
   the worker, `guard` (an `NxJax.Guard`)
   frees it there once no process holds it any more (garbage collected in every process that
-  had it, or exited; `NxJax.Worker.Collector` frees them in batches). Handles are random 64-bit
-  numbers, never reused by a worker. `free/2` frees handles at once, guarded or not.
+  had it, or exited; `NxJax.Worker.Collector` frees them in batches). A handle is a count over
+  40 random bits: never given out twice by a worker, and not guessable. `free/2` frees handles at once, guarded or not.
 
   The Python executable is, in order: the `:python` start option, the `:python` key of the
   `:nx_jax` application environment, the `NX_JAX_PYTHON` environment variable, the project's

@@ -276,6 +276,8 @@ defmodule Nx.Defn.Compiler do
   # A hit of a call from outside of any trace (`plan_for`, not nil) makes the process's plan
   # of the call (plan/5).
   defp cached(id, fun, args, opts, plan_for) do
+    # (a call that donates has no plan: its options name argument positions to translate)
+    donate? = Keyword.has_key?(opts, :donate)
     {signature, concrete} = signature(args)
     # (a debug_nans trace records where each node was made: a trace of its own)
     debug = Keyword.get(opts, :debug_nans, false) == true
@@ -294,13 +296,12 @@ defmodule Nx.Defn.Compiler do
         {compiled, mark} ->
           :counters.add(counters_ref(), 2, 1)
 
-          if plan_for != nil and not Keyword.has_key?(opts, :donate),
-            do: plan(plan_for, args, compiled, mark, opts)
+          if plan_for != nil and not donate?, do: plan(plan_for, args, compiled, mark, opts)
 
           compiled
       end
 
-    opts = if Keyword.has_key?(opts, :donate), do: donated(opts, args, compiled), else: opts
+    opts = if donate?, do: donated(opts, args, compiled), else: opts
     execute(compiled, concrete, opts)
   end
 
