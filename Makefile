@@ -9,7 +9,8 @@ LOCK := requirements.lock
 PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite
+.PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
+	compile-real-nx
 
 deps: elixir python-deps compile
 
@@ -38,16 +39,30 @@ pytest: python-deps
 	$(VPY) -m pytest -q tests
 
 exunit: deps
+	(cd nx && mix test)
 	mix test
 
-# Both suites always run, so both summary lines are printed; the target fails if either failed.
+# nx_jax against real Nx 0.7.2 instead of the clean room (the switch NX_JAX_NX of mix.exs): Nx,
+# complex and telemetry from ../shared/reference, compiled offline into _build/real-nx-src
+# (about a minute, once), then nx_jax's runtime with warnings as errors, into _build/real_nx.
+# What compiles there, and what does not yet: docs/ARCHITECTURE.md, "Two projects".
+REFERENCE ?= ../shared/reference
+REAL_NX := _build/real-nx-src
+compile-real-nx: elixir
+	@[ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || bash $(REFERENCE)/build-real-nx.sh $(REAL_NX)
+	NX_JAX_NX=$(REAL_NX) mix compile --warnings-as-errors
+
+# The three suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
+# need no Python, and nx_jax's ExUnit), so every summary line is printed; the target fails if
+# any failed.
 test: deps
 	@rc=0; \
 	$(VPY) -m pytest -q tests || rc=1; \
+	(cd nx && mix test) || rc=1; \
 	mix test || rc=1; \
 	exit $$rc
 
-lint: python-deps
+lint: python-deps compile-real-nx
 	$(VPY) -m ruff check py_backend tests conformance bench
 	$(VPY) -m mypy py_backend conformance
 	mix format --check-formatted
@@ -101,7 +116,7 @@ lock:
 	rm -rf $(LOCK_VENV)
 	@echo "wrote $(LOCK); run make test, then commit it"
 
-# Nx v0.7.2's own test files, unchanged, against our front end (nx_suite/README.md; not CI).
+# Nx v0.7.2's own test files, unchanged, against our front end (nx/nx_suite/README.md; not CI).
 nx-suite: deps
 	@[ -n "$(NX_SRC)" ] || { echo "set NX_SRC to the nx/ folder of an Nx v0.7.2 checkout"; exit 2; }
-	NX_SRC=$(NX_SRC) MIX_ENV=nx_suite mix run nx_suite/run.exs
+	NX_SRC=$(NX_SRC) MIX_ENV=nx_suite mix run nx/nx_suite/run.exs

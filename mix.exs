@@ -55,6 +55,22 @@ end
 defmodule NxJax.MixProject do
   use Mix.Project
 
+  # Which Nx nx_jax is built against. As a dependency of a user's project (this file is not in
+  # the directory mix runs in), Nx from hex, beside the user's own. In this repository one
+  # switch, read here only: NX_JAX_NX unset (or "clean") is the clean-room Nx 0.7.2 of nx/ (the
+  # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
+  # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
+  @nx_source (cond do
+                File.cwd!() != __DIR__ -> :hex
+                System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
+                true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
+              end)
+
+  # what does not compile against real Nx 0.7.2 yet: the compiler, backend, toolbox and graph
+  # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
+  @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex lib/nx_jax/defn
+                      lib/nx_jax/graph.ex lib/nx_jax/grad_check.ex lib/mix/tasks/nx_jax.graph.ex)
+
   def project do
     [
       app: :nx_jax,
@@ -63,25 +79,44 @@ defmodule NxJax.MixProject do
       start_permanent: Mix.env() == :prod,
       # the NIF of NxJax.Guard first (Mix.Tasks.Compile.NxJaxGuard above)
       compilers: [:nx_jax_guard | Mix.compilers()],
-      elixirc_paths: elixirc_paths(Mix.env()),
+      elixirc_paths: elixirc_paths(Mix.env(), @nx_source),
       test_paths: ["test_elixir"],
       # `make nx-suite` (MIX_ENV=nx_suite) loads Nx's test files, which define structs deriving
       # Nx.Container at run time: a consolidated protocol would not see them
       consolidate_protocols: Mix.env() != :nx_suite,
-      deps: []
-    ]
+      deps: deps(@nx_source)
+    ] ++ build_path(@nx_source)
   end
 
+  defp deps(:hex), do: [{:nx, "~> 0.7.2"}]
+  defp deps(:clean), do: [{:nx, path: "nx"}]
+
+  defp deps({:real, dir}) do
+    unless File.dir?(Path.join(dir, "nx-0.7.2/nx/_build")) do
+      Mix.raise(
+        "NX_JAX_NX=#{dir}: no real Nx built there; run " <>
+          "../shared/reference/build-real-nx.sh #{dir} (or make compile-real-nx)"
+      )
+    end
+
+    [{:nx, path: Path.join(dir, "nx-0.7.2/nx")}]
+  end
+
+  # the two Nx builds of nx_jax side by side, so that switching rebuilds neither
+  defp build_path({:real, _dir}), do: [build_path: "_build/real_nx"]
+  defp build_path(_hex_or_clean), do: []
+
   # test_elixir/support: the structs our tests derive protocols for, compiled with the project
-  defp elixirc_paths(:test), do: ["lib", "test_elixir/support"]
-  defp elixirc_paths(_env), do: ["lib"]
+  defp elixirc_paths(:test, :clean), do: ["lib", "test_elixir/support"]
+  defp elixirc_paths(_env, {:real, _dir} = real), do: real_nx_paths(real)
+  defp elixirc_paths(_env, _hex_or_clean), do: ["lib"]
+
+  defp real_nx_paths({:real, _dir}) do
+    excluded = Enum.flat_map(@clean_room_only, &[&1 | Path.wildcard(Path.join(&1, "**/*.ex"))])
+    Path.wildcard("lib/**/*.ex") -- excluded
+  end
 
   def application do
-    [
-      extra_applications: [:logger],
-      mod: {NxJax.Application, []},
-      # the compiler that runs every graph of the front end (Nx.Defn.Compiler)
-      env: [default_compiler: NxJax]
-    ]
+    [extra_applications: [:logger], mod: {NxJax.Application, []}]
   end
 end

@@ -209,10 +209,10 @@ IO.puts("4. counters")
 # the window starts after both
 Bench.small(x)
 Nx.exp(x)
-before = NxJax.Pool.stats()
+before = Map.merge(NxJax.Pool.stats(), Nx.Defn.Compiler.counters())
 for _ <- 1..100, do: Bench.small(x)
 for _ <- 1..100, do: Nx.exp(x)
-after_stats = NxJax.Pool.stats()
+after_stats = Map.merge(NxJax.Pool.stats(), Nx.Defn.Compiler.counters())
 
 repeat_work =
   for k <- [:traces, :graph_sends, :compiles, :graph_resends],

@@ -1,8 +1,9 @@
 defmodule NxJax do
   @moduledoc """
   nx_jax's compiler: runs the graphs of `defn`, `Nx.Defn.jit/2` and eager `Nx` ops on the
-  JAX worker. It is the `:default_compiler` of the `:nx_jax` application (`Nx.Defn.Compiler`
-  describes the two callbacks); `Nx.Defn.Compiler.current/0` names it while tracing.
+  JAX worker. It is the clean-room Nx's default compiler (`config :nx, :default_compiler`;
+  `Nx.Defn.Compiler` describes the two callbacks); `Nx.Defn.Compiler.current/0` names it while
+  tracing.
 
   A graph is checked against the op registry (`NxJax.Ops`) and sent once (its key,
   `NxJax.Worker.graph_key/1`, afterwards). Each call goes to the worker where a resident

@@ -90,7 +90,7 @@ defmodule NxJax.ConfigTest do
   end
 
   test "config :nx_jax, debug_nans: true sets the option of every defn call" do
-    defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+    defaults = Application.get_env(:nx, :default_defn_options, [])
     ratio = fn x -> Nx.divide(x, Nx.add(1, Nx.sqrt(x))) end
 
     try do
@@ -120,20 +120,29 @@ defmodule NxJax.ConfigTest do
     end
   end
 
-  test "the global defn options are read once; global_default_options/1 and reload_config/0 apply changes" do
-    defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+  test "the global defn options are Nx's, read once; global_default_options/1 applies changes, " <>
+         "reload_config/0 leaves them alone" do
+    defaults = Application.get_env(:nx, :default_defn_options, [])
 
     try do
       assert Nx.Defn.default_options() == defaults
       # a change of the environment alone is not seen (it is read once) ...
-      Application.put_env(:nx_jax, :default_defn_options, timeout: 61_000)
+      Application.put_env(:nx, :default_defn_options, compiler: Nx.Defn.Evaluator, timeout: 1)
       assert Nx.Defn.default_options() == defaults
-      # ... until reload_config/0 reads it again
+      # ... and nx_jax's reload_config/0 neither reads nor overwrites Nx's settings (it once
+      # put [] over them, erasing a user's `config :nx, default_defn_options: [compiler: EXLA]`)
       NxJax.Pool.reload_config()
-      assert Nx.Defn.default_options() == [timeout: 61_000]
-      assert Nx.Defn.global_default_options(timeout: 62_000) == [timeout: 61_000]
+      assert Nx.Defn.default_options() == defaults
+
+      assert Application.get_env(:nx, :default_defn_options) ==
+               [compiler: Nx.Defn.Evaluator, timeout: 1]
+
+      # Nx's own function applies a change
+      assert Nx.Defn.global_default_options(timeout: 62_000) ==
+               [compiler: Nx.Defn.Evaluator, timeout: 1]
+
       assert Nx.Defn.default_options() == [timeout: 62_000]
-      assert Application.get_env(:nx_jax, :default_defn_options) == [timeout: 62_000]
+      assert Application.get_env(:nx, :default_defn_options) == [timeout: 62_000]
       # a process's own defaults still come first
       assert Task.await(
                Task.async(fn -> Nx.Defn.default_options([]) && Nx.Defn.default_options() end)

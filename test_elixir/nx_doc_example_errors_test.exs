@@ -1,5 +1,5 @@
 defmodule NxJax.NxDocExampleErrorsTest do
-  # Error messages of Nx 0.7.2's own doc examples (nx_suite/doc_examples.exs compares them),
+  # Error messages of Nx 0.7.2's own doc examples (nx/nx_suite/doc_examples.exs compares them),
   # with the texts real Nx 0.7.2 gives for the same calls.
   use ExUnit.Case, async: true
 

@@ -6,6 +6,8 @@ defmodule Nx.DoctestTest do
   import Nx, only: [is_tensor: 1, sigil_V: 2, sigil_M: 2]
 
   doctest Nx
+  # the one example of the expression layer that makes tensors (its others: nx/test/)
+  doctest Nx.Defn.Composite, only: [compatible?: 3]
 
   # the groups of Nx 0.7.2's API (its docs sidebar), which its own test holds every
   # documented function of Nx to

@@ -131,7 +131,7 @@ defmodule NxJax.PlannedCallTest do
   end
 
   test "a trace evicted from the cache is traced again, not run from the plan" do
-    NxJax.TestAppEnv.put(:trace_cache_size, 4)
+    NxJax.TestAppEnv.put(:trace_cache_size, 4, :nx)
 
     x = Nx.tensor([1.0, 2.0])
     f = Nx.Defn.jit(&Nx.multiply(&1, 7))

@@ -2,8 +2,11 @@ defmodule NxJax.TraceCacheTest do
   # async: false: shrinks the node-wide trace cache (other modules' entries would be evicted)
   use ExUnit.Case, async: false
 
+  # the worker's counters and the front end's (traces, the trace cache)
+  defp stats, do: Map.merge(NxJax.Pool.stats(), Nx.Defn.Compiler.counters())
+
   setup do
-    NxJax.TestAppEnv.put(:trace_cache_size, 8)
+    NxJax.TestAppEnv.put(:trace_cache_size, 8, :nx)
   end
 
   defp cached?(fun) do
@@ -15,7 +18,7 @@ defmodule NxJax.TraceCacheTest do
     hot = &Nx.multiply(&1, 3)
     x = Nx.tensor([1.0, 2.0])
     assert Nx.to_flat_list(Nx.Defn.jit(hot).(x)) == [3.0, 6.0]
-    before = NxJax.Pool.stats()
+    before = stats()
 
     for k <- 1..40 do
       # 40 graphs never seen before (a closure over k is a function of its own)
@@ -24,10 +27,10 @@ defmodule NxJax.TraceCacheTest do
       # the hot function, used between every two new ones, is never the one evicted
       assert Nx.to_flat_list(Nx.Defn.jit(hot).(x)) == [3.0, 6.0]
       assert cached?(hot)
-      assert NxJax.Pool.stats().trace_cache_entries <= 8
+      assert stats().trace_cache_entries <= 8
     end
 
-    after_ = NxJax.Pool.stats()
+    after_ = stats()
     # one trace per new function, none for the hot one (nothing else runs: async: false)
     assert after_.traces - before.traces == 40
     assert after_.trace_cache_evictions - before.trace_cache_evictions >= 32
@@ -38,9 +41,9 @@ defmodule NxJax.TraceCacheTest do
   end
 
   test "a size that is not a positive integer is refused with the setting's name" do
-    Application.put_env(:nx_jax, :trace_cache_size, 0)
+    Application.put_env(:nx, :trace_cache_size, 0)
 
-    assert_raise ArgumentError, ~r/config :nx_jax, trace_cache_size: must be a positive/, fn ->
+    assert_raise ArgumentError, ~r/config :nx, trace_cache_size: must be a positive/, fn ->
       Nx.Defn.jit(fn t -> Nx.subtract(t, 123.25) end).(Nx.tensor(1.0))
     end
   end

@@ -28,7 +28,6 @@ defmodule NxJax.Doctor do
     {:resident_gc_bytes, 67_108_864, "resident bytes grown between collections of holders"},
     {:worker_threads, :one, "XLA threads per worker when the pool has several"},
     {:remote, false, "place calls on workers of other nodes"},
-    {:trace_cache_size, 1024, "traced graphs kept"},
     {:debug_nans, false, "run every call op by op, stopping at the first NaN"},
     {:max_restarts, 1_000_000, "the pool supervisor's restart intensity"}
   ]

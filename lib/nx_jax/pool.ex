@@ -182,20 +182,20 @@ defmodule NxJax.Pool do
   @doc """
   Reads the settings of the application environment that every call uses (`:remote`,
   `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0` and `:timeout` of
-  `NxJax.Worker.default_timeout/0`) into `:persistent_term`, with `:default_defn_options`
-  (`Nx.Defn.global_default_options/1`); raises `ArgumentError` for a timeout that is not a
-  positive integer or `:infinity`. `config :nx_jax, debug_nans: bool`, when set, goes into the
-  global default options of `defn`. The application does it when it starts; call it again
-  after `Application.put_env/3` changed them.
+  `NxJax.Worker.default_timeout/0`) into `:persistent_term`; raises `ArgumentError` for a
+  timeout that is not a positive integer or `:infinity`. `config :nx_jax, debug_nans: bool`,
+  when set, is added to Nx's global default options of `defn` (`config :nx,
+  :default_defn_options`, through `Nx.Defn.global_default_options/1`); nothing else of Nx's
+  settings is touched. The application does it when it starts; call it again after
+  `Application.put_env/3` changed them.
   """
   def reload_config do
     :persistent_term.put({__MODULE__, :remote}, Application.get_env(:nx_jax, :remote, false))
     NxJax.Worker.load_config()
-    Nx.Defn.global_default_options(Application.get_env(:nx_jax, :default_defn_options, []))
 
     case Application.fetch_env(:nx_jax, :debug_nans) do
       {:ok, debug} when is_boolean(debug) ->
-        defaults = Application.get_env(:nx_jax, :default_defn_options, [])
+        defaults = Application.get_env(:nx, :default_defn_options, [])
         Nx.Defn.global_default_options(Keyword.put(defaults, :debug_nans, debug))
 
       {:ok, other} ->
@@ -388,9 +388,7 @@ defmodule NxJax.Pool do
   end
 
   @doc """
-  Counters summed over the pool's workers (`NxJax.Worker.stats/1`) plus this node's
-  `Nx.Defn.Compiler.counters/0`: `traces`, `trace_cache_hits`, `trace_cache_entries`,
-  `trace_cache_evictions` (`Nx.Defn.TraceCache`), `graph_sends`, `key_calls`,
+  Counters summed over the pool's workers (`NxJax.Worker.stats/1`): `graph_sends`, `key_calls`,
   `graph_resends`, `compiles`, `cache_hits`, `runs`, `errors`, `graph_loads`,
   `unknown_graphs`, `resident`, `lent_calls` and the fast-path counters `fast_one_calls`,
   `fast_hot_calls`, `fast_layout_calls` and `fast_replies`, and `paused_spins` (see
@@ -399,7 +397,7 @@ defmodule NxJax.Pool do
   def stats do
     workers()
     |> Enum.map(&NxJax.Worker.stats(server: &1))
-    |> Enum.reduce(Nx.Defn.Compiler.counters(), fn stats, acc ->
+    |> Enum.reduce(%{}, fn stats, acc ->
       Map.merge(acc, stats, fn _key, a, b -> a + b end)
     end)
   end

@@ -255,7 +255,7 @@ defmodule Nx.Defn do
   @doc """
   The default options of `defn` calls and `jit/2` in this process (see
   `default_options/1`), else the global ones (`global_default_options/1`, or
-  `config :nx_jax, :default_defn_options`).
+  `config :nx, :default_defn_options`).
   """
   @spec default_options() :: keyword
   def default_options, do: Process.get(@defaults_key) || global_defaults()
@@ -268,7 +268,7 @@ defmodule Nx.Defn do
   defp global_defaults do
     case :persistent_term.get(@global_key, :unset) do
       :unset ->
-        options = Application.get_env(:nx_jax, :default_defn_options, [])
+        options = Application.get_env(:nx, :default_defn_options, [])
         :persistent_term.put(@global_key, options)
         options
 
@@ -305,14 +305,14 @@ defmodule Nx.Defn do
   Sets the default options of every process that has not set its own (see
   `default_options/1`) and returns the previous global ones.
 
-  They are kept in the application environment (`config :nx_jax, :default_defn_options`),
+  They are kept in the application environment (`config :nx, :default_defn_options`),
   which is read once, at the first call that needs them: after changing that setting with
   `Application.put_env/3`, call this function with the new options.
   """
   @spec global_default_options(keyword) :: keyword
   def global_default_options(options) when is_list(options) do
-    previous = Application.get_env(:nx_jax, :default_defn_options, [])
-    Application.put_env(:nx_jax, :default_defn_options, options)
+    previous = Application.get_env(:nx, :default_defn_options, [])
+    Application.put_env(:nx, :default_defn_options, options)
     :persistent_term.put(@global_key, options)
     previous
   end

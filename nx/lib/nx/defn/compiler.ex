@@ -10,9 +10,9 @@ defmodule Nx.Defn.Compiler do
   ## The compiler behaviour
 
   A compiler runs graphs; the front end (tracing, caching the traces, containers) knows no
-  compiler by name. The one that runs every graph is the `:default_compiler` of the
-  `:nx_jax` application environment (nx_jax's own, `NxJax`, which runs them on the JAX
-  worker); it implements two callbacks:
+  compiler by name. The one that runs every graph is `config :nx, :default_compiler`
+  (`NxJax` by default: nx_jax's, which runs them on the JAX worker); it implements two
+  callbacks:
 
     * `c:__compile__/1` - once per trace: the graph term of `Nx.Defn.Graph.encode/1`, to
       whatever the compiler runs later
@@ -53,7 +53,7 @@ defmodule Nx.Defn.Compiler do
   `defn` called from another `defn`), jitted otherwise.
 
   The encoded trace is cached (`Nx.Defn.TraceCache`: in `:persistent_term`, at most
-  `config :nx_jax, trace_cache_size:` entries) per implementation and argument
+  `config :nx, trace_cache_size:` entries) per implementation and argument
   signature (the type and shape of each tensor, the container structure, any
   non-tensor argument as it is), so a `defn` is traced once per signature, as in Nx;
   `print_expr/1` and `transform/2` side effects therefore happen on the first call only.
@@ -76,17 +76,43 @@ defmodule Nx.Defn.Compiler do
 
   defp with_current(compiler, fun), do: Expr.with_process_value(@current_key, compiler, fun)
 
-  # the compiler that runs every graph: `config :nx_jax, default_compiler: module` (mix.exs
-  # sets nx_jax's own), read once
-  defp runtime do
+  @doc false
+  # The compiler that runs every graph: `config :nx, default_compiler: module` (this
+  # application's environment names nx_jax's), read once; a clear error where it is not loaded
+  # (this project alone: its own tests trace and print, they run nothing).
+  def runtime do
     case :persistent_term.get({__MODULE__, :runtime}, nil) do
       nil ->
-        module = Application.fetch_env!(:nx_jax, :default_compiler)
+        module = Application.fetch_env!(:nx, :default_compiler)
+
+        unless is_atom(module) and Code.ensure_loaded?(module) and
+                 function_exported?(module, :__run__, 5) do
+          raise RuntimeError,
+                "the clean-room Nx runs every graph on its default compiler, " <>
+                  "config :nx, default_compiler: #{inspect(module)}, which is not loaded " <>
+                  "(or has no __run__/5): add nx_jax to your dependencies, or set a compiler " <>
+                  "that implements Nx.Defn.Compiler"
+        end
+
         :persistent_term.put({__MODULE__, :runtime}, module)
         module
 
       module ->
         module
+    end
+  end
+
+  @doc false
+  # the application of the default compiler (its helpers called inside defn are library code)
+  def runtime_application do
+    case :persistent_term.get({__MODULE__, :runtime_application}, :unset) do
+      :unset ->
+        app = Application.get_application(Application.fetch_env!(:nx, :default_compiler))
+        :persistent_term.put({__MODULE__, :runtime_application}, app)
+        app
+
+      app ->
+        app
     end
   end
 
@@ -188,7 +214,7 @@ defmodule Nx.Defn.Compiler do
     end
   end
 
-  # the options of a call that the default compiler reads (its worker's, NxJax.Worker.run/3)
+  # the options of a call that the default compiler reads (nx_jax's: those of its worker calls)
   @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us] ++
                     [:debug_nans, :donate]
 
@@ -231,7 +257,7 @@ defmodule Nx.Defn.Compiler do
       require Logger
 
       Logger.info(
-        "nx_jax: defn runs on #{inspect(runtime())}; the compiler #{inspect(compiler)} " <>
+        "Nx: defn runs on #{inspect(runtime())}; the compiler #{inspect(compiler)} " <>
           "(and its options) is not used"
       )
     end

@@ -305,7 +305,14 @@ defmodule Nx.Defn.SourceChecks do
     function_exported?(module, :__nx_defn__, 0) and {fun, arity} in module.__nx_defn__()
   end
 
-  defp library_module?(module), do: Application.get_application(module) == :nx_jax
+  # Nx's modules and those of the default compiler's application (its helpers for defn)
+  defp library_module?(module) do
+    case Application.get_application(module) do
+      :nx -> true
+      nil -> false
+      app -> app == Nx.Defn.Compiler.runtime_application()
+    end
+  end
 
   defp compile_error!(meta, env, description) do
     raise CompileError,

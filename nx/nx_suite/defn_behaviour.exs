@@ -1,9 +1,9 @@
 # Splits the tests of Nx 0.7.2's test/nx/defn_test.exs into those that match the structure or
 # printing of Nx's own Nx.Defn.Expr (Nx's internal representation, out of scope for issue 16)
 # and those that assert behaviour (values, errors, compile errors), and counts how many of the
-# latter pass, given the failures file that `nx_suite/run.exs` writes (NX_SUITE_FAILURES).
+# latter pass, given the failures file that `nx/nx_suite/run.exs` writes (NX_SUITE_FAILURES).
 #
-#     elixir nx_suite/defn_behaviour.exs $NX_SRC/test/nx/defn_test.exs failures.tsv
+#     elixir nx/nx_suite/defn_behaviour.exs $NX_SRC/test/nx/defn_test.exs failures.tsv
 #
 # A test is counted as structural when its body names the Expr struct (`%Expr{...}`,
 # `%Nx.Defn.Expr{...}`), calls `debug_expr`/`debug_expr_apply`, or compares with a string that

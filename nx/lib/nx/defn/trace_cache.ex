@@ -1,7 +1,7 @@
 defmodule Nx.Defn.TraceCache do
   @moduledoc """
   The bounded cache of encoded traces behind `Nx.Defn.Compiler`: at most
-  `config :nx_jax, trace_cache_size: n` entries (default #{1024}).
+  `config :nx, trace_cache_size: n` entries (default #{1024}).
 
   Entries live in `:persistent_term`, so a hit copies nothing and costs one lookup plus one
   `:counters` read (the entry's "used" mark, set if it was clear). A caller that keeps the
@@ -24,15 +24,15 @@ defmodule Nx.Defn.TraceCache do
   @evicted_by 1 <<< 40
   @owner __MODULE__.Owner
 
-  @doc "The cache's capacity: `config :nx_jax, trace_cache_size:` (a positive integer)."
+  @doc "The cache's capacity: `config :nx, trace_cache_size:` (a positive integer)."
   def size do
-    case Application.get_env(:nx_jax, :trace_cache_size, @default_size) do
+    case Application.get_env(:nx, :trace_cache_size, @default_size) do
       n when is_integer(n) and n > 0 ->
         n
 
       other ->
         raise ArgumentError,
-              "config :nx_jax, trace_cache_size: must be a positive integer, got: " <>
+              "config :nx, trace_cache_size: must be a positive integer, got: " <>
                 inspect(other)
     end
   end

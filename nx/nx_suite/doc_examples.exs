@@ -1,4 +1,4 @@
-# Nx 0.7.2's doc examples of the `Nx` module, run on both sides (see nx_suite/README.md).
+# Nx 0.7.2's doc examples of the `Nx` module, run on both sides (see nx/nx_suite/README.md).
 #
 #   run DOCS_DIR OUT [REGEX | all] [MODULE ...]
 #                              evaluate the examples found in DOCS_DIR/Elixir.MODULE.beam (the

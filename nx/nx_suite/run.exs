@@ -1,7 +1,7 @@
 # Runs test files of Nx 0.7.2, unchanged, against nx_jax's front end and prints how many of
-# their tests pass (nx_suite/README.md). Usage, from the project root:
+# their tests pass (nx/nx_suite/README.md). Usage, from the project root:
 #
-#     NX_SRC=/path/to/nx-0.7.2/nx MIX_ENV=nx_suite mix run nx_suite/run.exs [test/nx/defn/grad_test.exs ...]
+#     NX_SRC=/path/to/nx-0.7.2/nx MIX_ENV=nx_suite mix run nx/nx_suite/run.exs [test/nx/defn/grad_test.exs ...]
 #
 # NX_SRC is the nx/ folder of a checkout of Nx's tag v0.7.2 (it is read, never copied here).
 # Without file arguments the files named in DEFAULT_FILES below run. Doctests that the files

@@ -182,7 +182,8 @@ defmodule Nx.Defn.Expr do
     end
   end
 
-  @library_apps [:nx_jax, :elixir, :stdlib, :kernel, :compiler, :ex_unit, :iex, :mix, :logger]
+  # (and the default compiler's application: its helpers called inside defn are library code)
+  @library_apps [:nx, :elixir, :stdlib, :kernel, :compiler, :ex_unit, :iex, :mix, :logger]
 
   defp site do
     {:current_stacktrace, frames} = Process.info(self(), :current_stacktrace)
@@ -198,7 +199,7 @@ defmodule Nx.Defn.Expr do
 
   defp library?(module) do
     case :application.get_application(module) do
-      {:ok, app} -> app in @library_apps
+      {:ok, app} -> app in @library_apps or app == Nx.Defn.Compiler.runtime_application()
       :undefined -> false
     end
   end
