@@ -266,9 +266,34 @@ defmodule Nx.AccessTest do
       end
     end
 
-    test "a tensor index must be a scalar of an integer type" do
-      assert_raise ArgumentError, ~r/must be a scalar, got shape \{2\}.*Nx.take/, fn ->
-        grid()[Nx.tensor([0, 1])]
+    # a regression (2026-12-06): a tensor of indices alone raised "a tensor index must be a
+    # scalar". Values and messages of real Nx 0.7.2, printed by
+    # test_elixir/reference/nx_access_reference.exs.
+    test "a tensor of indices alone takes those rows; in a list each index is a scalar" do
+      t = Nx.iota({4, 2})
+      assert t[Nx.tensor([3, 0])] == Nx.tensor([[6, 7], [0, 1]])
+      assert t[Nx.tensor([[3, 0], [1, 1]])] == Nx.tensor([[[6, 7], [0, 1]], [[2, 3], [2, 3]]])
+      assert t[Nx.tensor([2, 1], type: :u8)] == Nx.tensor([[4, 5], [2, 3]])
+
+      assert Nx.Defn.jit(fn t, i -> t[i] end).(t, Nx.tensor([1, 2])) ==
+               Nx.tensor([[2, 3], [4, 5]])
+
+      v = Nx.vectorize(Nx.tensor([[0, 1], [2, 3]]), :x)
+      taken = Nx.devectorize(t[v])
+      assert {taken.shape, Nx.to_flat_list(taken)} == {{2, 2, 2}, Enum.to_list(0..7)}
+
+      for index <- [[Nx.tensor([3, 0]), 0], [a: Nx.tensor([3, 0])]] do
+        message = ~r/^tensor must be a scalar when accessing a list\/keyword of dimensions, got: /
+
+        assert_raise ArgumentError, message, fn -> Nx.rename(t, [:a, :b])[index] end
+      end
+
+      assert_raise ArgumentError, "indices must be an integer tensor, got {:f, 32}", fn ->
+        t[Nx.tensor([1.0])]
+      end
+
+      assert_raise ArgumentError, ~r/index 7 is out of bounds for axis 0 in shape \{4, 2\}/, fn ->
+        t[Nx.tensor([7])]
       end
 
       assert_raise ArgumentError, ~r/must have an integer type, got f32/, fn ->

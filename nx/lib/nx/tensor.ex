@@ -75,6 +75,11 @@ defmodule Nx.Tensor do
   # an empty list reads the whole tensor (Nx 0.7.2)
   def fetch(%__MODULE__{} = tensor, []), do: {:ok, tensor}
 
+  # a tensor of indices that is not a scalar, alone: those positions along the first axis
+  # (Nx.take/2), as in Nx 0.7.2; in a list of indices each tensor must be a scalar
+  def fetch(%__MODULE__{} = tensor, %__MODULE__{shape: shape} = indices) when shape != {},
+    do: {:ok, Nx.take(tensor, indices)}
+
   def fetch(%__MODULE__{} = tensor, [{name, _} | _] = index) when is_atom(name) do
     # by axis name: the named axes indexed, the others whole
     names = Nx.names(tensor)
@@ -198,9 +203,8 @@ defmodule Nx.Tensor do
     cond do
       index.shape != {} or index.vectorized_axes != [] ->
         raise ArgumentError,
-              "a tensor index must be a scalar, got shape #{inspect(index.shape)} for axis " <>
-                "#{axis} of a tensor of shape #{inspect(shape)}; use Nx.take/3 to pick several " <>
-                "positions"
+              "tensor must be a scalar when accessing a list/keyword of dimensions, got: " <>
+                inspect(index)
 
       elem(index.type, 0) not in [:s, :u] ->
         raise ArgumentError,
