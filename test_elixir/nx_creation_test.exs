@@ -3,6 +3,21 @@ defmodule Nx.CreationTest do
 
   import Nx, only: [is_tensor: 1]
 
+  @reference Path.join(__DIR__, "reference")
+  Code.require_file("nx_inputs_cases.exs", @reference)
+  @external_resource Path.join(@reference, "nx_0.7.2_inputs.tsv")
+  @inputs_reference @reference |> Path.join("nx_0.7.2_inputs.tsv") |> File.read!()
+
+  # a regression (2026-12-06): a number as a shape raised "expected a shape", and a list or a
+  # string next to a tensor in a binary op raised FunctionClauseError in Nx.Type.merge_number/2
+  test "a number as a shape, and what is not a tensor where a tensor is expected, as in Nx 0.7.2" do
+    expected = String.split(@inputs_reference, "\n", trim: true)
+    actual = Enum.map(NxInputsCases.cases(), &NxInputsCases.line/1)
+    assert length(actual) == length(expected)
+
+    for {ours, nx} <- Enum.zip(actual, expected), do: assert(ours == nx)
+  end
+
   describe "tensor/2" do
     test "infers s64 for integers and f32 for floats or mixed lists" do
       assert Nx.type(Nx.tensor(1)) == {:s, 64}
@@ -140,8 +155,8 @@ defmodule Nx.CreationTest do
       end
     end
 
-    test "to_tensor rejects other terms" do
-      assert_raise ArgumentError, ~r/expected a %Nx.Tensor\{\} or a number, got: :foo/, fn ->
+    test "to_tensor rejects other terms with Nx 0.7.2's protocol error" do
+      assert_raise Protocol.UndefinedError, ~r/not implemented for :foo of type Atom/, fn ->
         Nx.to_tensor(:foo)
       end
     end

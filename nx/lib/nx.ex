@@ -382,13 +382,33 @@ defmodule Nx do
 
   def to_tensor(other), do: to_tensor!(other)
 
+  # what is neither a tensor nor a number: Nx 0.7.2's errors (its protocol's, for a list, a
+  # string, an atom or any other term that is not a container)
   defp to_tensor!(other) do
-    if Nx.Container.impl_for(other) do
-      raise ArgumentError,
-            "cannot convert #{inspect(other)} to tensor because it represents a collection " <>
-              "of tensors, use Nx.stack/2 or Nx.concatenate/2 instead"
-    else
-      raise ArgumentError, "expected a %Nx.Tensor{} or a number, got: #{inspect(other)}"
+    cond do
+      Nx.Container.impl_for(other) ->
+        raise ArgumentError,
+              "cannot convert #{inspect(other)} to tensor because it represents a collection " <>
+                "of tensors, use Nx.stack/2 or Nx.concatenate/2 instead"
+
+      is_list(other) ->
+        raise Protocol.UndefinedError,
+          protocol: Nx.LazyContainer,
+          value: other,
+          description:
+            "lists are not valid tensors (and therefore not supported as defn inputs). " <>
+              "However, you can convert them to tensors using Nx.tensor/1"
+
+      is_atom(other) ->
+        raise Protocol.UndefinedError, protocol: Nx.LazyContainer, value: other
+
+      true ->
+        raise Protocol.UndefinedError,
+          protocol: Nx.LazyContainer,
+          value: other,
+          description:
+            "data-structures given to defn/Nx must implement either Nx.LazyContainer or " <>
+              "Nx.Container"
     end
   end
 
@@ -1405,18 +1425,32 @@ defmodule Nx do
   defp weak(%T{} = tensor, _type), do: tensor
   defp weak(number, type), do: tensor(number, type: type)
 
+  # what Nx.Type.merge_number/2 takes: a number, a boolean, a non-finite atom or a Complex
+  defp number?(x),
+    do:
+      is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
+        is_struct(x, Complex)
+
   # Both arguments of a binary op as tensors, plus their merged type.
   defp binary_args(%T{} = left, %T{} = right),
     do: {left, right, Nx.Type.merge(left.type, right.type)}
 
   defp binary_args(%T{} = left, right) do
-    type = Nx.Type.merge_number(left.type, right)
-    {left, weak(right, type), type}
+    if number?(right) do
+      type = Nx.Type.merge_number(left.type, right)
+      {left, weak(right, type), type}
+    else
+      binary_args(left, to_tensor(right))
+    end
   end
 
   defp binary_args(left, %T{} = right) do
-    type = Nx.Type.merge_number(right.type, left)
-    {weak(left, type), right, type}
+    if number?(left) do
+      type = Nx.Type.merge_number(right.type, left)
+      {weak(left, type), right, type}
+    else
+      binary_args(to_tensor(left), right)
+    end
   end
 
   defp binary_args(left, right) do
@@ -2925,9 +2959,17 @@ defmodule Nx do
   defp shape_names(%T{} = tensor), do: axis_names(tensor)
   defp shape_names(_shape), do: nil
 
+  # a shape, or a tensor or number whose shape it is (a number's is {}), as in Nx 0.7.2
   defp shape_of(%T{shape: shape}), do: shape
   defp shape_of(shape) when is_tuple(shape), do: shape
-  defp shape_of(other), do: raise(ArgumentError, "expected a shape, got: #{inspect(other)}")
+  defp shape_of(number) when is_number(number) or is_struct(number, Complex), do: {}
+
+  defp shape_of(other) do
+    raise ArgumentError,
+          "expected a shape. A shape is a n-element tuple with the size of each dimension. " <>
+            "Alternatively, you can pass a tensor (or a number) and the shape will be " <>
+            "retrieved from the tensor. Got: #{inspect(other)}"
+  end
 
   @doc type: :shape
   @doc """

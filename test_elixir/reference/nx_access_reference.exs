@@ -27,6 +27,7 @@ for {name, fun} <- cases do
   line =
     try do
       r = fun.()
+
       "#{name}\tok\t#{Nx.Type.to_string(r.type)}\t#{inspect(r.shape)}\t#{inspect(Nx.to_flat_list(r))}"
     rescue
       e -> "#{name}\terror\t#{inspect(e.__struct__)}\t#{Exception.message(e)}"

@@ -199,7 +199,7 @@ defmodule Nx.Tensor do
     {{from, to - from + 1, step}, false}
   end
 
-  defp axis_part(%__MODULE__{} = index, _dim, axis, shape) do
+  defp axis_part(%__MODULE__{} = index, _dim, axis, _shape) do
     cond do
       index.shape != {} or index.vectorized_axes != [] ->
         raise ArgumentError,
