@@ -2633,7 +2633,66 @@ defmodule Nx do
         opts[:window_dilations]
       )
 
-    reduce_with(:window_reduce, tensor, acc, fun, config, type, {shape, axis_names(tensor)})
+    out = {shape, axis_names(tensor)}
+
+    if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
+      reduce_with(:window_reduce, tensor, acc, fun, config, type, out)
+    else
+      # eagerly, as Nx 0.7.2's binary backend, a function of plain Elixir arithmetic (`a + b`)
+      # works too: where tracing it on tensors raises ArithmeticError, it is called on the
+      # numbers of each window instead
+      try do
+        reduce_with(:window_reduce, tensor, acc, fun, config, type, out)
+      rescue
+        ArithmeticError -> window_reduce_numbers(tensor, acc, fun, config, type, out)
+      end
+    end
+  end
+
+  # window_reduce/5 in Elixir, on numbers: each window's elements in row-major order, each
+  # `fun.(element, acc)` (a tensor result read back as a number), the padding filled with `acc`
+  defp window_reduce_numbers(tensor, acc, fun, config, type, {shape, names}) do
+    padded = pad(tensor, acc, Enum.map(config.padding, fn {lo, hi} -> {lo, hi, 0} end))
+    dims = Tuple.to_list(padded.shape)
+    values = List.to_tuple(to_flat_list(padded))
+    row_strides = dims |> Enum.reverse() |> Enum.scan(1, &(&1 * &2)) |> Enum.reverse()
+    row_strides = tl(row_strides) ++ [1]
+    init = to_number(acc)
+
+    offsets =
+      config.window_dimensions
+      |> Enum.zip(config.window_dilations)
+      |> positions(fn {w, d} -> for i <- 0..(w - 1), do: i * d end)
+
+    anchors =
+      shape
+      |> Tuple.to_list()
+      |> Enum.zip(config.strides)
+      |> positions(fn {n, s} -> for i <- 0..(n - 1), do: i * s end)
+
+    results =
+      for anchor <- anchors do
+        Enum.reduce(offsets, init, fn offset, acc ->
+          index =
+            [anchor, offset, row_strides]
+            |> Enum.zip_with(fn [a, o, r] -> (a + o) * r end)
+            |> Enum.sum()
+
+          case fun.(elem(values, index), acc) do
+            %T{} = t -> to_number(t)
+            number -> number
+          end
+        end)
+      end
+
+    results |> tensor(type: type) |> reshape(shape, names: names)
+  end
+
+  # every combination of one value per axis (`per_axis` gives an axis' values), row-major
+  defp positions(axes, per_axis) do
+    Enum.reduce(Enum.reverse(axes), [[]], fn axis, rest ->
+      for v <- per_axis.(axis), r <- rest, do: [v | r]
+    end)
   end
 
   defp scalar_acc!(%T{shape: {}}, _name), do: :ok
@@ -4204,24 +4263,30 @@ defmodule Nx do
     opts = keyword!(opts, type: tensor.type)
     type = Nx.Type.normalize!(opts[:type])
 
+    # inside defn the function's parameter has the output type (Nx 0.7.2's expression map:
+    # `map(t, [type: :f64], &Nx.exp/1)` computes in f64); eagerly it has the input's type
+    in_defn = Nx.Defn.Expr.tracing?() or match?(%T{data: %Nx.Defn.Expr{}}, tensor)
+
     try do
-      traced_map(tensor, type, fun)
+      traced_map(tensor, type, fun, in_defn)
     rescue
       # a function that needs concrete elements (Nx.to_number, Float.round, ...) cannot be
       # traced: outside defn it is called on each element, as Nx's binary backend does
       error ->
-        if Nx.Defn.Expr.tracing?() or match?(%T{data: %Nx.Defn.Expr{}}, tensor),
+        if in_defn,
           do: reraise(error, __STACKTRACE__),
           else: map_elements(tensor, type, fun)
     end
   end
 
-  defp traced_map(tensor, type, fun) do
+  defp traced_map(tensor, type, fun, in_defn) do
     axes = tensor.vectorized_axes
 
     one_graph([devectorize(tensor, keep_names: false)], fn t ->
       n = size(t)
-      result = t |> reshape({n}) |> vectorize(:__nx_map__) |> fun.() |> to_tensor()
+      element = t |> reshape({n}) |> vectorize(:__nx_map__)
+      element = if in_defn, do: as_type(element, type), else: element
+      result = element |> fun.() |> to_tensor()
       result = as_type(result, type)
 
       # a result that does not depend on the element is not vectorized: one value for all

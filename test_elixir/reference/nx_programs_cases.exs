@@ -1,0 +1,86 @@
+# Cases of what real programs written for Nx 0.7.2 do beyond Nx's own test files: real Nx
+# 0.7.2's answers are in nx_0.7.2_programs.tsv (written by nx_programs_reference.exs); ours are
+# compared with them by the test named in each group. Written against Nx 0.7.2's public API
+# only; required by both sides.
+defmodule NxProgramsCases do
+  import Nx.Defn
+
+  defn add2(a, b), do: a + b
+  # (thirds, whose f64 and f32 values differ; not exp: XLA's f64 exp differs from the C
+  # library's, which Nx uses, in the last bit for some inputs, see docs/COMPATIBILITY.md)
+  defn map_divide_f64(t), do: Nx.map(t, [type: {:f, 64}], &Nx.divide(&1, 3))
+  defn map_add(t), do: Nx.map(t, &Nx.add(&1, 1))
+
+  def cases, do: inputs() ++ functions()
+
+  # shapes given as numbers, values that are not tensors where a tensor is expected
+  # (test_elixir/nx_creation_test.exs)
+  def inputs do
+    [
+      {"broadcast_number_shape", fn -> Nx.broadcast(0, 12) end},
+      {"broadcast_float_number_shape", fn -> Nx.broadcast(1.5, 3) end},
+      {"broadcast_tensor_number_shape", fn -> Nx.broadcast(Nx.tensor([1, 2]), 5) end},
+      {"reshape_number_shape", fn -> Nx.reshape(Nx.tensor([7]), 5) end},
+      {"iota_number_shape", fn -> Nx.iota(5) end},
+      {"broadcast_list_shape", fn -> Nx.broadcast(0, [2]) end},
+      {"add_list", fn -> Nx.add([1, 2], 1) end},
+      {"add_tensor_list", fn -> Nx.add(Nx.tensor(1), [1, 2]) end},
+      {"add_string", fn -> Nx.add("abc", 1) end},
+      {"add_atom", fn -> Nx.add(:foo, 1) end},
+      {"sum_list", fn -> Nx.sum([1, 2]) end},
+      {"defn_list", fn -> add2([1, 2], 1) end},
+      {"defn_tensor_list", fn -> add2(Nx.tensor(1.0), [1.0]) end},
+      {"defn_string", fn -> add2("abc", 1) end}
+    ]
+  end
+
+  # reduce, window_reduce and map with functions of numbers or of tensors, eagerly and inside
+  # defn (test_elixir/nx_reduce_window_test.exs)
+  def functions do
+    [
+      {"window_reduce_plain_add",
+       fn -> Nx.window_reduce(Nx.iota({3, 3}), 0, {2, 2}, fn a, b -> a + b end) end},
+      {"window_reduce_plain_max",
+       fn ->
+         Nx.window_reduce(Nx.iota({3, 3}, type: :f32), :neg_infinity, {2, 2}, &max(&1, &2))
+       end},
+      {"window_reduce_nx_add", fn -> Nx.window_reduce(Nx.iota({3, 3}), 0, {2, 2}, &Nx.add/2) end},
+      {"window_reduce_plain_strides_padding",
+       fn ->
+         opts = [strides: [2, 2], padding: :same]
+         Nx.window_reduce(Nx.iota({4, 4}), 1, {2, 2}, opts, fn a, b -> a * b end)
+       end},
+      {"window_reduce_plain_dilations",
+       fn ->
+         opts = [window_dilations: [1, 2], padding: [{0, 1}, {1, 0}]]
+         Nx.window_reduce(Nx.iota({3, 4}, type: :f32), 0.5, {2, 2}, opts, &(&1 + &2 * 2))
+       end},
+      {"reduce_plain_add", fn -> Nx.reduce(Nx.iota({3}), 0, fn a, b -> a + b end) end},
+      {"reduce_nx_add", fn -> Nx.reduce(Nx.iota({2, 3}), 0, [axes: [1]], &Nx.add/2) end},
+      {"map_plain", fn -> Nx.map(Nx.iota({3}), fn a -> a + 1 end) end},
+      {"map_eager_f64", fn -> Nx.map(Nx.iota({3}), [type: :f64], &Nx.exp/1) end},
+      {"map_defn_f64_divide", fn -> map_divide_f64(Nx.tensor([1, 2], type: :u8)) end},
+      {"map_eager_f64_multiply",
+       fn -> Nx.map(Nx.tensor([1, 2]), [type: :f64], &Nx.multiply(&1, 0.1)) end},
+      {"map_defn", fn -> map_add(Nx.tensor([1, 2])) end}
+    ]
+  end
+
+  # one line: the name, then the result's type, shape and flat values, or the error's module
+  # and message (up to the list of the protocol's implementations, which depends on the
+  # project that compiled the protocols)
+  def line({name, fun}) do
+    line =
+      try do
+        r = fun.()
+        type = Nx.Type.to_string(r.type)
+        "#{name}\tok\t#{type}\t#{inspect(r.shape)}\t#{inspect(Nx.to_flat_list(r))}"
+      rescue
+        e ->
+          message = e |> Exception.message() |> String.split(" This protocol is implemented")
+          "#{name}\terror\t#{inspect(e.__struct__)}\t#{hd(message)}"
+      end
+
+    String.replace(line, "\n", " ")
+  end
+end
