@@ -1187,18 +1187,9 @@ defmodule Nx do
     if own == target and pad == 0 do
       tensor
     else
-      k = length(own)
-      # own axes in the order of `axes`, then the missing ones inserted with size 1
-      order = Enum.sort_by(0..(k - 1)//1, fn i -> position(axes, elem(Enum.at(own, i), 0)) end)
-      data = devectorize(tensor, keep_names: false)
-      perm = order ++ Enum.to_list(k..(k + tuple_size(shape) - 1)//1)
-
-      data =
-        if perm == Enum.to_list(0..(length(perm) - 1)//1),
-          do: data,
-          else: transpose(data, axes: perm)
-
-      data = reshape(data, List.to_tuple(ones ++ inner))
+      # its own sizes in the order of `axes` (1 for those it lacks): as Nx 0.7.2, axes of
+      # another order are reshaped into that order, not transposed
+      data = tensor |> devectorize(keep_names: false) |> reshape(List.to_tuple(ones ++ inner))
 
       data =
         if grow?, do: broadcast(data, List.to_tuple(Keyword.values(axes) ++ inner)), else: data
@@ -1206,8 +1197,6 @@ defmodule Nx do
       %T{vectorize(data, target) | names: List.duplicate(nil, pad) ++ axis_names(tensor)}
     end
   end
-
-  defp position(axes, name), do: Enum.find_index(axes, fn {n, _} -> n == name end)
 
   @doc false
   # The shape of the data of a tensor: its vectorized sizes, then its shape.

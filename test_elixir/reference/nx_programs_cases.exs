@@ -11,7 +11,7 @@ defmodule NxProgramsCases do
   defn map_divide_f64(t), do: Nx.map(t, [type: {:f, 64}], &Nx.divide(&1, 3))
   defn map_add(t), do: Nx.map(t, &Nx.add(&1, 1))
 
-  def cases, do: inputs() ++ functions()
+  def cases, do: inputs() ++ functions() ++ vectorized()
 
   # shapes given as numbers, values that are not tensors where a tensor is expected
   # (test_elixir/nx_creation_test.exs)
@@ -82,5 +82,38 @@ defmodule NxProgramsCases do
       end
 
     String.replace(line, "\n", " ")
+  end
+
+  # vectorized axes shared in another order: Nx 0.7.2 reshapes the second operand's into the
+  # first's order (test_elixir/nx_vectorize_test.exs); devectorized, so every leaf is plain
+  def vectorized do
+    xyr = fn ->
+      Nx.iota({1, 2, 3}) |> Nx.vectorize(:x) |> Nx.vectorize(:y) |> Nx.vectorize(:rows)
+    end
+
+    rows = fn -> Nx.vectorize(Nx.iota({3}), :rows) end
+    ab = fn -> Nx.iota({2, 3}) |> Nx.vectorize(:a) |> Nx.vectorize(:b) end
+    ba = fn -> Nx.iota({3, 2}) |> Nx.multiply(10) |> Nx.vectorize(:b) |> Nx.vectorize(:a) end
+    a4 = fn -> Nx.iota({2, 4}) |> Nx.vectorize(:a) end
+
+    [
+      {"vectorized_add_subset", fn -> Nx.devectorize(Nx.add(xyr.(), rows.())) end},
+      {"vectorized_add_subset_first", fn -> Nx.devectorize(Nx.add(rows.(), xyr.())) end},
+      {"vectorized_add_swapped", fn -> Nx.devectorize(Nx.add(ab.(), ba.())) end},
+      {"vectorized_add_swapped_back", fn -> Nx.devectorize(Nx.add(ba.(), ab.())) end},
+      {"vectorized_add_inner", fn -> Nx.devectorize(Nx.add(ba.(), a4.())) end},
+      {"vectorized_select",
+       fn -> Nx.devectorize(Nx.select(Nx.greater(ab.(), 2), ba.(), a4.())) end},
+      {"vectorized_multiply_in_jit",
+       fn -> Nx.devectorize(Nx.Defn.jit(&Nx.multiply/2).(ab.(), ba.())) end},
+      {"vectorized_broadcast_vectors",
+       fn ->
+         ab.() |> then(&Nx.broadcast_vectors([&1, ba.()])) |> List.last() |> Nx.devectorize()
+       end},
+      {"vectorized_reshape_vectors",
+       fn ->
+         ab.() |> then(&Nx.reshape_vectors([&1, ba.()])) |> List.last() |> Nx.devectorize()
+       end}
+    ]
   end
 end

@@ -374,10 +374,11 @@ defmodule Nx.Defn.Expr do
   # Builds the node of `op` for inputs that may be vectorized (see Nx.vectorize/2). The
   # output is vectorized over the union of the inputs' vectorized axes (by name, in order of
   # appearance); every vectorized input is brought to exactly those axes, in that order
-  # (transpose and broadcast nodes on its devectorized data), and the node gets the wire
-  # options `vectorized: k` (the number of leading vectorized axes of the output and of
-  # every vectorized input) and `vectorized_inputs` (which inputs have them): the worker
-  # applies the op under k nested jax.vmap (PROTOCOL 4.4).
+  # (reshape and broadcast nodes on its devectorized data: as Nx 0.7.2 does, an input whose
+  # own axes come in another order is reshaped, not transposed, so its data is read in the
+  # union's order), and the node gets the wire options `vectorized: k` (the number of leading
+  # vectorized axes of the output and of every vectorized input) and `vectorized_inputs` (which
+  # inputs have them): the worker applies the op under k nested jax.vmap (PROTOCOL 4.4).
   defp vectorized_expr(op, inputs, opts, out) do
     case vectorized_union(inputs) do
       [] ->
@@ -426,7 +427,7 @@ defmodule Nx.Defn.Expr do
 
   @doc false
   # `tensor` (an expression) vectorized over exactly `axes`, a superset of its own vectorized
-  # axes: transposed and broadcast as needed.
+  # axes: reshaped (as Nx 0.7.2: not transposed) and broadcast as needed.
   def align_vectorized(%Nx.Tensor{vectorized_axes: axes} = tensor, axes), do: tensor
 
   def align_vectorized(%Nx.Tensor{vectorized_axes: []} = tensor, axes) do
@@ -458,12 +459,7 @@ defmodule Nx.Defn.Expr do
       else
         sizes = Enum.map(order, fn {{_, size}, _} -> size end)
 
-        expr(
-          :transpose,
-          [data],
-          %{axes: perm ++ inner_axes},
-          template(input.type, List.to_tuple(sizes ++ inner))
-        )
+        expr(:reshape, [data], %{}, template(input.type, List.to_tuple(sizes ++ inner)))
       end
 
     full = List.to_tuple(Keyword.values(axes) ++ inner)
