@@ -15,6 +15,17 @@ defmodule NxJax.DebugNansTest do
 
   @root_line __ENV__.line - 4
 
+  defn bad_log(x) do
+    y = x - 1.0
+    # (the op in tail position: no frame of bad_log is on the stack when it is traced)
+    Nx.log(y)
+  end
+
+  @log_line __ENV__.line - 3
+
+  defp nested(0, fun), do: fun.()
+  defp nested(n, fun), do: n |> Kernel.-(1) |> nested(fun) |> then(&{:ok, &1}) |> elem(1)
+
   defn stable_ratio(x) do
     value = x / (1 + Nx.sqrt(x))
     custom_grad(value, [x], fn g -> [g * (1 + Nx.sqrt(x) / 2) / (1 + Nx.sqrt(x)) ** 2] end)
@@ -64,6 +75,52 @@ defmodule NxJax.DebugNansTest do
     refute error.message =~ "Traceback"
     # without the option: NaN, silently
     assert Nx.to_number(grad(Nx.tensor(0.0), &ratio/1)) == :nan
+  end
+
+  # a regression (2026-12-06): the site came from the stack, which names the caller's line
+  # when the op is in tail position (or no line past the VM's 8 frames of stack trace)
+  test "the line of the op is named when it is in tail position, at any stack depth, in a script" do
+    line =
+      "nan first appeared in the forward pass, in the value of log at " <>
+        "test_elixir/debug_nans_test.exs:#{@log_line}, computed from finite inputs"
+
+    for depth <- [0, 40] do
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          nested(depth, fn -> Nx.Defn.jit(&bad_log/1, debug_nans: true).(Nx.tensor(0.5)) end)
+        end
+
+      assert error.message =~ line
+    end
+
+    dir = Path.join(System.tmp_dir!(), "nx_jax_debug_nans_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    script = Path.join(dir, "bad_log.exs")
+
+    File.write!(script, """
+    defmodule NxJax.DebugNansTest.Script do
+      import Nx.Defn
+
+      defn bad_log(x) do
+        y = x - 1.0
+        Nx.log(y)
+      end
+    end
+    """)
+
+    try do
+      [{module, _}] = Code.require_file(script)
+      fun = Function.capture(module, :bad_log, 1)
+
+      error =
+        assert_raise NxJax.WorkerError, fn ->
+          Nx.Defn.jit(fun, debug_nans: true).(Nx.tensor(0.5))
+        end
+
+      assert error.message =~ "in the value of log at #{Path.relative_to_cwd(script)}:6,"
+    after
+      File.rm_rf!(dir)
+    end
   end
 
   test "custom_grad gives the finite gradient: nothing to report" do

@@ -171,6 +171,7 @@ defmodule Nx.Defn do
           |> warn_traced_tensor_data()
           |> rewrite_cond()
           |> SourceChecks.rewrite_remotes(env)
+          |> SourceChecks.mark_sites(env)
         )
       end
     end

@@ -185,7 +185,31 @@ defmodule Nx.Defn.Expr do
   # (and the default compiler's application: its helpers called inside defn are library code)
   @library_apps [:nx, :elixir, :stdlib, :kernel, :compiler, :ex_unit, :iex, :mix, :logger]
 
-  defp site do
+  @site_key {__MODULE__, :site}
+
+  @doc false
+  # Runs `fun` (a call of a defn body, which Nx.Defn.SourceChecks.mark_sites/2 wrapped) with
+  # `site` as the place of the nodes it makes, while with_sites/1 records them.
+  def __at__(site, fun) do
+    case Process.get(@sites_key) do
+      nil ->
+        fun.()
+
+      _recording ->
+        previous = Process.put(@site_key, site)
+
+        try do
+          fun.()
+        after
+          if previous, do: Process.put(@site_key, previous), else: Process.delete(@site_key)
+        end
+    end
+  end
+
+  # the innermost marked call of a defn body, else the innermost frame of user code
+  defp site, do: Process.get(@site_key) || stack_site()
+
+  defp stack_site do
     {:current_stacktrace, frames} = Process.info(self(), :current_stacktrace)
 
     Enum.find_value(frames, fn {module, _fun, _arity, info} ->

@@ -422,7 +422,7 @@ defmodule Nx.Defn.Kernel do
         other ->
           raise ArgumentError,
                 "expected last argument of \"while\" to be a do-block, got: " <>
-                  Macro.to_string(other)
+                  Macro.to_string(Nx.Defn.SourceChecks.unmark(other))
       end
 
     initial_pattern!(initial)
@@ -491,7 +491,8 @@ defmodule Nx.Defn.Kernel do
     Kernel.unless valid?.(valid?, initial) do
       raise ArgumentError,
             "invalid initial argument for \"while\". Expected a variable, a variable " <>
-              "assignment, or a tuple of the same, got: #{Macro.to_string(initial)}"
+              "assignment, or a tuple of the same, got: " <>
+              Macro.to_string(Nx.Defn.SourceChecks.unmark(initial))
     end
   end
 

@@ -261,6 +261,94 @@ defmodule Nx.Defn.SourceChecks do
   defp rewrite(list, env) when is_list(list), do: Enum.map(list, &rewrite(&1, env))
   defp rewrite(other, _env), do: other
 
+  ## Sites, for debug_nans
+
+  @doc false
+  # Wraps each call of the body that builds nodes (a function of the library's front end, a
+  # checked remote call, an arithmetic operator) in `Nx.Defn.Expr.__at__/2` with its
+  # `"file:line"`, so that `debug_nans: true` names the line of the call that made a node
+  # whatever the stack: a call in tail position leaves no frame of the `defn`, and the stack
+  # trace the VM keeps is 8 frames deep. Patterns, guards and calls whose arguments bind
+  # variables are left as they are. (Costs a closure per call at trace time only.)
+  def mark_sites(body, env), do: sites(body, Path.relative_to_cwd(env.file), env)
+
+  @operators [:+, :-, :*, :/, :**]
+
+  defp sites({:=, meta, [pattern, value]}, file, env),
+    do: {:=, meta, [pattern, sites(value, file, env)]}
+
+  defp sites({op, meta, [left, right]}, file, env) when op in [:->, :<-],
+    do: {op, meta, [left, sites(right, file, env)]}
+
+  defp sites({form, _, _} = ast, _file, _env) when form in [:&, :quote, :^, :when], do: ast
+
+  defp sites({{:., _, [remote, fun]} = dot, meta, args} = call, file, env)
+       when is_atom(fun) and is_list(args) do
+    module = expand_alias(remote, env)
+
+    if is_atom(module) and module != nil and marked_module?(module, fun, length(args)) do
+      at({dot, meta, Enum.map(args, &sites(&1, file, env))}, call, file)
+    else
+      {dot, meta, Enum.map(args, &sites(&1, file, env))}
+    end
+  end
+
+  defp sites({op, meta, [left, right]} = call, file, env) when op in @operators do
+    at({op, meta, [sites(left, file, env), sites(right, file, env)]}, call, file)
+  end
+
+  defp sites({form, meta, args}, file, env) when is_list(args),
+    do: {sites(form, file, env), meta, Enum.map(args, &sites(&1, file, env))}
+
+  defp sites({left, right}, file, env), do: {sites(left, file, env), sites(right, file, env)}
+  defp sites(list, file, env) when is_list(list), do: Enum.map(list, &sites(&1, file, env))
+  defp sites(other, _file, _env), do: other
+
+  @doc false
+  # `ast` without the marks of mark_sites/2, for messages that print the source
+  def unmark(ast) do
+    Macro.prewalk(ast, fn
+      {{:., _, [Nx.Defn.Expr, :__at__]}, _, [_site, {:fn, _, [{:->, _, [[], call]}]}]} ->
+        call
+
+      {{:., _, [{:__aliases__, _, [:Nx, :Defn, :Expr]}, :__at__]}, _,
+       [_site, {:fn, _, [{:->, _, [[], call]}]}]} ->
+        call
+
+      node ->
+        node
+    end)
+  end
+
+  # `marked` (the call with its arguments marked) in Nx.Defn.Expr.__at__/2, unless the call has
+  # no line or its arguments bind a variable (which a closure would keep to itself)
+  defp at(marked, {_, meta, args}, file) do
+    if meta[:line] && not binds?(args) do
+      site = "#{file}:#{meta[:line]}"
+      quote do: Nx.Defn.Expr.__at__(unquote(site), fn -> unquote(marked) end)
+    else
+      marked
+    end
+  end
+
+  defp binds?(ast) do
+    {_, found} =
+      Macro.prewalk(ast, false, fn
+        {:=, _, _} = node, _ -> {node, true}
+        node, found -> {node, found}
+      end)
+
+    found
+  end
+
+  # the front end's functions (not its macros) and the checked remote calls (__remote__/3)
+  defp marked_module?(Nx.Defn.SourceChecks, :__remote__, 3), do: true
+
+  defp marked_module?(module, fun, arity) do
+    module in [Nx, Nx.LinAlg, Nx.Random, Nx.Defn.Kernel] and Code.ensure_loaded?(module) and
+      not macro_exported?(module, fun, arity)
+  end
+
   defp expand_alias({:__aliases__, _, _} = alias, env), do: Macro.expand(alias, env)
   defp expand_alias({:__MODULE__, _, context}, env) when is_atom(context), do: env.module
   defp expand_alias(module, _env) when is_atom(module), do: module
