@@ -969,7 +969,7 @@ def lower_conv(c: Call) -> Value:
         batch_group_count=o["batch_group_size"],
         precision=lax.Precision.HIGHEST,
     )
-    return jnp.transpose(out, np.argsort(o["output_permutation"]))
+    return jnp.transpose(out, [int(i) for i in np.argsort(o["output_permutation"])])
 
 
 def _vector_rhs(a: jax.Array, b: jax.Array) -> bool:

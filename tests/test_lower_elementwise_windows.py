@@ -19,7 +19,7 @@ from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import lower
 from py_backend.nxtypes import NxType, to_dtype
 
-from .helpers import GraphBuilder, central, run_graph, type_term
+from .helpers import GraphBuilder, central, run_graph
 
 MORE_UNARY = (
     "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
