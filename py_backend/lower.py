@@ -700,29 +700,69 @@ def lower_window_product(c: Call) -> Value:
     return _window_by_slices(c, x.astype(wide), times, np.array(1, wide)).astype(c.dtype)
 
 
-def window_scatter_lowering(select: Any) -> Callable[[Call], Value]:
-    """window_scatter_max/min: each source value is added at the position its window
-    selects (the first maximum / minimum), onto ``init_value``. Uses XLA's SelectAndScatter
-    through JAX's internal ``_select_and_scatter_add`` (pinned JAX;
-    tests/test_lower_elementwise_windows.py fails if it moves)."""
+def window_scatter_lowering(
+    take: Callable[[jax.Array, jax.Array], jax.Array],
+) -> Callable[[Call], Value]:
+    """window_scatter_max/min with Nx's selection: a window's elements are visited in
+    row-major order, the first is selected and a later one replaces the selection when
+    ``take(element, selected)`` holds (``>=`` for max, ``<=`` for min). So the last of tied
+    elements wins, and a NaN is selected only as its window's first element. Padding is never
+    selected. The source values are then added onto ``init_value``, window after window in
+    row-major order, at the selected positions.
+
+    XLA's SelectAndScatter cannot say this (its select sees the candidate second, and JAX
+    differentiates it only with the first-wins ``ge``/``le``), so it is built from one strided
+    slice per window offset, which JAX differentiates (zero for ``x``, a gather of the
+    incoming gradient for ``source``, its sum for ``init_value``)."""
 
     def lower(c: Call) -> Value:
-        from jax._src.lax.windowed_reductions import _select_and_scatter_add
-
         x, source, init = (jnp.asarray(a) for a in c.args)
         dims, strides, padding, _ = _window_config(c)
-        # XLA needs one dtype for both: the merge of the tensor's and the output's types,
-        # sent by the Elixir side
-        common = to_dtype(c.node.opts["operand_type"])
-        scattered = _select_and_scatter_add(
-            source.astype(common), x.astype(common), select, dims, strides, padding
-        ).astype(c.dtype)
-        # init_value's gradient is the sum of the incoming one (Nx's rule: Nx.sum(g)): the
-        # round trip through the accumulator type (exact for the value) makes JAX's transpose
-        # of the broadcast add up in it, as Nx's sum does
-        wide = _accumulator(c.dtype)
-        init_b = jnp.broadcast_to(init.astype(wide), scattered.shape).astype(c.dtype)
-        return scattered + init_b
+        # the wide round trip makes JAX's transpose of the broadcast add init_value's
+        # gradient up in the accumulator type, as Nx's Nx.sum(g) does
+        init_wide = init.astype(_accumulator(c.dtype))
+        if math.prod(source.shape) == 0:
+            return jnp.broadcast_to(init_wide, x.shape).astype(c.dtype)
+        if numerics.exact() and x.dtype == np.float64:
+            # Nx's binary backend compares the elements it reads as f32 tensors
+            x = x.astype(np.float32)
+        x = lax.stop_gradient(x)
+        pads = tuple((lo, hi, 0) for lo, hi in padding)
+        full = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, padding, strict=True))
+        values = lax.pad(x, np.array(0, x.dtype), pads)
+        valid = lax.pad(jnp.ones(x.shape, bool), np.array(False), pads)
+        offsets = list(itertools.product(*(range(d) for d in dims)))
+
+        def window_at(a: jax.Array, offset: tuple[int, ...]) -> jax.Array:
+            limit = tuple(o + (n - 1) * s + 1
+                          for o, n, s in zip(offset, source.shape, strides, strict=True))
+            return lax.slice(a, offset, limit, strides)
+
+        # the selection: the index into `offsets` of each window's selected element (-1 for
+        # a window of padding only)
+        chosen_value = window_at(values, offsets[0])
+        found = window_at(valid, offsets[0])
+        chosen = jnp.where(found, 0, -1)
+        for k, offset in enumerate(offsets[1:], start=1):
+            value, ok = window_at(values, offset), window_at(valid, offset)
+            replace = ok & (~found | take(value, chosen_value))
+            chosen_value = jnp.where(replace, value, chosen_value)
+            chosen = jnp.where(replace, k, chosen)
+            found = found | ok
+
+        # the scatter: the windows reaching a position in row-major order are those that
+        # reach it from the last offset to the first
+        out = jnp.broadcast_to(init_wide, full).astype(c.dtype)
+        src = source.astype(c.dtype)
+        for k in reversed(range(len(offsets))):
+            offset = offsets[k]
+            place = tuple((o, f - (o + (n - 1) * s + 1), s - 1)
+                          for o, f, n, s in zip(offset, full, source.shape, strides, strict=True))
+            hit = lax.pad(chosen == k, np.array(False), place)
+            added = lax.pad(src, np.array(0, c.dtype), place)
+            out = jnp.where(hit, out + added, out)
+        return lax.slice(out, tuple(lo for lo, _ in padding),
+                         tuple(lo + d for d, (lo, _) in zip(x.shape, padding, strict=True)))
 
     return lower
 
@@ -911,8 +951,9 @@ def lower_argsort(c: Call) -> Value:
 
 def lower_conv(c: Call) -> Value:
     """``lax.conv_general_dilated`` on inputs permuted to (batch, feature, spatial...) and
-    kernels to (out feature, in feature, spatial...); the result permuted by
-    ``output_permutation``."""
+    kernels to (out feature, in feature, spatial...). ``output_permutation`` describes the
+    result's layout as ``input_permutation`` describes the input's (Nx's meaning): the
+    canonical result is transposed by its inverse."""
     o = c.node.opts
     x, k = (_as_out(c, a) for a in c.args)
     x = jnp.transpose(x, o["input_permutation"])
@@ -928,7 +969,7 @@ def lower_conv(c: Call) -> Value:
         batch_group_count=o["batch_group_size"],
         precision=lax.Precision.HIGHEST,
     )
-    return jnp.transpose(out, o["output_permutation"])
+    return jnp.transpose(out, [int(i) for i in np.argsort(o["output_permutation"])])
 
 
 def _vector_rhs(a: jax.Array, b: jax.Array) -> bool:

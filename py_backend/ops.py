@@ -140,11 +140,10 @@ REDUCTIONS = _family("reductions", {
         ("window_max", lw.window_lowering(lax.max, lw.lowest)),
         ("window_min", lw.window_lowering(lax.min, lw.highest)),
     )},
-    **{op: _op(3, lw.window_scatter_lowering(select),
-               {**{k: g.WINDOW_OPTS[k] for k in ("window_dimensions", "strides", "padding")},
-                **_OPERAND_TYPE},
+    **{op: _op(3, lw.window_scatter_lowering(take),
+               {k: g.WINDOW_OPTS[k] for k in ("window_dimensions", "strides", "padding")},
                g.check_window_scatter)
-       for op, select in (("window_scatter_max", lax.ge_p), ("window_scatter_min", lax.le_p))},
+       for op, take in (("window_scatter_max", lax.ge), ("window_scatter_min", lax.le))},
 })
 
 SHAPE = _family("shape", {

@@ -297,7 +297,7 @@ defmodule Nx.ShapeOpsTest do
           padding: :same,
           strides: [2, 2],
           input_permutation: [0, 3, 1, 2],
-          output_permutation: [0, 2, 3, 1]
+          output_permutation: [0, 3, 1, 2]
         )
 
       # sums of the 3x3 windows (zero padded) centred on (0,0), (0,2), (2,0), (2,2) of iota({4, 4})

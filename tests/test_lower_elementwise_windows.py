@@ -19,7 +19,7 @@ from py_backend.graph import GraphError, decode_graph
 from py_backend.lower import lower
 from py_backend.nxtypes import NxType, to_dtype
 
-from .helpers import GraphBuilder, central, run_graph, type_term
+from .helpers import GraphBuilder, central, run_graph
 
 MORE_UNARY = (
     "cosh sinh acos asin atan acosh asinh atanh cbrt erf erfc erf_inv sign floor ceil round "
@@ -332,14 +332,12 @@ def test_integer_window_max_pads_with_the_type_minimum() -> None:
 
 
 def scatter_graph(op: str, t_type: str, out_type: str) -> tuple[GraphBuilder, int]:
-    """Its operand_type is out_type (the merge of t_type and out_type in every use here)."""
     g = GraphBuilder()
     t = g.param(0, t_type, (4, 4))
     s = g.param(1, out_type, (2, 2))
     init = g.const(10, out_type)
     node = g.op(op, t, s, init, window_dimensions=[2, 3], strides=[2, 2],
-                padding=[(0, 0), (0, 1)], operand_type=type_term(out_type),
-                out=(out_type, (4, 4)))
+                padding=[(0, 0), (0, 1)], out=(out_type, (4, 4)))
     return g, node
 
 
@@ -351,9 +349,71 @@ def test_window_scatter_max_and_min() -> None:
     g, node = scatter_graph("window_scatter_max", "s64", "s64")
     assert one(g, node, T, src).tolist() == [[10, 10, 10, 10], [10, 10, 18, 10],
                                              [10, 10, 13, 10], [10, 10, 10, 11]]
+    # the window at rows 0-1, columns 2-4 has two minima, 3 at (0, 3) and (1, 3): the last
+    # one gets the source value (Nx's selection)
     g, node = scatter_graph("window_scatter_min", "s64", "f64")
-    assert one(g, node, T, src.astype(F64)).tolist() == [[10, 12, 10, 16], [10, 10, 10, 10],
+    assert one(g, node, T, src.astype(F64)).tolist() == [[10, 12, 10, 10], [10, 10, 10, 16],
                                                          [10, 10, 10, 10], [13, 10, 11, 10]]
+
+
+def scatter_1d(op: str, x: np.ndarray, src: np.ndarray, init: float, window: int, stride: int,
+               padding: tuple[int, int] = (0, 0), t_type: str = "f32",
+               out_type: str = "f32") -> list[Any]:
+    """window_scatter over one row ({1, n} tensors, windows {1, window})."""
+    g = GraphBuilder()
+    t = g.param(0, t_type, (1, len(x)))
+    s = g.param(1, out_type, (1, len(src)))
+    node = g.op(op, t, s, g.const(init, out_type), window_dimensions=[1, window],
+                strides=[1, stride], padding=[(0, 0), padding], out=(out_type, (1, len(x))))
+    dtype = {"f32": np.float32, "f64": F64, "s64": np.int64}
+    return list(one(g, node, np.array([x], dtype[t_type]), np.array([src], dtype[out_type]))[0])
+
+
+@pytest.mark.parametrize("mode", ["nx", "native"])
+def test_window_scatter_selects_as_nx(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nx 0.7.2's binary backend (the values below are its answers): the last of tied elements
+    monkeypatch.setenv("NX_JAX_NUMERICS", mode)
+    ties = np.array([2.0, 2.0, 5.0, 5.0])
+    for op in ("window_scatter_min", "window_scatter_max"):
+        assert scatter_1d(op, ties, np.array([1.0, 7.0]), 0, 2, 2) == [0, 1, 0, 7]
+    # overlapping windows: the values reaching one position add up
+    assert scatter_1d("window_scatter_max", np.array([1.0, 2, 2, 1, 2]),
+                      np.array([1.0, 10, 100, 1000]), 0, 2, 1) == [0, 1, 110, 0, 1000]
+    assert scatter_1d("window_scatter_min", np.ones(5), np.array([1.0, 10, 100, 1000]), 0, 2,
+                      1) == [0, 1, 10, 100, 1000]
+    # a NaN is selected only as its window's first element; -0.0 ties with 0.0
+    nan = np.nan
+    assert scatter_1d("window_scatter_min", np.array([1.0, nan, 1.0, 0.5]),
+                      np.array([5.0, 6.0]), 0, 2, 2) == [5, 0, 0, 6]
+    assert scatter_1d("window_scatter_min", np.array([nan, 0.0, -0.0, 0.0]),
+                      np.array([5.0, 6.0]), 0, 2, 2) == [5, 0, 0, 6]
+    # integers; and init_value, then the source values in window order, added in f32 steps
+    # (0.1 + 0.1 + 0.7 is 0.9 there, 0.90000004 in any other order)
+    assert scatter_1d("window_scatter_max", np.array([3, 3, 3]), np.array([4, 5]), -1, 2, 1,
+                      t_type="s64", out_type="s64") == [-1, 3, 4]
+    got = scatter_1d("window_scatter_max", np.array([0.3, 0.3, 0.1]), np.array([0.1, 0.7]),
+                     0.1, 2, 1)
+    assert got == [np.float32(0.1), np.float32(0.9), np.float32(0.1)]
+
+
+def test_window_scatter_padding_is_never_selected() -> None:
+    # the positions are those of the unpadded tensor (Nx's binary backend selects padding,
+    # which holds init_value there, and crashes or shifts; see docs/COMPATIBILITY.md)
+    neg = np.array([-2.0, -2.0, -5.0, -5.0])
+    assert scatter_1d("window_scatter_max", neg, np.array([1.0, 7.0, 9.0]), 0, 2, 2,
+                      padding=(1, 1)) == [1, 7, 0, 9]
+    assert scatter_1d("window_scatter_max", np.array([5.0, 1, 1, 1]), np.array([1.0, 7.0]), 0,
+                      2, 2, padding=(1, 0)) == [1, 0, 7, 0]
+
+
+def test_window_scatter_compares_f64_as_nx_in_mode_nx(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nx's binary backend compares the f64 elements it reads as f32 tensors: 1.0000000000001
+    # and 1.0 tie there (Nx 0.7.2: [[0.0, 5.0]])
+    x = np.array([1.0000000000001, 1.0])
+    monkeypatch.setenv("NX_JAX_NUMERICS", "nx")
+    assert scatter_1d("window_scatter_max", x, np.array([5.0]), 0, 2, 2, t_type="f64") == [0, 5]
+    monkeypatch.setenv("NX_JAX_NUMERICS", "native")
+    assert scatter_1d("window_scatter_max", x, np.array([5.0]), 0, 2, 2, t_type="f64") == [5, 0]
 
 
 def grad_of(g: GraphBuilder, node: int, *args: Any, wrt: int = 0) -> np.ndarray:
@@ -396,6 +456,20 @@ def test_gradients_of_windows_scans_and_scatter_match_finite_differences() -> No
     g, node = scatter_graph("window_scatter_max", "f64", "f64")
     src = np.array([[2.0, 6.0], [3.0, 1.0]])
     assert grad_of(g, node, T.astype(F64), src, wrt=1).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # a weighted sum: each source value's gradient is the weight at its selected position
+    # (the last of tied minima, as the forward pass), init_value's the sum of the weights
+    weights = np.arange(16.0).reshape(4, 4)
+    g = GraphBuilder()
+    t, s, i = g.param(0, "f64", (4, 4)), g.param(1, "f64", (2, 2)), g.param(2, "f64")
+    node = g.op("window_scatter_min", t, s, i, window_dimensions=[2, 3], strides=[2, 2],
+                padding=[(0, 0), (0, 1)])
+    fn = lower(decode_graph(g.binary([node])))
+
+    def weighted(s: jax.Array, i: jax.Array) -> jax.Array:
+        return jnp.sum(fn(jnp.asarray(T.astype(F64)), s, i)[0] * weights)
+
+    ds, di = jax.grad(weighted, argnums=(0, 1))(jnp.asarray(src), jnp.asarray(10.0))
+    assert ds.tolist() == [[1.0, 7.0], [12.0, 14.0]] and float(di) == 120.0
 
 
 BAD: list[tuple[str, list[tuple[str, tuple[int, ...]]], dict[str, Any], Any, str]] = [
@@ -422,8 +496,8 @@ BAD: list[tuple[str, list[tuple[str, tuple[int, ...]]], dict[str, Any], Any, str
     ("less", [("u8", (2,)), ("s8", (2,))], {"operand_type": (atom("s"), 12)}, ("u8", (2,)),
      r"operand_type must be a supported Nx type such as \{:f, 32\}, got \('s', 12\)"),
     ("window_scatter_max", [("f32", (4,)), ("f32", (2,)), ("f32", (1,))],
-     {"window_dimensions": [2], "strides": [2], "padding": [(0, 0)],
-      "operand_type": type_term("f32")}, ("f32", (4,)), "scalar"),
+     {"window_dimensions": [2], "strides": [2], "padding": [(0, 0)]}, ("f32", (4,)),
+     "scalar"),
 ]
 
 

@@ -178,6 +178,27 @@ def test_conv_strides_padding_and_permutations() -> None:
                                rtol=1e-12)
 
 
+def test_conv_output_permutation_is_the_layout_of_the_result() -> None:
+    # [0, 3, 1, 2] is not its own inverse: an {n, h, w, c} input gives an {n, h, w, o}
+    # result (Nx's meaning of :output_permutation, as of :input_permutation)
+    x = RNG.standard_normal((1, 4, 5, 2))
+    k = RNG.standard_normal((3, 2, 2, 2))
+    g = GraphBuilder()
+    xp, kp = g.param(0, "f64", x.shape), g.param(1, "f64", k.shape)
+    opts = {**CONV_OPTS, "strides": [1, 1], "padding": [(0, 0), (0, 0)],
+            "input_dilation": [1, 1], "kernel_dilation": [1, 1],
+            "input_permutation": [0, 3, 1, 2], "kernel_permutation": [0, 1, 2, 3],
+            "output_permutation": [0, 3, 1, 2]}
+    out = g.op("conv", xp, kp, **opts, out=("f64", (1, 3, 4, 3)))
+    (r,) = run_graph(g, [out], x, k)
+    xc = x.transpose(0, 3, 1, 2)
+    want = np.zeros((1, 3, 3, 4))
+    for i in range(3):
+        for j in range(4):
+            want[:, :, i, j] = np.einsum("bchw,ochw->bo", xc[:, :, i : i + 2, j : j + 2], k)
+    np.testing.assert_allclose(r, want.transpose(0, 2, 3, 1), rtol=1e-12)
+
+
 def test_conv_feature_groups_and_dilations() -> None:
     x = RNG.standard_normal((1, 4, 6))
     k = RNG.standard_normal((2, 2, 2))  # 2 groups of 2 input channels, one output each

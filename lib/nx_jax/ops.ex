@@ -50,8 +50,7 @@ defmodule NxJax.Ops do
        [:axis, :reverse]},
       {~w(window_sum window_product window_max window_min)a, 1,
        [:padding, :strides, :window_dilations, :window_dimensions]},
-      {~w(window_scatter_max window_scatter_min)a, 3,
-       [:operand_type, :padding, :strides, :window_dimensions]}
+      {~w(window_scatter_max window_scatter_min)a, 3, [:padding, :strides, :window_dimensions]}
     ],
     shape: [
       {[:reshape], 1, []},

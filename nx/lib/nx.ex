@@ -2495,7 +2495,8 @@ defmodule Nx do
     @doc """
     Scatters `source` into a tensor of `tensor`'s shape filled with `init_value`: each
     window of `tensor` (as in `window_#{String.replace(Atom.to_string(name), "window_scatter_", "")}/3`) adds
-    its `source` value at the position of its #{word} (the first one on ties). `source`
+    its `source` value at the position of its #{word} (the last one on ties, as Nx's
+    binary backend selects; padding is never selected). `source`
     must have the windowed output's shape. The output type merges the types of `source` and
     `init_value`.
 
@@ -4069,8 +4070,11 @@ defmodule Nx do
     * `:padding` - `:valid` (default), `:same`, or `[{low, high}]` per spatial axis
     * `:input_dilation`, `:kernel_dilation` - an integer or one per spatial axis (1)
     * `:feature_group_size`, `:batch_group_size` - (1)
-    * `:input_permutation`, `:kernel_permutation`, `:output_permutation` - the layouts:
-      the input and kernel are transposed with these axes before, the output after
+    * `:input_permutation`, `:kernel_permutation`, `:output_permutation` - the layouts
+      (integers or the input's axis names): the input and kernel are transposed with these
+      axes to the layouts above; the output's layout is described the same way (the result
+      is transposed by the inverse permutation), so `[0, 3, 1, 2]` for both input and output
+      means channels-last
 
   ## Examples
 
@@ -4129,7 +4133,14 @@ defmodule Nx do
         bgs
       )
 
-    shape = Nx.Shape.transpose(canonical, out_perm)
+    in_perm = Nx.Shape.normalize_axes(input.shape, in_perm, axis_names(input))
+    # :output_permutation names the output's axes as :input_permutation names the input's
+    # (integers or the input's axis names): the axis at position i of the result is the
+    # canonical axis at the position of i in it, so the canonical result is transposed by
+    # the inverse permutation (Nx's meaning)
+    out_perm = Nx.Shape.normalize_axes(input.shape, out_perm, axis_names(input))
+    inverse_out = inverse_permutation(out_perm)
+    shape = Nx.Shape.transpose(canonical, inverse_out)
     type = Nx.Type.to_floating(Nx.Type.merge(input.type, kernel.type))
 
     wire = %{
@@ -4139,18 +4150,23 @@ defmodule Nx do
       kernel_dilation: per_axis.(:kernel_dilation),
       feature_group_size: fgs,
       batch_group_size: bgs,
-      input_permutation: Nx.Shape.normalize_axes(input.shape, in_perm, axis_names(input)),
+      input_permutation: in_perm,
       kernel_permutation: Nx.Shape.normalize_axes(kernel.shape, k_perm, axis_names(kernel)),
-      output_permutation: Nx.Shape.normalize_axes(canonical, out_perm)
+      output_permutation: out_perm
     }
 
-    # the input's names, in the order of the output's axes (Nx's); a non-identity
-    # :output_permutation leaves them unnamed (Nx applies its inverse, see COMPATIBILITY.md)
+    # the input's names, in canonical order, then in the output's (Nx's)
     names =
-      if wire.output_permutation == identity,
-        do: Nx.Shape.transpose_names(axis_names(input), wire.input_permutation)
+      axis_names(input)
+      |> Nx.Shape.transpose_names(in_perm)
+      |> Nx.Shape.transpose_names(inverse_out)
 
     apply_op(:conv, [input, kernel], wire, type, shape, names)
+  end
+
+  # the permutation that undoes `perm` (position i holds the index of i in `perm`)
+  defp inverse_permutation(perm) do
+    perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
   end
 
   defp per_spatial_axis(value, spatial) when is_integer(value),

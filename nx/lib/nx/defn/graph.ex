@@ -155,16 +155,11 @@ defmodule Nx.Defn.Graph do
   defp wire_op(%Nx.Tensor{data: %Expr{op: :hook, opts: %{index: index}}}, state),
     do: {:hook, %{index: index}, state}
 
-  # types are decided here once: the worker is told the type two inputs are compared (or
-  # scattered) in rather than re-deriving Nx's promotion
+  # types are decided here once: the worker is told the type two inputs are compared in
+  # rather than re-deriving Nx's promotion
   defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [a, b], opts: opts}}, state)
        when op in @comparison_ops do
     {op, Map.put(opts, :operand_type, Nx.Type.merge(a.type, b.type)), state}
-  end
-
-  defp wire_op(%Nx.Tensor{data: %Expr{op: op, args: [x | _], opts: opts}} = tensor, state)
-       when op in [:window_scatter_max, :window_scatter_min] do
-    {op, Map.put(opts, :operand_type, Nx.Type.merge(x.type, tensor.type)), state}
   end
 
   # an integer constant travels as the value its type holds: Nx keeps the low bits of one
