@@ -8,7 +8,7 @@ defmodule Nx.Defn.Kernel do
   (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
   `Nx.negate/1`). `==`, `!=`, `<`, `<=`, `>`, `>=` compare element-wise when a side is
   a tensor, and give a `u8` scalar tensor for two numbers or booleans (as Nx does). `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
-  rewrites `cond` into nested `if/2`s. Everything else from `Kernel` stays available.
+  rewrites `cond` into the same conditional, clause by clause. Everything else from `Kernel` stays available.
 
   ## Examples
 
