@@ -2572,10 +2572,13 @@ defmodule Nx do
 
   """
   def reduce(tensor, acc, opts \\ [], fun) when is_list(opts) and is_function(fun, 2) do
+    # (as in Nx 0.7.2, a number `acc` merges into the tensor's type as a literal: a `u8`
+    # tensor reduced from `1` stays `u8`)
+    merged = literal_type(tensor, acc)
     {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
     opts = keyword!(opts, [:axes, :type, keep_axes: false])
     scalar_acc!(acc, "reduce/4")
-    type = Nx.Type.normalize!(opts[:type] || Nx.Type.merge(tensor.type, acc.type))
+    type = Nx.Type.normalize!(opts[:type] || merged)
 
     names = axis_names(tensor)
     {shape, axes} = Nx.Shape.reduce(tensor.shape, opts[:axes], opts[:keep_axes], names)
@@ -2590,7 +2593,7 @@ defmodule Nx do
   Reduces every window of size `window_dimensions` (a tuple, one entry per axis) with
   `fun`, starting from the scalar `acc` (see `reduce/4`); padded positions hold `acc`.
 
-  The output type is the merge of the tensor's and `acc`'s types.
+  The output has the tensor's type, as in Nx 0.7.2 (`acc` is converted to it).
 
   ## Options
 
@@ -2612,7 +2615,7 @@ defmodule Nx do
     {tensor, acc} = {to_tensor(tensor), to_tensor(acc)}
     opts = keyword!(opts, window_dilations: 1, strides: 1, padding: :valid)
     scalar_acc!(acc, "window_reduce/5")
-    type = Nx.Type.merge(tensor.type, acc.type)
+    type = tensor.type
 
     {shape, config} =
       Nx.Shape.window(
@@ -2684,6 +2687,19 @@ defmodule Nx do
       for v <- per_axis.(axis), r <- rest, do: [v | r]
     end)
   end
+
+  # the type of an element-wise result of `left` and `right`, each a tensor or a number, a
+  # number merging in as a literal (Nx.Type.merge_number/2); two numbers: their sum's type
+  defp literal_type(left, right) when is_number(left) and is_number(right),
+    do: Nx.Type.infer(left + right)
+
+  defp literal_type(left, right) when is_number(right),
+    do: Nx.Type.merge_number(to_tensor(left).type, right)
+
+  defp literal_type(left, right) when is_number(left),
+    do: Nx.Type.merge_number(to_tensor(right).type, left)
+
+  defp literal_type(left, right), do: Nx.Type.merge(to_tensor(left).type, to_tensor(right).type)
 
   defp scalar_acc!(%T{shape: {}}, _name), do: :ok
 

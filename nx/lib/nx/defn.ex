@@ -212,19 +212,30 @@ defmodule Nx.Defn do
 
   defp at_line(meta), do: if(meta[:line], do: " (line #{meta[:line]})", else: "")
 
-  # `cond` is a special form and cannot be imported: rewrite it into nested
-  # Nx.Defn.Kernel.if/2 calls, so that tensor conditions select.
+  # `cond` is a special form and cannot be imported: rewrite it, as Nx 0.7.2 does, into the
+  # list of its clauses, `{predicate, fn -> body end}`, every predicate evaluated in order
+  # (a variable one binds is visible in the later ones and in the bodies), for
+  # Nx.Defn.Kernel.__cond__/1 (see `Nx.Defn.Kernel.if/2`)
   defp rewrite_cond(body) do
     Macro.prewalk(body, fn
-      {:cond, _meta, [[do: clauses]]} ->
-        clauses
-        |> Enum.reverse()
-        |> Enum.reduce(quote(do: Nx.Defn.ControlFlow.__no_true_clause__()), fn
-          {:->, _, [[condition], clause_body]}, acc ->
+      {:cond, meta, [[do: clauses]]} ->
+        var = Macro.var(:condition, __MODULE__)
+
+        pairs =
+          Enum.map(clauses, fn {:->, _, [[condition], clause_body]} ->
             quote do
-              Nx.Defn.Kernel.if(unquote(condition), do: unquote(clause_body), else: unquote(acc))
+              unquote(var) = unquote(condition)
+              {unquote(var), fn -> unquote(clause_body) end}
             end
-        end)
+          end)
+
+        site = {:{}, [], [quote(do: __ENV__.file), meta[:line]]}
+
+        quote do
+          Nx.Defn.ControlFlow.at_site(unquote(site), fn ->
+            Nx.Defn.Kernel.__cond__(unquote(pairs))
+          end)
+        end
 
       other ->
         other

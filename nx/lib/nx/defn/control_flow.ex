@@ -109,6 +109,52 @@ defmodule Nx.Defn.ControlFlow do
     end
   end
 
+  @doc false
+  # `cond` with scalar, not vectorized predicates (Nx.Defn.Kernel.__cond__/1): `clauses` are
+  # `{predicate, branch}`, `last` the branch taken when none holds, `ignored` branches after
+  # it (traced, and part of the type, as in Nx 0.7.2, never taken). Every branch is traced
+  # once, in order; each leaf of the result gets the merged type of all the branches' leaves
+  # (numbers merged as literals) and their broadcast shape. The clauses become nested `:cond`
+  # nodes, the else branch of each one holding the next.
+  def cond_(clauses, last, ignored \\ []) do
+    traced = Enum.map(clauses, fn {predicate, branch} -> {predicate, trace(branch)} end)
+    {last_result, _} = last_traced = trace(last)
+    ignored = Enum.map(ignored, &trace/1)
+    results = Enum.map(traced, fn {_, {result, _}} -> result end) ++ [last_result]
+    results = results ++ Enum.map(ignored, &elem(&1, 0))
+    [first | rest] = results
+    Enum.each(rest, &same_branches!(first, &1))
+
+    if Composite.flatten_list([first]) == [] do
+      first
+    else
+      leaves = Enum.map(results, &Composite.flatten_list([&1]))
+      # (Nx folds the types from the last clause's, then the others' in order)
+      templates = Enum.zip_with([List.last(leaves) | Enum.drop(leaves, -1)], &merge_templates/1)
+
+      {outs, _scope} =
+        traced
+        |> Enum.reverse()
+        |> Enum.reduce(leaves_of(last_traced), fn {predicate, branch}, otherwise ->
+          {outs, built} =
+            Expr.with_scope(fn ->
+              predicate
+              |> Expr.to_expr()
+              |> build_cond(leaves_of(branch), otherwise, templates)
+              |> elem(0)
+            end)
+
+          {_, true_scope} = branch
+          {_, false_scope} = otherwise
+          {outs, built |> MapSet.union(true_scope) |> MapSet.union(false_scope)}
+        end)
+
+      Composite.fill(first, outs)
+    end
+  end
+
+  defp leaves_of({result, scope}), do: {Composite.flatten_list([result]), scope}
+
   # `on_false` :zeros: the other branch gives zeros shaped like `on_true`'s result
   defp cond_node(pred, on_true, on_false) do
     {true_result, true_scope} = trace(on_true)
@@ -122,27 +168,36 @@ defmodule Nx.Defn.ControlFlow do
     if true_leaves == [] do
       true_result
     else
-      templates = Enum.zip_with(true_leaves, false_leaves, &merge_template/2)
+      templates = Enum.zip_with(false_leaves, true_leaves, &merge_templates([&1, &2]))
 
-      {[true_leaves, false_leaves], fit_scope} =
-        Expr.with_scope(fn ->
-          Enum.map([true_leaves, false_leaves], fn leaves ->
-            Enum.zip_with(leaves, templates, &fit(&1, &2))
-          end)
-        end)
+      {outs, _scope} =
+        build_cond(pred, {true_leaves, true_scope}, {false_leaves, false_scope}, templates)
 
-      scope = true_scope |> MapSet.union(false_scope) |> MapSet.union(fit_scope)
-      captures = captures(true_leaves ++ false_leaves, scope)
-
-      branches = [
-        {:subgraph, true_leaves, captures},
-        {:subgraph, false_leaves, captures}
-      ]
-
-      inputs = [pred | Enum.map(captures, &node_input/1)]
-      outs = Expr.tuple(:cond, inputs, %{branches: branches}, templates)
-      Composite.fill(true_result, Tuple.to_list(outs))
+      Composite.fill(true_result, outs)
     end
+  end
+
+  # the `:cond` node over traced branches (their leaves and scopes) with the output
+  # `templates`: its outputs, and the scope of the nodes made to fit the branches to them
+  defp build_cond(pred, {true_leaves, true_scope}, {false_leaves, false_scope}, templates) do
+    {[true_leaves, false_leaves], fit_scope} =
+      Expr.with_scope(fn ->
+        Enum.map([true_leaves, false_leaves], fn leaves ->
+          Enum.zip_with(leaves, templates, &fit(&1, &2))
+        end)
+      end)
+
+    scope = true_scope |> MapSet.union(false_scope) |> MapSet.union(fit_scope)
+    captures = captures(true_leaves ++ false_leaves, scope)
+
+    branches = [
+      {:subgraph, true_leaves, captures},
+      {:subgraph, false_leaves, captures}
+    ]
+
+    inputs = [pred | Enum.map(captures, &node_input/1)]
+    outs = Expr.tuple(:cond, inputs, %{branches: branches}, templates)
+    {Tuple.to_list(outs), fit_scope}
   end
 
   defp zeros_like(container) do
@@ -153,15 +208,41 @@ defmodule Nx.Defn.ControlFlow do
     end)
   end
 
-  defp merge_template(left, right) do
-    {left, right} = {Expr.to_expr(left), Expr.to_expr(right)}
-    shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-    axes = Expr.vectorized_union([left, right])
-    %{Expr.template(Nx.Type.merge(left.type, right.type), shape) | vectorized_axes: axes}
+  # The template of one leaf of a cond's result from that leaf of each branch: the type as
+  # Nx 0.7.2 folds it over the branches (from the first given, `Nx.Shared.binary_type/2`: a
+  # number merges into a tensor's type as a literal, two numbers give the type of their sum),
+  # the broadcast shape, the union of the vectorized axes.
+  defp merge_templates([first | rest] = leaves) do
+    type = Enum.reduce(rest, first, &binary_type(&2, &1)) |> leaf_type()
+    exprs = Enum.map(leaves, &Expr.to_expr/1)
+    shape = exprs |> Enum.map(& &1.shape) |> Enum.reduce(&Nx.Shape.binary_broadcast(&2, &1))
+    axes = Expr.vectorized_union(exprs)
+    %{Expr.template(type, shape) | vectorized_axes: axes}
   end
 
+  defp binary_type(left, right) when is_number(left) and is_number(right),
+    do: Nx.Type.infer(left + right)
+
+  defp binary_type(left, right) when is_number(left),
+    do: Nx.Type.merge_number(leaf_type(right), left)
+
+  defp binary_type(left, right) when is_number(right),
+    do: Nx.Type.merge_number(leaf_type(left), right)
+
+  defp binary_type(left, right), do: Nx.Type.merge(leaf_type(left), leaf_type(right))
+
+  defp leaf_type({_kind, _size} = type), do: type
+  defp leaf_type(%Nx.Tensor{type: type}), do: type
+  defp leaf_type(number) when is_number(number), do: Nx.Type.infer(number)
+  defp leaf_type(other), do: Expr.to_expr(other).type
+
   defp fit(leaf, %Nx.Tensor{type: type, shape: shape, vectorized_axes: axes}) do
-    leaf = leaf |> Expr.to_expr() |> Nx.as_type(type)
+    # (a number literal is a constant of the merged type, which holds it)
+    leaf =
+      if is_number(leaf) and elem(type, 0) != :c,
+        do: Expr.constant(leaf, type, {}),
+        else: leaf |> Expr.to_expr() |> Nx.as_type(type)
+
     leaf = if leaf.shape == shape, do: leaf, else: Nx.broadcast(leaf, shape)
     if leaf.vectorized_axes == axes, do: leaf, else: vectorize_as(leaf, axes)
   end

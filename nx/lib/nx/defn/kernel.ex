@@ -8,7 +8,7 @@ defmodule Nx.Defn.Kernel do
   (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
   `Nx.negate/1`). `==`, `!=`, `<`, `<=`, `>`, `>=` compare element-wise when a side is
   a tensor, and give a `u8` scalar tensor for two numbers or booleans (as Nx does). `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
-  rewrites `cond` into nested `if/2`s. Everything else from `Kernel` stays available.
+  rewrites `cond` into the same conditional, clause by clause. Everything else from `Kernel` stays available.
 
   ## Examples
 
@@ -218,12 +218,52 @@ defmodule Nx.Defn.Kernel do
     )
   end
 
+  # As in Nx 0.7.2: `true`/`false` count as 1/0; numbers (and, here, scalars known at trace
+  # time, such as the `u8` that `n == 3` gives for a number `n`) give a `u8` scalar known at
+  # trace time, so that an `if`/`cond` on them still picks its branch while tracing; anything
+  # else is the element-wise `Nx` operation. (`not` of a tensor is always the operation: Nx
+  # 0.7.2 does not fold it.)
   @doc false
-  def __and__(left, right), do: Nx.logical_and(truth(left), truth(right))
+  def __and__(left, right) do
+    case {known(left), known(right)} do
+      {{:ok, l}, {:ok, r}} -> u8(Kernel.and(l, r))
+      _ -> Nx.logical_and(truth(left), truth(right))
+    end
+  end
+
   @doc false
-  def __or__(left, right), do: Nx.logical_or(truth(left), truth(right))
+  def __or__(left, right) do
+    case {known(left), known(right)} do
+      {{:ok, l}, {:ok, r}} -> u8(Kernel.or(l, r))
+      _ -> Nx.logical_or(truth(left), truth(right))
+    end
+  end
+
   @doc false
-  def __not__(value), do: Nx.logical_not(truth(value))
+  def __not__(value) when Kernel.or(is_boolean(value), is_number(value)) do
+    {:ok, known} = known(value)
+    u8(Kernel.not(known))
+  end
+
+  def __not__(value), do: Nx.logical_not(value)
+
+  # whether `value` is nonzero, when that is known at trace time: a boolean, a number, a
+  # concrete (not vectorized) scalar tensor
+  defp known(value) when is_boolean(value), do: {:ok, value}
+  defp known(value) when is_number(value), do: {:ok, Kernel.!=(value, 0)}
+
+  defp known(%Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = tensor),
+    do: {:ok, nonzero?(Nx.to_number(tensor))}
+
+  defp known(_value), do: :error
+
+  defp nonzero?(value) when is_number(value), do: Kernel.!=(value, 0)
+  defp nonzero?(%Complex{re: re, im: im}), do: Kernel.or(nonzero?(re), nonzero?(im))
+  # (:nan, :infinity, :neg_infinity)
+  defp nonzero?(_non_finite), do: true
+
+  defp u8(true), do: Nx.tensor(1, type: {:u, 8})
+  defp u8(false), do: Nx.tensor(0, type: {:u, 8})
 
   defp truth(true), do: 1
   defp truth(false), do: 0
@@ -259,19 +299,24 @@ defmodule Nx.Defn.Kernel do
   def elem(tuple, index) when is_tuple(tuple), do: :erlang.element(Kernel.+(index, 1), tuple)
 
   @doc """
-  `if` that also works on tensor conditions.
+  `if` that also works on tensor conditions (`cond/1` inside `defn` follows the same rules,
+  clause by clause).
 
-  When the condition is a scalar tensor (or a number) at trace time, both branches are
-  traced into a conditional node (`lax.cond` on the worker): only the taken branch runs,
-  for values and for gradients, so `if x > 0, do: Nx.sqrt(x), else: 0.0` has gradient 0
-  at `x = 0`. The branches must return the same container (tuples and maps of tensors);
-  each leaf gets the merged type and broadcast shape of the two branches. A nonzero
-  condition picks `do`.
+  A condition known at trace time (`true`, `false`, a number, a concrete scalar such as the
+  `u8` that `n == 3` gives for a number `n`, `and`/`or` of those) picks its branch while
+  tracing: the other branch is not traced, as in Nx. A scalar tensor condition traces both
+  branches into a conditional node (`lax.cond` on the worker): only the taken branch runs,
+  for values and for gradients, so `if x > 0, do: Nx.sqrt(x), else: 0.0` has gradient 0 at
+  `x = 0`. The branches must return the same container (tuples and maps of tensors); each
+  leaf gets the broadcast shape of the branches' leaves and their merged type, a number
+  literal merging into the type of the tensors as in Nx 0.7.2 (`Nx.Type.merge_number/2`:
+  `if x > 0, do: u8_tensor` is `u8`, the missing `else` being `0`). A nonzero condition picks
+  `do`.
 
   A non-scalar tensor condition selects element by element (`Nx.select/3` over both
   branches, an extension of Nx): both branches are computed, so a branch with an infinite
-  derivative still poisons the gradient with NaN there. Any other condition (`true`, `nil`,
-  an option) is `Kernel.if/2`: only the chosen branch is traced.
+  derivative still poisons the gradient with NaN there. `nil` and any other term raise, as in
+  Nx.
 
   ## Examples
 
@@ -284,18 +329,16 @@ defmodule Nx.Defn.Kernel do
       raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
     end
 
-    # the condition is evaluated first, on its own, so a variable it binds
-    # (`cond do b = Nx.all(x > 0) -> x + b ... end`) is visible in the branches; without
-    # `else`, the else branch is 0, as in Nx
+    # the condition is evaluated first, on its own, so a variable it binds is visible in the
+    # branches; without `else`, the else branch is 0, as in Nx
     quote do
       condition = unquote(condition)
 
       Nx.Defn.ControlFlow.at_site({unquote(__CALLER__.file), unquote(__CALLER__.line)}, fn ->
-        Nx.Defn.Kernel.__if__(
-          condition,
-          fn -> unquote(clauses[:do]) end,
-          fn -> unquote(Keyword.get(clauses, :else, 0)) end
-        )
+        Nx.Defn.Kernel.__cond__([
+          {condition, fn -> unquote(clauses[:do]) end},
+          {true, fn -> unquote(Keyword.get(clauses, :else, 0)) end}
+        ])
       end)
     end
   end
@@ -336,42 +379,97 @@ defmodule Nx.Defn.Kernel do
   def first..last//step, do: Range.new(first, last, step)
 
   @doc false
-  # a condition known at trace time (a number, a concrete scalar such as `1 < 2` gives)
-  # picks its branch then, as Nx eliminates the other
-  def __if__(
-        %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = condition,
-        on_true,
-        on_false
-      ),
-      do: __if__(Nx.to_number(condition), on_true, on_false)
+  def __if__(condition, on_true, on_false),
+    do: __cond__([{condition, on_true}, {true, on_false}])
 
-  def __if__(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
-    do: ControlFlow.if_(condition, on_true, on_false)
+  @doc false
+  # `cond` (and `if`) inside defn, as Nx 0.7.2's: `clauses` are `{predicate, branch}` in
+  # order, every predicate already evaluated. Clauses whose predicate is known to be false
+  # are dropped; when the first one left is known to be true, only its branch is traced.
+  # Otherwise every branch left is traced and they become one conditional (their types
+  # merged together, numbers as literals), whose last clause must be known to be true.
+  def __cond__(clauses) do
+    clauses =
+      for {predicate, branch} <- clauses,
+          predicate = predicate(predicate),
+          Kernel.!=(predicate, false),
+          do: {predicate, branch}
 
-  def __if__(%Nx.Tensor{} = condition, on_true, on_false),
-    do: select(condition, on_true, on_false)
+    case clauses do
+      [] -> ControlFlow.__no_true_clause__()
+      [{true, branch} | _] -> branch.()
+      _ -> dynamic_cond(clauses)
+    end
+  end
 
-  def __if__(condition, on_true, on_false) when is_number(condition),
-    do: Kernel.if(Kernel.!=(condition, 0), do: on_true.(), else: on_false.())
+  # true/false when known at trace time, else the tensor
+  defp predicate(%Nx.Tensor{} = tensor) do
+    case known(tensor) do
+      {:ok, known} -> known
+      :error -> constant_predicate(tensor)
+    end
+  end
 
-  # (Nx.to_number/1 of a concrete scalar: non-finite floats and complex numbers)
-  def __if__(condition, on_true, _on_false) when condition in [:nan, :infinity, :neg_infinity],
-    do: on_true.()
+  defp predicate(value) when Kernel.or(is_boolean(value), is_number(value)) do
+    {:ok, known} = known(value)
+    known
+  end
 
-  def __if__(%Complex{re: re, im: im}, on_true, on_false),
-    do: __if__(Kernel.or(Kernel.!=(re, 0), Kernel.!=(im, 0)), on_true, on_false)
-
-  def __if__(condition, on_true, on_false) when is_boolean(condition),
-    do: Kernel.if(condition, do: on_true.(), else: on_false.())
+  defp predicate(%Complex{} = value), do: nonzero?(value)
 
   # (Nx 0.7.2 refuses nil and any other term: `if opts[:flag]` with the option missing must
   # not silently take the else branch)
-  def __if__(condition, _on_true, _on_false) do
+  defp predicate(value) do
     ControlFlow.__invalid__(
       "cond in defn expects the predicate to be true, false, or a scalar tensor, got: " <>
-        inspect(condition)
+        inspect(value)
     )
   end
+
+  # a scalar constant expression is known too (Nx 0.7.2 eliminates those clauses)
+  defp constant_predicate(
+         %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Expr{op: :constant}} = tensor
+       ),
+       do: nonzero?(tensor.data.opts.value)
+
+  defp constant_predicate(tensor), do: tensor
+
+  defp dynamic_cond(clauses) do
+    {last_predicate, _} = List.last(clauses)
+
+    cond do
+      Kernel.!=(last_predicate, true) ->
+        ControlFlow.__no_true_clause__()
+
+      Enum.all?(clauses, fn {predicate, _} ->
+        Kernel.or(
+          Kernel.==(predicate, true),
+          match?(%Nx.Tensor{shape: {}, vectorized_axes: []}, predicate)
+        )
+      end) ->
+        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
+        # (the clauses after the first one known to hold are traced, and take part in the
+        # type of the result, as in Nx)
+        ignored = Enum.drop(clauses, Kernel.+(length(dynamic), 1))
+        ControlFlow.cond_(dynamic, last, Enum.map(ignored, &elem(&1, 1)))
+
+      true ->
+        # a vectorized or non-scalar predicate: one if at a time
+        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
+
+        dynamic
+        |> Enum.reverse()
+        |> Enum.reduce(last, fn {predicate, branch}, otherwise ->
+          fn -> tensor_if(predicate, branch, otherwise) end
+        end)
+        |> then(& &1.())
+    end
+  end
+
+  defp tensor_if(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
+    do: ControlFlow.if_(condition, on_true, on_false)
+
+  defp tensor_if(condition, on_true, on_false), do: select(condition, on_true, on_false)
 
   defp select(condition, on_true, on_false) do
     {on_true, on_false} = {on_true.(), on_false.()}
