@@ -348,10 +348,22 @@ def _cast_all(c: Call) -> list[jax.Array]:
 
 
 def elementwise_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    # in numerics mode nx, bf16 and f16 results are computed on doubles and written as Nx's
+    # binary backend writes them (a bf16 truncated from the f32: nx_rules.written)
+    half = nx_rules.on_doubles(fn)
+
     def lower(c: Call) -> Value:
+        if numerics.exact() and nx_rules.is_half(c.dtype):
+            return half(*_cast_all(c))
         return fn(*_cast_all(c))
 
     return lower
+
+
+def _written(x: jax.Array, dtype: Any) -> jax.Array:
+    """``x`` in ``dtype``: as Nx's binary backend writes it in numerics mode nx (a bf16
+    truncated from the f32, :func:`nx_rules.written`), rounded in mode native."""
+    return nx_rules.written(x, dtype) if numerics.exact() else jnp.asarray(x).astype(dtype)
 
 
 def comparison_lowering(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
@@ -387,6 +399,8 @@ def lower_as_type(c: Call) -> Value:
         converted = lax.convert_element_type(safe, dtype)
         converted = jnp.where(high, np.array(info.max, dtype), converted)
         return jnp.where(low, np.array(info.min, dtype), converted)
+    if numerics.exact() and np.dtype(dtype) == np.dtype(jnp.bfloat16):
+        return nx_rules.written(x, dtype)  # Nx truncates the f32 to a bf16
     return lax.convert_element_type(x, dtype)
 
 
@@ -787,7 +801,7 @@ def reduction_lowering(
         wide = _accumulator(c.dtype) if accumulates else c.dtype
         x = jnp.asarray(c.args[0]).astype(wide)
         axis = None if axes is None else tuple(axes)
-        return fn(x, axis=axis, keepdims=c.node.opts["keep_axes"]).astype(c.dtype)
+        return _written(fn(x, axis=axis, keepdims=c.node.opts["keep_axes"]), c.dtype)
 
     return lower
 
@@ -805,8 +819,8 @@ def lower_mean(c: Call) -> Value:
     wide = _accumulator(c.dtype)
     total = jnp.sum(x.astype(wide), axis=axis, keepdims=keep)
     if not jnp.issubdtype(x.dtype, jnp.integer):
-        total = total.astype(c.dtype).astype(wide)  # a float sum is written in its type first
-    return (total / np.array(count, wide)).astype(c.dtype)
+        total = _written(total, c.dtype).astype(wide)  # a float sum is written in its type first
+    return _written(total / np.array(count, wide), c.dtype)
 
 
 def lower_product(c: Call) -> Value:

@@ -7,6 +7,26 @@ defmodule Nx.ElementwiseTest do
 
   doctest Complex
 
+  @reference Path.join(__DIR__, "reference")
+  Code.require_file("nx_programs_cases.exs", @reference)
+  @external_resource Path.join(@reference, "nx_0.7.2_programs.tsv")
+  @programs_reference @reference |> Path.join("nx_0.7.2_programs.tsv") |> File.read!()
+
+  # a regression (2026-12-06): bf16 results were XLA's (computed in f32, rounded to bf16); Nx's
+  # binary backend computes on doubles and truncates the f32 to a bf16 (f16: rounded from the
+  # double). Real Nx 0.7.2's values, compared bit for bit in numerics mode :nx.
+  test "bf16 and f16 element-wise math, reductions and as_type give Nx 0.7.2's bits" do
+    expected =
+      for line <- String.split(@programs_reference, "\n", trim: true),
+          into: %{},
+          do: {line |> String.split("\t") |> hd(), line}
+
+    cases = NxProgramsCases.half_floats()
+    assert length(cases) > 15
+
+    for {name, _fun} = case <- cases, do: assert(NxProgramsCases.line(case) == expected[name])
+  end
+
   @xs [0.1, 0.35, 0.6, 0.85]
 
   defp f64(values), do: Nx.tensor(values, type: :f64)

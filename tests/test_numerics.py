@@ -140,3 +140,26 @@ def test_the_mode_is_checked_and_native_keeps_xla_math() -> None:
     assert out.returncode == 0, out.stderr
     # XLA's own f32 tanh is not the correctly rounded one everywhere
     assert out.stdout.strip() == "False"
+
+
+def test_bf16_is_written_truncated_from_the_f32_and_f16_rounded() -> None:
+    """Nx's binary backend writes a bf16 as the top two bytes of the f32 (truncated), an f16
+    rounded; bf16/f16 functions are computed on doubles (real Nx 0.7.2: sigmoid of bf16 -1.0
+    and -2.0 is 0.267578125 and 0.119140625, XLA's f32 path rounds to 0.26953125 and
+    0.11962890625)."""
+    x = np.array([0.1, 1.7, 3.14159, -2.71828, 1e8 + 1], np.float64)
+    f32_bits = x.astype(np.float32).view(np.uint32)
+    expected = (f32_bits & np.uint32(0xFFFF0000)).view(np.float32)
+    written = np.asarray(nx_rules.written(jax.numpy.asarray(x), jax.numpy.bfloat16))
+    assert written.dtype == jax.numpy.bfloat16
+    assert written.astype(np.float32).tolist() == expected.tolist()
+
+    sigmoid = nx_rules.on_doubles(jax.nn.sigmoid)
+    got = sigmoid(jax.numpy.asarray([-1.0, -2.0], jax.numpy.bfloat16))
+    assert np.asarray(got).astype(np.float64).tolist() == [0.267578125, 0.119140625]
+    half = sigmoid(jax.numpy.asarray([-1.0], jax.numpy.float16))
+    assert np.asarray(half).astype(np.float64).tolist() == [0.26904296875]
+
+    # the truncation passes tangents through (as_type's derivative is the identity)
+    grad = jax.grad(lambda v: nx_rules.written(v, jax.numpy.bfloat16).astype(np.float32))(2.5)
+    assert float(grad) == 1.0

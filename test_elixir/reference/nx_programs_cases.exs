@@ -11,7 +11,7 @@ defmodule NxProgramsCases do
   defn map_divide_f64(t), do: Nx.map(t, [type: {:f, 64}], &Nx.divide(&1, 3))
   defn map_add(t), do: Nx.map(t, &Nx.add(&1, 1))
 
-  def cases, do: inputs() ++ functions() ++ vectorized()
+  def cases, do: inputs() ++ functions() ++ vectorized() ++ half_floats()
 
   # shapes given as numbers, values that are not tensors where a tensor is expected
   # (test_elixir/nx_creation_test.exs)
@@ -114,6 +114,37 @@ defmodule NxProgramsCases do
        fn ->
          ab.() |> then(&Nx.reshape_vectors([&1, ba.()])) |> List.last() |> Nx.devectorize()
        end}
+    ]
+  end
+
+  # bf16 and f16 element-wise math: Nx's binary backend computes on doubles and writes a bf16
+  # by truncating the f32 (test_elixir/nx_elementwise_test.exs, numerics mode :nx)
+  def half_floats do
+    x = fn -> Nx.tensor([-1.0, -2.0, 0.1, 3.3, 7.77, -0.013], type: :bf16) end
+    y = fn -> Nx.tensor([0.1, 0.2, 0.3, 0.7, -1.9, 5.5], type: :bf16) end
+    h = fn -> Nx.as_type(x.(), :f16) end
+
+    [
+      {"bf16_tensor", fn -> x.() end},
+      {"bf16_sigmoid", fn -> Nx.sigmoid(x.()) end},
+      {"bf16_exp", fn -> Nx.exp(x.()) end},
+      {"bf16_tanh", fn -> Nx.tanh(x.()) end},
+      {"bf16_log", fn -> Nx.log(Nx.abs(x.())) end},
+      {"bf16_sqrt", fn -> Nx.sqrt(Nx.abs(x.())) end},
+      {"bf16_add", fn -> Nx.add(x.(), y.()) end},
+      {"bf16_subtract", fn -> Nx.subtract(x.(), y.()) end},
+      {"bf16_multiply", fn -> Nx.multiply(x.(), y.()) end},
+      {"bf16_divide", fn -> Nx.divide(x.(), 3) end},
+      {"bf16_pow", fn -> Nx.pow(Nx.abs(x.()), y.()) end},
+      {"bf16_sum", fn -> Nx.sum(x.()) end},
+      {"bf16_mean", fn -> Nx.mean(x.()) end},
+      {"bf16_in_defn", fn -> Nx.Defn.jit(&Nx.multiply(Nx.exp(&1), &2)).(x.(), y.()) end},
+      {"bf16_as_type_f32", fn -> Nx.as_type(Nx.tensor([0.1, 1.7, 3.14159, -2.71828]), :bf16) end},
+      {"bf16_as_type_s64", fn -> Nx.as_type(Nx.tensor([100_000_001, 7, -123_457]), :bf16) end},
+      {"f16_sigmoid", fn -> Nx.sigmoid(h.()) end},
+      {"f16_exp", fn -> Nx.exp(h.()) end},
+      {"f16_divide", fn -> Nx.divide(h.(), 3) end},
+      {"f16_multiply", fn -> Nx.multiply(h.(), Nx.as_type(y.(), :f16)) end}
     ]
   end
 end
