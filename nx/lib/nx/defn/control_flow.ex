@@ -53,6 +53,59 @@ defmodule Nx.Defn.ControlFlow do
     )
   end
 
+  @doc false
+  # `if` inside defn (Nx.Defn.Kernel.if/2): a condition known at trace time (a number, a
+  # concrete scalar such as `1 < 2` gives) picks its branch then, as Nx eliminates the other
+  def branch(
+        %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = condition,
+        on_true,
+        on_false
+      ),
+      do: branch(Nx.to_number(condition), on_true, on_false)
+
+  def branch(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
+    do: if_(condition, on_true, on_false)
+
+  def branch(%Nx.Tensor{} = condition, on_true, on_false),
+    do: select_branches(condition, on_true, on_false)
+
+  def branch(condition, on_true, on_false) when is_number(condition),
+    do: if(condition != 0, do: on_true.(), else: on_false.())
+
+  # (Nx.to_number/1 of a concrete scalar: non-finite floats and complex numbers)
+  def branch(condition, on_true, _on_false) when condition in [:nan, :infinity, :neg_infinity],
+    do: on_true.()
+
+  def branch(%Complex{re: re, im: im}, on_true, on_false),
+    do: branch(re != 0 or im != 0, on_true, on_false)
+
+  def branch(condition, on_true, on_false) when is_boolean(condition),
+    do: if(condition, do: on_true.(), else: on_false.())
+
+  # (Nx 0.7.2 refuses nil and any other term: `if opts[:flag]` with the option missing must
+  # not silently take the else branch)
+  def branch(condition, _on_true, _on_false) do
+    invalid!(
+      "cond in defn expects the predicate to be true, false, or a scalar tensor, got: " <>
+        inspect(condition)
+    )
+  end
+
+  defp select_branches(condition, on_true, on_false) do
+    {on_true, on_false} = {on_true.(), on_false.()}
+    true_leaves = Composite.flatten_list([on_true])
+    false_leaves = Composite.flatten_list([on_false])
+
+    if length(true_leaves) != length(false_leaves) or true_leaves == [] do
+      raise ArgumentError,
+            "both branches of an if/cond on a tensor condition must return tensors in the " <>
+              "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
+    end
+
+    selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
+    Composite.fill(on_true, selected)
+  end
+
   @doc """
   `if` on a scalar condition: only the taken branch runs (a `:cond` node; JAX `lax.cond`),
   so the other one cannot poison values or gradients.
