@@ -1444,11 +1444,15 @@ def lower_grad(c: Call) -> Value:
     shadow = low.dependents(unique)
     _, fixed = low._frontier([y], shadow, seeded)
     low.evaluate(fixed, env)
-    x_vals = [env[x] for x in unique]
+    # integer xs (a PRNG key, a counter: Elixir gives one a floating copy wherever Nx's
+    # gradient reaches it) are held fixed: JAX differentiates the floating ones only
+    held = {x: env[x] for x in unique if not jnp.issubdtype(env[x].dtype, jnp.inexact)}
+    wrt = [x for x in unique if x not in held]
+    x_vals = [env[x] for x in wrt]
 
     def f(*vals: jax.Array) -> jax.Array:
-        child = Env(dict(zip(unique, vals, strict=True)), parent=env, shadow=shadow, replay=True,
-                    mode="reverse")
+        child = Env({**held, **dict(zip(wrt, vals, strict=True))}, parent=env, shadow=shadow,
+                    replay=True, mode="reverse")
         return jnp.reshape(low.value(y, child), ())
 
     try:
@@ -1461,7 +1465,7 @@ def lower_grad(c: Call) -> Value:
         if "Reverse-mode differentiation does not work for lax.while_loop" in str(exc):
             raise GraphError(f"node {c.node.id} (grad): {UNBOUNDED_WHILE}") from exc
         raise
-    by_id = dict(zip(unique, grads, strict=True))
+    by_id = dict(zip(wrt, grads, strict=True))
     results = []
     # the declared types are Nx's (the type its backward pass computes in, decided in Elixir):
     # JAX's gradient, in x's type, is cast to it; one declared real for a complex x is the
@@ -1470,9 +1474,10 @@ def lower_grad(c: Call) -> Value:
     assert isinstance(outs, TupleOut)  # (graph.py checks a grad node's out is one per x)
     for x, out in zip(xs, outs.elements, strict=True):
         assert isinstance(out, TensorOut)
+        if x in held:
+            results.append(jnp.zeros(out.shape, to_dtype(out.type)))
+            continue
         g = by_id[x]
-        if g.dtype == jax.dtypes.float0:
-            g = jnp.zeros(g.shape, to_dtype(low.nodes[x].tensor.type))
         if jnp.iscomplexobj(g) and not out.type.is_complex:
             g = jnp.real(g)
         results.append(g.astype(to_dtype(out.type)))

@@ -133,13 +133,13 @@ defmodule NxJax.DefnControlFlowTest do
                    fn -> if_option([]) end
 
       # a concrete NaN scalar is not zero: the true branch, as Nx.select takes it
-      assert Nx.Defn.Kernel.__if__(Nx.tensor(:nan), fn -> 1 end, fn -> 2 end) == 1
+      assert Nx.Defn.ControlFlow.branch(Nx.tensor(:nan), fn -> 1 end, fn -> 2 end) == 1
     end
 
     test "branches returning different containers raise at trace time" do
       assert_raise ArgumentError, ~r/same container/, fn ->
         Nx.Defn.jit(fn x ->
-          Nx.Defn.Kernel.__if__(Nx.greater(x, 0), fn -> {x, x} end, fn -> x end)
+          Nx.Defn.ControlFlow.branch(Nx.greater(x, 0), fn -> {x, x} end, fn -> x end)
         end).(1.0)
       end
     end

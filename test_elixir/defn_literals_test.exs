@@ -51,7 +51,7 @@ defmodule NxJax.DefnLiteralsTest do
   test "the branches of a cond known to be false are not traced" do
     f =
       Nx.Defn.jit(fn x ->
-        Nx.Defn.Kernel.__cond__([
+        Nx.Defn.ControlFlow.cond_clauses([
           {Nx.Defn.Kernel.__equal__(1, 2), fn -> raise "traced" end},
           {Nx.greater(x, 0), fn -> x end},
           {true, fn -> 0 end}

@@ -97,7 +97,7 @@ defmodule NxJax.DefnSourceChecksTest do
     assert module.bits(1) == Nx.tensor(14)
   end
 
-  test "the functions given to hooks and transforms are plain Elixir, as in Nx" do
+  test "the functions given to hooks are plain Elixir, as in Nx" do
     [{module, _}] =
       compile("""
       defmodule NxJax.SourceChecks.Hooks do
@@ -110,7 +110,7 @@ defmodule NxJax.DefnSourceChecksTest do
           |> hook(:captured, &send_to_self({:captured, &1}))
           |> hook(:plain, fn value -> send(self(), {:plain, Nx.to_number(value)}) end)
           |> Nx.add(1)
-          |> transform(fn expr -> send_to_self({:traced, expr.shape}) && expr end)
+          |> then(fn expr -> send(self(), {:traced, expr.shape}) && expr end)
         end
       end
       """)

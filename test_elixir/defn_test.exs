@@ -12,17 +12,17 @@ defmodule NxJax.DefnEndToEndTest do
   defn divide_power(x), do: 1 / x + x ** 2
   defn swap({a, b}), do: {b, a}
   defn map_arg(%{x: x, y: y}), do: %{sum: x + y, diff: x - y}
-  defn with_opts(x, opts \\ []), do: x * transform(opts, &Keyword.get(&1, :scale, 1))
+  defn with_opts(x, opts \\ []), do: x * then(opts, &Keyword.get(&1, :scale, 1))
   defn second(t), do: elem(t, 1)
   defn calls_private(x), do: double(x) + 1
   defnp double(x), do: x * 2
   defn constant_result(_x), do: 42.0
   defn mismatched(a, b), do: a + b
   defn printed(x), do: print_expr(Nx.exp(x))
-  defn shapes(x), do: transform(x, &Nx.shape/1)
+  defn shapes(x), do: then(x, &Nx.shape/1)
 
   defn traced(x) do
-    transform(x, &send(self(), {:traced, &1.shape}))
+    then(x, &send(self(), {:traced, &1.shape}))
     x * 2
   end
 
@@ -133,7 +133,7 @@ defmodule NxJax.DefnEndToEndTest do
                 Nx.tensor([0, 1], type: {:u, 8}), Nx.tensor([1, 0], type: {:u, 8})}
     end
 
-    test "transform/2 runs Elixir on trace-time values (numbers come back as tensors)" do
+    test "then/2 runs Elixir on trace-time values (numbers come back as tensors)" do
       assert shapes(Nx.tensor([[1, 2, 3]])) == {Nx.tensor(1), Nx.tensor(3)}
     end
 

@@ -338,3 +338,20 @@ def test_grad_is_cast_to_its_declared_type_a_real_one_of_a_complex_x_takes_the_r
     np.testing.assert_array_equal(got_z, [1.0, 1.0])
     np.testing.assert_array_equal(got_x, [1.0, 1.0])
     np.testing.assert_array_equal(got_i, [0.0, 0.0])
+
+
+def test_an_integer_x_is_held_fixed_and_gets_zeros_of_its_declared_type() -> None:
+    # grad({key, w}, fn p -> sum(w * as_type(key, f32)) end) as Elixir builds it when Nx's
+    # gradient does not reach the key: the u32 x is not differentiated (JAX refuses integer
+    # primals), its value is used as it is, and its gradient is f32 zeros
+    g = GraphBuilder()
+    key = g.param(0, "u32", (2,))
+    w = g.param(1, "f32", (2,))
+    y = g.op("sum", g.op("multiply", w, g.op("as_type", key, out=("f32", (2,)))),
+             out=("f32", ()), axes=None, keep_axes=False)
+    node = g.add("grad", [y, key, w], {}, [("f32", (2,)), ("f32", (2,))])
+    dkey = g.op("elem", node, index=0, out=("f32", (2,)))
+    dw = g.op("elem", node, index=1, out=("f32", (2,)))
+    gk, gw = run_graph(g, [dkey, dw], np.array([3, 5], np.uint32), np.array([1.0, 2.0], F32))
+    assert gk.dtype == np.float32 and gk.tolist() == [0.0, 0.0]
+    assert gw.tolist() == [3.0, 5.0]

@@ -90,7 +90,7 @@ defmodule NxJax.Defn do
     pullback = fn cotangent ->
       Nx.Defn.Compiler.jit_apply(
         fn primals, cotangent ->
-          Nx.Defn.Kernel.grad(primals, fn x -> pairing(fun.(x), cotangent, "vjp/2") end)
+          Nx.Defn.grad(primals, fn x -> pairing(fun.(x), cotangent, "vjp/2") end)
         end,
         [primals, cotangent],
         []

@@ -17,9 +17,10 @@ defmodule Nx.Defn do
 
   Inside a `defn` body `Nx.Defn.Kernel` is imported in place of `Kernel`'s numeric
   operators, so `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers, and
-  `grad/2`, `value_and_grad/3`, `stop_grad/1`, `custom_grad/3`, `hook/2,3`, the hook tokens
-  (`create_token/0`, `hook_token/3,4`, `attach_token/2`), `print_value/2,3`,
-  `print_expr/2`, `transform/2` are available; `if/2` and `cond/1` accept tensor conditions.
+  `stop_grad/1`, `custom_grad/3`, `hook/2,3`, the hook tokens (`create_token/0`,
+  `hook_token/3,4`, `attach_token/2`), `print_value/2,3`, `print_expr/2`, `tap/2` and
+  `then/2` are available; `if/2` and `cond/1` accept tensor conditions. `grad/1,2` and
+  `value_and_grad/1,2,3` are this module's, imported with it.
 
   Calling a `defn` from outside `defn` jits it: the arguments (tensors, numbers, and
   tuples and maps of them; any other term is passed as it is) become parameters, the
@@ -32,11 +33,20 @@ defmodule Nx.Defn do
   @kernel_ops [+: 2, -: 2, *: 2, /: 2, **: 2, -: 1, +: 1] ++
                 [==: 2, !=: 2, <: 2, <=: 2, >: 2, >=: 2, elem: 2, if: 2, then: 2, tap: 2] ++
                 [max: 2, min: 2, rem: 2, div: 2, and: 2, or: 2, not: 1] ++
-                [{:.., 2}, {:"..//", 3}]
+                [{:.., 0}, {:.., 2}, {:"..//", 3}, |>: 2, <>: 2, @: 1] ++
+                [raise: 1, raise: 2, inspect: 1, inspect: 2]
+
+  # Nx.Defn.Kernel's documentation of Elixir's special forms (never imported)
+  @kernel_special_forms [alias: 1, alias: 2, import: 1, import: 2, require: 1, require: 2] ++
+                          [case: 2, cond: 1, __using__: 1]
 
   @doc false
   # the Kernel functions that Nx.Defn.Kernel replaces inside defn (and with `use Nx.Defn.Kernel`)
   def kernel_ops, do: @kernel_ops
+
+  @doc false
+  # what of Nx.Defn.Kernel defn bodies (and `use Nx.Defn.Kernel`) do not import
+  def kernel_special_forms, do: @kernel_special_forms
 
   @doc """
   Defines a public numerical function; see the module documentation.
@@ -162,9 +172,8 @@ defmodule Nx.Defn do
       unquote(if kind == :def, do: quote(do: @doc(false)))
 
       unquote(kind)(unquote(impl_head)) do
-        import Nx.Defn, only: [], warn: false
         import Kernel, except: unquote(@kernel_ops), warn: false
-        import Nx.Defn.Kernel, warn: false
+        import Nx.Defn.Kernel, except: unquote(@kernel_special_forms), warn: false
 
         unquote(
           body
@@ -215,7 +224,7 @@ defmodule Nx.Defn do
   # `cond` is a special form and cannot be imported: rewrite it, as Nx 0.7.2 does, into the
   # list of its clauses, `{predicate, fn -> body end}`, every predicate evaluated in order
   # (a variable one binds is visible in the later ones and in the bodies), for
-  # Nx.Defn.Kernel.__cond__/1 (see `Nx.Defn.Kernel.if/2`)
+  # Nx.Defn.ControlFlow.cond_clauses/1 (see `Nx.Defn.Kernel.if/2`)
   defp rewrite_cond(body) do
     Macro.prewalk(body, fn
       {:cond, meta, [[do: clauses]]} ->
@@ -233,7 +242,7 @@ defmodule Nx.Defn do
 
         quote do
           Nx.Defn.ControlFlow.at_site(unquote(site), fn ->
-            Nx.Defn.Kernel.__cond__(unquote(pairs))
+            Nx.Defn.ControlFlow.cond_clauses(unquote(pairs))
           end)
         end
 
@@ -493,32 +502,52 @@ defmodule Nx.Defn do
 
   @doc """
   The gradient of the scalar `fun.(x)` with respect to `x` (a tensor, a number, or a
-  tuple/map of them), computed on the worker. Inside `defn` use
-  `Nx.Defn.Kernel.grad/2`.
+  container of them), in the same container as `x`. Outside `defn` it is computed on the
+  worker; inside `defn` (where `import Nx.Defn` makes it available, as in Nx) it is traced
+  into the caller's graph.
+
+  Integer leaves of `x` keep their values inside `fun` (a PRNG key stays `u32`); their
+  gradient is floating (`f32`), zero where Nx's gradient does not reach them. A value that
+  is not a scalar is differentiated as its sum.
+
+  Inside `defn` the second argument may also be an expression already built from `x`
+  (`grad(t, log1pexp(t))`, an extension of Nx 0.7.2, which takes a function only).
 
   ## Examples
 
       Nx.Defn.grad(3.0, &Nx.sin/1)
       #=> #Nx.Tensor<f32 -0.9899924993515015>
+
+      defn grad_sin(x), do: grad(x, &Nx.sin/1)
   """
-  @spec grad(term, function) :: term
-  def grad(x, fun) when is_function(fun, 1) do
+  @spec grad(term, term) :: term
+  def grad(x, fun_or_expr) do
     # (inside a trace, a nested grad joins it, as Nx's does)
-    Compiler.jit_apply(&Nx.Defn.Kernel.grad(&1, fun), [x], [])
+    Compiler.jit_apply(
+      fn x ->
+        {_value, grad} = Nx.Defn.Grad.value_and_grad(x, fun_or_expr)
+        grad
+      end,
+      [x],
+      []
+    )
   end
 
   @doc """
-  Returns `{fun.(x), grad}` computed on the worker; `transform` picks the scalar to
-  differentiate when `fun` returns a container (see `Nx.Defn.Kernel.value_and_grad/3`).
+  Returns `{value, grad}`: the value of `fun.(x)` and its gradient with respect to `x`
+  (see `grad/2`). When the value is not a scalar (for example a `{loss, aux}` tuple),
+  `transform` picks the scalar to differentiate; the value is returned untransformed.
 
   ## Examples
 
       Nx.Defn.value_and_grad(1.0, fn x -> Nx.log1p(Nx.exp(x)) end)
       #=> {#Nx.Tensor<f32 1.31326162815094>, #Nx.Tensor<f32 0.7310585975646973>}
+
+      defn loss_and_grad(p), do: value_and_grad(p, &loss/1)
   """
-  @spec value_and_grad(term, function, (term -> term)) :: {term, term}
-  def value_and_grad(x, fun, transform \\ & &1) when is_function(fun, 1) do
-    Compiler.jit_apply(&Nx.Defn.Kernel.value_and_grad(&1, fun, transform), [x], [])
+  @spec value_and_grad(term, term, (term -> term)) :: {term, term}
+  def value_and_grad(x, fun_or_expr, transform \\ & &1) when is_function(transform, 1) do
+    Compiler.jit_apply(&Nx.Defn.Grad.value_and_grad(&1, fun_or_expr, transform), [x], [])
   end
 
   @doc """

@@ -56,7 +56,7 @@ defmodule Nx.Defn.Compiler do
   `config :nx, trace_cache_size:` entries) per implementation and argument
   signature (the type and shape of each tensor, the container structure, any
   non-tensor argument as it is), so a `defn` is traced once per signature, as in Nx;
-  `print_expr/1` and `transform/2` side effects therefore happen on the first call only.
+  `print_expr/1` and `then/2` side effects therefore happen on the first call only.
   A cached call sends the worker only the graph's key and the arguments
   (`NxJax.Worker.run_cached/5`).
   """

@@ -53,6 +53,135 @@ defmodule Nx.Defn.ControlFlow do
     )
   end
 
+  @doc false
+  # `if` inside defn (Nx.Defn.Kernel.if/2): a cond of two clauses
+  def branch(condition, on_true, on_false),
+    do: cond_clauses([{condition, on_true}, {true, on_false}])
+
+  @doc false
+  # `cond` (and `if`) inside defn (Nx.Defn.Kernel's, and defn's rewrite of `cond`), as Nx 0.7.2's: `clauses` are `{predicate, branch}` in
+  # order, every predicate already evaluated. Clauses whose predicate is known to be false
+  # are dropped; when the first one left is known to be true, only its branch is traced.
+  # Otherwise every branch left is traced and they become one conditional (their types
+  # merged together, numbers as literals), whose last clause must be known to be true.
+  def cond_clauses(clauses) do
+    clauses =
+      for {predicate, branch} <- clauses,
+          predicate = predicate(predicate),
+          Kernel.!=(predicate, false),
+          do: {predicate, branch}
+
+    case clauses do
+      [] -> __no_true_clause__()
+      [{true, branch} | _] -> branch.()
+      _ -> dynamic_cond(clauses)
+    end
+  end
+
+  # true/false when known at trace time, else the tensor
+  defp predicate(%Nx.Tensor{} = tensor) do
+    case known(tensor) do
+      {:ok, known} -> known
+      :error -> constant_predicate(tensor)
+    end
+  end
+
+  defp predicate(value) when Kernel.or(is_boolean(value), is_number(value)) do
+    {:ok, known} = known(value)
+    known
+  end
+
+  defp predicate(%Complex{} = value), do: nonzero?(value)
+
+  # (Nx 0.7.2 refuses nil and any other term: `if opts[:flag]` with the option missing must
+  # not silently take the else branch)
+  defp predicate(value) do
+    __invalid__(
+      "cond in defn expects the predicate to be true, false, or a scalar tensor, got: " <>
+        inspect(value)
+    )
+  end
+
+  # a scalar constant expression is known too (Nx 0.7.2 eliminates those clauses)
+  defp constant_predicate(
+         %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Expr{op: :constant}} = tensor
+       ),
+       do: nonzero?(tensor.data.opts.value)
+
+  defp constant_predicate(tensor), do: tensor
+
+  defp dynamic_cond(clauses) do
+    {last_predicate, _} = List.last(clauses)
+
+    cond do
+      Kernel.!=(last_predicate, true) ->
+        __no_true_clause__()
+
+      Enum.all?(clauses, fn {predicate, _} ->
+        Kernel.or(
+          Kernel.==(predicate, true),
+          match?(%Nx.Tensor{shape: {}, vectorized_axes: []}, predicate)
+        )
+      end) ->
+        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
+        # (the clauses after the first one known to hold are traced, and take part in the
+        # type of the result, as in Nx)
+        ignored = Enum.drop(clauses, Kernel.+(length(dynamic), 1))
+        cond_(dynamic, last, Enum.map(ignored, &elem(&1, 1)))
+
+      true ->
+        # a vectorized or non-scalar predicate: one if at a time
+        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
+
+        dynamic
+        |> Enum.reverse()
+        |> Enum.reduce(last, fn {predicate, branch}, otherwise ->
+          fn -> tensor_if(predicate, branch, otherwise) end
+        end)
+        |> then(& &1.())
+    end
+  end
+
+  defp tensor_if(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
+    do: if_(condition, on_true, on_false)
+
+  defp tensor_if(condition, on_true, on_false), do: select(condition, on_true, on_false)
+
+  defp select(condition, on_true, on_false) do
+    {on_true, on_false} = {on_true.(), on_false.()}
+    true_leaves = Nx.Defn.Composite.flatten_list([on_true])
+    false_leaves = Nx.Defn.Composite.flatten_list([on_false])
+
+    Kernel.if Kernel.or(
+                Kernel.!=(length(true_leaves), length(false_leaves)),
+                Kernel.==(true_leaves, [])
+              ) do
+      raise ArgumentError,
+            "both branches of an if/cond on a tensor condition must return tensors in the " <>
+              "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
+    end
+
+    selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
+    Nx.Defn.Composite.fill(on_true, selected)
+  end
+
+  @doc false
+  # whether `value` is nonzero, when that is known at trace time: a boolean, a number, a
+  # concrete (not vectorized) scalar tensor
+  def known(value) when is_boolean(value), do: {:ok, value}
+  def known(value) when is_number(value), do: {:ok, Kernel.!=(value, 0)}
+
+  def known(%Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = tensor),
+    do: {:ok, nonzero?(Nx.to_number(tensor))}
+
+  def known(_value), do: :error
+
+  @doc false
+  def nonzero?(value) when is_number(value), do: Kernel.!=(value, 0)
+  def nonzero?(%Complex{re: re, im: im}), do: Kernel.or(nonzero?(re), nonzero?(im))
+  # (:nan, :infinity, :neg_infinity)
+  def nonzero?(_non_finite), do: true
+
   @doc """
   `if` on a scalar condition: only the taken branch runs (a `:cond` node; JAX `lax.cond`),
   so the other one cannot poison values or gradients.
@@ -110,7 +239,7 @@ defmodule Nx.Defn.ControlFlow do
   end
 
   @doc false
-  # `cond` with scalar, not vectorized predicates (Nx.Defn.Kernel.__cond__/1): `clauses` are
+  # `cond` with scalar, not vectorized predicates (cond_clauses/1): `clauses` are
   # `{predicate, branch}`, `last` the branch taken when none holds, `ignored` branches after
   # it (traced, and part of the type, as in Nx 0.7.2, never taken). Every branch is traced
   # once, in order; each leaf of the result gets the merged type of all the branches' leaves

@@ -345,7 +345,7 @@ defmodule Nx.Defn.Expr do
   def to_expr(other) do
     raise ArgumentError,
           "expected a tensor or a number inside defn, got: #{inspect(other)}. " <>
-            "Convert it with Nx.tensor/1, or use transform/2 to work with non-tensor values"
+            "Convert it with Nx.tensor/1, or use deftransform to work with non-tensor values"
   end
 
   defp normalize_value(value, {:f, _}) when is_integer(value), do: value * 1.0

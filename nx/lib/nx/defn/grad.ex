@@ -32,10 +32,20 @@ defmodule Nx.Defn.Grad do
     xs = Composite.flatten_list([x])
 
     if xs == [] do
-      raise ArgumentError,
-            "grad/2 expects a tensor or a tuple/map of tensors to differentiate, got: #{inspect(x)}"
+      no_inputs(x, fun_or_expr)
+    else
+      differentiate(x, xs, fun_or_expr, transform)
     end
+  end
 
+  # As Nx 0.7.2: a container without tensors (the empty map of a layer without parameters)
+  # has nothing to differentiate; the value is computed and the gradient is the container.
+  defp no_inputs(x, fun_or_expr) do
+    value = if is_function(fun_or_expr, 1), do: fun_or_expr.(x), else: fun_or_expr
+    {value, x}
+  end
+
+  defp differentiate(x, xs, fun_or_expr, transform) do
     # As in Nx: the function gets its own copy of x (a new node, same value), so a value the
     # function captures from outside (the x of the enclosing defn) is a constant of it:
     # grad(t, fn _ -> t end) is 0 and grad(x, fn y -> x * y end) is x.
@@ -47,8 +57,7 @@ defmodule Nx.Defn.Grad do
         {x, xs, fun_or_expr}
       end
 
-    {x, xs, differentiated} = floating_inputs(x, xs, fun_or_expr, value)
-    y = differentiated |> transform.() |> scalar!()
+    {x, xs, y} = floating_inputs(x, xs, fun_or_expr, value, transform)
     # As in Nx 0.7, a vectorized y is differentiated as the sum of its entries, and each
     # gradient has the vectorized axes of its x: since every op treats entries independently,
     # that is the per-entry gradient for an x vectorized like y, and the sum over the entries
@@ -235,22 +244,32 @@ defmodule Nx.Defn.Grad do
     end)
   end
 
-  # As Nx 0.7: an integer input is differentiated as a float (its gradient is floating, f32
-  # for the integer types), while the value is computed from the input as given. JAX
-  # differentiates floats only, so the function is traced a second time on floating copies of
-  # the integer inputs, and that trace is differentiated.
-  defp floating_inputs(x, xs, fun_or_expr, value) do
-    cond do
-      Enum.all?(xs, &Nx.Type.float?(&1.type)) ->
-        {x, xs, value}
+  # As Nx 0.7.2, integer inputs keep their type and value inside the function (a PRNG key stays
+  # u32 for Nx.Random), and the gradient reaches one only through the ops Nx differentiates:
+  # arithmetic, not comparisons, bitwise ops or indices. One it does not reach (a key, a step
+  # counter) gets f32 zeros and is given to JAX as an integer that nothing differentiates. One
+  # it reaches gets a floating gradient (f32 for the integer types) in Nx; JAX differentiates
+  # floats only, so the function is traced a second time on floating copies of those inputs,
+  # and that trace is differentiated (the value still comes from the first trace).
+  defp floating_inputs(x, xs, fun_or_expr, value, transform) do
+    y = value |> transform.() |> scalar!()
 
-      is_function(fun_or_expr, 1) ->
-        floats = Composite.traverse(x, &to_floating/1)
-        {floats, Composite.flatten_list([floats]), fun_or_expr.(floats)}
+    case integer_inputs_reached(y, xs) do
+      [] ->
+        {x, xs, y}
 
-      true ->
-        integer = Enum.find(xs, &(not Nx.Type.float?(&1.type)))
+      reached when is_function(fun_or_expr, 1) ->
+        ids = MapSet.new(reached, & &1.data.id)
 
+        floats =
+          Composite.traverse(x, fn t ->
+            if MapSet.member?(ids, t.data.id), do: to_floating(t), else: t
+          end)
+
+        y = floats |> fun_or_expr.() |> transform.() |> scalar!()
+        {floats, Composite.flatten_list([floats]), y}
+
+      [integer | _] ->
         raise ArgumentError,
               "grad/2 with an expression (not a function) differentiates with respect to " <>
                 "floating-point tensors only, got one of type " <>
@@ -258,6 +277,69 @@ defmodule Nx.Defn.Grad do
                 "or convert it with Nx.as_type/2"
     end
   end
+
+  # Nx 0.7.2's ops whose result carries no gradient to their arguments
+  @no_gradient [:constant, :tensor, :eye, :iota] ++
+                 [:all, :any, :argmax, :argmin, :argsort] ++
+                 [:bitwise_and, :bitwise_or, :bitwise_xor, :bitwise_not] ++
+                 [:logical_and, :logical_or, :logical_xor, :logical_not] ++
+                 [:left_shift, :right_shift, :count_leading_zeros, :population_count] ++
+                 [:floor, :round, :ceil, :sign, :is_nan, :is_infinity] ++
+                 [:equal, :greater, :greater_equal, :less, :less_equal, :not_equal]
+
+  # The integer inputs among xs that the gradient of y reaches, following Nx's rules (a node
+  # passes gradient to the arguments listed by reach_args/1). Control flow nodes pass it to
+  # all their inputs: an integer input used in a loop or branch is differentiated through its
+  # floating copy.
+  defp integer_inputs_reached(y, xs) do
+    integers = for x <- xs, not Nx.Type.float?(x.type), into: %{}, do: {x.data.id, x}
+
+    if integers == %{} do
+      []
+    else
+      {_seen, reached} = reach([y], integers, {MapSet.new(), %{}})
+      for x <- xs, Map.has_key?(reached, x.data.id), uniq: true, do: x
+    end
+  end
+
+  defp reach([], _integers, acc), do: acc
+
+  defp reach([%Nx.Tensor{data: %Expr{id: id} = expr} | rest], integers, {seen, reached}) do
+    cond do
+      MapSet.member?(seen, id) ->
+        reach(rest, integers, {seen, reached})
+
+      Map.has_key?(integers, id) ->
+        reach(rest, integers, {MapSet.put(seen, id), Map.put(reached, id, true)})
+
+      true ->
+        reach(reach_args(expr) ++ rest, integers, {MapSet.put(seen, id), reached})
+    end
+  end
+
+  defp reach([_other | rest], integers, acc), do: reach(rest, integers, acc)
+
+  defp reach_args(%Expr{op: op}) when op in @no_gradient, do: []
+
+  defp reach_args(%Expr{op: :metadata, opts: %{metadata: metadata}, args: args}) do
+    case metadata do
+      %{stop_grad: true} -> []
+      %{custom_grad: {inputs, _, _}} -> inputs
+      _ -> args
+    end
+  end
+
+  # the predicate of select, the start indices of slices and the indices of take and gather
+  # get no gradient
+  defp reach_args(%Expr{op: :select, args: [_pred | branches]}), do: branches
+  defp reach_args(%Expr{op: :dynamic_slice, args: [tensor | _starts]}), do: [tensor]
+  defp reach_args(%Expr{op: :put_slice, args: [tensor, slice | _starts]}), do: [tensor, slice]
+
+  defp reach_args(%Expr{op: op, args: [tensor | _indices]})
+       when op in [:take, :take_along_axis, :gather],
+       do: [tensor]
+
+  defp reach_args(%Expr{args: args}), do: args
 
   # an integer input's float copy remembers its type, so ops that take indices read it as
   # the integer it was (Nx.integer_tensor!/3), with a zero gradient

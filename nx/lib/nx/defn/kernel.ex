@@ -1,7 +1,10 @@
 defmodule Nx.Defn.Kernel do
   @moduledoc """
   The functions available inside `defn` bodies in place of `Kernel`'s numeric
-  operators, plus the differentiation and tracing helpers.
+  operators, plus the gradient and tracing helpers. It exports what Nx 0.7.2's module does,
+  name by name (`test_elixir/kernel_exports_test.exs`), since defn bodies import it: a name
+  more would clash with a function of that name defined beside a `defn`. `grad/1,2` and
+  `value_and_grad/1,2,3` are `Nx.Defn`'s, imported with it (as in Nx).
 
   `+`, `-`, `*`, `/`, `**` and unary `-` work on tensors and numbers: two numbers fold
   to a plain number (as in `Kernel`), anything else becomes the `Nx` operation
@@ -12,8 +15,7 @@ defmodule Nx.Defn.Kernel do
 
   ## Examples
 
-      iex> import Kernel, only: []
-      iex> import Nx.Defn.Kernel
+      iex> use Nx.Defn.Kernel
       iex> 1 + 2 * 3
       7
       iex> 1 / 4
@@ -61,7 +63,7 @@ defmodule Nx.Defn.Kernel do
   defmacro __using__(_opts) do
     quote do
       import Kernel, except: unquote(Nx.Defn.kernel_ops()), warn: false
-      import Nx.Defn.Kernel, warn: false
+      import Nx.Defn.Kernel, except: unquote(Nx.Defn.kernel_special_forms()), warn: false
       alias Nx.Defn.Kernel, as: Kernel
     end
   end
@@ -71,18 +73,21 @@ defmodule Nx.Defn.Kernel do
   @binary_operators [
     ==: {:__equal__, "Equal, element-wise when a side is a tensor (`Nx.equal/2`)."},
     !=: {:__not_equal__, "Not equal, element-wise when a side is a tensor (`Nx.not_equal/2`)."},
-    <: {:__less__, "Less than, element-wise when a side is a tensor (`Nx.less/2`)."},
-    <=: {:__less_equal__, "At most, element-wise when a side is a tensor (`Nx.less_equal/2`)."},
-    >: {:__greater__, "Greater than, element-wise when a side is a tensor (`Nx.greater/2`)."},
+    <: {:__less_than__, "Less than, element-wise when a side is a tensor (`Nx.less/2`)."},
+    <=:
+      {:__less_than_equal_to__,
+       "At most, element-wise when a side is a tensor (`Nx.less_equal/2`)."},
+    >: {:__more_than__, "Greater than, element-wise when a side is a tensor (`Nx.greater/2`)."},
     >=:
-      {:__greater_equal__,
+      {:__more_than_equal_to__,
        "At least, element-wise when a side is a tensor (`Nx.greater_equal/2`)."}
   ]
 
   for {op, {fun, doc}} <- @binary_operators do
-    @doc doc <>
-           " Two numbers (`true`/`false` counting as 1/0) give a `u8` scalar tensor, as " <>
-           "in Nx; a guard gives `Kernel.#{op}/2`."
+    @doc """
+    #{doc} Two numbers (`true`/`false` counting as 1/0) give a `u8` scalar tensor, as
+    in Nx; a guard gives `Kernel.#{op}/2`.
+    """
     defmacro unquote(op)(left, right) do
       Kernel.if(Macro.Env.in_guard?(__CALLER__),
         do: {{:., [], [Kernel, unquote(op)]}, [], [left, right]},
@@ -97,17 +102,21 @@ defmodule Nx.Defn.Kernel do
       # a number literal folds now, so `-2` is also a pattern (`case x do -2 -> ... end`)
       is_number(value) -> Kernel.-(value)
       Macro.Env.in_guard?(__CALLER__) -> quote(do: Kernel.-(unquote(value)))
-      true -> quote(do: Nx.Defn.Kernel.__negate__(unquote(value)))
+      true -> quote(do: Nx.Defn.Kernel.__unary_minus__(unquote(value)))
     end
   end
 
   @doc "Returns `value` unchanged (`Kernel.+/1` in a guard)."
   defmacro +value do
-    Kernel.if(Kernel.and(Macro.Env.in_guard?(__CALLER__), Kernel.not(is_number(value))),
-      do: quote(do: Kernel.+(unquote(value))),
-      else: value
-    )
+    cond do
+      is_number(value) -> value
+      Macro.Env.in_guard?(__CALLER__) -> quote(do: Kernel.+(unquote(value)))
+      true -> quote(do: Nx.Defn.Kernel.__unary_plus__(unquote(value)))
+    end
   end
+
+  @doc false
+  def __unary_plus__(value), do: value
 
   # `+ - * /` are functions, as in Nx 0.7.2 (so `&+/2` captures them; they are not guards)
   @doc "Adds `left` and `right`; see `Nx.add/2`. Two numbers give `Kernel.+/2`."
@@ -130,8 +139,8 @@ defmodule Nx.Defn.Kernel do
   def left / right, do: Nx.divide(left, right)
 
   @doc false
-  def __negate__(value) when is_number(value), do: Kernel.-(value)
-  def __negate__(value), do: Nx.negate(value)
+  def __unary_minus__(value) when is_number(value), do: Kernel.-(value)
+  def __unary_minus__(value), do: Nx.negate(value)
 
   @doc "Raises `left` to the power `right`; see `Nx.pow/2`."
   def left ** right when Kernel.and(is_number(left), is_number(right)), do: Kernel.**(left, right)
@@ -140,10 +149,10 @@ defmodule Nx.Defn.Kernel do
   for {fun, nx_fun, op} <- [
         {:__equal__, :equal, :==},
         {:__not_equal__, :not_equal, :!=},
-        {:__less__, :less, :<},
-        {:__less_equal__, :less_equal, :<=},
-        {:__greater__, :greater, :>},
-        {:__greater_equal__, :greater_equal, :>=}
+        {:__less_than__, :less, :<},
+        {:__less_than_equal_to__, :less_equal, :<=},
+        {:__more_than__, :greater, :>},
+        {:__more_than_equal_to__, :greater_equal, :>=}
       ] do
     @doc false
     def unquote(fun)(%Nx.Tensor{} = left, right), do: Nx.unquote(nx_fun)(left, right)
@@ -225,7 +234,7 @@ defmodule Nx.Defn.Kernel do
   # 0.7.2 does not fold it.)
   @doc false
   def __and__(left, right) do
-    case {known(left), known(right)} do
+    case {ControlFlow.known(left), ControlFlow.known(right)} do
       {{:ok, l}, {:ok, r}} -> u8(Kernel.and(l, r))
       _ -> Nx.logical_and(truth(left), truth(right))
     end
@@ -233,7 +242,7 @@ defmodule Nx.Defn.Kernel do
 
   @doc false
   def __or__(left, right) do
-    case {known(left), known(right)} do
+    case {ControlFlow.known(left), ControlFlow.known(right)} do
       {{:ok, l}, {:ok, r}} -> u8(Kernel.or(l, r))
       _ -> Nx.logical_or(truth(left), truth(right))
     end
@@ -241,26 +250,11 @@ defmodule Nx.Defn.Kernel do
 
   @doc false
   def __not__(value) when Kernel.or(is_boolean(value), is_number(value)) do
-    {:ok, known} = known(value)
+    {:ok, known} = ControlFlow.known(value)
     u8(Kernel.not(known))
   end
 
   def __not__(value), do: Nx.logical_not(value)
-
-  # whether `value` is nonzero, when that is known at trace time: a boolean, a number, a
-  # concrete (not vectorized) scalar tensor
-  defp known(value) when is_boolean(value), do: {:ok, value}
-  defp known(value) when is_number(value), do: {:ok, Kernel.!=(value, 0)}
-
-  defp known(%Nx.Tensor{shape: {}, vectorized_axes: [], data: %Nx.BinaryBackend{}} = tensor),
-    do: {:ok, nonzero?(Nx.to_number(tensor))}
-
-  defp known(_value), do: :error
-
-  defp nonzero?(value) when is_number(value), do: Kernel.!=(value, 0)
-  defp nonzero?(%Complex{re: re, im: im}), do: Kernel.or(nonzero?(re), nonzero?(im))
-  # (:nan, :infinity, :neg_infinity)
-  defp nonzero?(_non_finite), do: true
 
   defp u8(true), do: Nx.tensor(1, type: {:u, 8})
   defp u8(false), do: Nx.tensor(0, type: {:u, 8})
@@ -326,7 +320,7 @@ defmodule Nx.Defn.Kernel do
     inside_defn!(__CALLER__, :if, 2)
 
     unless Kernel.and(Keyword.keyword?(clauses), Keyword.has_key?(clauses, :do)) do
-      raise ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses"
+      Kernel.raise(ArgumentError, "if/2 inside defn expects `do` and optionally `else` clauses")
     end
 
     # the condition is evaluated first, on its own, so a variable it binds is visible in the
@@ -335,10 +329,11 @@ defmodule Nx.Defn.Kernel do
       condition = unquote(condition)
 
       Nx.Defn.ControlFlow.at_site({unquote(__CALLER__.file), unquote(__CALLER__.line)}, fn ->
-        Nx.Defn.Kernel.__cond__([
-          {condition, fn -> unquote(clauses[:do]) end},
-          {true, fn -> unquote(Keyword.get(clauses, :else, 0)) end}
-        ])
+        Nx.Defn.ControlFlow.branch(
+          condition,
+          fn -> unquote(clauses[:do]) end,
+          fn -> unquote(Keyword.get(clauses, :else, 0)) end
+        )
       end)
     end
   end
@@ -354,7 +349,7 @@ defmodule Nx.Defn.Kernel do
   defp inside_defn!(%Macro.Env{}, fun, arity), do: not_inside_defn!(fun, arity)
 
   defp not_inside_defn!(fun, arity) do
-    raise "cannot invoke Nx.Defn.Kernel.#{fun}/#{arity} because you are not inside a defn"
+    Kernel.raise("cannot invoke Nx.Defn.Kernel.#{fun}/#{arity} because you are not inside a defn")
   end
 
   @doc """
@@ -377,117 +372,6 @@ defmodule Nx.Defn.Kernel do
       1..5//2
   """
   def first..last//step, do: Range.new(first, last, step)
-
-  @doc false
-  def __if__(condition, on_true, on_false),
-    do: __cond__([{condition, on_true}, {true, on_false}])
-
-  @doc false
-  # `cond` (and `if`) inside defn, as Nx 0.7.2's: `clauses` are `{predicate, branch}` in
-  # order, every predicate already evaluated. Clauses whose predicate is known to be false
-  # are dropped; when the first one left is known to be true, only its branch is traced.
-  # Otherwise every branch left is traced and they become one conditional (their types
-  # merged together, numbers as literals), whose last clause must be known to be true.
-  def __cond__(clauses) do
-    clauses =
-      for {predicate, branch} <- clauses,
-          predicate = predicate(predicate),
-          Kernel.!=(predicate, false),
-          do: {predicate, branch}
-
-    case clauses do
-      [] -> ControlFlow.__no_true_clause__()
-      [{true, branch} | _] -> branch.()
-      _ -> dynamic_cond(clauses)
-    end
-  end
-
-  # true/false when known at trace time, else the tensor
-  defp predicate(%Nx.Tensor{} = tensor) do
-    case known(tensor) do
-      {:ok, known} -> known
-      :error -> constant_predicate(tensor)
-    end
-  end
-
-  defp predicate(value) when Kernel.or(is_boolean(value), is_number(value)) do
-    {:ok, known} = known(value)
-    known
-  end
-
-  defp predicate(%Complex{} = value), do: nonzero?(value)
-
-  # (Nx 0.7.2 refuses nil and any other term: `if opts[:flag]` with the option missing must
-  # not silently take the else branch)
-  defp predicate(value) do
-    ControlFlow.__invalid__(
-      "cond in defn expects the predicate to be true, false, or a scalar tensor, got: " <>
-        inspect(value)
-    )
-  end
-
-  # a scalar constant expression is known too (Nx 0.7.2 eliminates those clauses)
-  defp constant_predicate(
-         %Nx.Tensor{shape: {}, vectorized_axes: [], data: %Expr{op: :constant}} = tensor
-       ),
-       do: nonzero?(tensor.data.opts.value)
-
-  defp constant_predicate(tensor), do: tensor
-
-  defp dynamic_cond(clauses) do
-    {last_predicate, _} = List.last(clauses)
-
-    cond do
-      Kernel.!=(last_predicate, true) ->
-        ControlFlow.__no_true_clause__()
-
-      Enum.all?(clauses, fn {predicate, _} ->
-        Kernel.or(
-          Kernel.==(predicate, true),
-          match?(%Nx.Tensor{shape: {}, vectorized_axes: []}, predicate)
-        )
-      end) ->
-        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
-        # (the clauses after the first one known to hold are traced, and take part in the
-        # type of the result, as in Nx)
-        ignored = Enum.drop(clauses, Kernel.+(length(dynamic), 1))
-        ControlFlow.cond_(dynamic, last, Enum.map(ignored, &elem(&1, 1)))
-
-      true ->
-        # a vectorized or non-scalar predicate: one if at a time
-        {dynamic, [{true, last} | _]} = Enum.split_while(clauses, &Kernel.!=(elem(&1, 0), true))
-
-        dynamic
-        |> Enum.reverse()
-        |> Enum.reduce(last, fn {predicate, branch}, otherwise ->
-          fn -> tensor_if(predicate, branch, otherwise) end
-        end)
-        |> then(& &1.())
-    end
-  end
-
-  defp tensor_if(%Nx.Tensor{shape: {}} = condition, on_true, on_false),
-    do: ControlFlow.if_(condition, on_true, on_false)
-
-  defp tensor_if(condition, on_true, on_false), do: select(condition, on_true, on_false)
-
-  defp select(condition, on_true, on_false) do
-    {on_true, on_false} = {on_true.(), on_false.()}
-    true_leaves = Nx.Defn.Composite.flatten_list([on_true])
-    false_leaves = Nx.Defn.Composite.flatten_list([on_false])
-
-    Kernel.if Kernel.or(
-                Kernel.!=(length(true_leaves), length(false_leaves)),
-                Kernel.==(true_leaves, [])
-              ) do
-      raise ArgumentError,
-            "both branches of an if/cond on a tensor condition must return tensors in the " <>
-              "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
-    end
-
-    selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
-    Nx.Defn.Composite.fill(on_true, selected)
-  end
 
   @doc """
   Loops inside `defn`; see `Nx.Defn.ControlFlow.while/4` and `while_range/4`.
@@ -518,9 +402,12 @@ defmodule Nx.Defn.Kernel do
           body
 
         other ->
-          raise ArgumentError,
-                "expected last argument of \"while\" to be a do-block, got: " <>
-                  Macro.to_string(Nx.Defn.SourceChecks.unmark(other))
+          source = Macro.to_string(Nx.Defn.SourceChecks.unmark(other))
+
+          Kernel.raise(
+            ArgumentError,
+            "expected last argument of \"while\" to be a do-block, got: #{source}"
+          )
       end
 
     initial_pattern!(initial)
@@ -533,47 +420,63 @@ defmodule Nx.Defn.Kernel do
 
     # the state is evaluated where the while is, so `name = value` in it also binds `name`
     # there (to the initial value), as in Nx
-    init = quote(do: initial_state)
     touch = touch_vars(pattern)
-    site = {__CALLER__.file, __CALLER__.line}
 
-    loop =
+    # one function for the condition and the body (`which` picks), as Nx's __while__/6 takes
+    {generator, fun} =
       case condition_or_generator do
         {:<-, _, [index, range]} ->
-          quote do
-            Nx.Defn.ControlFlow.while_range(
-              unquote(init),
-              unquote(range),
-              fn unquote(pattern), unquote(index) ->
-                unquote(touch)
-                unquote(body)
-              end,
-              unquote(opts)
-            )
-          end
+          {quote(do: {:generator, unquote(range)}),
+           quote do
+             fn :body, {unquote(pattern), unquote(index)} ->
+               unquote(touch)
+               unquote(body)
+             end
+           end}
 
         condition ->
-          quote do
-            Nx.Defn.ControlFlow.while(
-              unquote(init),
-              fn unquote(pattern) ->
-                unquote(touch)
-                unquote(condition)
-              end,
-              fn unquote(pattern) ->
-                unquote(touch)
-                unquote(body)
-              end,
-              unquote(opts)
-            )
-          end
+          {:condition,
+           quote do
+             fn
+               :condition, unquote(pattern) ->
+                 unquote(touch)
+                 unquote(condition)
+
+               :body, unquote(pattern) ->
+                 unquote(touch)
+                 unquote(body)
+             end
+           end}
       end
 
     quote do
       initial_state = unquote(initial)
       unquote(touch)
-      Nx.Defn.ControlFlow.at_site(unquote(Macro.escape(site)), fn -> unquote(loop) end)
+
+      Nx.Defn.Kernel.__while__(
+        unquote(__CALLER__.file),
+        unquote(__CALLER__.line),
+        initial_state,
+        unquote(generator),
+        unquote(fun),
+        unquote(opts)
+      )
     end
+  end
+
+  @doc false
+  # the loop of while/4: `generator` is :condition (`fun.(:condition, state)` decides) or
+  # {:generator, range_or_tensor} (`fun.(:body, {state, element})`)
+  def __while__(file, line, initial, generator, fun, opts) do
+    Nx.Defn.ControlFlow.at_site({file, line}, fn ->
+      case generator do
+        :condition ->
+          Nx.Defn.ControlFlow.while(initial, &fun.(:condition, &1), &fun.(:body, &1), opts)
+
+        {:generator, range} ->
+          Nx.Defn.ControlFlow.while_range(initial, range, &fun.(:body, {&1, &2}), opts)
+      end
+    end)
   end
 
   # the state: a variable, `pattern = value`, or a tuple of these (as Nx 0.7.2 accepts)
@@ -587,10 +490,12 @@ defmodule Nx.Defn.Kernel do
     end
 
     Kernel.unless valid?.(valid?, initial) do
-      raise ArgumentError,
-            "invalid initial argument for \"while\". Expected a variable, a variable " <>
-              "assignment, or a tuple of the same, got: " <>
-              Macro.to_string(Nx.Defn.SourceChecks.unmark(initial))
+      source = Macro.to_string(Nx.Defn.SourceChecks.unmark(initial))
+
+      Kernel.raise(
+        ArgumentError,
+        "invalid initial argument for \"while\". Expected a variable, a variable assignment, or a tuple of the same, got: #{source}"
+      )
     end
   end
 
@@ -615,25 +520,24 @@ defmodule Nx.Defn.Kernel do
   Calls `fun` on `value` at trace time and returns `value` (for side effects in a
   pipeline, such as printing an expression).
 
-  ## Examples
-
-      iex> Nx.Defn.Kernel.tap(3, &send(self(), {:seen, &1}))
-      3
+      x |> Nx.exp() |> tap(&print_expr/1) |> Nx.sum()
   """
-  def tap(value, fun) when is_function(fun, 1) do
-    fun.(value)
-    value
+  defmacro tap(value, fun) do
+    quote bind_quoted: [value: value, fun: fun] do
+      _ = fun.(value)
+      value
+    end
   end
 
   @doc """
-  Calls `fun` on `value` at trace time and returns the result.
+  Calls `fun` on `value` at trace time and returns the result: a way to run plain Elixir
+  over the trace (on shapes, types, options or expressions) in a pipeline.
 
-  ## Examples
-
-      iex> Nx.Defn.Kernel.then(3, &(&1 * 2))
-      6
+      x |> Nx.exp() |> then(&Nx.subtract(1, &1))
   """
-  def then(value, fun) when is_function(fun, 1), do: fun.(value)
+  defmacro then(value, fun) do
+    quote do: unquote(fun).(unquote(value))
+  end
 
   @doc """
   Validates the keyword list `keyword` against `values` (atoms, or `{key, default}`
@@ -650,8 +554,10 @@ defmodule Nx.Defn.Kernel do
   """
   def keyword!(keyword, values) when is_list(keyword) and is_list(values) do
     unless Keyword.keyword?(keyword) do
-      raise ArgumentError,
-            "expected a keyword list as the first argument of keyword!/2, got: #{inspect(keyword)}"
+      Kernel.raise(
+        ArgumentError,
+        "expected a keyword list as the first argument of keyword!/2, got: #{Kernel.inspect(keyword)}"
+      )
     end
 
     keys =
@@ -662,8 +568,10 @@ defmodule Nx.Defn.Kernel do
 
     case Enum.find(keyword, fn {key, _} -> Kernel.not(key in keys) end) do
       {key, _} ->
-        raise ArgumentError,
-              "unknown key #{inspect(key)} in #{inspect(keyword)}, expected one of #{inspect(keys)}"
+        Kernel.raise(
+          ArgumentError,
+          "unknown key #{Kernel.inspect(key)} in #{Kernel.inspect(keyword)}, expected one of #{Kernel.inspect(keys)}"
+        )
 
       nil ->
         Enum.flat_map(values, fn
@@ -680,8 +588,10 @@ defmodule Nx.Defn.Kernel do
   end
 
   def keyword!(keyword, _values) do
-    raise ArgumentError,
-          "expected a keyword list as the first argument of keyword!/2, got: #{inspect(keyword)}"
+    Kernel.raise(
+      ArgumentError,
+      "expected a keyword list as the first argument of keyword!/2, got: #{Kernel.inspect(keyword)}"
+    )
   end
 
   @doc """
@@ -716,37 +626,6 @@ defmodule Nx.Defn.Kernel do
       # Nx.Defn.grad(100.0, &custom_log1pexp/1) => 1.0 (plain autodiff gives NaN)
   """
   def custom_grad(expr, inputs, fun), do: Grad.custom_grad(expr, inputs, fun)
-
-  @doc """
-  The gradient of a scalar with respect to `x` (a tensor or a tuple/map of tensors),
-  in the same container as `x`.
-
-  The second argument is a function of `x` (`grad(x, fn x -> Nx.sin(x) end)`) or an
-  expression already built from `x` (`grad(t, log1pexp(t))`).
-
-  ## Examples
-
-      defn grad_sin(x), do: grad(x, &Nx.sin/1)
-      # grad_sin(0.0) => 1.0
-  """
-  def grad(x, fun_or_expr) do
-    {_value, grad} = Grad.value_and_grad(x, fun_or_expr)
-    grad
-  end
-
-  @doc """
-  Returns `{value, grad}`: the value of `fun_or_expr` and its gradient with respect to
-  `x` (see `grad/2`). When the value is not a scalar (for example a `{loss, aux}`
-  tuple), `transform` picks the scalar to differentiate.
-
-  ## Examples
-
-      defn vg(x), do: value_and_grad(x, fn x -> Nx.log1p(Nx.exp(x)) end)
-      # vg(1.0) => {1.3132616, 0.7310586}
-  """
-  def value_and_grad(x, fun_or_expr, transform \\ & &1) do
-    Grad.value_and_grad(x, fun_or_expr, transform)
-  end
 
   @doc """
   Prints the expression `expr` (as `IO.inspect/2` does, with `opts`) and returns it. With
@@ -885,13 +764,91 @@ defmodule Nx.Defn.Kernel do
   end
 
   @doc """
-  Calls `fun` on `value` at trace time and returns the result: a way to run plain
-  Elixir over the trace (on shapes, types, options or expressions).
+  The full-slice range `0..-1//1`: `t[..]` is `t`, and enumerated it is empty.
+  """
+  def (..), do: Range.new(0, Kernel.-(1), 1)
+
+  @doc """
+  Returns `keyword` if it has every key of `keys`, raises otherwise (at trace time).
 
   ## Examples
 
-      iex> Nx.Defn.Kernel.transform({2, 3}, &Tuple.product/1)
-      6
+      iex> Nx.Defn.Kernel.assert_keys([one: 1, two: 2], [:one, :two])
+      [one: 1, two: 2]
+
+      iex> Nx.Defn.Kernel.assert_keys([one: 1, two: 2], [:three])
+      ** (ArgumentError) expected key :three in keyword list, got: [one: 1, two: 2]
   """
-  def transform(value, fun) when is_function(fun, 1), do: fun.(value)
+  def assert_keys(keyword, keys) when Kernel.and(is_list(keyword), is_list(keys)) do
+    case Enum.reject(keys, &Keyword.has_key?(keyword, &1)) do
+      [] ->
+        keyword
+
+      [key | _] ->
+        Kernel.raise(
+          ArgumentError,
+          "expected key #{Kernel.inspect(key)} in keyword list, got: #{Kernel.inspect(keyword)}"
+        )
+    end
+  end
+
+  @doc """
+  The text of `term` (`Kernel.inspect/2`), for error messages built at trace time; to see
+  values as they are computed use `print_value/2`, to see expressions `print_expr/2`.
+  """
+  def inspect(term, opts \\ []), do: Kernel.inspect(term, opts)
+
+  @doc """
+  Raises `message` at trace time (`Kernel.raise/1`): inside `defn` it runs while the
+  expression is built, so a raise in a branch of a tensor `if` always raises.
+  """
+  defmacro raise(message) do
+    quote do: Kernel.raise(unquote(message))
+  end
+
+  @doc "Raises `exception` with `arguments` at trace time (`Kernel.raise/2`); see `raise/1`."
+  defmacro raise(exception, arguments) do
+    quote do: Kernel.raise(unquote(exception), unquote(arguments))
+  end
+
+  @doc "Pipes `left` into the call `right` (`Kernel.|>/2`)."
+  defmacro left |> right do
+    Enum.reduce(Macro.unpipe(right), left, fn {call, position}, acc ->
+      Macro.pipe(acc, call, position)
+    end)
+  end
+
+  @doc "Reads a module attribute at compile time (`Kernel.@/1`), to put constants in `defn`."
+  defmacro @expr do
+    quote do: Kernel.@(unquote(expr))
+  end
+
+  @doc "Concatenates two binaries (`Kernel.<>/2`)."
+  defmacro left <> right do
+    quote do: Kernel.<>(unquote(left), unquote(right))
+  end
+
+  # Documentation only, as in Nx: these are Elixir's special forms, which work inside defn
+  # as anywhere (`cond` with tensor conditions: defn rewrites it into `if/2`s); they are
+  # never imported (Nx.Defn.kernel_special_forms/0).
+
+  @doc "Elixir's `alias/2`, as anywhere."
+  defmacro alias(module, opts \\ []), do: special_form!([module, opts])
+  @doc "Elixir's `import/2`, as anywhere."
+  defmacro import(module, opts \\ []), do: special_form!([module, opts])
+  @doc "Elixir's `require/2`, as anywhere."
+  defmacro require(module, opts \\ []), do: special_form!([module, opts])
+
+  @doc """
+  `cond` inside `defn`: the first clause whose condition is true or a nonzero scalar tensor
+  (the conditions are traced into nested `if/2`s).
+  """
+  defmacro cond(clauses), do: special_form!([clauses])
+
+  @doc "Elixir's `case/2`, on values known at trace time (shapes, types, options)."
+  defmacro case(expr, clauses), do: special_form!([expr, clauses])
+
+  defp special_form!(_args) do
+    Kernel.raise("special forms must not be imported and exist for documentation purposes")
+  end
 end

@@ -152,11 +152,11 @@ defmodule Nx.Defn.SourceChecks do
     end
   end
 
-  # `hook(expr, ...)`, `hook_token(token, expr, ...)`, `transform(expr, fun)`: the arguments
+  # `hook(expr, ...)`, `hook_token(token, expr, ...)`: the arguments
   # after the expressions are plain Elixir
-  @plain_function_args [:hook, :hook_token, :transform]
+  @plain_function_args [:hook, :hook_token]
   defp plain_from(:hook_token), do: 2
-  defp plain_from(_hook_or_transform), do: 1
+  defp plain_from(:hook), do: 1
 
   # Special forms and the operators the expanded code keeps in local form
   @special_forms [:__block__, :=, :fn, :->, :case, :cond, :receive, :try, :for, :with, :<-] ++

@@ -1,0 +1,163 @@
+defmodule NxJax.GradIntegerLeavesTest do
+  # Differentiating a container that holds integer leaves beside float parameters (a PRNG
+  # key for dropout, step counters, masks), and containers with no tensors at all. The
+  # expected values are real Nx 0.7.2's, printed by
+  # test_elixir/reference/nx_grad_leaves_reference.exs (see its header for how to run it).
+  use ExUnit.Case, async: true
+
+  import Nx.Defn
+
+  defn key_loss(p) do
+    {u, _} = Nx.Random.uniform(p.key, shape: {2})
+    Nx.sum(p.w * u)
+  end
+
+  defn vg_key(p), do: value_and_grad(p, &key_loss/1)
+  defn g_key(p), do: grad(p, &key_loss/1)
+  defn vg_empty(x), do: value_and_grad(%{}, fn _ -> Nx.sum(x) end)
+  defn g_empty(x), do: grad(%{}, fn _ -> Nx.sum(x) end)
+  defn vg_counter(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * p.count) end)
+  defn vg_counter_cmp(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * (p.count > 1)) end)
+  defn vg_mask(p), do: value_and_grad(p, fn p -> Nx.sum(p.w) + Nx.sum(p.m) end)
+  defn vg_square(x), do: value_and_grad(x, fn x -> x * x end)
+
+  defn vg_bits(x),
+    do: value_and_grad(x, fn x -> Nx.as_type(Nx.bitwise_and(x, 3), :f32) * 2.0 end)
+
+  defn vg_nested(p) do
+    value_and_grad(p, fn p ->
+      Nx.sum(p.layer.w * Nx.as_type(p.layer.step, :f32)) + Nx.sum(elem(p.t, 1))
+    end)
+  end
+
+  defn vg_tuple(t),
+    do: value_and_grad(t, fn {i, f} -> Nx.sum(f * Nx.as_type(Nx.remainder(i, 2), :f32)) end)
+
+  # a training step with dropout: the key is split and used, and the gradient of w is that
+  # of the mask-scaled loss
+  defn dropout_step(p, x) do
+    value_and_grad(p, fn p ->
+      {k1, _k2} = p.key |> Nx.Random.split() |> then(&{&1[0], &1[1]})
+      {u, _} = Nx.Random.uniform(k1, shape: Nx.shape(x))
+      keep = u > 0.5
+      Nx.sum(Nx.select(keep, x * p.w, 0.0) * 2.0)
+    end)
+  end
+
+  # Nx.Random.uniform(Nx.Random.key(7), shape: {2}) under real Nx 0.7.2
+  @u Nx.tensor([0.514767050743103, 0.07849109172821045])
+
+  describe "a PRNG key in the differentiated container" do
+    setup do
+      %{p: %{key: Nx.Random.key(7), w: Nx.tensor([1.0, 2.0])}}
+    end
+
+    test "stays u32 inside the function and gets f32 zeros (value_and_grad in defn)", %{p: p} do
+      assert vg_key(p) ==
+               {Nx.tensor(0.6717492341995239), %{key: Nx.tensor([0.0, 0.0]), w: @u}}
+    end
+
+    test "grad/2 inside defn", %{p: p} do
+      assert g_key(p) == %{key: Nx.tensor([0.0, 0.0]), w: @u}
+    end
+
+    test "value_and_grad/2 and grad/2 outside defn", %{p: p} do
+      assert Nx.Defn.value_and_grad(p, &key_loss/1) ==
+               {Nx.tensor(0.6717492341995239), %{key: Nx.tensor([0.0, 0.0]), w: @u}}
+
+      assert Nx.Defn.grad(p, &key_loss/1) == %{key: Nx.tensor([0.0, 0.0]), w: @u}
+    end
+
+    test "the gradient of w is the uniform draw (the loss is linear in w)", %{p: p} do
+      {u, _} = Nx.Random.uniform(p.key, shape: {2})
+      assert u == @u
+      # central finite differences of the linear loss, in f32
+      h = 0.5
+
+      fd =
+        for i <- 0..1 do
+          e = Nx.put_slice(Nx.tensor([0.0, 0.0]), [i], Nx.tensor([h]))
+          up = key_loss(%{p | w: Nx.add(p.w, e)}) |> Nx.to_number()
+          down = key_loss(%{p | w: Nx.subtract(p.w, e)}) |> Nx.to_number()
+          (up - down) / (2 * h)
+        end
+
+      %{w: gw} = g_key(p)
+      assert_in_delta Enum.at(fd, 0), Nx.to_number(gw[0]), 1.0e-5
+      assert_in_delta Enum.at(fd, 1), Nx.to_number(gw[1]), 1.0e-5
+    end
+
+    test "a dropout step runs: split key, mask from a comparison" do
+      p = %{key: Nx.Random.key(42), w: Nx.tensor([1.0, 2.0, 3.0, 4.0])}
+      x = Nx.tensor([1.0, 1.0, 1.0, 1.0])
+      {loss, %{key: gkey, w: gw}} = dropout_step(p, x)
+      assert gkey == Nx.tensor([0.0, 0.0])
+      # the gradient of w is 2 where the element is kept, 0 where it is dropped
+      assert Enum.all?(Nx.to_flat_list(gw), &(&1 in [0.0, 2.0]))
+      assert Nx.to_number(loss) == Nx.to_number(Nx.sum(Nx.multiply(gw, p.w)))
+    end
+  end
+
+  describe "containers without tensors (as Nx 0.7.2)" do
+    test "value_and_grad(%{}, fun) inside defn gives the value and %{}" do
+      assert vg_empty(Nx.tensor([1.0, 2.0])) == {Nx.tensor(3.0), %{}}
+      assert g_empty(Nx.tensor([1.0, 2.0])) == %{}
+    end
+
+    test "value_and_grad(%{}, fun) outside defn" do
+      assert Nx.Defn.value_and_grad(%{}, fn _ -> Nx.sum(Nx.tensor([1.0, 2.0])) end) ==
+               {Nx.tensor(3.0), %{}}
+    end
+  end
+
+  describe "integer leaves that the gradient reaches (as Nx 0.7.2: a floating gradient)" do
+    test "an s64 counter in arithmetic gets the f32 gradient; in a comparison zero" do
+      p = %{w: Nx.tensor([1.0, 2.0]), count: Nx.tensor(3)}
+
+      assert vg_counter(p) ==
+               {Nx.tensor(9.0), %{count: Nx.tensor(3.0), w: Nx.tensor([3.0, 3.0])}}
+
+      assert vg_counter_cmp(p) ==
+               {Nx.tensor(3.0), %{count: Nx.tensor(0.0), w: Nx.tensor([1.0, 1.0])}}
+    end
+
+    test "a u8 mask summed into the loss gets f32 ones" do
+      p = %{w: Nx.tensor([1.0, 2.0]), m: Nx.tensor([1, 0, 1], type: :u8)}
+
+      assert vg_mask(p) ==
+               {Nx.tensor(5.0), %{m: Nx.tensor([1.0, 1.0, 1.0]), w: Nx.tensor([1.0, 1.0])}}
+    end
+
+    test "an integer scalar x: the value keeps x's type, the gradient is f32" do
+      assert vg_square(3) == {Nx.tensor(9), Nx.tensor(6.0)}
+
+      assert vg_square(Nx.tensor(3, type: :u8)) ==
+               {Nx.tensor(9, type: :u8), Nx.tensor(6.0)}
+
+      # through a bitwise op the gradient does not reach it: f32 zero
+      assert vg_bits(Nx.tensor(7)) == {Nx.tensor(6.0), Nx.tensor(0.0)}
+    end
+
+    test "nested containers and a tuple mixing integers and floats" do
+      p = %{
+        layer: %{w: Nx.tensor([1.0, 2.0]), step: Nx.tensor(4)},
+        t: {Nx.tensor(1, type: :u32), Nx.tensor([0.5])}
+      }
+
+      assert vg_nested(p) ==
+               {Nx.tensor(12.5),
+                %{
+                  layer: %{step: Nx.tensor(3.0), w: Nx.tensor([4.0, 4.0])},
+                  t: {Nx.tensor(0.0), Nx.tensor([1.0])}
+                }}
+
+      assert vg_tuple({Nx.tensor([1, 2], type: :s32), Nx.tensor([3.0, 4.0])}) ==
+               {Nx.tensor(3.0), {Nx.tensor([3.0, 4.0]), Nx.tensor([1.0, 0.0])}}
+    end
+
+    test "an integer leaf the function does not use gets an f32 zero (outside defn)" do
+      assert Nx.Defn.grad(%{a: Nx.tensor(2), b: Nx.tensor([1.0])}, fn p -> Nx.sum(p.b) end) ==
+               %{a: Nx.tensor(0.0), b: Nx.tensor([1.0])}
+    end
+  end
+end
