@@ -17,11 +17,13 @@ cgroup's limit when lower) or, on an accelerator that reports its memory, of tha
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
+import numpy as np
 
 SETTING = "NX_JAX_MAX_BYTES"
 CONFIG = "config :nx_jax, max_bytes:"
@@ -35,15 +37,19 @@ class OverBudget(Exception):
     """A request that would take the worker past its byte budget; refused before it runs."""
 
 
-class Footprint(NamedTuple):
-    """What one run of a compiled signature needs besides its arguments, in bytes."""
+class Footprint:
+    """The bytes of one run of a compiled signature: its arguments, whether shipped or
+    resident (``arguments``), its results, less what they take over from donated arguments
+    (``results``), and XLA's temporary memory (``temp``, ``None`` where the backend does not
+    say); what the run needs besides its arguments (``need``), and the most it can need besides
+    the resident tensors (``bound``: a call within it skips counting its shipped arguments)."""
 
-    results: int  # its results, less what they take over from donated arguments
-    temp: int | None  # XLA's temporary memory, or None where the backend does not say
+    __slots__ = ("arguments", "results", "temp", "need", "bound")
 
-    @property
-    def need(self) -> int:
-        return self.results + (self.temp or 0)
+    def __init__(self, arguments: int, results: int, temp: int | None) -> None:
+        self.arguments, self.results, self.temp = arguments, results, temp
+        self.need = results + (temp or 0)
+        self.bound = arguments + self.need
 
 
 def host_memory() -> int | None:
@@ -101,14 +107,15 @@ def footprint(jitted: Any, arguments: Sequence[Any], result_bytes: int) -> Footp
     ``jax.ShapeDtypeStruct``), whose results take ``result_bytes``. It compiles the function
     ahead of its first run; ``jax.jit`` keeps what it compiled, so that run compiles nothing
     again. An error while lowering or compiling is the call's own error and is raised."""
+    argument_bytes = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in arguments)
     compiled = jitted.lower(*arguments).compile()
     try:
         analysis = compiled.memory_analysis()
         temp = int(analysis.temp_size_in_bytes)
         aliased = int(analysis.alias_size_in_bytes)
     except Exception:  # (None, or a backend that raises: both mean "not known")
-        return Footprint(result_bytes, None)
-    return Footprint(max(0, result_bytes - aliased), max(0, temp))
+        return Footprint(argument_bytes, result_bytes, None)
+    return Footprint(argument_bytes, max(0, result_bytes - aliased), max(0, temp))
 
 
 def specs(signature: Sequence[tuple[Any, tuple[int, ...]]]) -> list[jax.ShapeDtypeStruct]:

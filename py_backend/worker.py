@@ -425,20 +425,22 @@ class Worker:
         finally:
             raw_tensors.clear()
         check_arguments(program.graph.parameters, tensors, outs)
-        return self._run(key, program, tensors, donate, _shipped_bytes(tensors, outs))
+        return self._run(key, program, tensors, outs, donate)
 
-    def _run(self, key: bytes, program: Any, tensors: list[Any], donate: tuple[int, ...] = (),
-             shipped: int = 0) -> list[tuple[TensorOut, Any]]:
-        """Run ``tensors`` (``shipped`` bytes of them came with the request, the rest are
-        resident) through the program's executable, within the byte budget."""
+    def _run(self, key: bytes, program: Any, tensors: list[Any], outs: list[TensorOut | None],
+             donate: tuple[int, ...] = ()) -> list[tuple[TensorOut, Any]]:
+        """Run ``tensors`` (``outs[i]``: ``None`` for those that came with the request, the
+        entry of a resident one) through the program's executable, within the byte budget."""
         executable, use = self.cache.compiled(key, program, signature(tensors), donate)
         footprint = use.footprint
         if footprint is None:  # (compiled here, ahead of the first run, which then compiles
             with slow.Notice(lambda: _compiling(program, tensors)):  # nothing)
                 footprint = use.footprint = budget.footprint(executable, tensors,
                                                              program.result_bytes)
-        if self.resident_bytes + shipped + footprint.need > self.max_bytes:
-            raise self._over_budget(shipped, footprint)
+        if self.resident_bytes + footprint.bound > self.max_bytes:  # (else within it anyway)
+            shipped = _shipped_bytes(tensors, outs)
+            if self.resident_bytes + shipped + footprint.need > self.max_bytes:
+                raise self._over_budget(shipped, footprint)
         results = executable(*tensors)
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
