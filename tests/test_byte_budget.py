@@ -317,3 +317,29 @@ def test_calls_of_tens_of_gigabytes_are_refused_before_anything_is_allocated(
     assert runs(worker) == 0
     ok = result(call(worker, 3, first_graph(10), [wire_tensor(np.ones(10, F32))]), 3)
     assert from_wire(ok[0]).tolist() == [1.0]
+
+
+def test_a_learned_call_whose_compiled_entry_left_the_cache_is_measured_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_ins: list[Any] = []  # signatures measured without their arguments at hand
+    specs = budget.specs
+    monkeypatch.setattr(budget, "specs", lambda sig: stand_ins.append(sig) or specs(sig))
+    worker = small_worker(monkeypatch, 6000)
+    worker.cache.max_entries = 1  # (one program, one compiled entry at a time)
+    g = GraphBuilder()
+    x = g.param(0, "f32", (100,))
+    graph = g.binary([g.op("add", x, x)])
+    ones = wire_tensor(np.ones(100, F32))
+    for i in range(1, 4):  # sent, then learned
+        result(call(worker, i, graph, [ones], send_graph=i == 1), i)
+    # the same graph donating a resident argument: another entry, which drops the first
+    (held,) = result(handle(worker, request(4, "put", [[ones]])), 4)
+    (ref,) = result(call(worker, 5, graph, [(atom("ref"), held)], keep=True, send_graph=False,
+                         donate=[0]), 5)
+    assert result(handle(worker, request(6, "free", [[ref[1]]])), 6) == 1
+    ok = result(call(worker, 7, graph, [ones], send_graph=False), 7)  # on its learned layout
+    assert from_wire(ok[0]).tolist() == [2.0] * 100
+    assert stand_ins == [((np.dtype(F32), (100,)),)]
+    (big,) = result(handle(worker, request(8, "put", [[wire_tensor(np.ones(1400, F32))]])), 8)
+    named = figures(refused(call(worker, 9, graph, [ones], send_graph=False), 9))
+    assert (named["resident tensors"], named["arguments"], named["results"]) == (5600, 400, 400)
