@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 
+from py_backend.budget import Footprint
 from py_backend.graph import Graph, TensorOut, decode_graph
 from py_backend.lower import lower
+from py_backend.nxtypes import wire_dtype
 
 Signature = tuple[tuple[Any, tuple[int, ...]], ...]
 
@@ -34,9 +37,12 @@ class Program:
     donating: dict[tuple[int, ...], Any] = field(default_factory=dict)
     outs: list[TensorOut] = field(default_factory=list)  # the graph's outputs, in order
     used: int = 0  # the cache's tick at its last use
+    result_bytes: int = 0  # the outputs' bytes, all together
 
     def __post_init__(self) -> None:
         self.outs = [self.graph.nodes[o].tensor for o in self.graph.outputs]
+        self.result_bytes = sum(wire_dtype(o.type).itemsize * math.prod(o.shape)
+                                for o in self.outs)
 
 
 @dataclass
@@ -55,12 +61,15 @@ class Stats:
 
 
 class Use:
-    """The last use (a tick) of one compiled signature of a program."""
+    """The last use (a tick) of one compiled signature of a program, and what a run of it needs
+    besides its arguments (``footprint``: measured by the worker before the first run,
+    py_backend/budget.py; ``None`` until then)."""
 
-    __slots__ = ("used",)
+    __slots__ = ("used", "footprint")
 
     def __init__(self, used: int) -> None:
         self.used = used
+        self.footprint: Footprint | None = None
 
 
 # every state of every cache that drops an entry gets a version of its own (see Cache.version)
@@ -127,8 +136,7 @@ class Cache:
         program = self.program_by_key(key)
         if program is None:
             return None
-        self.executable_for(key, program, sig)
-        return program, self._compiled[(key, sig, ())]
+        return program, self.compiled(key, program, sig)[1]
 
     def touch(self, program: Program, use: Use) -> None:
         """A cache hit of ``program`` and its signature's entry ``use``, both from :meth:`hit`
@@ -153,6 +161,11 @@ class Cache:
     def executable_for(self, key: bytes, program: Program, sig: Signature,
                        donate: tuple[int, ...] = ()) -> Any:
         """``executable`` for arguments whose ``signature`` is ``sig``."""
+        return self.compiled(key, program, sig, donate)[0]
+
+    def compiled(self, key: bytes, program: Program, sig: Signature,
+                 donate: tuple[int, ...] = ()) -> tuple[Any, Use]:
+        """``executable_for``, and the entry of the signature (its :class:`Use`)."""
         entry = (key, sig, donate)
         use = self._compiled.get(entry)
         if use is not None:
@@ -160,17 +173,17 @@ class Cache:
             use.used = self._next_tick()
         else:
             self.stats.compiles += 1
-            self._compiled[entry] = Use(self._next_tick())
+            use = self._compiled[entry] = Use(self._next_tick())
             self._trim(self._compiled)
         if donate:
             jitted = program.donating.get(donate)
             if jitted is None:
                 jitted = program.donating[donate] = jax.jit(program.function,
                                                             donate_argnums=donate)
-            return jitted
+            return jitted, use
         if program.jitted is None:
             program.jitted = jax.jit(program.function)
-        return program.jitted
+        return program.jitted, use
 
     def _trim(self, table: dict[Any, Any]) -> None:
         """Drop the least recently used entries of ``table`` beyond ``max_entries`` (a scan:

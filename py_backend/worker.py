@@ -15,6 +15,12 @@ The client frees resident tensors when their Elixir terms are garbage collected.
 counts the bytes it holds and, each time they have grown by ``NX_JAX_RESIDENT_GC_BYTES`` since
 it last looked, sends ``{:pressure, bytes}`` (PROTOCOL.md 2.5): the client then has the
 processes holding its tensors collected, so that what they dropped comes back.
+
+Every call is checked against the worker's byte budget (``NX_JAX_MAX_BYTES``,
+py_backend/budget.py) before it runs: resident tensors, the arguments it ships, its results and
+XLA's temporary memory, the last two measured once per compiled signature. A call over it gets
+an ``OverBudget`` error and runs nothing; so does a ``put`` whose tensors would take the
+resident bytes over it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import numpy as np
 
 from py_backend import (
     PROTOCOL_VERSION,
+    budget,
     channel,
     debug_nans,
     fastcall,
@@ -46,7 +53,8 @@ from py_backend import (
     slow,
     stdio,
 )
-from py_backend.cache import Cache
+from py_backend.budget import Footprint, OverBudget
+from py_backend.cache import Cache, signature
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
 from py_backend.graph import TensorOut
 from py_backend.lower import ArgumentError, NodeReport, set_hook_sink
@@ -230,6 +238,9 @@ class Worker:
         # the resident bytes that make the next {:pressure, bytes} notice
         self.pressure_mark = self.resident_gc_bytes
         self.pressure_notices = 0
+        # the bytes this worker may hold at once (py_backend/budget.py); main() reads an
+        # accelerator's memory into the default once the device is chosen
+        self.max_bytes = budget.max_bytes()
         self._handles = 0  # handles given out (the high bits of the next one)
         self._low_bits: list[int] = []  # random low bits drawn ahead, one call for many
         self._out_bytes: dict[TensorOut, int] = {}  # (a jax.Array's nbytes costs more)
@@ -338,8 +349,15 @@ class Worker:
         if not isinstance(raw_tensors, list):
             raise BadRequest("debug_run: the second argument must be a list of tensors")
         _key, program = self.cache.program(graph_bin)
-        tensors = [self._argument(t) for t in raw_tensors]
-        check_arguments(program.graph.parameters, tensors)
+        outs: list[TensorOut | None] = []
+        tensors = [self._argument(t, outs) for t in raw_tensors]
+        check_arguments(program.graph.parameters, tensors, outs)
+        shipped = _shipped_bytes(tensors, outs)
+        if self.resident_bytes + shipped + program.result_bytes > self.max_bytes:
+            raise budget.refusal(
+                "this call", [("resident tensors", self.resident_bytes), ("arguments", shipped),
+                              ("results", program.result_bytes)], self.max_bytes,
+                "XLA's temporary memory is not counted: debug_run runs op by op")
         results = debug_nans.run(program.graph, tensors)
         if program.graph.hooks:
             jax.effects_barrier()
@@ -407,17 +425,23 @@ class Worker:
         finally:
             raw_tensors.clear()
         check_arguments(program.graph.parameters, tensors, outs)
-        return self._run(key, program, tensors, donate)
+        return self._run(key, program, tensors, outs, donate)
 
-    def _run(self, key: bytes, program: Any, tensors: list[Any],
+    def _run(self, key: bytes, program: Any, tensors: list[Any], outs: list[TensorOut | None],
              donate: tuple[int, ...] = ()) -> list[tuple[TensorOut, Any]]:
-        compiles = self.cache.stats.compiles
-        executable = self.cache.executable(key, program, tensors, donate)
-        if self.cache.stats.compiles > compiles:  # (jax.jit compiles in this first call)
-            with slow.Notice(lambda: _compiling(program, tensors)):
-                results = executable(*tensors)
-        else:
-            results = executable(*tensors)
+        """Run ``tensors`` (``outs[i]``: ``None`` for those that came with the request, the
+        entry of a resident one) through the program's executable, within the byte budget."""
+        executable, use = self.cache.compiled(key, program, signature(tensors), donate)
+        footprint = use.footprint
+        if footprint is None:  # (compiled here, ahead of the first run, which then compiles
+            with slow.Notice(lambda: _compiling(program, tensors)):  # nothing)
+                footprint = use.footprint = budget.footprint(executable, tensors,
+                                                             program.result_bytes)
+        if self.resident_bytes + footprint.bound > self.max_bytes:  # (else within it anyway)
+            shipped = _shipped_bytes(tensors, outs)
+            if self.resident_bytes + shipped + footprint.need > self.max_bytes:
+                raise self._over_budget(shipped, footprint)
+        results = executable(*tensors)
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
@@ -456,9 +480,14 @@ class Worker:
                         f"the graph"
                     )
                 program, use = found
+                if use.footprint is None:  # (its entry left the cache and came back)
+                    use.footprint = budget.footprint(program.jitted,
+                                                     budget.specs(layout.signature),
+                                                     program.result_bytes)
                 if len(self._runners) >= fastcall.MAX_LAYOUTS:
                     self._runners.clear()
-                kept = _Kept(layout, program, use, cache.version, self._runner(layout, program))
+                kept = _Kept(layout, program, use, cache.version,
+                             self._runner(layout, program, use.footprint))
                 self._runners[id(layout)] = kept
             if self._hot_kept is not kept:
                 self._hot, self._hot_kept = self._hot_path(kept), kept
@@ -508,6 +537,10 @@ class Worker:
         header = fastcall.tensor_header(encode_type(out.type), shape, nbytes)
         jitted, use, version, cache = program.jitted, kept.use, kept.version, self.cache
         stats, join = cache.stats, b"".join
+        footprint = use.footprint
+        assert footprint is not None  # (measured before the runner was made)
+        shipped = layout.tensors[0][3] * layout.tensors[0][1].itemsize
+        fixed = shipped + footprint.need  # what a call needs besides the resident tensors
         head, one, tail = fastcall.REPLY_HEAD, fastcall.ONE_ELEMENT, b"j"
         # the frame's length header for each of the two id encodings (2 or 5 bytes)
         rest = len(head) + len(one) + len(header) + nbytes + len(tail)
@@ -529,6 +562,8 @@ class Worker:
                 return None
             id_bytes, argument = got
             try:
+                if self.resident_bytes + fixed > self.max_bytes:
+                    raise self._over_budget(shipped, footprint)
                 cache.touch(program, use)
                 results = jitted(argument)
                 stats.runs += 1
@@ -548,18 +583,23 @@ class Worker:
 
         return hot
 
-    def _runner(self, layout: fastcall.Layout, program: Any) -> Runner:
+    def _runner(self, layout: fastcall.Layout, program: Any, footprint: Footprint) -> Runner:
         """What a request of ``layout`` does once its program is found, with everything the
         layout and the program fix bound once (kept per layout, while the program is the
-        cache's): read the arguments out of the frame, run, reply. A reply of wire tensors is
-        built from their cached headers (``fastcall.tensor_header``); with ``keep`` the results
-        stay here and the reply names their handles."""
+        cache's): check the byte budget, read the arguments out of the frame, run, reply. A
+        reply of wire tensors is built from their cached headers (``fastcall.tensor_header``);
+        with ``keep`` the results stay here and the reply names their handles. ``footprint``:
+        the compiled signature's (py_backend/budget.py)."""
         jitted, stats = program.jitted, self.cache.stats
         arguments = fastcall.argument_reader(layout)
         outs = program.outs
         n_outs = len(outs)
+        shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
+        fixed = shipped + footprint.need  # what a call needs besides the resident tensors
 
         def run(frame: Chunk) -> Any:
+            if self.resident_bytes + fixed > self.max_bytes:
+                raise self._over_budget(shipped, footprint)
             results = jitted(*arguments(frame))
             stats.runs += 1
             self.spent = results
@@ -597,6 +637,10 @@ class Worker:
             return fastcall.encode_tensor_reply(id_bytes, headers, data)
 
         return reply
+
+    def _over_budget(self, shipped: int, footprint: Footprint) -> OverBudget:
+        """The refusal of a call of ``shipped`` argument bytes and ``footprint``."""
+        return budget.call_refusal(self.resident_bytes, shipped, footprint, self.max_bytes)
 
     def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
         entry = self.resident.get(handle) if isinstance(handle, int) else None
@@ -659,6 +703,10 @@ class Worker:
         raw_tensors = _list_arg("put", args[0])
         try:
             decoded = [(decode_tensor(t), decode_type(t[0])) for t in raw_tensors]
+            size = sum(a.nbytes for a, _ in decoded)
+            if self.resident_bytes + size > self.max_bytes:
+                raise budget.refusal("this put", [("resident tensors", self.resident_bytes),
+                                                  ("tensors put", size)], self.max_bytes)
             arrays = [(jax.device_put(a), TensorOut(t, tuple(a.shape))) for a, t in decoded]
             del decoded
         finally:
@@ -793,7 +841,7 @@ class Worker:
         if notes:
             message = "\n".join([message, *notes])
         # (a report that names its node needs no Python traceback)
-        trace = ("" if isinstance(exc, BadRequest | UnknownFunction | NodeReport)
+        trace = ("" if isinstance(exc, BadRequest | UnknownFunction | NodeReport | OverBudget)
                  else traceback.format_exc())
         return channel.encode_chunks(
             (atom("e"), request_id,
@@ -844,6 +892,12 @@ def _donated_positions(raw: Any, raw_tensors: Any) -> tuple[int, ...]:
                              f"{positions[handles.index(term[1])]}): a donated tensor can be "
                              "passed only once")
     return tuple(sorted(positions))
+
+
+def _shipped_bytes(tensors: Sequence[Any], outs: Sequence[TensorOut | None]) -> int:
+    """The bytes of the arguments that came with a request (``outs[i]`` is ``None`` for them;
+    a resident argument's entry otherwise: those are counted among the resident bytes)."""
+    return sum(t.nbytes for t, o in zip(tensors, outs, strict=True) if o is None)
 
 
 def _call_argument(view: np.ndarray) -> Any:
@@ -1037,6 +1091,8 @@ def main(argv: Sequence[str] = ()) -> int:
     device, misplaced = placement.apply(os.environ)
     worker = Worker(refusal=handshake.mismatch(os.environ) or misplaced)
     worker.device = device
+    if device is not None:  # (an accelerator's memory may be the smaller: budget.py)
+        worker.max_bytes = budget.max_bytes(os.environ, device)
     # large frames cross in fewer, larger system calls (bench section 3's shipped MLP step:
     # 3.3-5.1x in-process JAX with 64 KiB pipes, 2.9-3.6x with 1 MiB)
     worker.pipe_bytes = [channel.grow_pipe(opts.read_fd), channel.grow_pipe(opts.write_fd)]

@@ -26,6 +26,8 @@ defmodule NxJax.Doctor do
     {:max_frame, :quarter_of_memory, "largest request frame (bytes)"},
     {:numerics, :native, "f32 math as XLA (:native) or rounded as Nx (:nx)"},
     {:resident_gc_bytes, 67_108_864, "resident bytes grown between collections of holders"},
+    {:max_bytes, :three_quarters_of_memory,
+     "each worker's byte budget: resident tensors plus what a call needs"},
     {:worker_threads, :one, "XLA threads per worker when the pool has several"},
     {:remote, false, "place calls on workers of other nodes"},
     {:debug_nans, false, "run every call op by op, stopping at the first NaN"},

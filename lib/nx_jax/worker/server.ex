@@ -53,7 +53,13 @@ defmodule NxJax.Worker.Server do
         if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
       end)
 
-    env = for {k, v} <- env |> numerics_env() |> gc_env(), do: {to_charlist(k), to_charlist(v)}
+    env =
+      for {k, v} <-
+            env
+            |> numerics_env()
+            |> bytes_env(:resident_gc_bytes, "NX_JAX_RESIDENT_GC_BYTES")
+            |> bytes_env(:max_bytes, "NX_JAX_MAX_BYTES"),
+          do: {to_charlist(k), to_charlist(v)}
 
     port =
       Port.open({:spawn_executable, python}, [
@@ -122,21 +128,23 @@ defmodule NxJax.Worker.Server do
     numerics
   end
 
-  # `config :nx_jax, resident_gc_bytes:` as the worker's NX_JAX_RESIDENT_GC_BYTES (its
-  # default when unset), unless its own `:env` sets it
-  defp gc_env(env) do
-    case Application.get_env(:nx_jax, :resident_gc_bytes) do
+  # `config :nx_jax, <key>:`, a number of bytes, as the worker's variable `var` (the worker's
+  # default when unset), unless its own `:env` sets it: `resident_gc_bytes:` as
+  # NX_JAX_RESIDENT_GC_BYTES, `max_bytes:` (the byte budget, py_backend/budget.py) as
+  # NX_JAX_MAX_BYTES
+  defp bytes_env(env, key, var) do
+    case Application.get_env(:nx_jax, key) do
       nil ->
         env
 
       bytes when is_integer(bytes) and bytes > 0 ->
-        if List.keymember?(env, "NX_JAX_RESIDENT_GC_BYTES", 0),
+        if List.keymember?(env, var, 0),
           do: env,
-          else: [{"NX_JAX_RESIDENT_GC_BYTES", Integer.to_string(bytes)} | env]
+          else: [{var, Integer.to_string(bytes)} | env]
 
       other ->
         raise ArgumentError,
-              "config :nx_jax, resident_gc_bytes: must be a positive integer of bytes, got: " <>
+              "config :nx_jax, #{key}: must be a positive integer of bytes, got: " <>
                 inspect(other)
     end
   end
