@@ -37,7 +37,9 @@ defmodule NxJax.OrphanTest do
   end
 
   defp start_beam(state) do
-    ebin = Path.dirname(:code.which(NxJax.Worker))
+    # nx_jax's code and that of the Nx it depends on (a regression, 2026-12-06: with the
+    # clean-room Nx an application of its own, the VM could not start nx_jax without it)
+    paths = Enum.flat_map([NxJax.Worker, Nx], &["-pa", Path.dirname(:code.which(&1))])
 
     script = """
     # the application: defn then runs on its worker
@@ -65,7 +67,7 @@ defmodule NxJax.OrphanTest do
         :binary,
         :exit_status,
         {:line, 1024},
-        args: ["-pa", ebin, "-e", script]
+        args: paths ++ ["-e", script]
       ])
 
     {python, beam} = read_pids(port)

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import pytest
@@ -443,12 +443,33 @@ def _run_on(cpus: set[int], fn: Callable[[], T]) -> T:
     return out[0]
 
 
-def _moved(busy_too: bool = False) -> tuple[int | None, bool, int | None, set[int]]:
-    """move_off_this_cpu() in this thread: the CPU before, whether it moved, the CPU after, the
-    affinity after."""
+def _moved(busy_too: bool = False) -> tuple[int | None, bool, list[set[int]], set[int]]:
+    """move_off_this_cpu() in this thread: the CPU before, whether it moved, the affinities it
+    set (recorded, and set for real), the affinity after. (Which CPU the thread is on after
+    the move is the scheduler's business: with its affinity set back at once, a busy machine
+    may run it on its first CPU again before it is read, so the tests check what was asked.)"""
+    set_affinity = os.sched_setaffinity
+    calls: list[set[int]] = []
+
+    def recording(pid: int, cpus: Iterable[int]) -> None:
+        calls.append(set(cpus))
+        set_affinity(pid, cpus)
+
     before = channel._current_cpu()
-    done = channel.move_off_this_cpu(busy_too=busy_too)
-    return before, done, channel._current_cpu(), os.sched_getaffinity(0)
+    channel.os.sched_setaffinity = recording  # type: ignore[attr-defined]
+    try:
+        done = channel.move_off_this_cpu(busy_too=busy_too)
+    finally:
+        channel.os.sched_setaffinity = set_affinity  # type: ignore[attr-defined]
+    return before, done, calls, os.sched_getaffinity(0)
+
+
+def _off_one_cpu_and_back(calls: list[set[int]], cpus: set[int]) -> bool:
+    """The affinities a move sets: the allowed CPUs but the one it ran on (read by the move
+    itself: the thread may have changed CPUs since the test read it), then all of them."""
+    return len(calls) == 2 and calls[0] < cpus and len(calls[0]) == len(cpus) - 1 and (
+        calls[1] == cpus
+    )
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
@@ -458,10 +479,10 @@ def test_move_off_this_cpu_moves_to_another_allowed_cpu_and_keeps_the_affinity(
     allowed = os.sched_getaffinity(0)
     two = set(sorted(allowed)[:2])
     monkeypatch.setattr(channel, "_running_tasks", lambda: 1)
-    before, done, after, affinity = _run_on(two, _moved)
-    assert done is True
-    assert before in two and after in two and after != before
-    assert affinity == two  # set back as it was
+    before, done, calls, affinity = _run_on(two, _moved)
+    assert done is True and before in two
+    assert _off_one_cpu_and_back(calls, two)
+    assert affinity == two
 
 
 def test_move_off_this_cpu_stays_where_no_cpu_is_idle_or_only_one_is_allowed(
@@ -501,9 +522,9 @@ def test_move_off_this_cpu_busy_too_moves_on_a_busy_machine(
     allowed = os.sched_getaffinity(0)
     two = set(sorted(allowed)[:2])
     monkeypatch.setattr(channel, "_running_tasks", lambda: len(allowed) + 1)
-    assert _run_on(two, _moved)[1] is False
-    before, done, after, affinity = _run_on(two, lambda: _moved(busy_too=True))
-    assert done is True and after != before and affinity == two
+    assert _run_on(two, _moved)[1:3] == (False, [])
+    before, done, calls, affinity = _run_on(two, lambda: _moved(busy_too=True))
+    assert done is True and _off_one_cpu_and_back(calls, two) and affinity == two
 
 
 def test_running_tasks_and_current_cpu_read_proc() -> None:
