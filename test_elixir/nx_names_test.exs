@@ -15,10 +15,6 @@ defmodule NxJax.NxNamesTest do
   @differs %{
     # Nx 0.7.2 crashes (FunctionClauseError in Enum.drop/2) on a float axis
     "sum_float_axis" => "error\tArgumentError: expected an integer axis, got: 1.0",
-    # our select broadcasts the predicate with both branches (a shape rule older than names);
-    # Nx requires the branches to broadcast to a non-scalar predicate's shape. The result of
-    # a broadcast predicate is unnamed.
-    "select" => "ok\t[nil, nil]",
     # Nx 0.7.2 refuses a tensor as iota's shape when it has names (a deprecated form)
     "iota_tensor_shape" => "ok\t[:x, :y]"
   }

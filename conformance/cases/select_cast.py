@@ -1,4 +1,5 @@
-"""select (pred, on_true, on_false with broadcasting; type merges on_true and on_false, a
+"""select (as Nx 0.7.2: the shape of a non-scalar pred, which on_true and on_false broadcast to;
+type merges on_true and on_false, a
 number first made a tensor of its own type: s64, f32) and
 as_type (float -> integer truncates toward zero)."""
 
@@ -17,10 +18,10 @@ def _select(p: Any, t: Any, f: Any) -> Any:
 CASES = [
     case("select", [tensor("u8", [1, 0, 1]), tensor("s64", [1, 2, 3]), number(0, "s64")],
          out="s64", ref=_select, node=wire("select"), source="Nx.select docs"),
-    case("select", [tensor("u8", [1, 0, 7]), tensor("s64", [[1, 2, 3], [4, 5, 6]]),
+    case("select", [tensor("u8", [[1, 0, 7], [0, 1, 0]]), tensor("s64", [[1, 2, 3], [4, 5, 6]]),
                     tensor("s64", [[-1], [-2]])],
          out="s64", ref=_select, node=wire("select")),
-    case("select", [tensor("u8", [[1], [0]]), tensor("f32", [0.5, 1.5, 2.5]),
+    case("select", [tensor("u8", [[1, 1, 0], [0, 0, 1]]), tensor("f32", [0.5, 1.5, 2.5]),
                     tensor("s64", [10, 20, 30])],
          out="f32", ref=_select, node=wire("select"), grad=True),
     # (a number becomes a tensor of its own type, f32 here, before the types merge)

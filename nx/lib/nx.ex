@@ -1611,10 +1611,25 @@ defmodule Nx do
     {on_true, on_false} = {to_tensor(on_true), to_tensor(on_false)}
     type = Nx.Type.merge(on_true.type, on_false.type)
 
+    vectorized = Enum.any?([pred, on_true, on_false], &(&1.vectorized_axes != []))
+
+    # as Nx 0.7.2: the shape of a non-scalar predicate, which each branch must broadcast to;
+    # with a scalar one, the branches' broadcast shape
     shape =
-      pred.shape
-      |> Nx.Shape.binary_broadcast(on_true.shape)
-      |> Nx.Shape.binary_broadcast(on_false.shape)
+      cond do
+        pred.shape == {} or vectorized ->
+          pred.shape
+          |> Nx.Shape.binary_broadcast(on_true.shape)
+          |> Nx.Shape.binary_broadcast(on_false.shape)
+
+        true ->
+          for branch <- [on_true, on_false] do
+            axes = Nx.Shape.broadcast_axes(branch.shape, pred.shape)
+            Nx.Shape.broadcast(branch.shape, pred.shape, axes)
+          end
+
+          pred.shape
+      end
 
     # Nx's names: those of a non-scalar predicate, else the merge of the two branches'
     names =

@@ -30,7 +30,15 @@ defmodule NxProgramsCases do
       {"sum_list", fn -> Nx.sum([1, 2]) end},
       {"defn_list", fn -> add2([1, 2], 1) end},
       {"defn_tensor_list", fn -> add2(Nx.tensor(1.0), [1.0]) end},
-      {"defn_string", fn -> add2("abc", 1) end}
+      {"defn_string", fn -> add2("abc", 1) end},
+      # select: the shape of a non-scalar predicate, which both branches must broadcast to
+      {"select_pred_smaller",
+       fn -> Nx.select(Nx.tensor([[1], [0]]), Nx.tensor([[1, 2, 3]]), 0) end},
+      {"select_branch_larger",
+       fn -> Nx.select(Nx.tensor([1, 0]), Nx.tensor([[1, 2], [3, 4]]), 0) end},
+      {"select_scalar_pred", fn -> Nx.select(1, Nx.tensor([1, 2]), Nx.tensor([[3], [4]])) end},
+      {"select_branches_broadcast",
+       fn -> Nx.select(Nx.tensor([[1, 0], [0, 1]]), Nx.tensor([1, 2]), Nx.tensor([[5], [6]])) end}
     ]
   end
 
