@@ -15,6 +15,20 @@ defmodule Nx.ElementwiseTest do
   # a regression (2026-12-06): bf16 results were XLA's (computed in f32, rounded to bf16); Nx's
   # binary backend computes on doubles and truncates the f32 to a bf16 (f16: rounded from the
   # double). Real Nx 0.7.2's values, compared bit for bit in numerics mode :nx.
+  # a regression (2026-12-06): a float number next to an f64 tensor kept its double; Nx 0.7.2
+  # makes it an f32 first (eagerly and in defn), so `x * 0.1` multiplies by 0.10000000149...
+  test "a float number next to a tensor is an f32 first, as in Nx 0.7.2" do
+    expected =
+      for line <- String.split(@programs_reference, "\n", trim: true),
+          into: %{},
+          do: {line |> String.split("\t") |> hd(), line}
+
+    cases = NxProgramsCases.float_numbers()
+    assert length(cases) > 12
+
+    for {name, _fun} = case <- cases, do: assert(NxProgramsCases.line(case) == expected[name])
+  end
+
   test "bf16 and f16 element-wise math, reductions and as_type give Nx 0.7.2's bits" do
     expected =
       for line <- String.split(@programs_reference, "\n", trim: true),
@@ -344,7 +358,9 @@ defmodule Nx.ElementwiseTest do
       assert Nx.multiply(z, w) == Nx.tensor([Complex.new(5, 5)], type: :c128)
       e = Nx.exp(Nx.multiply(Nx.tensor([Complex.new(0, 1)], type: :c128), :math.pi()))
       assert_close(Nx.real(e), [-1.0])
-      assert_close(Nx.imag(e), [0.0], 1.0e-15)
+      # (as in Nx 0.7.2, the float :math.pi() next to a tensor is an f32 first: the imaginary
+      # part is sin of that f32, real Nx's value)
+      assert_close(Nx.imag(e), [-8.742278000372475e-8], 1.0e-15)
 
       assert_close(Nx.real(Nx.sqrt(Nx.tensor([-4.0], type: :f64) |> Nx.add(Complex.new(0, 0)))), [
         0.0

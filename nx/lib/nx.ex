@@ -1412,7 +1412,22 @@ defmodule Nx do
 
   # Converts a number to a scalar tensor of `type` (weak typing of numbers).
   defp weak(%T{} = tensor, _type), do: tensor
+
+  # as in Nx 0.7.2, a float number next to a tensor is first an f32 (a complex one a c64), then
+  # written in the merged type: `Nx.multiply(f64 tensor, 0.1)` multiplies by 0.10000000149011612
+  defp weak(number, type) when is_float(number), do: tensor(as_f32(number), type: type)
+
+  defp weak(%Complex{re: re, im: im}, type),
+    do: tensor(Complex.new(as_f32(re), as_f32(im)), type: type)
+
   defp weak(number, type), do: tensor(number, type: type)
+
+  defp as_f32(x) when is_float(x) do
+    [y] = x |> Nx.BinaryBackend.number_to_binary({:f, 32}) |> Nx.BinaryBackend.to_list({:f, 32})
+    y
+  end
+
+  defp as_f32(other), do: other
 
   # what Nx.Type.merge_number/2 takes: a number, a boolean, a non-finite atom or a Complex
   defp number?(x),

@@ -10,8 +10,11 @@ defmodule NxProgramsCases do
   # library's, which Nx uses, in the last bit for some inputs, see docs/COMPATIBILITY.md)
   defn map_divide_f64(t), do: Nx.map(t, [type: {:f, 64}], &Nx.divide(&1, 3))
   defn map_add(t), do: Nx.map(t, &Nx.add(&1, 1))
+  defn times_tenth(t), do: t * 0.1
+  defn tenth_minus(t), do: 0.3 - t
+  defn pow_tenth(t), do: Nx.pow(t, 0.1)
 
-  def cases, do: inputs() ++ functions() ++ vectorized() ++ half_floats()
+  def cases, do: inputs() ++ functions() ++ vectorized() ++ half_floats() ++ float_numbers()
 
   # shapes given as numbers, values that are not tensors where a tensor is expected
   # (test_elixir/nx_creation_test.exs)
@@ -153,6 +156,32 @@ defmodule NxProgramsCases do
       {"f16_exp", fn -> Nx.exp(h.()) end},
       {"f16_divide", fn -> Nx.divide(h.(), 3) end},
       {"f16_multiply", fn -> Nx.multiply(h.(), Nx.as_type(y.(), :f16)) end}
+    ]
+  end
+
+  # a float number next to a tensor is an f32 first, then takes the merged type, eagerly and
+  # in defn (test_elixir/nx_elementwise_test.exs)
+  def float_numbers do
+    f64 = fn -> Nx.tensor([1.0, 2.0], type: :f64) end
+
+    [
+      {"f64_times_tenth_eager", fn -> Nx.multiply(f64.(), 0.1) end},
+      {"f64_times_tenth_defn", fn -> times_tenth(f64.()) end},
+      {"f64_tenth_minus_defn", fn -> tenth_minus(f64.()) end},
+      {"f64_pow_tenth_defn", fn -> pow_tenth(f64.()) end},
+      {"f64_plus_tiny", fn -> Nx.add(f64.(), 1.0e-10) end},
+      {"f64_plus_huge", fn -> Nx.add(f64.(), 1.0e300) end},
+      {"f64_equal_tenth", fn -> Nx.equal(Nx.tensor([0.1, 0.5], type: :f64), 0.1) end},
+      {"f64_greater_tenth", fn -> Nx.greater(Nx.tensor([0.1, 0.5], type: :f64), 0.1) end},
+      {"f64_min_tenth", fn -> Nx.min(Nx.tensor([0.1, 0.5], type: :f64), 0.1) end},
+      {"f64_remainder", fn -> Nx.remainder(f64.(), 0.3) end},
+      {"f64_select_tenth", fn -> Nx.select(Nx.tensor([1, 0]), f64.(), 0.1) end},
+      {"f64_clip", fn -> Nx.clip(f64.(), 0.1, 1.7) end},
+      {"c128_times_complex",
+       fn -> Nx.multiply(Nx.tensor([1.0], type: :c128), Complex.new(0.1, 0.3)) end},
+      {"f16_times_tenth_defn", fn -> times_tenth(Nx.tensor([1.0, 2.0], type: :f16)) end},
+      {"bf16_times_tenth", fn -> Nx.multiply(Nx.tensor([3.0], type: :bf16), 0.1) end},
+      {"s64_plus_big_integer", fn -> Nx.add(f64.(), 16_777_217) end}
     ]
   end
 end
