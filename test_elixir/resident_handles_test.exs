@@ -96,6 +96,36 @@ defmodule NxJax.ResidentHandlesTest do
     assert error.message =~ "freed with Nx.backend_deallocate/1"
   end
 
+  # issue 49 item 4: the public ETS table of live handles is gone; the application's processes
+  # own no table of handles another process could write, and a tensor's life is decided by its
+  # guard, which only a holder of the tensor can disarm
+  test "no public ETS table of the application decides a tensor's life; deallocate is a holder's" do
+    w = own_worker()
+    r = put_on(w, Nx.tensor([1, 2, 3]))
+    ours = MapSet.new([w | tree(NxJax.Supervisor)])
+    assert MapSet.size(ours) > 3
+
+    writable =
+      for t <- :ets.all(),
+          :ets.info(t, :protection) == :public,
+          MapSet.member?(ours, :ets.info(t, :owner)),
+          do: t
+
+    # (but the counts of calls in flight to remote workers, which callers bump themselves:
+    # writing them only changes where the next calls go)
+    assert writable -- [:nx_jax_remote_in_flight] == []
+    # a process that was sent the tensor holds it too: its deallocate frees it for everyone,
+    # as EXLA's does; one that was not cannot name it
+    assert Task.await(Task.async(fn -> Nx.backend_deallocate(r) end)) == :ok
+    assert resident(w) == 0
+  end
+
+  defp tree(supervisor) do
+    for {_id, pid, type, _} <- Supervisor.which_children(supervisor), is_pid(pid), reduce: [] do
+      acc -> if type == :supervisor, do: [pid | tree(pid)] ++ acc, else: [pid | acc]
+    end
+  end
+
   test "eager ops on resident tensors run on the worker and stay resident" do
     r = Nx.backend_transfer(Nx.tensor([1.0, 4.0, 9.0]), NxJax.Backend)
     s = Nx.sqrt(r)
