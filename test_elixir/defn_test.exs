@@ -73,7 +73,18 @@ defmodule NxJax.DefnEndToEndTest do
   defn compare(a, b), do: {a < b, a >= b, a == b, a != b}
   defn grad_relu(x), do: grad(x, &relu/1)
 
+  # a regression (2026-12-06): the sites marked for debug_nans wrapped `Nx.unquote(op)`, the
+  # computed function of a call with unquote fragments (Nx 0.7.2's defn_test), which then did
+  # not compile
+  dynamic_name = :dynamic_add_two
+  operator = :add
+  defn(unquote(dynamic_name)(left, right), do: Nx.unquote(operator)(left, right))
+
   describe "defn" do
+    test "unquote fragments in the name and the body, as Nx's own tests write them" do
+      assert dynamic_add_two(1, 2) == Nx.tensor(3)
+    end
+
     test "runs on numbers and tensors and returns concrete tensors" do
       assert add_mul(1, 2) == Nx.tensor(5)
       assert add_mul(Nx.tensor([1.0, 2.0]), 3.0) == Nx.tensor([7.0, 8.0])

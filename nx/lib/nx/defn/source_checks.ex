@@ -282,8 +282,13 @@ defmodule Nx.Defn.SourceChecks do
 
   defp sites({form, _, _} = ast, _file, _env) when form in [:&, :quote, :^, :when], do: ast
 
+  # (a call whose function is itself computed, `Nx.unquote(op)(a, b)`: its arguments only)
+  defp sites({{_, _, _} = form, meta, args}, file, env)
+       when is_list(args) and not is_atom(elem(form, 0)),
+       do: {form, meta, Enum.map(args, &sites(&1, file, env))}
+
   defp sites({{:., _, [remote, fun]} = dot, meta, args} = call, file, env)
-       when is_atom(fun) and is_list(args) do
+       when is_atom(fun) and fun not in [:unquote, :unquote_splicing] and is_list(args) do
     module = expand_alias(remote, env)
 
     if is_atom(module) and module != nil and marked_module?(module, fun, length(args)) do
@@ -298,7 +303,7 @@ defmodule Nx.Defn.SourceChecks do
   end
 
   defp sites({form, meta, args}, file, env) when is_list(args),
-    do: {sites(form, file, env), meta, Enum.map(args, &sites(&1, file, env))}
+    do: {form, meta, Enum.map(args, &sites(&1, file, env))}
 
   defp sites({left, right}, file, env), do: {sites(left, file, env), sites(right, file, env)}
   defp sites(list, file, env) when is_list(list), do: Enum.map(list, &sites(&1, file, env))
