@@ -107,10 +107,22 @@ defmodule Nx.OpsTest do
     end
   end
 
-  test "select merges on_true and on_false and broadcasts all three" do
-    assert recorded(Nx.select(t({2, 1}, :u8), t({3}, :s32), 1.0)) ==
-             {:select, [{{:u, 8}, {2, 1}}, {{:s, 32}, {3}}, {{:f, 32}, {}}], %{},
+  test "select merges on_true and on_false, which broadcast to the predicate's shape" do
+    assert recorded(Nx.select(t({2, 3}, :u8), t({3}, :s32), 1.0)) ==
+             {:select, [{{:u, 8}, {2, 3}}, {{:s, 32}, {3}}, {{:f, 32}, {}}], %{},
               {{:f, 32}, {2, 3}}}
+
+    # a scalar predicate: the branches' broadcast shape
+    assert recorded(Nx.select(t({}, :u8), t({3}, :s32), t({2, 1}))) ==
+             {:select, [{{:u, 8}, {}}, {{:s, 32}, {3}}, {{:s, 64}, {2, 1}}], %{},
+              {{:s, 64}, {2, 3}}}
+
+    # (Nx 0.7.2 does not broadcast the predicate: its message)
+    assert_raise ArgumentError,
+                 "cannot broadcast tensor of dimensions {3} to {2, 1} with axes [1]",
+                 fn ->
+                   Nx.select(t({2, 1}, :u8), t({3}, :s32), 1.0)
+                 end
   end
 
   test "as_type" do
