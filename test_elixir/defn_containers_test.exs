@@ -69,7 +69,8 @@ defmodule NxJax.DefnContainersTest do
       params = mlp_params()
       {x, y} = data()
       grads = grad_loss(params, x, y)
-      assert Map.keys(grads) == [:b1, :b2, :w1, :w2]
+      # (sorted: the VM keeps no order of a map's keys, OTP 26 and later none for small maps)
+      assert Enum.sort(Map.keys(grads)) == [:b1, :b2, :w1, :w2]
 
       for key <- Map.keys(params) do
         assert grads[key].shape == params[key].shape

@@ -4749,7 +4749,7 @@ defmodule Nx do
         {a, b} = {as_type(a, float), as_type(b, float)}
         step = if divisor == 0, do: multiply(a, 0), else: divide(subtract(b, a), divisor)
         axis = tuple_size(a.shape)
-        steps = iota(Tuple.append(a.shape, n), axis: axis, type: float)
+        steps = iota(Tuple.insert_at(a.shape, tuple_size(a.shape), n), axis: axis, type: float)
         at = fn x -> new_axis(x, axis) end
         as_type(add(at.(a), multiply(steps, at.(step))), type)
       end,
@@ -4936,7 +4936,7 @@ defmodule Nx do
     composite(
       fn t ->
         t
-        |> reshape(Tuple.append(batch, rows * cols))
+        |> reshape(Tuple.insert_at(batch, tuple_size(batch), rows * cols))
         |> take(tensor(flat, type: {:s, 64}), axis: rank - 2)
       end,
       [tensor]

@@ -124,7 +124,7 @@ defmodule Nx.Random do
 
     [x0, x1]
     |> Nx.stack(axis: -1)
-    |> Nx.reshape(Tuple.append(shape, 2))
+    |> Nx.reshape(Tuple.insert_at(shape, tuple_size(shape), 2))
     |> constant()
   end
 
@@ -884,7 +884,7 @@ defmodule Nx.Random do
     shape =
       case opts[:shape] do
         nil -> {n}
-        batch when is_tuple(batch) -> Tuple.append(batch, n)
+        batch when is_tuple(batch) -> Tuple.insert_at(batch, tuple_size(batch), n)
         _ -> raise ArgumentError, "shape must be a tuple of integers\n"
       end
 
@@ -933,7 +933,7 @@ defmodule Nx.Random do
   end
 
   defp real_or_complex({:c, _} = type, shape, fun) do
-    parts = fun.(Nx.Type.to_real(type), Tuple.append(shape, 2))
+    parts = fun.(Nx.Type.to_real(type), Tuple.insert_at(shape, tuple_size(shape), 2))
     rank = tuple_size(shape)
     real = parts |> Nx.slice_along_axis(0, 1, axis: rank) |> Nx.squeeze(axes: [rank])
     imag = parts |> Nx.slice_along_axis(1, 1, axis: rank) |> Nx.squeeze(axes: [rank])
