@@ -1,3 +1,5 @@
+Code.require_file("reference/nx_grad_leaves_cases.exs", __DIR__)
+
 defmodule NxJax.GradIntegerLeavesTest do
   # Differentiating a container that holds integer leaves beside float parameters (a PRNG
   # key for dropout, step counters, masks), and containers with no tensors at all. The
@@ -6,32 +8,8 @@ defmodule NxJax.GradIntegerLeavesTest do
   use ExUnit.Case, async: true
 
   import Nx.Defn
-
-  defn key_loss(p) do
-    {u, _} = Nx.Random.uniform(p.key, shape: {2})
-    Nx.sum(p.w * u)
-  end
-
-  defn vg_key(p), do: value_and_grad(p, &key_loss/1)
-  defn g_key(p), do: grad(p, &key_loss/1)
-  defn vg_empty(x), do: value_and_grad(%{}, fn _ -> Nx.sum(x) end)
-  defn g_empty(x), do: grad(%{}, fn _ -> Nx.sum(x) end)
-  defn vg_counter(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * p.count) end)
-  defn vg_counter_cmp(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * (p.count > 1)) end)
-  defn vg_mask(p), do: value_and_grad(p, fn p -> Nx.sum(p.w) + Nx.sum(p.m) end)
-  defn vg_square(x), do: value_and_grad(x, fn x -> x * x end)
-
-  defn vg_bits(x),
-    do: value_and_grad(x, fn x -> Nx.as_type(Nx.bitwise_and(x, 3), :f32) * 2.0 end)
-
-  defn vg_nested(p) do
-    value_and_grad(p, fn p ->
-      Nx.sum(p.layer.w * Nx.as_type(p.layer.step, :f32)) + Nx.sum(elem(p.t, 1))
-    end)
-  end
-
-  defn vg_tuple(t),
-    do: value_and_grad(t, fn {i, f} -> Nx.sum(f * Nx.as_type(Nx.remainder(i, 2), :f32)) end)
+  # the defn functions of the cases, shared with the generator
+  import NxGradLeavesCases
 
   # a training step with dropout: the key is split and used, and the gradient of w is that
   # of the mask-scaled loss

@@ -1,5 +1,7 @@
 # how the reference data of test_elixir/reference/ write a result (shared with its generators)
 Code.require_file("reference/reference_format.exs", __DIR__)
+# the cases of real programs whose answers real Nx 0.7.2 gave (NxProgramsCases.compare/1)
+Code.require_file("reference/nx_programs_cases.exs", __DIR__)
 
 defmodule NxJax.TestTime do
   @moduledoc """

@@ -12,40 +12,9 @@ unless Application.spec(:nx, :vsn) == ~c"0.7.2" do
   raise "run this against real Nx 0.7.2"
 end
 
-defmodule GradLeavesReference do
-  import Nx.Defn
+Code.require_file("nx_grad_leaves_cases.exs", __DIR__)
 
-  defn key_loss(p) do
-    {u, _} = Nx.Random.uniform(p.key, shape: {2})
-    Nx.sum(p.w * u)
-  end
-
-  defn vg_key(p), do: value_and_grad(p, &key_loss/1)
-  defn g_key(p), do: grad(p, &key_loss/1)
-  defn vg_empty(x), do: value_and_grad(%{}, fn _ -> Nx.sum(x) end)
-  defn g_empty(x), do: grad(%{}, fn _ -> Nx.sum(x) end)
-  defn vg_counter(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * p.count) end)
-  defn vg_counter_cmp(p), do: value_and_grad(p, fn p -> Nx.sum(p.w * (p.count > 1)) end)
-  defn vg_mask(p), do: value_and_grad(p, fn p -> Nx.sum(p.w) + Nx.sum(p.m) end)
-  defn vg_square(x), do: value_and_grad(x, fn x -> x * x end)
-
-  defn vg_bits(x),
-    do: value_and_grad(x, fn x -> Nx.as_type(Nx.bitwise_and(x, 3), :f32) * 2.0 end)
-
-  defn vg_nested(p) do
-    value_and_grad(p, fn p ->
-      Nx.sum(p.layer.w * Nx.as_type(p.layer.step, :f32)) + Nx.sum(elem(p.t, 1))
-    end)
-  end
-
-  defn vg_tuple(t),
-    do: value_and_grad(t, fn {i, f} -> Nx.sum(f * Nx.as_type(Nx.remainder(i, 2), :f32)) end)
-
-  defn grad1(x), do: grad(fn x -> Nx.sin(x) * x end).(x)
-  defn vg1(x), do: value_and_grad(fn x -> Nx.sin(x) * x end).(x)
-end
-
-alias GradLeavesReference, as: R
+alias NxGradLeavesCases, as: R
 
 key = %{key: Nx.Random.key(7), w: Nx.tensor([1.0, 2.0])}
 counter = %{w: Nx.tensor([1.0, 2.0]), count: Nx.tensor(3)}

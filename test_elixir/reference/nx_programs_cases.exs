@@ -77,6 +77,23 @@ defmodule NxProgramsCases do
     ]
   end
 
+  @doc """
+  `{ours, nx}` for each case of `cases`: the line this Nx gives it, and real Nx 0.7.2's (the
+  line of nx_0.7.2_programs.tsv with its name, nil where there is none).
+  """
+  def compare(cases) do
+    reference =
+      for line <-
+            __DIR__
+            |> Path.join("nx_0.7.2_programs.tsv")
+            |> File.read!()
+            |> String.split("\n", trim: true),
+          into: %{},
+          do: {line |> String.split("\t") |> hd(), line}
+
+    for {name, _fun} = case <- cases, do: {line(case), reference[name]}
+  end
+
   # one line: the name, then the result's type, shape and flat values, or the error's module
   # and message (up to the list of the protocol's implementations, which depends on the
   # project that compiled the protocols)
