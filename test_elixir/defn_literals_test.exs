@@ -13,11 +13,9 @@ defmodule NxJax.DefnLiteralsTest do
 
   Code.require_file(@script)
 
-  @reference (for line <- File.read!(@reference_file) |> String.split("\n", trim: true),
-                  into: %{} do
-                [name, expected] = String.split(line, "\t")
-                {String.to_atom(name), expected}
-              end)
+  @reference Map.new(NxJax.ReferenceFormat.rows(@reference_file), fn [name, expected] ->
+               {String.to_atom(name), expected}
+             end)
 
   test "every case has a reference value" do
     assert Enum.sort(Keyword.keys(DefnLiteralsReference.cases())) ==

@@ -18,12 +18,7 @@ defmodule NxJax.NxConvLayoutsTest do
   {cases, _} = Code.eval_file(@cases_file)
   @cases cases
 
-  @reference (for line <- File.read!(@reference_file) |> String.split("\n", trim: true),
-                  not String.starts_with?(line, "#"),
-                  into: %{} do
-                [name | answer] = String.split(line, "\t")
-                {name, answer}
-              end)
+  @reference Map.new(Format.rows(@reference_file), fn [name | answer] -> {name, answer} end)
 
   # where we still answer otherwise, with our answer: the gradient of window_max/min is
   # JAX's, which gives a window's gradient to the first of tied elements where Nx's rule

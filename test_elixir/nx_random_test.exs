@@ -15,12 +15,9 @@ defmodule NxJax.NxRandomTest do
   {cases, _} = Code.eval_file(@cases_file)
   @cases cases
 
-  @reference (for line <- File.read!(@reference_file) |> String.split("\n", trim: true),
-                  not String.starts_with?(line, "#"),
-                  into: %{} do
-                [name, status, value | _names] = String.split(line, "\t")
-                {name, {status, value}}
-              end)
+  @reference Map.new(NxJax.ReferenceFormat.rows(@reference_file), fn
+               [name, status, value | _names] -> {name, {status, value}}
+             end)
 
   # Where we differ from Nx 0.7.2 on purpose or for a stated reason (docs/COMPATIBILITY.md,
   # "Nx.Random"); every other case must give Nx's bits (or its exception and message).

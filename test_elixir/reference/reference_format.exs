@@ -5,6 +5,13 @@
 defmodule NxJax.ReferenceFormat do
   @moduledoc false
 
+  @doc "The rows of a reference file: each line's tab-separated fields, `#` comment lines left out."
+  def rows(path) do
+    for line <- path |> File.read!() |> String.split("\n", trim: true),
+        not String.starts_with?(line, "#"),
+        do: String.split(line, "\t")
+  end
+
   @doc "The tensors of a result (a tensor, or tuples of them), depth-first."
   def leaves(%Nx.Tensor{vectorized_axes: []} = t), do: [t]
 
