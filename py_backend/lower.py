@@ -399,9 +399,7 @@ def lower_as_type(c: Call) -> Value:
         converted = lax.convert_element_type(safe, dtype)
         converted = jnp.where(high, np.array(info.max, dtype), converted)
         return jnp.where(low, np.array(info.min, dtype), converted)
-    if numerics.exact() and np.dtype(dtype) == np.dtype(jnp.bfloat16):
-        return nx_rules.written(x, dtype)  # Nx truncates the f32 to a bf16
-    return lax.convert_element_type(x, dtype)
+    return _written(x, dtype)  # (in mode nx, Nx truncates the f32 to a bf16)
 
 
 UNARY_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {

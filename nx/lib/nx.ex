@@ -41,6 +41,12 @@ defmodule Nx do
   """
   defguard is_tensor(t) when is_number(t) or is_struct(t, T)
 
+  # what a tensor's element can be written from: a number, a boolean, a non-finite atom or a
+  # Complex (Nx.tensor/2's values, to_tensor/1's scalars, the numbers of a binary op)
+  defguardp is_scalar_value(x)
+            when is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
+                   is_struct(x, Complex)
+
   ## Creation
 
   @doc type: :creation
@@ -149,9 +155,7 @@ defmodule Nx do
   defp flatten_data(x, acc), do: [x | acc]
 
   defp check_values!(flat) do
-    for x <- flat,
-        not (is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
-               is_struct(x, Complex)) do
+    for x <- flat, not is_scalar_value(x) do
       # Nx 0.7.2's wording (a number, a boolean, a Complex, :nan, :infinity or :neg_infinity
       # is expected)
       raise ArgumentError, "invalid value given to Nx.tensor/1, got: #{inspect(x)}"
@@ -367,10 +371,7 @@ defmodule Nx do
   """
   def to_tensor(%T{} = tensor), do: tensor
 
-  def to_tensor(number)
-      when is_number(number) or is_boolean(number) or
-             number in [:nan, :infinity, :neg_infinity] or is_struct(number, Complex),
-      do: tensor(number)
+  def to_tensor(number) when is_scalar_value(number), do: tensor(number)
 
   # a struct of its own Nx.LazyContainer implementation that stands for one tensor
   def to_tensor(%_{} = lazy) when not is_struct(lazy, Complex) do
@@ -1429,18 +1430,12 @@ defmodule Nx do
 
   defp as_f32(other), do: other
 
-  # what Nx.Type.merge_number/2 takes: a number, a boolean, a non-finite atom or a Complex
-  defp number?(x),
-    do:
-      is_number(x) or is_boolean(x) or x in [:nan, :infinity, :neg_infinity] or
-        is_struct(x, Complex)
-
   # Both arguments of a binary op as tensors, plus their merged type.
   defp binary_args(%T{} = left, %T{} = right),
     do: {left, right, Nx.Type.merge(left.type, right.type)}
 
   defp binary_args(%T{} = left, right) do
-    if number?(right) do
+    if is_scalar_value(right) do
       type = Nx.Type.merge_number(left.type, right)
       {left, weak(right, type), type}
     else
@@ -1449,7 +1444,7 @@ defmodule Nx do
   end
 
   defp binary_args(left, %T{} = right) do
-    if number?(left) do
+    if is_scalar_value(left) do
       type = Nx.Type.merge_number(right.type, left)
       {weak(left, type), right, type}
     else
@@ -2658,17 +2653,16 @@ defmodule Nx do
 
     out = {shape, axis_names(tensor)}
 
-    if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc) do
+    # eagerly, as Nx 0.7.2's binary backend, a function of plain Elixir arithmetic (`a + b`)
+    # works too: where tracing it on tensors raises ArithmeticError, it is called on the
+    # numbers of each window instead (inside defn the error stands)
+    try do
       reduce_with(:window_reduce, tensor, acc, fun, config, type, out)
-    else
-      # eagerly, as Nx 0.7.2's binary backend, a function of plain Elixir arithmetic (`a + b`)
-      # works too: where tracing it on tensors raises ArithmeticError, it is called on the
-      # numbers of each window instead
-      try do
-        reduce_with(:window_reduce, tensor, acc, fun, config, type, out)
-      rescue
-        ArithmeticError -> window_reduce_numbers(tensor, acc, fun, config, type, out)
-      end
+    rescue
+      error in ArithmeticError ->
+        if Nx.Defn.Expr.tracing?() or Nx.Defn.Expr.expr?(tensor) or Nx.Defn.Expr.expr?(acc),
+          do: reraise(error, __STACKTRACE__),
+          else: window_reduce_numbers(tensor, acc, fun, config, type, out)
     end
   end
 
