@@ -38,11 +38,12 @@ class Program:
     outs: list[TensorOut] = field(default_factory=list)  # the graph's outputs, in order
     used: int = 0  # the cache's tick at its last use
     result_bytes: int = 0  # the outputs' bytes, all together
+    out_bytes: list[int] = field(default_factory=list)  # each output's bytes, in order
 
     def __post_init__(self) -> None:
         self.outs = [self.graph.nodes[o].tensor for o in self.graph.outputs]
-        self.result_bytes = sum(wire_dtype(o.type).itemsize * math.prod(o.shape)
-                                for o in self.outs)
+        self.out_bytes = [wire_dtype(o.type).itemsize * math.prod(o.shape) for o in self.outs]
+        self.result_bytes = sum(self.out_bytes)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Stats:
     fast_one_calls: int = 0
     fast_hot_calls: int = 0
     fast_layout_calls: int = 0
+    fast_ref_calls: int = 0  # key-only calls with resident arguments (fastcall.read_ref_call)
 
 
 class Use:

@@ -76,6 +76,96 @@ def id_value(id_bytes: channel.Chunk) -> int:
     return id_bytes[1] if len(id_bytes) == 2 else int.from_bytes(id_bytes[1:], "big")
 
 
+# --- key-only calls with resident arguments ------------------------------------------------
+
+_I32 = struct.Struct(">i")
+# :ref as the term decoder gives it for each of its four encodings (by tag)
+_REFS = {tag: channel.scan_term(bytes((tag, 3)) + b"ref" if tag in (115, 119)
+                                else bytes((tag, 0, 3)) + b"ref", 0)[1]
+         for tag in (100, 115, 118, 119)}
+
+
+def _atom_at(d: Any, i: int) -> tuple[int, bytes]:
+    """The atom at ``d[i]`` in any of its four encodings: (where it ends, its name); (0, b"")
+    for another term."""
+    tag = d[i]
+    if tag == 119 or tag == 115:  # SMALL_ATOM_UTF8_EXT, SMALL_ATOM_EXT
+        start = i + 2
+        end = start + d[i + 1]
+    elif tag == 118 or tag == 100:  # ATOM_UTF8_EXT, ATOM_EXT
+        start = i + 3
+        end = start + (d[i + 1] << 8 | d[i + 2])
+    else:
+        return 0, b""
+    return end, bytes(d[start:end])
+
+
+def read_ref_call(d: channel.Chunk) -> tuple[int, bytes, list[Any], bool] | None:
+    """A key-only ``call`` request (``[key, nil, args, keep]``) with at least one resident
+    argument ``{:ref, handle}``, read straight from its bytes: ``(request id, key, args,
+    keep)``, each resident argument as the tuple the term decoder gives and the others as it
+    gives them (:func:`channel.scan_term`). ``None`` for any other frame, which then takes the
+    term decoder: a training loop's call names a dozen resident tensors, and this reads them
+    without decoding each tuple, atom and integer as a term. Frames of ``channel.COPY_BELOW``
+    bytes or more (tensors shipped with the call) are left to the term decoder, which reads
+    their binaries in place."""
+    if len(d) >= channel.COPY_BELOW:
+        return None
+    d = bytes(d)  # (as the term decoder copies a small frame: the binaries hold bytes)
+    try:
+        if d[:3] != _REQUEST:
+            return None
+        i, name = _atom_at(d, 3)
+        if name != b"C":
+            return None
+        j = _id_end(d, i)
+        if not j:
+            return None
+        request_id = id_value(d[i:j])
+        j, name = _atom_at(d, j)
+        if name != b"nx_jax":
+            return None
+        j, name = _atom_at(d, j)
+        if name != b"call" or d[j:j + 5] != _CALL_ARGS or d[j + 5:j + 10] != _KEY:
+            return None
+        key = bytes(d[j + 10:j + 34])
+        j, name = _atom_at(d, j + 34)
+        if name != b"nil" or d[j] != 108:  # LIST_EXT
+            return None
+        (count,) = _U32.unpack_from(d, j + 1)
+        j += 5
+        args: list[Any] = []
+        refs = 0
+        for _ in range(count):
+            if d[j] == 104 and d[j + 1] == 2:  # a 2-tuple: {:ref, handle}?
+                j0 = j
+                k, name = _atom_at(d, j + 2)
+                if name == b"ref":
+                    tag = d[k]
+                    if tag == 110 and d[k + 2] == 0:  # SMALL_BIG_EXT, not negative
+                        j = k + 3 + d[k + 1]
+                        handle = int.from_bytes(d[k + 3:j], "little")
+                    elif tag == 97:  # SMALL_INTEGER_EXT
+                        handle, j = d[k + 1], k + 2
+                    elif tag == 98:  # INTEGER_EXT
+                        (handle,), j = _I32.unpack_from(d, k + 1), k + 5
+                    else:
+                        return None
+                    args.append((_REFS[d[j0 + 2]], handle))
+                    refs += 1
+                    continue
+            j, term = channel.scan_term(d, j)
+            args.append(term)
+        if not refs or d[j] != 106:  # NIL_EXT: the argument list's end
+            return None
+        j, name = _atom_at(d, j + 1)
+        if name not in (b"true", b"false") or len(d) != j + 1 or d[j] != 106:
+            return None
+        return request_id, key, args, name == b"true"
+    except (IndexError, struct.error, channel.CodecError):
+        return None
+
+
 class Layouts:
     """The learned layouts of one worker, bounded (``MAX_LAYOUTS``; full -> start over)."""
 

@@ -232,7 +232,8 @@ class Worker:
         # the same for serve(), for one tensor in and one small one out: the whole reply frame
         # with its length header (Worker._hot_one, Worker.handle_framed)
         self._one: Callable[[Chunk], bytes | list[Chunk] | None] | None = None
-        self.resident: dict[int, tuple[jax.Array, TensorOut]] = {}
+        # handle -> (array, its type and shape, its bytes)
+        self.resident: dict[int, tuple[Any, TensorOut, int]] = {}
         self.resident_bytes = 0
         self.resident_gc_bytes = resident_gc_bytes()
         # the resident bytes that make the next {:pressure, bytes} notice
@@ -243,7 +244,6 @@ class Worker:
         self.max_bytes = budget.max_bytes()
         self._handles = 0  # handles given out (the high bits of the next one)
         self._low_bits: list[int] = []  # random low bits drawn ahead, one call for many
-        self._out_bytes: dict[TensorOut, int] = {}  # (a jax.Array's nbytes costs more)
         # hooks (PROTOCOL.md 2.2): frames go out through ``emit`` (serve() sets it), tagged
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
@@ -320,6 +320,7 @@ class Worker:
             atom("fast_one_calls"): s.fast_one_calls,
             atom("fast_hot_calls"): s.fast_hot_calls,
             atom("fast_layout_calls"): s.fast_layout_calls,
+            atom("fast_ref_calls"): s.fast_ref_calls,
             atom("resident"): len(self.resident),
             atom("resident_bytes"): self.resident_bytes,
             atom("pressure_notices"): self.pressure_notices,
@@ -406,8 +407,11 @@ class Worker:
             self._drop(handle)
         self._learnable = learnable
         if keep:
+            kept = self._kept_ref
             refs = channel.encoded(b"".join([
-                b"l", _U32.pack(len(results)), *[self._kept_ref(r, o) for o, r in results], b"j"
+                b"l", _U32.pack(len(results)),
+                *[kept(r, o, n) for (o, r), n in zip(results, program.out_bytes, strict=True)],
+                b"j"
             ]))
             self._check_pressure()
             return refs
@@ -451,7 +455,7 @@ class Worker:
 
     def _argument(self, term: Any, outs: list[TensorOut | None] | None = None) -> Any:
         if isinstance(term, tuple) and len(term) == 2 and atom_name(term[0]) == "ref":
-            array, out = self._resident(term[1])
+            array, out, _ = self._resident(term[1])
             if outs is not None:
                 outs.append(out)
             return array
@@ -592,7 +596,7 @@ class Worker:
         the compiled signature's (py_backend/budget.py)."""
         jitted, stats = program.jitted, self.cache.stats
         arguments = fastcall.argument_reader(layout)
-        outs = program.outs
+        outs, sizes = program.outs, program.out_bytes
         n_outs = len(outs)
         shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
         fixed = shipped + footprint.need  # what a call needs besides the resident tensors
@@ -610,7 +614,8 @@ class Worker:
         if layout.keep:  # (the generic encoder)
             return lambda frame, id_bytes: channel.encode_chunks(
                 (atom("r"), fastcall.id_value(id_bytes),
-                 [(atom("ref"), self._keep(r, o)) for o, r in zip(outs, run(frame), strict=True)])
+                 [(atom("ref"), self._keep(r, o, n))
+                  for o, n, r in zip(outs, sizes, run(frame), strict=True)])
             )
         parts = [(wire_dtype(o.type), o.shape) for o in outs]
         headers = [
@@ -642,7 +647,8 @@ class Worker:
         """The refusal of a call of ``shipped`` argument bytes and ``footprint``."""
         return budget.call_refusal(self.resident_bytes, shipped, footprint, self.max_bytes)
 
-    def _resident(self, handle: Any) -> tuple[Any, TensorOut]:
+    def _resident(self, handle: Any) -> tuple[Any, TensorOut, int]:
+        """The entry of a resident tensor: its array, its type and shape, its bytes."""
         entry = self.resident.get(handle) if isinstance(handle, int) else None
         if entry is None:
             raise UnknownHandle(
@@ -651,7 +657,7 @@ class Worker:
             )
         return entry
 
-    def _keep(self, array: Any, out: TensorOut) -> int:
+    def _keep(self, array: Any, out: TensorOut, nbytes: int | None = None) -> int:
         # a count and 40 random bits: a handle is never given out twice (a late free of a freed
         # one can never hit another tensor), and cannot be guessed, so only a process that was
         # given it (and whoever it hands the tensor to) can use or free it
@@ -660,23 +666,18 @@ class Worker:
             drawn = os.urandom(5 * 64)
             self._low_bits = [int.from_bytes(drawn[i:i + 5], "big") for i in range(0, 320, 5)]
         handle = (self._handles << HANDLE_RANDOM_BITS) | self._low_bits.pop()
-        self.resident[handle] = (array, out)
-        self.resident_bytes += self._bytes_of(out)
+        if nbytes is None:
+            nbytes = wire_dtype(out.type).itemsize * math.prod(out.shape)
+        self.resident[handle] = (array, out, nbytes)
+        self.resident_bytes += nbytes
         return handle
 
-    def _bytes_of(self, out: TensorOut) -> int:
-        size = self._out_bytes.get(out)
-        if size is None:
-            size = wire_dtype(out.type).itemsize * math.prod(out.shape)
-            if len(self._out_bytes) < 4096:
-                self._out_bytes[out] = size
-        return size
-
-    def _kept_ref(self, array: Any, out: TensorOut) -> bytes:
+    def _kept_ref(self, array: Any, out: TensorOut, nbytes: int) -> bytes:
         """The encoding of ``{:ref, handle}``, or of ``{:ref, handle, data}`` with a copy of a
-        small result's bytes (waiting for the computation to finish, as reading it would)."""
-        handle = channel.encode_leaf(self._keep(array, out))
-        if self._bytes_of(out) > SMALL_KEPT_BYTES:
+        small result's bytes (waiting for the computation to finish, as reading it would);
+        ``nbytes``: the result's size (its program's ``out_bytes``)."""
+        handle = channel.encode_leaf(self._keep(array, out, nbytes))
+        if nbytes > SMALL_KEPT_BYTES:
             return b"".join((_REF2, handle))
         data = to_host(array, wire_dtype(out.type), out.shape).tobytes()
         return b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
@@ -685,7 +686,7 @@ class Worker:
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
-        self.resident_bytes -= self._bytes_of(entry[1])
+        self.resident_bytes -= entry[2]
         return True
 
     def _check_pressure(self) -> None:
@@ -719,7 +720,7 @@ class Worker:
         """``[[handle]]`` -> the resident tensors' data, as wire tensors."""
         _arity("fetch", args, 1)
         entries = [self._resident(h) for h in _list_arg("fetch", args[0])]
-        return [encode_tensor(out, array) for array, out in entries]
+        return [encode_tensor(out, array) for array, out, _ in entries]
 
     def free(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
@@ -810,6 +811,11 @@ class Worker:
         if match is not None:
             self.cache.stats.fast_layout_calls += 1
             return self._fast_call(frame, match)
+        ref_call = fastcall.read_ref_call(frame) if self.fast_paths else None
+        if ref_call is not None:
+            del frame  # (the arguments' binaries are views: they alone keep the frame alive)
+            self.cache.stats.fast_ref_calls += 1
+            return self._ref_call(*ref_call)
         # a small frame is kept until the reply, to be learned (copied) if it is a repeatable call
         learn = frame if len(frame) <= fastcall.LEARN_BELOW else None
         self._learnable = False
@@ -831,6 +837,17 @@ class Worker:
             if self._learnable and learn is not None and self.fast_paths:
                 self.layouts.learn(bytes(learn))
             return reply
+        except Exception as exc:
+            return self.error_reply(request_id, exc)
+
+    def _ref_call(self, request_id: int, key: bytes, args: list[Any], keep: bool) -> list[Chunk]:
+        """A key-only ``call`` read by ``fastcall.read_ref_call``: the same steps as
+        :meth:`handle` after the term decoder (such a call is never learned)."""
+        self.request_id = request_id
+        self._learnable = False
+        try:
+            result = self.functions["call"]([channel.binary(key), None, args, keep])
+            return channel.encode_chunks((atom("r"), request_id, result))
         except Exception as exc:
             return self.error_reply(request_id, exc)
 

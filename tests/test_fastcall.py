@@ -710,3 +710,126 @@ def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
         reply = decode(replies.read_frame())
         assert reply[1] == 10 + i
         np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * value)
+
+
+# --- key-only calls with resident arguments (fastcall.read_ref_call) ---------------------------
+
+
+def _atom_as(name: str, tag: int) -> bytes:
+    """An atom in one of the four encodings (ATOM_EXT as OTP 25 writes it, the UTF-8 ones as
+    OTP 26 and later write them)."""
+    raw = name.encode()
+    if tag in (115, 119):
+        return bytes((tag, len(raw))) + raw
+    return bytes((tag,)) + struct.pack(">H", len(raw)) + raw
+
+
+def _handle_bytes(handle: int) -> bytes:
+    """A handle as term_to_binary writes a non-negative integer."""
+    if handle < 2**31:
+        return _int(handle)
+    raw = handle.to_bytes((handle.bit_length() + 7) // 8, "little")
+    return bytes((110, len(raw), 0)) + raw
+
+
+def elixir_ref_call(request_id: int, key: bytes, args: list[Any], keep: bool = True,
+                    atom_tag: int = 100) -> bytearray:
+    """A key-only ``call`` whose arguments are resident handles (ints) and wire tensors
+    (arrays), as NxJax.Worker sends it, atoms in the encoding ``atom_tag``."""
+    def arg(a: Any) -> bytes:
+        if isinstance(a, int):
+            return b"h\x02" + _atom_as("ref", atom_tag) + _handle_bytes(a)
+        return _tensor(a)
+
+    args_bytes = b"l" + struct.pack(">I", len(args)) + b"".join(arg(a) for a in args) + b"j"
+    body = (b"l\x00\x00\x00\x04" + b"m\x00\x00\x00\x18" + key + _atom_as("nil", atom_tag)
+            + args_bytes + _atom_as("true" if keep else "false", atom_tag) + b"j")
+    return bytearray(b"\x83h\x05" + _atom_as("C", atom_tag) + _int(request_id)
+                     + _atom_as("nx_jax", atom_tag) + _atom_as("call", atom_tag) + body)
+
+
+def _as_generic(frame: Any) -> tuple[int, bytes, list[Any], bool] | None:
+    """What the term decoder makes of ``frame``, in read_ref_call's form, for a key-only call
+    with a resident argument (else ``None``)."""
+    try:
+        term = decode(bytes(frame))
+    except channel.CodecError:
+        return None
+    if not (isinstance(term, tuple) and len(term) == 5 and channel.atom_name(term[0]) == "C"
+            and channel.atom_name(term[2]) == "nx_jax"
+            and channel.atom_name(term[3]) == "call" and isinstance(term[4], list)
+            and len(term[4]) == 4 and isinstance(term[1], int) and term[1] >= 0):
+        return None
+    key, graph, args, keep = term[4]
+    raw_key = channel.binary_bytes(key)
+    if graph is not None or raw_key is None or len(raw_key) != 24 or not isinstance(keep, bool):
+        return None
+    if not isinstance(args, list) or not any(
+            isinstance(a, tuple) and len(a) == 2 and channel.atom_name(a[0]) == "ref"
+            for a in args):
+        return None
+    return term[1], raw_key, args, keep
+
+
+@pytest.mark.parametrize("atom_tag", [100, 115, 118, 119])
+def test_a_resident_call_reads_as_the_term_decoder_reads_it(atom_tag: int) -> None:
+    key = bytes(range(24))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    handles = [0, 7, 255, 256, 2**31 - 1, 2**31, 2**40 + 5, (300 << 40) | 12345, 2**64 + 1]
+    for request_id in (0, 255, 256, 2**31 - 1):
+        for keep in (True, False):
+            frame = elixir_ref_call(request_id, key, [*handles, x], keep, atom_tag)
+            read = fastcall.read_ref_call(frame)
+            assert read is not None and read == _as_generic(frame)
+            assert [a[1] for a in read[2][:-1]] == handles
+            assert read[2][-1][1] == (2, 3)
+    # tensors only: not this path's (the learned layouts take such calls)
+    assert fastcall.read_ref_call(elixir_call(3, key, None, [x], True)) is None
+
+
+def test_a_resident_call_frame_changed_anywhere_is_refused_or_read_as_the_decoder_reads_it(
+) -> None:
+    rng = random.Random(44)
+    key = bytes(range(24))
+    frame = elixir_ref_call(300, key, [2**40 + 1, np.ones(2, np.float32), 9, 70000])
+    assert fastcall.read_ref_call(frame) == _as_generic(frame)
+    for cut in range(len(frame)):
+        assert fastcall.read_ref_call(frame[:cut]) is None
+    assert fastcall.read_ref_call(frame + b"j") is None
+    for i in range(len(frame)):
+        for value in {0, 1, 97, 98, 104, 106, 108, 110, 255, frame[i] ^ 1, rng.randrange(256)}:
+            changed = bytearray(frame)
+            changed[i] = value
+            read = fastcall.read_ref_call(changed)
+            assert read is None or read == _as_generic(changed), (i, value)
+
+
+def test_resident_calls_get_the_generic_path_s_replies_and_errors() -> None:
+    graph = axpy_graph()
+    key = key_of(graph)
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    replies = []
+    for fast_paths in (True, False):
+        worker = Worker(fast_paths=fast_paths)
+        worker.handle(elixir_call(0, key, graph, [x, y], keep=True))
+        (hx, hy) = [ref[1] for ref in decode(reply_bytes(
+            worker.handle(elixir_call(1, key, None, [x, y], keep=True))))[2]]
+        calls = [elixir_ref_call(2, key, [hx, hy]),          # both resident
+                 elixir_ref_call(3, key, [hx, y], keep=False),  # one resident, one shipped
+                 elixir_ref_call(4, key, [hx, 12345]),        # an unknown handle
+                 elixir_ref_call(5, key, [hx]),               # too few arguments
+                 elixir_ref_call(6, bytes(24), [hx, hy])]     # an unknown graph
+        got = [decode(reply_bytes(worker.handle(c))) for c in calls]
+        assert worker.cache.stats.fast_ref_calls == (5 if fast_paths else 0)
+        replies.append(got)
+        first = got[0]
+        assert first[1] == 2
+        a = 2 * x + y  # (hx's tensor; hy's is x)
+        np.testing.assert_allclose(np.asarray(worker.resident[first[2][0][1]][0]), 2 * a + x)
+        np.testing.assert_allclose(from_wire(got[1][2][0]), 2 * a + y)
+        assert [r[0] for r in got] == [atom("r"), atom("r"), atom("e"), atom("e"), atom("e")]
+        assert [r[1] for r in got] == [2, 3, 4, 5, 6]
+    fast, generic = replies
+    # the same replies, the new handles aside, and the same errors (tracebacks aside)
+    assert fast[1][2] == generic[1][2]
+    assert [r[2][:3] for r in fast[2:]] == [r[2][:3] for r in generic[2:]]
