@@ -83,6 +83,51 @@ defmodule NxJax.PlannedCallTest do
     assert general == 2
   end
 
+  test "container arguments follow a plan too; one made otherwise takes the general path" do
+    # (an order-sensitive function of nested tuples and maps: which leaf is which matters)
+    f =
+      Nx.Defn.jit(fn {a, %{z: z, b: b}}, c ->
+        {Nx.subtract(a, Nx.multiply(b, 10)), Nx.add(Nx.multiply(z, 100), c)}
+      end)
+
+    t = &Nx.tensor/1
+    args = fn k -> [{t.([k, 2.0]), %{z: t.(3.0 * k), b: t.([4.0, 5.0])}}, t.(1.0)] end
+    expected = fn k -> [[k - 40.0, 2.0 - 50.0], [300.0 * k + 1.0]] end
+    values = fn {x, y} -> [Nx.to_flat_list(x), Nx.to_flat_list(y)] end
+
+    {general, results} = general_calls(fn -> for k <- 1..6, do: values.(apply(f, args.(k))) end)
+    assert results == for(k <- 1..6, do: expected.(k))
+    assert general == 2
+
+    # another map key, an extra key, a tuple of another size, a number leaf, another shape
+    # inside: each takes the general path once and gives its own answer
+    others = [
+      {[{t.([1.0, 2.0]), %{z: t.(3.0), b: t.([4.0, 5.0]), y: t.(0.0)}}, t.(1.0)],
+       [[-39.0, -48.0], [301.0]]},
+      {[{t.([1.0, 2.0]), %{z: 3.0, b: t.([4.0, 5.0])}}, t.(1.0)], [[-39.0, -48.0], [301.0]]},
+      {[{t.([1.0, 2.0, 3.0]), %{z: t.(3.0), b: t.([4.0, 5.0, 6.0])}}, t.(1.0)],
+       [[-39.0, -48.0, -57.0], [301.0]]}
+    ]
+
+    for {call_args, want} <- others do
+      assert {1, result} = general_calls(fn -> apply(f, call_args) end)
+      assert values.(result) == want
+    end
+
+    # (a missing key, a tuple of three: traced anew, where the function does not match them)
+    assert_raise FunctionClauseError, fn ->
+      f.({t.([1.0, 2.0]), %{b: t.([4.0, 5.0])}}, t.(1.0))
+    end
+
+    assert_raise FunctionClauseError, fn ->
+      f.({t.([1.0, 2.0]), %{z: t.(3.0), b: t.([4.0, 5.0])}, t.(9.0)}, t.(1.0))
+    end
+
+    # and the planned signature again
+    assert {general, result} = general_calls(fn -> apply(f, args.(2.0)) end)
+    assert values.(result) == expected.(2.0) and general <= 1
+  end
+
   test "a call the plan was not made for takes the general path and gives its result" do
     f = Nx.Defn.jit(&Fns.affine/2)
     x = Nx.tensor([1.0, 2.0])

@@ -150,43 +150,96 @@ defmodule Nx.Defn.Compiler do
 
   # (the steps of cached/5 and execute/3 that a call of the plan's signature would take)
   defp planned({checks, mark, parameters, container, templates, graph, opts}, args) do
-    with true <- fits?(args, checks),
+    with leaves when is_list(leaves) <- fitted(args, checks, []),
          true <- Nx.Defn.TraceCache.still?(mark) do
       :counters.add(counters_ref(), 2, 1)
-      args = made_all(taken(parameters, args), [])
+      args = made_all(taken(parameters, leaves), [])
       {:ok, rebuilt(container, runtime().__run__(graph, args, templates, %{}, opts))}
     end
   end
 
-  # whether `args` are tensors of the types, shapes and names of the plan's, not vectorized
-  # (the same signature, signature/1)
-  defp fits?([%Nx.Tensor{data: %data{}} = arg | args], [{type, shape, names} | checks])
-       when data != Expr do
-    case arg do
-      %Nx.Tensor{type: ^type, shape: ^shape, names: ^names, vectorized_axes: []} ->
-        fits?(args, checks)
-
-      _ ->
-        false
+  # The tensors of `args`, in the order of the arguments' leaves (Composite's: tuples left to
+  # right, maps by sorted keys), when `args` are made as the plan's were: containers of the
+  # same tuples and map keys holding tensors of the same types, shapes and names, not
+  # vectorized (the same signature, signature/1); else false. One walk, in step with the
+  # checks of plan_checks/1.
+  defp fitted([arg | args], [check | checks], acc) do
+    case fit(arg, check, acc) do
+      false -> false
+      acc -> fitted(args, checks, acc)
     end
   end
 
-  defp fits?([], []), do: true
-  defp fits?(_args, _checks), do: false
+  defp fitted([], [], acc), do: :lists.reverse(acc)
+  defp fitted(_args, _checks, _acc), do: false
 
-  defp plan_checks([%Nx.Tensor{data: %data{}, vectorized_axes: []} = arg | args], acc)
+  defp fit(
+         %Nx.Tensor{data: %data{}, type: type, shape: shape, names: names, vectorized_axes: []} =
+           tensor,
+         {type, shape, names},
+         acc
+       )
        when data != Expr,
-       do: plan_checks(args, [{arg.type, arg.shape, arg.names} | acc])
+       do: [tensor | acc]
 
-  defp plan_checks([], acc), do: :lists.reverse(acc)
-  defp plan_checks(_args, _acc), do: nil
+  defp fit(tuple, {:tuple, size, checks}, acc) when tuple_size(tuple) == size,
+    do: fit_elements(tuple, 0, checks, acc)
+
+  defp fit(map, {:map, size, keys, checks}, acc)
+       when is_map(map) and not is_struct(map) and map_size(map) == size,
+       do: fit_values(map, keys, checks, acc)
+
+  defp fit(_arg, _check, _acc), do: false
+
+  defp fit_elements(_tuple, _i, [], acc), do: acc
+
+  defp fit_elements(tuple, i, [check | checks], acc) do
+    case fit(elem(tuple, i), check, acc) do
+      false -> false
+      acc -> fit_elements(tuple, i + 1, checks, acc)
+    end
+  end
+
+  defp fit_values(_map, [], [], acc), do: acc
+
+  defp fit_values(map, [key | keys], [check | checks], acc) do
+    with %{^key => value} <- map,
+         acc when acc != false <- fit(value, check, acc) do
+      fit_values(map, keys, checks, acc)
+    else
+      _ -> false
+    end
+  end
+
+  # what fitted/3 checks, for arguments made of tensors (concrete, not vectorized) in tuples
+  # and maps; nil for any other argument (a number, a struct, a lazy container)
+  defp plan_checks(args) do
+    checks = Enum.map(args, &plan_check/1)
+    if Enum.member?(checks, nil), do: nil, else: checks
+  end
+
+  defp plan_check(%Nx.Tensor{data: %data{}, vectorized_axes: []} = tensor) when data != Expr,
+    do: {tensor.type, tensor.shape, tensor.names}
+
+  defp plan_check(tuple) when is_tuple(tuple) do
+    if checks = plan_checks(Tuple.to_list(tuple)), do: {:tuple, tuple_size(tuple), checks}
+  end
+
+  defp plan_check(map) when is_map(map) and not is_struct(map) do
+    keys = map |> Map.keys() |> Enum.sort()
+
+    if checks = plan_checks(Enum.map(keys, &Map.fetch!(map, &1))),
+      do: {:map, map_size(map), keys, checks}
+  end
+
+  defp plan_check(_other), do: nil
 
   # Keeps this process's plan for `id` (options `opts` and `defaults`): the trace found in the
   # cache (`mark`: its entry) and the options it runs under (`run_opts`). At most @max_plans
   # functions have one: past that, the older plans are dropped.
   defp plan({id, opts, defaults}, args, compiled, mark, run_opts) do
     with {:graph, graph, parameters, container, templates, hooks} when hooks == %{} <- compiled,
-         checks when checks != nil <- plan_checks(args, []) do
+         checks when checks != nil <- plan_checks(args) do
       plan = {checks, mark, parameters, container, templates, graph, run_opts}
 
       if Process.put({@plans, id}, {opts, defaults, plan}) == nil do
