@@ -213,6 +213,32 @@ probe_at = [1_000, div(long, 2), long] |> Enum.uniq() |> Enum.filter(&(&1 <= lon
 long_run = TrainLoop.run(long, probe_at: probe_at)
 IO.inspect(long_run.probes, label: "{step, {rss MB, resident}}")
 
+# the worker's own handling of a step, in-process, the run taken out (bench/step_handling.py):
+# the step's graph is the largest in the trace cache so far
+{step_graph, _key} =
+  for(
+    {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
+    is_tuple(entry) and elem(entry, 0) == :graph,
+    do: elem(entry, 1)
+  )
+  |> Enum.max_by(fn {graph, _key} -> byte_size(graph) end)
+
+graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_step_graph.etf")
+File.write!(graph_file, step_graph)
+
+handling =
+  Bench.sh(Bench.python(), [Path.join(__DIR__, "step_handling.py"), graph_file, "#{rounds}"])
+  |> String.split("\n", trim: true)
+  |> List.last()
+  |> then(fn line ->
+    for key <- ~w(handling run), into: %{} do
+      [_, list] = Regex.run(~r/"#{key}": \[([^\]]*)\]/, line)
+      {String.to_atom(key), list |> String.split(", ") |> Enum.map(&String.to_float/1)}
+    end
+  end)
+
+IO.inspect(handling, label: "step handling in-process (us)")
+
 IO.puts("chain of 750 element-wise ops")
 chain_calls = 2000
 x2 = Nx.tensor([0.25, 0.75], type: :f32)
@@ -305,6 +331,14 @@ polling for the other's message (`spin_us: 0`, `reply_spin_us: 0`); target 1.3. 
 step (user and system time of the whole process, every thread): the worker
 #{join.(cpu.(:ours, :worker_cpu_us))} us and the BEAM #{join.(cpu.(:ours, :vm_cpu_us))} us, against
 the twin's #{join.(Enum.map(rows, &r0.(&1.jax.cpu_us)))} us.
+
+Where a step's time goes besides the run: the worker's own handling of one step, in-process
+with the run taken out (`bench/step_handling.py`: reading the call, finding its 15 resident
+arguments, keeping its 14 results, the reply, and the free of the previous step's results),
+#{join.(handling.handling)} us per step in #{rounds} rounds, beside the jitted run alone in the
+same process, #{join.(handling.run)} us. The loop's process plans
+the call (`Nx.Defn.Compiler`'s per-process plan of a repeated call, containers included), so a
+step does not walk its arguments' signature or look up the trace cache again.
 
 Memory over #{long} steps in the default mode (the worker's RSS and resident count, read
 between steps): #{probe_cells}. From step 1,000 to step #{long} the RSS grew by

@@ -59,7 +59,6 @@ class Stats:
     fast_one_calls: int = 0
     fast_hot_calls: int = 0
     fast_layout_calls: int = 0
-    fast_ref_calls: int = 0  # key-only calls with resident arguments (fastcall.read_ref_call)
 
 
 class Use:

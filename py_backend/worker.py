@@ -320,7 +320,6 @@ class Worker:
             atom("fast_one_calls"): s.fast_one_calls,
             atom("fast_hot_calls"): s.fast_hot_calls,
             atom("fast_layout_calls"): s.fast_layout_calls,
-            atom("fast_ref_calls"): s.fast_ref_calls,
             atom("resident"): len(self.resident),
             atom("resident_bytes"): self.resident_bytes,
             atom("pressure_notices"): self.pressure_notices,
@@ -811,11 +810,6 @@ class Worker:
         if match is not None:
             self.cache.stats.fast_layout_calls += 1
             return self._fast_call(frame, match)
-        ref_call = fastcall.read_ref_call(frame) if self.fast_paths else None
-        if ref_call is not None:
-            del frame  # (the arguments' binaries are views: they alone keep the frame alive)
-            self.cache.stats.fast_ref_calls += 1
-            return self._ref_call(*ref_call)
         # a small frame is kept until the reply, to be learned (copied) if it is a repeatable call
         learn = frame if len(frame) <= fastcall.LEARN_BELOW else None
         self._learnable = False
@@ -837,17 +831,6 @@ class Worker:
             if self._learnable and learn is not None and self.fast_paths:
                 self.layouts.learn(bytes(learn))
             return reply
-        except Exception as exc:
-            return self.error_reply(request_id, exc)
-
-    def _ref_call(self, request_id: int, key: bytes, args: list[Any], keep: bool) -> list[Chunk]:
-        """A key-only ``call`` read by ``fastcall.read_ref_call``: the same steps as
-        :meth:`handle` after the term decoder (such a call is never learned)."""
-        self.request_id = request_id
-        self._learnable = False
-        try:
-            result = self.functions["call"]([channel.binary(key), None, args, keep])
-            return channel.encode_chunks((atom("r"), request_id, result))
         except Exception as exc:
             return self.error_reply(request_id, exc)
 

@@ -217,7 +217,7 @@ def test_stats_count_compiles_hits_runs_and_errors() -> None:
         assert stats == {"compiles": 2, "cache_hits": 3, "runs": 5, "errors": 1,
                          "graph_loads": 2, "unknown_graphs": 0, "resident": 0,
                          "resident_bytes": 0, "pressure_notices": 0, "fast_one_calls": 0,
-                         "fast_hot_calls": 0, "fast_layout_calls": 0, "fast_ref_calls": 0,
+                         "fast_hot_calls": 0, "fast_layout_calls": 0,
                          "paused_spins": 0}
     finally:
         assert w.close() == 0

@@ -391,8 +391,7 @@ defmodule NxJax.Pool do
   Counters summed over the pool's workers (`NxJax.Worker.stats/1`): `graph_sends`, `key_calls`,
   `graph_resends`, `compiles`, `cache_hits`, `runs`, `errors`, `graph_loads`,
   `unknown_graphs`, `resident`, `lent_calls` and the fast-path counters `fast_one_calls`,
-  `fast_hot_calls`, `fast_layout_calls`, `fast_ref_calls` and `fast_replies`, and
-  `paused_spins` (see
+  `fast_hot_calls`, `fast_layout_calls` and `fast_replies`, and `paused_spins` (see
   `NxJax.Worker.stats/1`).
   """
   def stats do

@@ -172,8 +172,8 @@ defmodule NxJax.Wire do
                   protocol jax_version backend devices codec functions pipe_bytes sources package
                   refusal device platform
                   compiles cache_hits runs errors graph_loads unknown_graphs fast_one_calls
-                  fast_hot_calls fast_layout_calls fast_ref_calls resident resident_bytes
-                  pressure_notices paused_spins rss peak_rss pressure
+                  fast_hot_calls fast_layout_calls resident resident_bytes pressure_notices
+                  paused_spins rss peak_rss pressure
                   ping info run debug_run stats call put fetch free forget_graphs memory
                   debug_print)a
 

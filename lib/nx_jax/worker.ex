@@ -242,8 +242,7 @@ defmodule NxJax.Worker do
   @doc """
   Counters of this worker: the Python side's (`compiles`, `cache_hits`, `runs`, `errors`,
   `graph_loads`, `unknown_graphs`, `resident`, and the requests each fast path of
-  `py_backend/fastcall.py` served: `fast_one_calls`, `fast_hot_calls`, `fast_layout_calls`,
-  `fast_ref_calls` (key-only calls with resident arguments, read without the term decoder);
+  `py_backend/fastcall.py` served: `fast_one_calls`, `fast_hot_calls`, `fast_layout_calls`;
   `paused_spins`: how often the worker's spin after a reply lost its CPU to another process and
   paused, `py_backend.channel.FrameReader`)
   and this client's (`graph_sends`: calls that carried the graph, `key_calls`: calls that
