@@ -28,8 +28,9 @@ defmodule Nx.Defn.Compiler do
   plan of the call (in its process dictionary, for at most 64 functions): the trace and
   the options it runs under. A later call follows the plan straight to `c:__run__/5` when
   its options (the call's own and this process's defaults) are the very terms the plan was
-  made with, its arguments are tensors of the plan's types, shapes and names, none of them
-  vectorized, and the trace is still cached; any other call takes the general path (options,
+  made with, its arguments are tensors of the plan's types, shapes and names (or tuples and
+  maps of such tensors with the plan's sizes and keys), none of them vectorized, and the
+  trace is still cached; any other call takes the general path (options,
   signature, trace cache), with the same result. Traces with hooks or `debug_nans: true`
   have no plan.
   """
