@@ -1,0 +1,151 @@
+defmodule NxJax do
+  @moduledoc """
+  nx_jax's compiler under real Nx 0.7.2 (Nx from hex): an `Nx.Defn.Compiler`, as EXLA is.
+
+      config :nx, default_defn_options: [compiler: NxJax]
+
+  or `Nx.Defn.jit(fun, compiler: NxJax)` runs `defn` code on the JAX worker. Real Nx traces
+  (and differentiates) the function; this module writes the expression as the wire graph
+  (`NxJax.ExprGraph`), keeps it by the call's key and argument signature, and runs it on the
+  pool (`NxJax.Pool`, `NxJax.Worker.run_cached/5`: the graph travels to a worker once, its key
+  afterwards). Arguments travel as their bytes; results come back as `Nx.BinaryBackend`
+  tensors.
+
+  Real Nx calls `__jit__/5` on every call of a jitted function and leaves the reuse of traces
+  to its compiler: the first call with a signature traces and encodes, later ones look the
+  graph up in `:persistent_term` and only run it.
+
+  Under the clean-room Nx of this repository the module `NxJax` is lib/nx_jax.ex instead
+  (mix.exs chooses the file by which Nx it builds against).
+  """
+
+  @behaviour Nx.Defn.Compiler
+
+  alias Nx.Defn.Composite
+  alias Nx.Tensor, as: T
+
+  # options read by the run (the rest belong to Nx or to other compilers, and are ignored)
+  @run_options [:server, :timeout]
+
+  @doc """
+  The platform, the device and all the devices of a worker, as JAX names them
+  (`NxJax.Devices.list/1`).
+  """
+  defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
+
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts) do
+    __compile__(key, vars, fun, opts).(args_list)
+  end
+
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    entry = entry(key, vars, fun)
+    run_opts = Keyword.take(opts, @run_options)
+    fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
+  end
+
+  @impl true
+  def __stream__(_key, _input, _acc, _vars, _fun, _args_list, _opts) do
+    raise ArgumentError,
+          "nx_jax: Nx.Defn.stream/3 is not supported yet under real Nx " <>
+            "(Nx.Defn.jit/2 and Nx.Defn.compile/3 are)"
+  end
+
+  # every call is placed on the pool, so one partition
+  @impl true
+  def __partitions_options__(opts), do: [opts]
+
+  # results come back as binary backend tensors
+  @impl true
+  def __to_backend__(_opts), do: {Nx.BinaryBackend, []}
+
+  ## Traces, by key and argument signature
+
+  # what a call needs once it is traced: the encoded graph, its key, the arguments it reads
+  # and the template of its results
+  defp entry(key, vars, fun) do
+    signature = for var <- vars, do: Composite.traverse(var, &leaf_signature/1)
+    cache_key = {__MODULE__, key, signature}
+
+    case :persistent_term.get(cache_key, nil) do
+      nil ->
+        entry = trace(vars, fun)
+        :persistent_term.put(cache_key, entry)
+        entry
+
+      entry ->
+        entry
+    end
+  end
+
+  defp leaf_signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
+    do: {type, shape, names, axes}
+
+  defp trace(vars, fun) do
+    outputs = fun.(vars)
+    template = Nx.to_template(outputs)
+    {graph, parameters} = NxJax.ExprGraph.encode(outputs)
+    NxJax.Ops.check_graph!(graph)
+    graph_bin = :erlang.term_to_binary(graph)
+    outs = for t <- Composite.flatten_list([template]), do: full_out(t)
+
+    %{
+      graph: graph_bin,
+      key: NxJax.Worker.graph_key(graph_bin),
+      parameters: parameters,
+      template: template,
+      outs: outs
+    }
+  end
+
+  ## A call
+
+  defp run(%{outs: []} = entry, _args, _opts), do: entry.template
+
+  defp run(entry, args, opts) do
+    args = List.to_tuple(args)
+    wire = for i <- entry.parameters, do: to_wire(elem(args, i).())
+
+    results =
+      NxJax.Pool.with_worker(
+        opts[:server],
+        fn server ->
+          NxJax.Worker.run_cached(entry.key, entry.graph, wire, false, [{:server, server} | opts])
+        end,
+        opts
+      )
+
+    {filled, []} =
+      Composite.traverse(entry.template, results, fn template, [result | rest] ->
+        {from_wire(template, result), rest}
+      end)
+
+    filled
+  end
+
+  # an argument's bytes, vectorized axes leading its shape
+  defp to_wire(%T{type: type, data: %Nx.BinaryBackend{state: data}} = tensor),
+    do: {type, elem(full_out(tensor), 1), data}
+
+  defp to_wire(%T{type: type} = tensor),
+    do: {type, elem(full_out(tensor), 1), Nx.to_binary(tensor)}
+
+  # the worker must answer with the declared type and shape (PROTOCOL 4)
+  defp from_wire(%T{} = template, {type, shape, binary}) do
+    if full_out(template) != {type, shape} do
+      raise NxJax.WorkerError,
+        class: "ShapeError",
+        message:
+          "the worker returned #{inspect(type)} #{inspect(shape)} for an output declared " <>
+            "#{inspect(full_out(template))}"
+    end
+
+    %T{template | data: %Nx.BinaryBackend{state: binary}}
+  end
+
+  defp full_out(%T{type: type, shape: shape, vectorized_axes: []}), do: {type, shape}
+
+  defp full_out(%T{type: type, shape: shape, vectorized_axes: axes}),
+    do: {type, List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))}
+end
