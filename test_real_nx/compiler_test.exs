@@ -294,4 +294,30 @@ defmodule NxJax.RealNx.CompilerTest do
     assert_same(&integers/1, [Nx.tensor([1, 200, 3], type: :u8)])
     assert_same(&non_finite/1, [Nx.tensor([0.0, 1.0])])
   end
+
+  defn hooked(x) do
+    y = hook(x * 2, :doubled, fn t -> send(self(), {:doubled, t}) end)
+    z = hook({y, x}, :pair)
+
+    {_, w} =
+      while {i = 0, w = elem(z, 0)}, i < 2 do
+        {i + 1, hook(w + 1, :step, fn t -> send(self(), {:step, t}) end)}
+      end
+
+    w
+  end
+
+  test "hooks: their functions, overridden by name, and inside a while" do
+    x = Nx.tensor([1.0, 2.0])
+    pid = self()
+    hooks = %{pair: fn {a, b} -> send(pid, {:pair, a, b}) end}
+    result = Nx.Defn.jit_apply(&hooked/1, [x], compiler: NxJax, hooks: hooks)
+    assert result == Nx.tensor([4.0, 6.0])
+    assert_received {:doubled, doubled}
+    assert doubled == Nx.tensor([2.0, 4.0])
+    assert_received {:pair, ^doubled, ^x}
+    assert_received {:step, step}
+    assert step == Nx.tensor([3.0, 5.0])
+    assert_received {:step, ^result}
+  end
 end

@@ -42,6 +42,8 @@ defmodule NxJax do
   def __compile__(key, vars, fun, opts) do
     entry = entry(key, vars, fun)
     run_opts = Keyword.take(opts, @run_options)
+    on_hook = on_hook(entry.hooks, Keyword.get(opts, :hooks) || %{})
+    run_opts = if on_hook, do: [{:on_hook, on_hook} | run_opts], else: run_opts
     fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
   end
 
@@ -85,7 +87,7 @@ defmodule NxJax do
   defp trace(vars, fun) do
     outputs = fun.(vars)
     template = Nx.to_template(outputs)
-    {graph, parameters} = NxJax.ExprGraph.encode(outputs)
+    {graph, parameters, hooks} = NxJax.ExprGraph.encode(outputs)
     NxJax.Ops.check_graph!(graph)
     graph_bin = :erlang.term_to_binary(graph)
     outs = for t <- Composite.flatten_list([template]), do: full_out(t)
@@ -94,9 +96,23 @@ defmodule NxJax do
       graph: graph_bin,
       key: NxJax.Worker.graph_key(graph_bin),
       parameters: parameters,
+      hooks: hooks,
       template: template,
       outs: outs
     }
+  end
+
+  # Runs in the caller while the worker computes: a hook's function (the `hooks:` option of
+  # the jit overrides it by name) on the hooked values, in the hooked container.
+  defp on_hook(hooks, _overrides) when hooks == %{}, do: nil
+
+  defp on_hook(hooks, overrides) do
+    fn index, wire ->
+      with {:ok, {name, callback, template}} <- Map.fetch(hooks, index),
+           fun when is_function(fun, 1) <- Map.get(overrides, name) || callback do
+        fun.(fill(template, wire))
+      end
+    end
   end
 
   ## A call
@@ -116,9 +132,13 @@ defmodule NxJax do
         opts
       )
 
+    fill(entry.template, results)
+  end
+
+  defp fill(template, results) do
     {filled, []} =
-      Composite.traverse(entry.template, results, fn template, [result | rest] ->
-        {from_wire(template, result), rest}
+      Composite.traverse(template, results, fn leaf, [result | rest] ->
+        {from_wire(leaf, result), rest}
       end)
 
     filled

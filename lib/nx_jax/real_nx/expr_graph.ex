@@ -40,10 +40,13 @@ defmodule NxJax.ExprGraph do
   @doc """
   The wire graph of `outputs` (a container of expressions, what a `defn` returned).
 
-  Returns `{graph, parameters}`: `parameters` are the indices of the arguments the graph
-  reads, in order; the graph's parameter `i` is the argument `Enum.at(parameters, i)`.
+  Returns `{graph, parameters, hooks}`: `parameters` are the indices of the arguments the
+  graph reads, in order (the graph's parameter `i` is the argument `Enum.at(parameters, i)`);
+  `hooks` maps the index of each `:hook` node (PROTOCOL 4.5) to `{name, callback, template}`,
+  the hook's name and function (`Nx.Defn.Kernel.hook/3`, `nil` if it has none) and the
+  template of the container it hooks.
   """
-  @spec encode(Nx.Container.t()) :: {tuple, [non_neg_integer]}
+  @spec encode(Nx.Container.t()) :: {tuple, [non_neg_integer], map}
   def encode(outputs) do
     level = level(Tree.scope_ids(outputs), :root)
     {ids, level} = Enum.map_reduce(Composite.flatten_list([outputs]), level, &visit/2)
@@ -59,15 +62,24 @@ defmodule NxJax.ExprGraph do
         node -> node
       end)
 
-    {{:nx_jax_graph, @version, nodes, ids}, parameters}
+    {{:nx_jax_graph, @version, nodes, ids}, parameters, level.hooks}
   end
 
   ## Levels: one graph under construction (the root or a sub-graph)
 
   # params: :root (the arguments), :own (a closed sub-graph's own parameters), :captured (a
   # branch: every parameter is a capture) or {:inline, %{index => wire id}} (a fallback)
-  defp level(scope, params, captures \\ %{}) do
-    %{nodes: [], ids: %{}, scope: scope, params: params, captures: captures, roots: %{}}
+  # (hooks: every hook of the trace, numbered across its sub-graphs)
+  defp level(scope, params, captures \\ %{}, hooks \\ %{}) do
+    %{
+      nodes: [],
+      ids: %{},
+      scope: scope,
+      params: params,
+      captures: captures,
+      roots: %{},
+      hooks: hooks
+    }
   end
 
   defp sub_graph(level, ids),
@@ -330,26 +342,56 @@ defmodule NxJax.ExprGraph do
   # the value itself
   defp lower(:metadata, [expr, _metadata], _t, level), do: visit(expr, level)
 
-  defp lower(:attach_token, [%T{data: %Expr{args: [token]}}, expr], _t, level) do
-    if token.hooks != [] do
-      raise ArgumentError,
-            "nx_jax: hooks (Nx.Defn.Kernel.hook/3) are not supported yet under real Nx"
-    end
+  # the value of `expr`, computed after the hooks of the token
+  defp lower(:attach_token, [token, expr], t, level) do
+    case visit(token, level) do
+      {{:hooks, []}, level} ->
+        visit(expr, level)
 
-    visit(expr, level)
+      {{:hooks, hook_ids}, level} ->
+        {x, level} = visit(expr, level)
+        emit(level, :attach_token, hook_ids ++ [x], %{}, out(t))
+    end
+  end
+
+  # a token's hooks, in the order they were added: a `:hook` node each (what attach_token
+  # names of it is its element 0)
+  defp lower(:token, [%Nx.Defn.Token{hooks: hooks}], _t, level) do
+    {ids, level} =
+      hooks
+      |> Enum.reverse()
+      |> Enum.flat_map_reduce(level, fn %{expr: expr, name: name, callback: callback}, level ->
+        case Composite.flatten_list([expr]) do
+          [] ->
+            {[], level}
+
+          leaves ->
+            {inputs, level} = visit_all(leaves, level)
+            index = map_size(level.hooks)
+            template = Nx.to_template(expr)
+            level = put_in(level.hooks[index], {name, callback, template})
+            {hook, level} = emit(level, :hook, inputs, %{index: index}, Enum.map(leaves, &out/1))
+            {first, level} = emit(level, :elem, [hook], %{index: 0}, out(hd(leaves)))
+            {[first], level}
+        end
+      end)
+
+    {{:hooks, ids}, level}
   end
 
   ## Reductions with a function
 
   defp lower(:reduce, [x, acc, opts, fun], t, level) do
     {inputs, level} = visit_all([x, acc], level)
-    wire = %{reducer: reducer(fun), axes: opts[:axes], keep_axes: opts[:keep_axes] || false}
+    {reducer, level} = reducer(fun, level)
+    wire = %{reducer: reducer, axes: opts[:axes], keep_axes: opts[:keep_axes] || false}
     emit(level, :reduce, inputs, wire, out(t))
   end
 
   defp lower(:window_reduce, [x, acc, dims, opts, fun], t, level) do
     {inputs, level} = visit_all([x, acc], level)
-    wire = Map.put(window_opts(dims, opts), :reducer, reducer(fun))
+    {reducer, level} = reducer(fun, level)
+    wire = Map.put(window_opts(dims, opts), :reducer, reducer)
     emit(level, :window_reduce, inputs, wire, out(t))
   end
 
@@ -357,8 +399,8 @@ defmodule NxJax.ExprGraph do
 
   defp lower(:while, [initial, _arg, condition, body], t, level) do
     {inputs, level} = visit_all(Composite.flatten_list([initial]), level)
-    condition = closed_graph(condition)
-    body = closed_graph(body)
+    {condition, level} = closed_graph(condition, level)
+    {body, level} = closed_graph(body, level)
     opts = %{condition: condition, body: body, max_iterations: nil}
     {tuple_id, level} = emit(level, :while, inputs, opts, outs(initial))
     single_or_tuple(t, tuple_id, outs(initial), level)
@@ -427,13 +469,14 @@ defmodule NxJax.ExprGraph do
   end
 
   # a `:fun` node (a reducer): a closed sub-graph of its own parameters
-  defp reducer(%T{data: %Expr{op: :fun, args: [_params, expr, _mfa]}}), do: closed_graph(expr)
+  defp reducer(%T{data: %Expr{op: :fun, args: [_params, expr, _mfa]}}, level),
+    do: closed_graph(expr, level)
 
   # a closed sub-graph (while, reducers): its parameters are its own, by index
-  defp closed_graph(expr) do
-    sub = level(Tree.scope_ids(expr), :own)
+  defp closed_graph(expr, level) do
+    sub = level(Tree.scope_ids(expr), :own, %{}, level.hooks)
     {ids, sub} = visit_all(Composite.flatten_list([expr]), sub)
-    sub_graph(sub, ids)
+    {sub_graph(sub, ids), %{level | hooks: sub.hooks}}
   end
 
   # A cond of clauses `[{pred, body} | rest]` and `last`, as the wire's two-branch conds
@@ -455,12 +498,10 @@ defmodule NxJax.ExprGraph do
     {capture_ids, level} = visit_all(captures, level)
     index = captures |> Enum.with_index(fn c, i -> {c.data.id, i} end) |> Map.new()
 
-    branches = [
-      branch_graph(on_true, true_scope, index),
-      branch_graph(on_false, false_scope, index)
-    ]
-
-    emit(level, :cond, [pred_id | capture_ids], %{branches: branches}, outs(last))
+    {true_graph, level} = branch_graph(on_true, true_scope, index, level)
+    {false_graph, level} = branch_graph(on_false, false_scope, index, level)
+    opts = %{branches: [true_graph, false_graph]}
+    emit(level, :cond, [pred_id | capture_ids], opts, outs(last))
   end
 
   # the scope of a nested cond as its own expression (a fresh id: it is no node of the trace)
@@ -477,8 +518,8 @@ defmodule NxJax.ExprGraph do
 
   defp branch_exprs(body), do: Composite.flatten_list([body])
 
-  defp branch_graph({:nested, rest, last, t}, scope, index) do
-    sub = level(scope, :captured, index)
+  defp branch_graph({:nested, rest, last, t}, scope, index, level) do
+    sub = level(scope, :captured, index, level.hooks)
     {tuple_id, sub} = cond_node(rest, last, t, sub)
 
     {ids, sub} =
@@ -489,13 +530,13 @@ defmodule NxJax.ExprGraph do
         emit(sub, :elem, [tuple_id], %{index: i}, out)
       end)
 
-    sub_graph(sub, ids)
+    {sub_graph(sub, ids), %{level | hooks: sub.hooks}}
   end
 
-  defp branch_graph(body, scope, index) do
-    sub = level(scope, :captured, index)
+  defp branch_graph(body, scope, index, level) do
+    sub = level(scope, :captured, index, level.hooks)
     {ids, sub} = visit_all(Composite.flatten_list([body]), sub)
-    sub_graph(sub, ids)
+    {sub_graph(sub, ids), %{level | hooks: sub.hooks}}
   end
 
   # The captures of a branch: walking down from what it reads, a node of the enclosing
@@ -512,6 +553,15 @@ defmodule NxJax.ExprGraph do
 
       op == :constant ->
         {acc, Map.put(seen, id, true)}
+
+      # (a token is never a value: its hooks are walked)
+      op == :token ->
+        {_args, acc} =
+          Tree.apply_args(t, :scope, {acc, Map.put(seen, id, true)}, fn arg, acc ->
+            {arg, collect_one(arg, scope, other, acc)}
+          end)
+
+        acc
 
       op == :parameter or Map.has_key?(scope, id) or Map.has_key?(other, id) or
           captured_elem?(op, args, scope, other) ->
