@@ -320,4 +320,18 @@ defmodule NxJax.RealNx.CompilerTest do
     assert step == Nx.tensor([3.0, 5.0])
     assert_received {:step, ^result}
   end
+
+  defn running_sum(input, acc, scale), do: {input * scale + acc, acc + input}
+
+  test "Nx.Defn.stream: a step per input, the accumulator carried" do
+    stream =
+      Nx.Defn.stream(&running_sum/3, [Nx.template({2}, :f32), Nx.tensor([0.0, 0.0]), 10.0],
+        compiler: NxJax
+      )
+
+    for input <- [[1.0, 2.0], [3.0, 4.0]], do: Nx.Stream.send(stream, Nx.tensor(input))
+    assert Nx.Stream.recv(stream) == Nx.tensor([10.0, 20.0])
+    assert Nx.Stream.recv(stream) == Nx.tensor([31.0, 42.0])
+    assert Nx.Stream.done(stream) == Nx.tensor([4.0, 6.0])
+  end
 end

@@ -41,17 +41,34 @@ defmodule NxJax do
   @impl true
   def __compile__(key, vars, fun, opts) do
     entry = entry(key, vars, fun)
-    run_opts = Keyword.take(opts, @run_options)
-    on_hook = on_hook(entry.hooks, Keyword.get(opts, :hooks) || %{})
-    run_opts = if on_hook, do: [{:on_hook, on_hook} | run_opts], else: run_opts
+    run_opts = run_options(entry, opts)
     fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
   end
 
+  defp run_options(entry, opts) do
+    run_opts = Keyword.take(opts, @run_options)
+
+    case on_hook(entry.hooks, Keyword.get(opts, :hooks) || %{}) do
+      nil -> run_opts
+      on_hook -> [{:on_hook, on_hook} | run_opts]
+    end
+  end
+
+  # Each input sent runs the step `fun` once, on the input, the accumulator so far and the
+  # other arguments, by real Nx's own stream process (`Nx.Defn.Stream`, as its evaluator
+  # streams); the step is traced once.
   @impl true
-  def __stream__(_key, _input, _acc, _vars, _fun, _args_list, _opts) do
-    raise ArgumentError,
-          "nx_jax: Nx.Defn.stream/3 is not supported yet under real Nx " <>
-            "(Nx.Defn.jit/2 and Nx.Defn.compile/3 are)"
+  def __stream__(key, input, acc, vars, fun, [args], opts) do
+    entry = entry({:stream, key}, vars, fun)
+    run_opts = run_options(entry, opts)
+    rest = Enum.drop(args, Composite.count(input) + Composite.count(acc))
+
+    [
+      Nx.Defn.Stream.start_link(input, acc, fn input_args, acc ->
+        acc_args = for t <- Composite.flatten_list([acc]), do: fn -> t end
+        run(entry, input_args ++ acc_args ++ rest, run_opts)
+      end)
+    ]
   end
 
   # every call is placed on the pool, so one partition
