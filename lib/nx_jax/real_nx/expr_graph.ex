@@ -307,9 +307,29 @@ defmodule NxJax.ExprGraph do
     emit(level, op, [input], %{axis: opts[:axis], direction: opts[:direction]}, out(t))
   end
 
+  # the wire's transforms run along the last axis: another axis is moved there and back
   defp lower(op, [x, opts], t, level) when op in [:fft, :ifft] do
     {input, level} = visit(x, level)
-    emit(level, op, [input], %{length: opts[:length]}, out(t))
+    {in_type, in_shape} = out(x)
+    {type, shape} = out(t)
+    rank = tuple_size(shape)
+    axis = opts[:axis] || rank - 1
+    wire = %{length: opts[:length]}
+
+    if axis == rank - 1 do
+      emit(level, op, [input], wire, {type, shape})
+    else
+      perm = Enum.to_list(0..(rank - 1)) -- [axis]
+      perm = perm ++ [axis]
+      permute = fn shape -> List.to_tuple(Enum.map(perm, &elem(shape, &1))) end
+      inverse = Enum.map(0..(rank - 1), fn k -> Enum.find_index(perm, &(&1 == k)) end)
+
+      {moved, level} =
+        emit(level, :transpose, [input], %{axes: perm}, {in_type, permute.(in_shape)})
+
+      {done, level} = emit(level, op, [moved], wire, {type, permute.(shape)})
+      emit(level, :transpose, [done], %{axes: inverse}, {type, shape})
+    end
   end
 
   defp lower(:triangular_solve, [a, b, opts], t, level) do
@@ -340,7 +360,13 @@ defmodule NxJax.ExprGraph do
 
   # stop_grad, custom_grad (already applied by real Nx's gradient) and any other metadata:
   # the value itself
-  defp lower(:metadata, [expr, _metadata], _t, level), do: visit(expr, level)
+  # (a tuple's metadata, as custom_grad of a tuple-valued function, is read by :elem nodes)
+  defp lower(:metadata, [%T{} = expr, _metadata], _t, level), do: visit(expr, level)
+
+  defp lower(:metadata, [tuple, _metadata], _t, level) when is_tuple(tuple) do
+    {ids, level} = visit_all(Tuple.to_list(tuple), level)
+    {{:inline_tuple, ids}, level}
+  end
 
   # the value of `expr`, computed after the hooks of the token
   defp lower(:attach_token, [token, expr], t, level) do
