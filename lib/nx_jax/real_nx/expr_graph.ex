@@ -407,18 +407,70 @@ defmodule NxJax.ExprGraph do
 
   ## Reductions with a function
 
+  # (the tensor and the accumulator are of the out type on the wire: Nx casts them there)
   defp lower(:reduce, [x, acc, opts, fun], t, level) do
-    {inputs, level} = visit_all([x, acc], level)
+    {inputs, level} = visit_cast([x, acc], t.type, level)
     {reducer, level} = reducer(fun, level)
     wire = %{reducer: reducer, axes: opts[:axes], keep_axes: opts[:keep_axes] || false}
     emit(level, :reduce, inputs, wire, out(t))
   end
 
   defp lower(:window_reduce, [x, acc, dims, opts, fun], t, level) do
-    {inputs, level} = visit_all([x, acc], level)
+    {inputs, level} = visit_cast([x, acc], t.type, level)
     {reducer, level} = reducer(fun, level)
     wire = Map.put(window_opts(dims, opts), :reducer, reducer)
     emit(level, :window_reduce, inputs, wire, out(t))
+  end
+
+  # Nx.map: the scalar function on each element, in a while loop over the flattened tensor
+  # (the wire has no map; a loop keeps what the function may do, a cond included, per element)
+  defp lower(:map, [x, _opts, %T{data: %Expr{op: :fun, args: [_params, fun, _mfa]}}], t, level) do
+    {type, shape} = out(t)
+    n = Tuple.product(shape)
+    index = {{:s, 64}, {}}
+    flat = {type, {n}}
+    {[x_id], level} = visit_cast([x], type, level)
+    {x_flat, level} = emit(level, :reshape, [x_id], %{}, flat)
+    {zeros, level} = emit(level, :constant, [], %{value: 0}, flat)
+    {first, level} = emit(level, :constant, [], %{value: 0}, index)
+
+    condition = level(%{}, :own)
+    {i, condition} = emit(condition, :parameter, [], %{index: 0}, index)
+    {size, condition} = emit(condition, :constant, [], %{value: n}, index)
+
+    {more, condition} =
+      emit(condition, :less, [i, size], %{operand_type: {:s, 64}}, {{:u, 8}, {}})
+
+    body = level(Tree.scope_ids(fun), :own, %{}, level.hooks)
+    {i, body} = emit(body, :parameter, [], %{index: 0}, index)
+    {acc, body} = emit(body, :parameter, [], %{index: 1}, flat)
+    {xs, body} = emit(body, :parameter, [], %{index: 2}, flat)
+    {slot, body} = emit(body, :dynamic_slice, [xs, i], %{lengths: [1]}, {type, {1}})
+    {element, body} = emit(body, :reshape, [slot], %{}, {type, {}})
+    {y, inline} = visit(fun, %{body | params: {:inline, %{0 => element}}})
+    body = %{inline | params: :own}
+
+    {y, body} =
+      case out(fun) do
+        {^type, _} -> {y, body}
+        {_other, _} -> emit(body, :as_type, [y], %{}, {type, {}})
+      end
+
+    {y, body} = emit(body, :reshape, [y], %{}, {type, {1}})
+    {acc, body} = emit(body, :put_slice, [acc, y, i], %{}, flat)
+    {one, body} = emit(body, :constant, [], %{value: 1}, index)
+    {next, body} = emit(body, :add, [i, one], %{}, index)
+
+    opts = %{
+      condition: sub_graph(condition, [more]),
+      body: sub_graph(body, [next, acc, xs]),
+      max_iterations: nil
+    }
+
+    level = %{level | hooks: body.hooks}
+    {loop, level} = emit(level, :while, [first, zeros, x_flat], opts, [index, flat, flat])
+    {mapped, level} = emit(level, :elem, [loop], %{index: 1}, flat)
+    emit(level, :reshape, [mapped], %{}, {type, shape})
   end
 
   ## Control flow
@@ -477,6 +529,18 @@ defmodule NxJax.ExprGraph do
 
   defp constant(value, _type), do: value
 
+  # the expressions, each as `type`
+  defp visit_cast(exprs, type, level) do
+    Enum.map_reduce(exprs, level, fn expr, level ->
+      {id, level} = visit(expr, level)
+
+      case out(expr) do
+        {^type, _shape} -> {id, level}
+        {_other, shape} -> emit(level, :as_type, [id], %{}, {type, shape})
+      end
+    end)
+  end
+
   # a start index: a scalar tensor expression, or an integer
   defp index_scalar(%T{} = start, level), do: visit(start, level)
 
@@ -495,8 +559,19 @@ defmodule NxJax.ExprGraph do
   end
 
   # a `:fun` node (a reducer): a closed sub-graph of its own parameters
-  defp reducer(%T{data: %Expr{op: :fun, args: [_params, expr, _mfa]}}, level),
-    do: closed_graph(expr, level)
+  # (its result is of the out type on the wire: Nx leaves that cast to the compiler)
+  defp reducer(%T{type: type, data: %Expr{op: :fun, args: [_params, expr, _mfa]}}, level) do
+    {{:nx_jax_graph, version, nodes, [id]} = graph, level} = closed_graph(expr, level)
+
+    case out(expr) do
+      {^type, _shape} ->
+        {graph, level}
+
+      {_other, shape} ->
+        cast = {length(nodes), :as_type, [id], %{}, {type, shape}}
+        {{:nx_jax_graph, version, nodes ++ [cast], [cast |> elem(0)]}, level}
+    end
+  end
 
   # a closed sub-graph (while, reducers): its parameters are its own, by index
   defp closed_graph(expr, level) do
