@@ -18,12 +18,25 @@ defmodule EXLA do
 
   def compile(fun, args, opts \\ []),
     do: Nx.Defn.compile(fun, args, Keyword.put(opts, :compiler, NxJax))
+
+  # (a jit that names `compiler: EXLA` itself)
+  defdelegate __jit__(key, vars, fun, args_list, opts), to: NxJax
+  defdelegate __compile__(key, vars, fun, opts), to: NxJax
+  defdelegate __stream__(key, input, acc, vars, fun, args_list, opts), to: NxJax
+  defdelegate __partitions_options__(opts), to: NxJax
+  defdelegate __to_backend__(opts), to: NxJax
+
+  def stream(fun, args, opts \\ []),
+    do: Nx.Defn.stream(fun, args, Keyword.put(opts, :compiler, NxJax))
 end
 
 defmodule EXLA.Backend do
   @moduledoc false
   # the binary backend under EXLA's name (tensors it makes are binary backend tensors)
-  for {name, arity} <- Nx.BinaryBackend.__info__(:functions) do
+  # (a struct of its own, so that tests matching %EXLA.Backend{} compile, and fail)
+  defstruct [:state]
+
+  for {name, arity} <- Nx.BinaryBackend.__info__(:functions), name != :__struct__ do
     args = Macro.generate_arguments(arity, __MODULE__)
 
     def unquote(name)(unquote_splicing(args)),
@@ -74,6 +87,17 @@ dir = Path.join(System.tmp_dir!(), "nx_jax_exla_suite_#{System.os_time()}")
 File.mkdir_p!(dir)
 {_, 0} = System.cmd("tar", ["xzf", Path.expand(tarball), "-C", dir, "nx-0.7.2/exla/test"])
 
+# the test support's structs derive Nx's protocols at run time: the protocols are loaded again
+# unconsolidated so that they see them
+:code.del_path(String.to_charlist(Mix.Project.consolidation_path()))
+
+for protocol <- [Nx.Container, Nx.LazyContainer] do
+  :code.purge(protocol)
+  :code.delete(protocol)
+  {:module, _} = Code.ensure_loaded(protocol)
+end
+
+Code.require_file(Path.join(dir, "nx-0.7.2/exla/test/support/container.ex"))
 Nx.Defn.global_default_options(compiler: NxJax)
 # as EXLA's test_helper.exs on the host platform in MLIR mode
 ExUnit.start(autorun: false, exclude: [:platform, :integration, :multi_device, skip: :mlir])

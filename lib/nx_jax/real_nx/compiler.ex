@@ -54,17 +54,17 @@ defmodule NxJax do
     end
   end
 
-  # Each input sent runs the step `fun` once, on the input, the accumulator so far and the
-  # other arguments, by real Nx's own stream process (`Nx.Defn.Stream`, as its evaluator
-  # streams); the step is traced once.
+  # Each input sent runs the step `fun` once (traced once), on the input, the accumulator so
+  # far and the other arguments, in a stream process (`NxJax.Stream`).
   @impl true
   def __stream__(key, input, acc, vars, fun, [args], opts) do
     entry = entry({:stream, key}, vars, fun)
     run_opts = run_options(entry, opts)
     rest = Enum.drop(args, Composite.count(input) + Composite.count(acc))
+    {output, _acc} = entry.template
 
     [
-      Nx.Defn.Stream.start_link(input, acc, fn input_args, acc ->
+      NxJax.Stream.start_link(input, output, acc, fn input_args, acc ->
         acc_args = for t <- Composite.flatten_list([acc]), do: fn -> t end
         run(entry, input_args ++ acc_args ++ rest, run_opts)
       end)
