@@ -334,4 +334,19 @@ defmodule NxJax.RealNx.CompilerTest do
     assert Nx.Stream.recv(stream) == Nx.tensor([31.0, 42.0])
     assert Nx.Stream.done(stream) == Nx.tensor([4.0, 6.0])
   end
+
+  defn stream_pairs(i, {a, b}), do: {{a * i, {}}, {a + i, b - i}}
+
+  test "Nx.Defn.stream: outputs shaped unlike the accumulator, and its end" do
+    stream = Nx.Defn.stream(&stream_pairs/2, [0, {1, 10}], compiler: NxJax)
+    Nx.Stream.send(stream, 2)
+    assert Nx.Stream.recv(stream) == {Nx.tensor(2), {}}
+    Nx.Stream.send(stream, 3)
+
+    assert_raise RuntimeError, ~r/recv messages pending/, fn -> Nx.Stream.done(stream) end
+    assert Nx.Stream.recv(stream) == {Nx.tensor(9), {}}
+    assert Nx.Stream.done(stream) == {Nx.tensor(6), Nx.tensor(5)}
+
+    assert_raise RuntimeError, ~r/terminated/, fn -> Nx.Stream.recv(stream) end
+  end
 end
