@@ -60,8 +60,10 @@ defmodule NxJax.MixProject do
   # switch, read here only: NX_JAX_NX unset (or "clean") is the clean-room Nx 0.7.2 of nx/ (the
   # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
   # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
+  # (mix compiles a dependency in its own folder: a project of the user's, loaded before this
+  # file, says nx_jax is one)
   @nx_source (cond do
-                File.cwd!() != __DIR__ -> :hex
+                File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__] -> :hex
                 System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
                 true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
               end)
