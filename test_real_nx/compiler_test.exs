@@ -277,6 +277,27 @@ defmodule NxJax.RealNx.CompilerTest do
     assert_same(fn x -> Nx.dot(x, x) end, [x])
   end
 
+  test "a function is traced once per argument signature" do
+    pid = self()
+
+    fun =
+      Nx.Defn.jit(
+        fn x ->
+          send(pid, {:traced, x.type, x.shape})
+          Nx.add(x, 1)
+        end,
+        compiler: NxJax
+      )
+
+    assert fun.(Nx.tensor([1.0, 2.0])) == Nx.tensor([2.0, 3.0])
+    assert fun.(Nx.tensor([5.0, 6.0])) == Nx.tensor([6.0, 7.0])
+    assert fun.(Nx.tensor([1, 2, 3])) == Nx.tensor([2, 3, 4])
+    assert fun.(Nx.tensor([7, 8, 9])) == Nx.tensor([8, 9, 10])
+    assert_received {:traced, {:f, 32}, {2}}
+    assert_received {:traced, {:s, 64}, {3}}
+    refute_received {:traced, _, _}
+  end
+
   test "Nx.Defn.compile, and a trace reused for the same signature" do
     compiled =
       Nx.Defn.compile(&elementwise/2, [Nx.template({2}, :f32), Nx.template({2}, :f32)],
