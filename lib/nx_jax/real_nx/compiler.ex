@@ -136,49 +136,80 @@ defmodule NxJax do
 
   defp run(%{outs: []} = entry, _args, _opts), do: entry.template
 
+  # Results stay resident on the worker (`NxJax.Backend`) when an argument is, or when the
+  # caller's default backend is `NxJax.Backend`; the call goes where its resident arguments
+  # live.
   defp run(entry, args, opts) do
     args = List.to_tuple(args)
-    wire = for i <- entry.parameters, do: to_wire(elem(args, i).())
+    tensors = for i <- entry.parameters, do: elem(args, i).()
+    home = home(tensors)
+    keep = home != nil or match?({NxJax.Backend, _}, Nx.default_backend())
 
-    results =
-      NxJax.Pool.with_worker(
-        opts[:server],
-        fn server ->
-          NxJax.Worker.run_cached(entry.key, entry.graph, wire, false, [{:server, server} | opts])
-        end,
-        opts
-      )
+    NxJax.Pool.with_worker(
+      opts[:server] || home,
+      fn server ->
+        wire = for t <- tensors, do: to_wire(t, server)
+        call_opts = [{:server, server} | opts]
 
-    fill(entry.template, results)
+        results =
+          try do
+            NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+          rescue
+            error in NxJax.WorkerError ->
+              reraise NxJax.Resident.explain_unknown(error, tensors), __STACKTRACE__
+          end
+
+        # (a resident argument's guard must outlive the request that names its handle)
+        NxJax.Guard.keep(tensors)
+        fill(entry.template, results, server)
+      end,
+      opts
+    )
   end
 
-  defp fill(template, results) do
+  defp fill(template, results, server \\ nil) do
     {filled, []} =
       Composite.traverse(template, results, fn leaf, [result | rest] ->
-        {from_wire(leaf, result), rest}
+        {from_wire(leaf, result, server), rest}
       end)
 
     filled
   end
 
-  # an argument's bytes, vectorized axes leading its shape
-  defp to_wire(%T{type: type, data: %Nx.BinaryBackend{state: data}} = tensor),
-    do: {type, elem(full_out(tensor), 1), data}
+  defp home([tensor | rest]), do: NxJax.Resident.worker(tensor) || home(rest)
+  defp home([]), do: nil
 
-  defp to_wire(%T{type: type} = tensor),
-    do: {type, elem(full_out(tensor), 1), Nx.to_binary(tensor)}
+  # an argument's bytes or its handle, vectorized axes leading its shape
+  defp to_wire(%T{type: type, vectorized_axes: [], data: %Nx.BinaryBackend{state: data}} = t, _),
+    do: {type, t.shape, data}
+
+  defp to_wire(%T{} = tensor, server),
+    do: NxJax.Resident.to_wire(Nx.devectorize(tensor, keep_names: false), server)
 
   # the worker must answer with the declared type and shape (PROTOCOL 4)
-  defp from_wire(%T{} = template, {type, shape, binary}) do
-    if full_out(template) != {type, shape} do
+  defp from_wire(%T{} = template, {type, shape, binary}, _server) when is_binary(binary) do
+    declared!(template, {type, shape})
+    %T{template | data: %Nx.BinaryBackend{state: binary}}
+  end
+
+  defp from_wire(%T{} = template, {:ref, handle, guard}, server),
+    do: %T{template | data: %NxJax.Backend{worker: server, handle: handle, guard: guard}}
+
+  defp from_wire(%T{} = template, {:ref, handle, guard, copy}, server) do
+    {type, shape} = full_out(template)
+    declared!(template, {type, if(byte_size(copy) == Nx.byte_size(template), do: shape)})
+    data = %NxJax.Backend{worker: server, handle: handle, guard: guard, copy: copy}
+    %T{template | data: data}
+  end
+
+  defp declared!(template, answer) do
+    if full_out(template) != answer do
       raise NxJax.WorkerError,
         class: "ShapeError",
         message:
-          "the worker returned #{inspect(type)} #{inspect(shape)} for an output declared " <>
+          "the worker returned #{inspect(answer)} for an output declared " <>
             "#{inspect(full_out(template))}"
     end
-
-    %T{template | data: %Nx.BinaryBackend{state: binary}}
   end
 
   defp full_out(%T{type: type, shape: shape, vectorized_axes: []}), do: {type, shape}
