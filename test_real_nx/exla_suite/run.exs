@@ -1,6 +1,6 @@
 # EXLA 0.7.2's defn test files, unchanged, with NxJax as real Nx's compiler: a shim points
-# EXLA's names at ours (EXLA.jit/jit_apply/compile -> Nx.Defn with compiler: NxJax, EXLA.Case's
-# assertions, EXLA.Backend -> Nx.BinaryBackend, the only backend under real Nx here). Numerics
+# EXLA's names at ours (EXLA.jit/jit_apply/compile/stream -> Nx.Defn with compiler: NxJax,
+# EXLA.Case's assertions, EXLA.Backend -> NxJax.Backend). Numerics
 # :native (MIX_ENV=dev), as EXLA computes. Not part of `make test`. From the project root:
 #
 #     NX_JAX_NX=_build/real-nx-src mix run test_real_nx/exla_suite/run.exs [FILE ...]
@@ -32,15 +32,16 @@ end
 
 defmodule EXLA.Backend do
   @moduledoc false
-  # the binary backend under EXLA's name (tensors it makes are binary backend tensors)
+  # NxJax.Backend under EXLA's name (tensors it makes are NxJax.Backend tensors)
+
   # (a struct of its own, so that tests matching %EXLA.Backend{} compile, and fail)
   defstruct [:state]
 
-  for {name, arity} <- Nx.BinaryBackend.__info__(:functions), name != :__struct__ do
+  for {name, arity} <- NxJax.Backend.__info__(:functions), name != :__struct__ do
     args = Macro.generate_arguments(arity, __MODULE__)
 
     def unquote(name)(unquote_splicing(args)),
-      do: Nx.BinaryBackend.unquote(name)(unquote_splicing(args))
+      do: NxJax.Backend.unquote(name)(unquote_splicing(args))
   end
 end
 

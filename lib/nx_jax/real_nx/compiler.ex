@@ -8,8 +8,9 @@ defmodule NxJax do
   (and differentiates) the function; this module writes the expression as the wire graph
   (`NxJax.ExprGraph`), keeps it by the call's key and argument signature, and runs it on the
   pool (`NxJax.Pool`, `NxJax.Worker.run_cached/5`: the graph travels to a worker once, its key
-  afterwards). Arguments travel as their bytes; results come back as `Nx.BinaryBackend`
-  tensors.
+  afterwards). Arguments travel as their bytes, or as handles to the worker that holds them
+  (`NxJax.Backend`); results stay resident there when an argument was or the caller's default
+  backend is `NxJax.Backend`, and come back as `Nx.BinaryBackend` tensors otherwise.
 
   Real Nx calls `__jit__/5` on every call of a jitted function and leaves the reuse of traces
   to its compiler: the first call with a signature traces and encodes, later ones look the
