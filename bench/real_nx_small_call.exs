@@ -41,15 +41,20 @@ rows =
   if real? do
     Nx.Defn.default_options(compiler: NxJax)
     evaluator = Nx.Defn.jit(&RealNxSmallCall.small/1, compiler: Nx.Defn.Evaluator)
+    resident = Nx.backend_copy(x, NxJax.Backend)
 
     [
       {"small call, real Nx + NxJax", fn -> RealNxSmallCall.small(x) end},
+      {"the same, resident in and out", fn -> RealNxSmallCall.small(resident) end},
       {"ping", fn -> NxJax.Worker.call(:ping, []) end},
       {"small call, real Nx's evaluator", fn -> evaluator.(x) end}
     ]
   else
+    resident = Nx.backend_copy(x, NxJax.Backend)
+
     [
       {"small call, clean room", fn -> RealNxSmallCall.small(x) end},
+      {"the same, resident in and out", fn -> RealNxSmallCall.small(resident) end},
       {"ping", fn -> NxJax.Worker.call(:ping, []) end}
     ]
   end
