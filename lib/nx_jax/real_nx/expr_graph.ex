@@ -116,9 +116,9 @@ defmodule NxJax.ExprGraph do
   defp outs(container), do: Enum.map(Composite.flatten_list([container]), &out/1)
 
   # a tuple-valued wire node stands for a tensor-valued expression through its element 0
-  defp single_or_tuple(%T{type: {:tuple, _}}, tuple_id, _out, level), do: {tuple_id, level}
+  defp single_or_tuple(%T{type: {:tuple, _}}, tuple_id, level), do: {tuple_id, level}
 
-  defp single_or_tuple(%T{} = t, tuple_id, _out, level),
+  defp single_or_tuple(%T{} = t, tuple_id, level),
     do: emit(level, :elem, [tuple_id], %{index: 0}, out(t))
 
   ## Leaves
@@ -481,12 +481,12 @@ defmodule NxJax.ExprGraph do
     {body, level} = closed_graph(body, level)
     opts = %{condition: condition, body: body, max_iterations: nil}
     {tuple_id, level} = emit(level, :while, inputs, opts, outs(initial))
-    single_or_tuple(t, tuple_id, outs(initial), level)
+    single_or_tuple(t, tuple_id, level)
   end
 
   defp lower(:cond, [clauses, last], t, level) do
     {tuple_id, level} = cond_node(clauses, last, t, level)
-    single_or_tuple(t, tuple_id, outs(last), level)
+    single_or_tuple(t, tuple_id, level)
   end
 
   # EXLA 0.7.2 lowers qr natively (real types); so do we. Every other optional op is Nx's
