@@ -73,6 +73,7 @@ defmodule NxJax.ExprGraph do
   defp level(scope, params, captures \\ %{}, hooks \\ %{}) do
     %{
       nodes: [],
+      count: 0,
       ids: %{},
       scope: scope,
       params: params,
@@ -85,10 +86,8 @@ defmodule NxJax.ExprGraph do
   defp sub_graph(level, ids),
     do: {:nx_jax_graph, @version, Enum.reverse(level.nodes), ids}
 
-  defp emit(level, op, inputs, opts, out) do
-    id = length(level.nodes)
-    {id, %{level | nodes: [{id, op, inputs, opts, out} | level.nodes]}}
-  end
+  defp emit(%{count: id} = level, op, inputs, opts, out),
+    do: {id, %{level | nodes: [{id, op, inputs, opts, out} | level.nodes], count: id + 1}}
 
   defp visit(%T{data: %Expr{id: expr_id}} = t, level) do
     case level do
