@@ -277,6 +277,14 @@ defmodule NxJax.RealNx.CompilerTest do
     assert_same(fn x -> Nx.dot(x, x) end, [x])
   end
 
+  test "debug_nans: true names the first non-finite value" do
+    f = Nx.Defn.jit(&Nx.sum(Nx.log(&1)), compiler: NxJax, debug_nans: true)
+    assert f.(Nx.tensor([1.0, 2.0])) == Nx.sum(Nx.log(Nx.tensor([1.0, 2.0])))
+    error = assert_raise NxJax.WorkerError, fn -> f.(Nx.tensor([1.0, -2.0])) end
+    assert error.class == "NonFinite"
+    assert error.message =~ "log"
+  end
+
   test "a function is traced once per argument signature" do
     pid = self()
 

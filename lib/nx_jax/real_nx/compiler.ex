@@ -26,7 +26,7 @@ defmodule NxJax do
   alias Nx.Tensor, as: T
 
   # options read by the run (the rest belong to Nx or to other compilers, and are ignored)
-  @run_options [:server, :timeout]
+  @run_options [:server, :timeout, :debug_nans]
 
   @doc """
   The platform, the device and all the devices of a worker, as JAX names them
@@ -154,7 +154,11 @@ defmodule NxJax do
 
         results =
           try do
-            NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+            # `debug_nans: true`: the worker runs the graph op by op and stops at the first
+            # NaN or infinity, naming its node (py_backend/debug_nans.py)
+            if opts[:debug_nans] == true,
+              do: NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts),
+              else: NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
           rescue
             error in NxJax.WorkerError ->
               reraise NxJax.Resident.explain_unknown(error, tensors), __STACKTRACE__
