@@ -161,7 +161,7 @@ defmodule NxJax do
               else: NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
           rescue
             error in NxJax.WorkerError ->
-              reraise NxJax.Resident.explain_unknown(error, tensors), __STACKTRACE__
+              reraise explain(error, tensors), __STACKTRACE__
           end
 
         # (a resident argument's guard must outlive the request that names its handle)
@@ -171,6 +171,12 @@ defmodule NxJax do
       opts
     )
   end
+
+  # (debug_nans' report names a node of the graph: there is no source line to name here)
+  defp explain(%NxJax.WorkerError{class: "NonFinite", message: message} = error, _tensors),
+    do: %{error | message: Regex.replace(~r/\{node (\d+)\}/, message, "(graph node \\1)")}
+
+  defp explain(error, tensors), do: NxJax.Resident.explain_unknown(error, tensors)
 
   defp fill(template, results, server \\ nil) do
     {filled, []} =
