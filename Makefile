@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx
+	compile-real-nx test-real-nx
 
 deps: elixir python-deps compile
 
@@ -52,14 +52,26 @@ compile-real-nx: elixir
 	@[ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || bash $(REFERENCE)/build-real-nx.sh $(REAL_NX)
 	NX_JAX_NX=$(REAL_NX) mix compile --warnings-as-errors
 
-# The three suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
-# need no Python, and nx_jax's ExUnit), so every summary line is printed; the target fails if
-# any failed.
+# nx_jax's tests under real Nx 0.7.2 (test_real_nx/: NxJax as real Nx's compiler, each result
+# compared with real Nx's own evaluator); under a minute once real Nx is built. Without the
+# sources of real Nx (REFERENCE) it says so and skips.
+test-real-nx: deps
+	@if [ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || [ -f $(REFERENCE)/build-real-nx.sh ]; then \
+	  [ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || bash $(REFERENCE)/build-real-nx.sh $(REAL_NX) || exit 1; \
+	  NX_JAX_NX=$(REAL_NX) MIX_ENV=test mix test; \
+	else \
+	  echo "test-real-nx SKIPPED: no real Nx 0.7.2 at $(REAL_NX) and no $(REFERENCE)/build-real-nx.sh"; \
+	fi
+
+# The four suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
+# need no Python, nx_jax's ExUnit, and nx_jax's ExUnit under real Nx, test-real-nx), so every
+# summary line is printed; the target fails if any failed.
 test: deps
 	@rc=0; \
 	$(VPY) -m pytest -q tests || rc=1; \
 	(cd nx && mix test) || rc=1; \
 	mix test || rc=1; \
+	$(MAKE) --no-print-directory test-real-nx || rc=1; \
 	exit $$rc
 
 lint: python-deps compile-real-nx

@@ -60,8 +60,10 @@ defmodule NxJax.MixProject do
   # switch, read here only: NX_JAX_NX unset (or "clean") is the clean-room Nx 0.7.2 of nx/ (the
   # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
   # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
+  # (mix compiles a dependency in its own folder: a project of the user's, loaded before this
+  # file, says nx_jax is one)
   @nx_source (cond do
-                File.cwd!() != __DIR__ -> :hex
+                File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__] -> :hex
                 System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
                 true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
               end)
@@ -70,6 +72,10 @@ defmodule NxJax.MixProject do
   # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
   @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex lib/nx_jax/defn
                       lib/nx_jax/graph.ex lib/nx_jax/grad_check.ex lib/mix/tasks/nx_jax.graph.ex)
+
+  # what compiles only against real Nx 0.7.2 (hex's, or NX_JAX_NX=DIR): the compiler of real
+  # Nx's expressions, which defines the module NxJax there in place of lib/nx_jax.ex
+  @real_nx_only ~w(lib/nx_jax/real_nx)
 
   def project do
     [
@@ -80,7 +86,7 @@ defmodule NxJax.MixProject do
       # the NIF of NxJax.Guard first (Mix.Tasks.Compile.NxJaxGuard above)
       compilers: [:nx_jax_guard | Mix.compilers()],
       elixirc_paths: elixirc_paths(Mix.env(), @nx_source),
-      test_paths: ["test_elixir"],
+      test_paths: test_paths(@nx_source),
       # `make nx-suite` (MIX_ENV=nx_suite) loads Nx's test files, which define structs deriving
       # Nx.Container at run time: a consolidated protocol would not see them
       consolidate_protocols: Mix.env() != :nx_suite,
@@ -107,14 +113,20 @@ defmodule NxJax.MixProject do
   defp build_path(_hex_or_clean), do: []
 
   # test_elixir/support: the structs our tests derive protocols for, compiled with the project
-  defp elixirc_paths(:test, :clean), do: ["lib", "test_elixir/support"]
-  defp elixirc_paths(_env, {:real, _dir} = real), do: real_nx_paths(real)
-  defp elixirc_paths(_env, _hex_or_clean), do: ["lib"]
+  defp elixirc_paths(:test, :clean), do: lib_paths(@real_nx_only) ++ ["test_elixir/support"]
+  defp elixirc_paths(_env, :clean), do: lib_paths(@real_nx_only)
+  defp elixirc_paths(_env, _hex_or_real), do: lib_paths(@clean_room_only)
 
-  defp real_nx_paths({:real, _dir}) do
-    excluded = Enum.flat_map(@clean_room_only, &[&1 | Path.wildcard(Path.join(&1, "**/*.ex"))])
+  # the files of lib/ but those of `excluded` (files, or folders and what is under them)
+  defp lib_paths(excluded) do
+    excluded = Enum.flat_map(excluded, &[&1 | Path.wildcard(Path.join(&1, "**/*.ex"))])
     Path.wildcard("lib/**/*.ex") -- excluded
   end
+
+  # under real Nx, the tests of test_real_nx/ (`make test-real-nx`); under the clean room,
+  # test_elixir/
+  defp test_paths({:real, _dir}), do: ["test_real_nx"]
+  defp test_paths(_hex_or_clean), do: ["test_elixir"]
 
   def application do
     [extra_applications: [:logger], mod: {NxJax.Application, []}]

@@ -7,3 +7,9 @@ import Config
 if config_env() in [:test, :nx_suite] do
   config :nx_jax, numerics: :nx
 end
+
+# Built against real Nx 0.7.2 (NX_JAX_NX=DIR, read by mix.exs): `defn` runs on nx_jax there
+# too, as a project that depends on nx_jax configures it (README, "With real Nx 0.7.2").
+if System.get_env("NX_JAX_NX", "") not in ["", "clean"] do
+  config :nx, default_defn_options: [compiler: NxJax]
+end

@@ -41,88 +41,17 @@ defmodule NxJax.Backend do
   @type t :: %__MODULE__{worker: pid, handle: pos_integer, guard: reference, copy: binary | nil}
 
   @doc "The worker pid of a resident tensor, `nil` for anything else."
-  def worker(%Nx.Tensor{data: %__MODULE__{worker: worker}}), do: worker
-  def worker(_other), do: nil
+  defdelegate worker(tensor), to: NxJax.Resident
 
   @doc false
-  # The wire form of a concrete tensor for a call on `server`: a handle when it is resident
-  # there, its data otherwise.
-  def to_wire(%Nx.Tensor{data: %__MODULE__{worker: server, handle: handle}}, server),
-    do: {:ref, handle}
-
-  # (a binary backend tensor's state is its data, as Nx.to_binary/1 returns it)
-  def to_wire(%Nx.Tensor{type: type, shape: shape, data: %Nx.BinaryBackend{state: data}}, _),
-    do: {type, shape, data}
-
-  def to_wire(%Nx.Tensor{type: type, shape: shape} = tensor, _server),
-    do: {type, shape, Nx.to_binary(tensor)}
+  defdelegate to_wire(tensor, server), to: NxJax.Resident
 
   @doc "The data of a resident tensor, fetched from its worker (it stays resident)."
   @impl true
-  def to_binary(%Nx.Tensor{data: %__MODULE__{copy: copy, guard: guard}} = tensor)
-      when is_binary(copy) do
-    # (read as its worker would answer: not once it was freed or donated)
-    case NxJax.Guard.status(guard) do
-      :armed ->
-        copy
-
-      _gone ->
-        error = %NxJax.WorkerError{class: "UnknownHandle", message: "", traceback: ""}
-        raise explain_unknown(error, [tensor])
-    end
-  end
-
-  def to_binary(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle}} = tensor) do
-    [{_type, _shape, binary}] =
-      try do
-        NxJax.Worker.fetch([handle], server: alive!(worker))
-      rescue
-        error in NxJax.WorkerError -> reraise explain_unknown(error, [tensor]), __STACKTRACE__
-      end
-
-    # (its guard must outlive the request that names its handle)
-    NxJax.Guard.keep(tensor)
-    binary
-  end
+  defdelegate to_binary(tensor), to: NxJax.Resident, as: :read
 
   @doc false
-  # An `UnknownHandle` error of a request on `tensors`, said in the terms of what happened to
-  # the first of them that is no longer resident.
-  def explain_unknown(%NxJax.WorkerError{class: "UnknownHandle"} = error, tensors) do
-    gone =
-      Enum.find_value(tensors, fn
-        %Nx.Tensor{data: %__MODULE__{guard: guard}} ->
-          with status when status != :armed <- NxJax.Guard.status(guard), do: status
-
-        _other ->
-          nil
-      end)
-
-    case gone do
-      :donated ->
-        %{
-          error
-          | message:
-              "a resident tensor of this call was donated to an earlier call " <>
-                "(its `donate:` option), which reused its memory for a result: use that call's " <>
-                "results instead, or donate only what is not read again"
-        }
-
-      :deallocated ->
-        %{
-          error
-          | message:
-              "a resident tensor of this call was freed with " <>
-                "Nx.backend_deallocate/1 (or moved off the worker with Nx.backend_transfer/2) and " <>
-                "cannot be read any more"
-        }
-
-      nil ->
-        error
-    end
-  end
-
-  def explain_unknown(error, _tensors), do: error
+  defdelegate explain_unknown(error, tensors), to: NxJax.Resident
 
   @doc """
   Copies a concrete tensor to `backend` (`Nx.BinaryBackend` or `NxJax.Backend`, optionally as
@@ -131,10 +60,17 @@ defmodule NxJax.Backend do
   @impl true
   def copy(tensor, backend) do
     case {tensor.data, backend_module(backend)} do
-      {%__MODULE__{}, Nx.BinaryBackend} -> binary_tensor(tensor, to_binary(tensor))
-      {%__MODULE__{}, __MODULE__} -> tensor |> binary_tensor(to_binary(tensor)) |> put()
-      {%Nx.BinaryBackend{}, Nx.BinaryBackend} -> tensor
-      {%Nx.BinaryBackend{}, __MODULE__} -> put(tensor)
+      {%__MODULE__{}, Nx.BinaryBackend} ->
+        NxJax.Resident.binary_tensor(tensor, to_binary(tensor))
+
+      {%__MODULE__{}, __MODULE__} ->
+        tensor |> NxJax.Resident.binary_tensor(to_binary(tensor)) |> NxJax.Resident.put()
+
+      {%Nx.BinaryBackend{}, Nx.BinaryBackend} ->
+        tensor
+
+      {%Nx.BinaryBackend{}, __MODULE__} ->
+        NxJax.Resident.put(tensor)
     end
   end
 
@@ -154,27 +90,17 @@ defmodule NxJax.Backend do
 
   @doc """
   Frees a resident tensor: `:ok`, or `:already_deallocated` when it was freed before (here or
-  in another process that has the same tensor) or its worker has exited. Nothing waits for
-  the worker: the tensor's guard answers, and a later request of this process reaches the
-  worker after the free.
+  in another process that has the same tensor) or its worker has exited.
   """
   @impl true
-  def deallocate(%Nx.Tensor{data: %__MODULE__{worker: worker, handle: handle, guard: guard}}) do
-    if NxJax.Guard.disarm(guard, :deallocated) and alive?(worker) do
-      NxJax.Worker.release(worker, [handle])
-    else
-      :already_deallocated
-    end
-  end
-
-  def deallocate(_tensor), do: :already_deallocated
+  defdelegate deallocate(tensor), to: NxJax.Resident
 
   @doc false
   # Called by Inspect for tensors whose data is this struct.
   @impl true
   def inspect(%Nx.Tensor{} = tensor, opts) do
     body =
-      binary_tensor(tensor, to_binary(tensor))
+      NxJax.Resident.binary_tensor(tensor, to_binary(tensor))
       |> Inspect.inspect(opts)
       |> Inspect.Algebra.format(:infinity)
       |> IO.iodata_to_binary()
@@ -185,18 +111,6 @@ defmodule NxJax.Backend do
     "NxJax.Backend<#{Kernel.inspect(tensor.data.worker)}, #{tensor.data.handle}>\n" <> body
   end
 
-  defp put(%Nx.Tensor{type: type, shape: shape} = tensor) do
-    NxJax.Pool.with_worker(nil, fn worker ->
-      [{:ref, handle, guard}] =
-        NxJax.Worker.put([{type, shape, Nx.to_binary(tensor)}], server: worker)
-
-      %Nx.Tensor{tensor | data: %__MODULE__{worker: worker, handle: handle, guard: guard}}
-    end)
-  end
-
-  defp binary_tensor(tensor, binary),
-    do: %Nx.Tensor{tensor | data: %Nx.BinaryBackend{state: binary}}
-
   defp backend_module({module, _opts}) when is_atom(module), do: backend_module(module)
   defp backend_module(module) when module in [Nx.BinaryBackend, __MODULE__], do: module
 
@@ -204,21 +118,5 @@ defmodule NxJax.Backend do
     raise ArgumentError,
           "unknown backend #{Kernel.inspect(other)}: nx_jax tensors live in Nx.BinaryBackend " <>
             "(Elixir memory) or NxJax.Backend (resident on a worker)"
-  end
-
-  # (a worker on another node is taken to be alive: its GenServer answers if it is not)
-  defp alive?(worker) when node(worker) == node(), do: Process.alive?(worker)
-  defp alive?(_worker), do: true
-
-  defp alive!(worker) do
-    if alive?(worker) do
-      worker
-    else
-      raise NxJax.WorkerError,
-        class: "WorkerExited",
-        message:
-          "the worker holding this resident tensor (#{Kernel.inspect(worker)}) has exited, " <>
-            "and its data with it; keep a copy with Nx.backend_copy/1 if it must survive"
-    end
   end
 end

@@ -1,0 +1,230 @@
+defmodule NxJax do
+  @moduledoc """
+  nx_jax's compiler under real Nx 0.7.2 (Nx from hex): an `Nx.Defn.Compiler`, as EXLA is.
+
+      config :nx, default_defn_options: [compiler: NxJax]
+
+  or `Nx.Defn.jit(fun, compiler: NxJax)` runs `defn` code on the JAX worker. Real Nx traces
+  (and differentiates) the function; this module writes the expression as the wire graph
+  (`NxJax.ExprGraph`), keeps it by the call's key and argument signature, and runs it on the
+  pool (`NxJax.Pool`, `NxJax.Worker.run_cached/5`: the graph travels to a worker once, its key
+  afterwards). Arguments travel as their bytes, or as handles to the worker that holds them
+  (`NxJax.Backend`); results stay resident there when an argument was or the caller's default
+  backend is `NxJax.Backend`, and come back as `Nx.BinaryBackend` tensors otherwise.
+
+  Real Nx calls `__jit__/5` on every call of a jitted function and leaves the reuse of traces
+  to its compiler: the first call with a signature traces and encodes, later ones look the
+  graph up in `:persistent_term` and only run it.
+
+  Under the clean-room Nx of this repository the module `NxJax` is lib/nx_jax.ex instead
+  (mix.exs chooses the file by which Nx it builds against).
+  """
+
+  @behaviour Nx.Defn.Compiler
+
+  alias Nx.Defn.Composite
+  alias Nx.Tensor, as: T
+
+  # options read by the run (the rest belong to Nx or to other compilers, and are ignored)
+  @run_options [:server, :timeout, :debug_nans]
+
+  @doc """
+  The platform, the device and all the devices of a worker, as JAX names them
+  (`NxJax.Devices.list/1`).
+  """
+  defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
+
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts) do
+    __compile__(key, vars, fun, opts).(args_list)
+  end
+
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    entry = entry(key, vars, fun)
+    run_opts = run_options(entry, opts)
+    fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
+  end
+
+  defp run_options(entry, opts) do
+    run_opts = Keyword.take(opts, @run_options)
+
+    case on_hook(entry.hooks, Keyword.get(opts, :hooks) || %{}) do
+      nil -> run_opts
+      on_hook -> [{:on_hook, on_hook} | run_opts]
+    end
+  end
+
+  # Each input sent runs the step `fun` once (traced once), on the input, the accumulator so
+  # far and the other arguments, in a stream process (`NxJax.Stream`).
+  @impl true
+  def __stream__(key, input, acc, vars, fun, [args], opts) do
+    entry = entry({:stream, key}, vars, fun)
+    run_opts = run_options(entry, opts)
+    rest = Enum.drop(args, Composite.count(input) + Composite.count(acc))
+    {output, _acc} = entry.template
+
+    [
+      NxJax.Stream.start_link(input, output, acc, fn input_args, acc ->
+        acc_args = for t <- Composite.flatten_list([acc]), do: fn -> t end
+        run(entry, input_args ++ acc_args ++ rest, run_opts)
+      end)
+    ]
+  end
+
+  # every call is placed on the pool, so one partition
+  @impl true
+  def __partitions_options__(opts), do: [opts]
+
+  # results come back as binary backend tensors
+  @impl true
+  def __to_backend__(_opts), do: {Nx.BinaryBackend, []}
+
+  ## Traces, by key and argument signature
+
+  # what a call needs once it is traced: the encoded graph, its key, the arguments it reads
+  # and the template of its results
+  defp entry(key, vars, fun) do
+    signature = for var <- vars, do: Composite.traverse(var, &leaf_signature/1)
+    cache_key = {__MODULE__, key, signature}
+
+    case :persistent_term.get(cache_key, nil) do
+      nil ->
+        entry = trace(vars, fun)
+        :persistent_term.put(cache_key, entry)
+        entry
+
+      entry ->
+        entry
+    end
+  end
+
+  defp leaf_signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
+    do: {type, shape, names, axes}
+
+  defp trace(vars, fun) do
+    outputs = fun.(vars)
+    template = Nx.to_template(outputs)
+    {graph, parameters, hooks} = NxJax.ExprGraph.encode(outputs)
+    NxJax.Ops.check_graph!(graph)
+    graph_bin = :erlang.term_to_binary(graph)
+    outs = for t <- Composite.flatten_list([template]), do: full_out(t)
+
+    %{
+      graph: graph_bin,
+      key: NxJax.Worker.graph_key(graph_bin),
+      parameters: parameters,
+      hooks: hooks,
+      template: template,
+      outs: outs
+    }
+  end
+
+  # Runs in the caller while the worker computes: a hook's function (the `hooks:` option of
+  # the jit overrides it by name) on the hooked values, in the hooked container.
+  defp on_hook(hooks, _overrides) when hooks == %{}, do: nil
+
+  defp on_hook(hooks, overrides) do
+    fn index, wire ->
+      with {:ok, {name, callback, template}} <- Map.fetch(hooks, index),
+           fun when is_function(fun, 1) <- Map.get(overrides, name) || callback do
+        fun.(fill(template, wire))
+      end
+    end
+  end
+
+  ## A call
+
+  defp run(%{outs: []} = entry, _args, _opts), do: entry.template
+
+  # Results stay resident on the worker (`NxJax.Backend`) when an argument is, or when the
+  # caller's default backend is `NxJax.Backend`; the call goes where its resident arguments
+  # live.
+  defp run(entry, args, opts) do
+    args = List.to_tuple(args)
+    tensors = for i <- entry.parameters, do: elem(args, i).()
+    home = home(tensors)
+    keep = home != nil or match?({NxJax.Backend, _}, Nx.default_backend())
+
+    NxJax.Pool.with_worker(
+      opts[:server] || home,
+      fn server ->
+        wire = for t <- tensors, do: to_wire(t, server)
+        call_opts = [{:server, server} | opts]
+
+        results =
+          try do
+            # `debug_nans: true`: the worker runs the graph op by op and stops at the first
+            # NaN or infinity, naming its node (py_backend/debug_nans.py)
+            if opts[:debug_nans] == true,
+              do: NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts),
+              else: NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+          rescue
+            error in NxJax.WorkerError ->
+              reraise explain(error, tensors), __STACKTRACE__
+          end
+
+        # (a resident argument's guard must outlive the request that names its handle)
+        NxJax.Guard.keep(tensors)
+        fill(entry.template, results, server)
+      end,
+      opts
+    )
+  end
+
+  # (debug_nans' report names a node of the graph: there is no source line to name here)
+  defp explain(%NxJax.WorkerError{class: "NonFinite", message: message} = error, _tensors),
+    do: %{error | message: Regex.replace(~r/\{node (\d+)\}/, message, "(graph node \\1)")}
+
+  defp explain(error, tensors), do: NxJax.Resident.explain_unknown(error, tensors)
+
+  defp fill(template, results, server \\ nil) do
+    {filled, []} =
+      Composite.traverse(template, results, fn leaf, [result | rest] ->
+        {from_wire(leaf, result, server), rest}
+      end)
+
+    filled
+  end
+
+  defp home([tensor | rest]), do: NxJax.Resident.worker(tensor) || home(rest)
+  defp home([]), do: nil
+
+  # an argument's bytes or its handle, vectorized axes leading its shape
+  defp to_wire(%T{type: type, vectorized_axes: [], data: %Nx.BinaryBackend{state: data}} = t, _),
+    do: {type, t.shape, data}
+
+  defp to_wire(%T{} = tensor, server),
+    do: NxJax.Resident.to_wire(Nx.devectorize(tensor, keep_names: false), server)
+
+  # the worker must answer with the declared type and shape (PROTOCOL 4)
+  defp from_wire(%T{} = template, {type, shape, binary}, _server) when is_binary(binary) do
+    declared!(template, {type, shape})
+    %T{template | data: %Nx.BinaryBackend{state: binary}}
+  end
+
+  defp from_wire(%T{} = template, {:ref, handle, guard}, server),
+    do: %T{template | data: %NxJax.Backend{worker: server, handle: handle, guard: guard}}
+
+  defp from_wire(%T{} = template, {:ref, handle, guard, copy}, server) do
+    {type, shape} = full_out(template)
+    declared!(template, {type, if(byte_size(copy) == Nx.byte_size(template), do: shape)})
+    data = %NxJax.Backend{worker: server, handle: handle, guard: guard, copy: copy}
+    %T{template | data: data}
+  end
+
+  defp declared!(template, answer) do
+    if full_out(template) != answer do
+      raise NxJax.WorkerError,
+        class: "ShapeError",
+        message:
+          "the worker returned #{inspect(answer)} for an output declared " <>
+            "#{inspect(full_out(template))}"
+    end
+  end
+
+  defp full_out(%T{type: type, shape: shape, vectorized_axes: []}), do: {type, shape}
+
+  defp full_out(%T{type: type, shape: shape, vectorized_axes: axes}),
+    do: {type, List.to_tuple(Keyword.values(axes) ++ Tuple.to_list(shape))}
+end
