@@ -51,14 +51,11 @@ defmodule Nx.SerializationTest do
     end
 
     test "a list, an atom or a tensor traced inside defn is refused" do
-      assert_raise Protocol.UndefinedError,
-                   ~r/protocol Nx.Container not implemented for \[1\]/,
-                   fn ->
-                     Nx.serialize([1])
-                   end
-
-      assert_raise Protocol.UndefinedError, ~r/not implemented for :foo/, fn ->
-        Nx.serialize(:foo)
+      # (the protocol and the value; the wording of the message is Elixir's own, and changed
+      # in Elixir 1.18)
+      for value <- [[1], :foo] do
+        error = assert_raise Protocol.UndefinedError, fn -> Nx.serialize(value) end
+        assert {error.protocol, error.value} == {Nx.Container, value}
       end
 
       assert_raise ArgumentError, ~r/cannot call Nx.to_binary on a tensor without data/, fn ->
