@@ -696,11 +696,79 @@ def window_lowering(
             return _window_by_slices(c, x, monoid, init(c.dtype))
         # window sums add up in the accumulator's type, as sum does
         wide = _accumulator(c.dtype) if monoid is lax.add else c.dtype
-        return lax.reduce_window(
-            x.astype(wide), init(wide), monoid, dims, strides, padding, window_dilation=dilations
-        ).astype(c.dtype)
+
+        def reduce(x: jax.Array) -> jax.Array:
+            return lax.reduce_window(
+                x.astype(wide), init(wide), monoid, dims, strides, padding,
+                window_dilation=dilations,
+            ).astype(c.dtype)
+
+        exact_ties = numerics.exact() and jnp.issubdtype(x.dtype, jnp.inexact)
+        if monoid is lax.add or not exact_ties or math.prod(c.out.shape) == 0:
+            return reduce(x)
+        # Nx's gradient of window_max/min is window_scatter_max/min of the incoming one: the
+        # tangent of each window is that of the element its selection picks (the last of
+        # tied elements), where JAX's rule picks the first
+        take = lax.ge if monoid is lax.max else lax.le
+        picked = partial(_window_selection, dims=dims, strides=strides, padding=padding,
+                         out_shape=c.out.shape, take=take)
+
+        @jax.custom_jvp
+        def window(x: jax.Array) -> jax.Array:
+            return reduce(x)
+
+        @window.defjvp
+        def window_jvp(
+            primals: tuple[jax.Array], tangents: tuple[jax.Array]
+        ) -> tuple[jax.Array, jax.Array]:
+            (x,), (t,) = primals, tangents
+            offsets, chosen, window_at = picked(lax.stop_gradient(x))
+            pads = tuple((lo, hi, 0) for lo, hi in padding)
+            t_padded = lax.pad(t, np.array(0, t.dtype), pads)
+            out = jnp.zeros(c.out.shape, t.dtype)
+            for k, offset in enumerate(offsets):
+                out = jnp.where(chosen == k, window_at(t_padded, offset), out)
+            return window(x), out
+
+        return window(x)
 
     return lower
+
+
+def _window_selection(
+    x: jax.Array, dims: tuple[int, ...], strides: tuple[int, ...], padding: Any,
+    out_shape: tuple[int, ...], take: Callable[[jax.Array, jax.Array], jax.Array],
+) -> tuple[list[tuple[int, ...]], jax.Array, Callable[[jax.Array, tuple[int, ...]], jax.Array]]:
+    """Nx's selection of one element per window (window_scatter_max/min): the window's
+    offsets in row-major order, the index into them of each window's selected element (-1
+    for a window of padding only), and the function that slices a padded array at an offset
+    for every window. The first element is selected, a later one replaces the selection when
+    ``take(element, selected)`` holds (``>=`` for max, ``<=`` for min): the last of tied
+    elements wins, a NaN is selected only as its window's first element, padding never."""
+    if numerics.exact() and x.dtype == np.float64:
+        # Nx's binary backend compares the elements it reads as f32 tensors
+        x = x.astype(np.float32)
+    pads = tuple((lo, hi, 0) for lo, hi in padding)
+    values = lax.pad(x, np.array(0, x.dtype), pads)
+    valid = lax.pad(jnp.ones(x.shape, bool), np.array(False), pads)
+    offsets = list(itertools.product(*(range(d) for d in dims)))
+
+    def window_at(a: jax.Array, offset: tuple[int, ...]) -> jax.Array:
+        limit = tuple(
+            o + (n - 1) * s + 1 for o, n, s in zip(offset, out_shape, strides, strict=True)
+        )
+        return lax.slice(a, offset, limit, strides)
+
+    chosen_value = window_at(values, offsets[0])
+    found = window_at(valid, offsets[0])
+    chosen = jnp.where(found, 0, -1)
+    for k, offset in enumerate(offsets[1:], start=1):
+        value, ok = window_at(values, offset), window_at(valid, offset)
+        replace = ok & (~found | take(value, chosen_value))
+        chosen_value = jnp.where(replace, value, chosen_value)
+        chosen = jnp.where(replace, k, chosen)
+        found = found | ok
+    return offsets, chosen, window_at
 
 
 def lower_window_product(c: Call) -> Value:
@@ -735,32 +803,10 @@ def window_scatter_lowering(
         init_wide = init.astype(_accumulator(c.dtype))
         if math.prod(source.shape) == 0:
             return jnp.broadcast_to(init_wide, x.shape).astype(c.dtype)
-        if numerics.exact() and x.dtype == np.float64:
-            # Nx's binary backend compares the elements it reads as f32 tensors
-            x = x.astype(np.float32)
-        x = lax.stop_gradient(x)
-        pads = tuple((lo, hi, 0) for lo, hi in padding)
         full = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, padding, strict=True))
-        values = lax.pad(x, np.array(0, x.dtype), pads)
-        valid = lax.pad(jnp.ones(x.shape, bool), np.array(False), pads)
-        offsets = list(itertools.product(*(range(d) for d in dims)))
-
-        def window_at(a: jax.Array, offset: tuple[int, ...]) -> jax.Array:
-            limit = tuple(o + (n - 1) * s + 1
-                          for o, n, s in zip(offset, source.shape, strides, strict=True))
-            return lax.slice(a, offset, limit, strides)
-
-        # the selection: the index into `offsets` of each window's selected element (-1 for
-        # a window of padding only)
-        chosen_value = window_at(values, offsets[0])
-        found = window_at(valid, offsets[0])
-        chosen = jnp.where(found, 0, -1)
-        for k, offset in enumerate(offsets[1:], start=1):
-            value, ok = window_at(values, offset), window_at(valid, offset)
-            replace = ok & (~found | take(value, chosen_value))
-            chosen_value = jnp.where(replace, value, chosen_value)
-            chosen = jnp.where(replace, k, chosen)
-            found = found | ok
+        offsets, chosen, _ = _window_selection(
+            lax.stop_gradient(x), dims, strides, padding, source.shape, take
+        )
 
         # the scatter: the windows reaching a position in row-major order are those that
         # reach it from the last offset to the first
