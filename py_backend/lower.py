@@ -696,11 +696,79 @@ def window_lowering(
             return _window_by_slices(c, x, monoid, init(c.dtype))
         # window sums add up in the accumulator's type, as sum does
         wide = _accumulator(c.dtype) if monoid is lax.add else c.dtype
-        return lax.reduce_window(
-            x.astype(wide), init(wide), monoid, dims, strides, padding, window_dilation=dilations
-        ).astype(c.dtype)
+
+        def reduce(x: jax.Array) -> jax.Array:
+            return lax.reduce_window(
+                x.astype(wide), init(wide), monoid, dims, strides, padding,
+                window_dilation=dilations,
+            ).astype(c.dtype)
+
+        exact_ties = numerics.exact() and jnp.issubdtype(x.dtype, jnp.inexact)
+        if monoid is lax.add or not exact_ties or math.prod(c.out.shape) == 0:
+            return reduce(x)
+        # Nx's gradient of window_max/min is window_scatter_max/min of the incoming one: the
+        # tangent of each window is that of the element its selection picks (the last of
+        # tied elements), where JAX's rule picks the first
+        take = lax.ge if monoid is lax.max else lax.le
+        picked = partial(_window_selection, dims=dims, strides=strides, padding=padding,
+                         out_shape=c.out.shape, take=take)
+
+        @jax.custom_jvp
+        def window(x: jax.Array) -> jax.Array:
+            return reduce(x)
+
+        @window.defjvp
+        def window_jvp(
+            primals: tuple[jax.Array], tangents: tuple[jax.Array]
+        ) -> tuple[jax.Array, jax.Array]:
+            (x,), (t,) = primals, tangents
+            offsets, chosen, window_at = picked(lax.stop_gradient(x))
+            pads = tuple((lo, hi, 0) for lo, hi in padding)
+            t_padded = lax.pad(t, np.array(0, t.dtype), pads)
+            out = jnp.zeros(c.out.shape, t.dtype)
+            for k, offset in enumerate(offsets):
+                out = jnp.where(chosen == k, window_at(t_padded, offset), out)
+            return window(x), out
+
+        return window(x)
 
     return lower
+
+
+def _window_selection(
+    x: jax.Array, dims: tuple[int, ...], strides: tuple[int, ...], padding: Any,
+    out_shape: tuple[int, ...], take: Callable[[jax.Array, jax.Array], jax.Array],
+) -> tuple[list[tuple[int, ...]], jax.Array, Callable[[jax.Array, tuple[int, ...]], jax.Array]]:
+    """Nx's selection of one element per window (window_scatter_max/min): the window's
+    offsets in row-major order, the index into them of each window's selected element (-1
+    for a window of padding only), and the function that slices a padded array at an offset
+    for every window. The first element is selected, a later one replaces the selection when
+    ``take(element, selected)`` holds (``>=`` for max, ``<=`` for min): the last of tied
+    elements wins, a NaN is selected only as its window's first element, padding never."""
+    if numerics.exact() and x.dtype == np.float64:
+        # Nx's binary backend compares the elements it reads as f32 tensors
+        x = x.astype(np.float32)
+    pads = tuple((lo, hi, 0) for lo, hi in padding)
+    values = lax.pad(x, np.array(0, x.dtype), pads)
+    valid = lax.pad(jnp.ones(x.shape, bool), np.array(False), pads)
+    offsets = list(itertools.product(*(range(d) for d in dims)))
+
+    def window_at(a: jax.Array, offset: tuple[int, ...]) -> jax.Array:
+        limit = tuple(
+            o + (n - 1) * s + 1 for o, n, s in zip(offset, out_shape, strides, strict=True)
+        )
+        return lax.slice(a, offset, limit, strides)
+
+    chosen_value = window_at(values, offsets[0])
+    found = window_at(valid, offsets[0])
+    chosen = jnp.where(found, 0, -1)
+    for k, offset in enumerate(offsets[1:], start=1):
+        value, ok = window_at(values, offset), window_at(valid, offset)
+        replace = ok & (~found | take(value, chosen_value))
+        chosen_value = jnp.where(replace, value, chosen_value)
+        chosen = jnp.where(replace, k, chosen)
+        found = found | ok
+    return offsets, chosen, window_at
 
 
 def lower_window_product(c: Call) -> Value:
@@ -735,32 +803,10 @@ def window_scatter_lowering(
         init_wide = init.astype(_accumulator(c.dtype))
         if math.prod(source.shape) == 0:
             return jnp.broadcast_to(init_wide, x.shape).astype(c.dtype)
-        if numerics.exact() and x.dtype == np.float64:
-            # Nx's binary backend compares the elements it reads as f32 tensors
-            x = x.astype(np.float32)
-        x = lax.stop_gradient(x)
-        pads = tuple((lo, hi, 0) for lo, hi in padding)
         full = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, padding, strict=True))
-        values = lax.pad(x, np.array(0, x.dtype), pads)
-        valid = lax.pad(jnp.ones(x.shape, bool), np.array(False), pads)
-        offsets = list(itertools.product(*(range(d) for d in dims)))
-
-        def window_at(a: jax.Array, offset: tuple[int, ...]) -> jax.Array:
-            limit = tuple(o + (n - 1) * s + 1
-                          for o, n, s in zip(offset, source.shape, strides, strict=True))
-            return lax.slice(a, offset, limit, strides)
-
-        # the selection: the index into `offsets` of each window's selected element (-1 for
-        # a window of padding only)
-        chosen_value = window_at(values, offsets[0])
-        found = window_at(valid, offsets[0])
-        chosen = jnp.where(found, 0, -1)
-        for k, offset in enumerate(offsets[1:], start=1):
-            value, ok = window_at(values, offset), window_at(valid, offset)
-            replace = ok & (~found | take(value, chosen_value))
-            chosen_value = jnp.where(replace, value, chosen_value)
-            chosen = jnp.where(replace, k, chosen)
-            found = found | ok
+        offsets, chosen, _ = _window_selection(
+            lax.stop_gradient(x), dims, strides, padding, source.shape, take
+        )
 
         # the scatter: the windows reaching a position in row-major order are those that
         # reach it from the last offset to the first
@@ -1229,8 +1275,166 @@ def lower_lu(c: Call) -> Value:
 
 
 def lower_svd(c: Call) -> Value:
-    u, s, vt = jnp.linalg.svd(_float_input(c), full_matrices=c.node.opts["full_matrices"])
-    return _outs_of(c, (u, s, vt))
+    """``[u, s, vt]`` of each real matrix. In numerics mode ``nx`` the values of Nx 0.7.2's
+    own algorithm (:func:`_nx_svd_matrix`, batches mapped over), with the gradient of
+    LAPACK's decomposition, each singular pair turned to the signs of the one returned; in
+    mode ``native`` LAPACK's."""
+    a = _float_input(c)
+    full = bool(c.node.opts["full_matrices"])
+    u, s, vt = jnp.linalg.svd(a, full_matrices=full)
+    if not numerics.exact():
+        return _outs_of(c, (u, s, vt))
+    fun: Callable[[jax.Array], tuple[jax.Array, jax.Array, jax.Array]] = partial(
+        _nx_svd_matrix, full=full, max_iter=int(c.node.opts["max_iter"])
+    )
+    for _ in range(a.ndim - 2):
+        fun = jax.vmap(fun)
+    nu, ns, nvt = lax.stop_gradient(fun(a))
+    k = s.shape[-1]
+    overlap = jnp.sum(nu[..., :k] * lax.stop_gradient(u[..., :k]), axis=-2) + jnp.sum(
+        nvt[..., :k, :] * lax.stop_gradient(vt[..., :k, :]), axis=-1
+    )
+    flip = jnp.where(overlap < 0, -1, 1).astype(a.dtype)
+    u = u.at[..., :k].multiply(flip[..., None, :])
+    vt = vt.at[..., :k, :].multiply(flip[..., :, None])
+    return _outs_of(
+        c,
+        tuple(n + (x - lax.stop_gradient(x)) for n, x in ((nu, u), (ns, s), (nvt, vt))),
+    )
+
+
+_NX_SVD_EPS = 1.1920929e-07  # the eps of Nx 0.7.2's SVD module (f32's machine epsilon)
+
+
+def _f32_scalar(x: jax.Array) -> jax.Array:
+    """A scalar rounded to f32 and held in double, as Nx's binary backend writes each step
+    of an f32 computation."""
+    return x.astype(jnp.float32).astype(jnp.float64)
+
+
+def _nx_qdwh(x: jax.Array, max_iter: int) -> tuple[jax.Array, jax.Array]:
+    """The polar decomposition ``x = u h`` of a matrix with at least as many rows as columns
+    by Nx 0.7.2's QR-based dynamically weighted Halley iteration (after JAX's): ``x`` scaled
+    by ``sqrt(|x|_1 |x|_inf)``, then steps whose weights follow the lower bound ``l`` of the
+    singular values (f32 scalars, the same for every matrix), by QR while ``c > 100`` and by
+    Cholesky after, until ``l`` is within ``5 eps`` of 1 and ``u`` moves by no more than
+    ``cbrt(5 eps)`` (Frobenius), or ``max_iter`` steps have run (at least one); a last
+    Newton-Schulz step, and ``h = u^T x`` made symmetric."""
+    m, n = x.shape
+    hi = lax.Precision.HIGHEST
+    alpha = jnp.sqrt(jnp.max(jnp.sum(jnp.abs(x), axis=0))) * jnp.sqrt(
+        jnp.max(jnp.sum(jnp.abs(x), axis=1))
+    )
+    eps = _NX_SVD_EPS
+    tol_l = _f32_scalar(jnp.float64(5 * eps))
+    tol_norm = _f32_scalar(jnp.cbrt(tol_l))
+    eye = jnp.eye(n, dtype=x.dtype)
+
+    def step(
+        state: tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        u, bound, iteration, _running = state
+        r = _f32_scalar
+        l2 = r(bound * bound)
+        l2 = jnp.where(l2 < eps, r(jnp.float64(eps)), l2)
+        dd = r(jnp.cbrt(r(r(4.0 * r(r(1.0 / l2) - 1.0)) / l2)))
+        sqd = r(jnp.sqrt(r(1.0 + dd)))
+        inner = r(r(8.0 - r(4.0 * dd)) + r(r(8.0 * r(2.0 - l2)) / r(l2 * sqd)))
+        a = r(sqd + r(r(jnp.sqrt(inner)) / 2))
+        b = r(r(r(a - 1.0) ** 2) / 4.0)
+        c = r(r(a + b) - 1.0)
+        bound = r(r(bound * r(a + r(b * l2))) / r(1.0 + r(c * l2)))
+        e = (b / c).astype(x.dtype)
+
+        def by_qr() -> jax.Array:
+            y = jnp.concatenate([jnp.sqrt(c).astype(x.dtype) * u, eye], axis=0)
+            q, _ = jnp.linalg.qr(y)
+            product = jnp.matmul(q[:m], q[m:].T, precision=hi)
+            return e * u + ((a - b / c) / jnp.sqrt(c)).astype(x.dtype) * product
+
+        def by_cholesky() -> jax.Array:
+            gram = c.astype(x.dtype) * jnp.matmul(u.T, u, precision=hi) + eye
+            factor = jnp.linalg.cholesky(gram)
+            z = jax.scipy.linalg.cho_solve((factor, True), u.T).T
+            return e * u + (a - b / c).astype(x.dtype) * z
+
+        u_next = lax.cond(c > 100, by_qr, by_cholesky)
+        moved = jnp.sqrt(jnp.sum((u_next - u) ** 2))
+        running = ((jnp.abs(1.0 - bound) > tol_l) | (moved > tol_norm)) & (iteration < max_iter)
+        return u_next, bound, iteration + 1, running
+
+    start = (x / alpha, jnp.float64(eps), jnp.array(1), jnp.array(True))
+    u, _, _, _ = lax.while_loop(lambda state: state[3], step, start)
+    u = 1.5 * u - 0.5 * jnp.matmul(u, jnp.matmul(u.T, u, precision=hi), precision=hi)
+    h = jnp.matmul(u.T, x, precision=hi)
+    return u, (h + h.T) / 2
+
+
+def _nx_svd_square(a: jax.Array, max_iter: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``u``, ``s``, ``v`` of a matrix with at least as many rows as columns as Nx 0.7.2
+    computes them: the polar decomposition (:func:`_nx_qdwh`), Nx's eigh of its Hermitian
+    factor (:func:`_nx_eigh_matrix`, with its default ``eps`` and this ``max_iter``),
+    negative eigenvalues turned positive with their vectors, a stable sort in decreasing
+    order, ``u`` the polar factor times ``v``. Nx re-orthogonalizes ``u`` by QR when the
+    first eigenvalue (before sorting) is under ``n eps`` times the largest."""
+    n = a.shape[1]
+    polar, h = _nx_qdwh(a, max_iter)
+    h = (h + h.T) / 2
+    w, v = _nx_eigh_matrix(h.astype(jnp.float64), eps=1.0e-4, max_iter=max_iter)
+    w, v = w.astype(a.dtype), v.astype(a.dtype)
+    sign = jnp.where(w < 0, -1, 1).astype(a.dtype)
+    w, v = sign * w, sign * v
+    order = jnp.argsort(-w, stable=True)
+    s, v = w[order], v[:, order]
+    u = jnp.matmul(polar, v, precision=lax.Precision.HIGHEST)
+
+    def reorthogonalized() -> jax.Array:
+        wide = jnp.promote_types(u.dtype, jnp.float64)
+        q, r = _nx_qr_matrix(u.astype(wide), complete=False, eps=_NX_QR_EPS)
+        diagonal = jnp.diagonal(r)
+        sign_r = jnp.where(diagonal == 0, 0, jnp.where(diagonal < 0, -1, 1))
+        return q.astype(u.dtype) * sign_r.astype(u.dtype)
+
+    deficient = w[0] < (n * _NX_SVD_EPS) * s[0]
+    return jnp.where(deficient, reorthogonalized(), u), s, v
+
+
+def _nx_svd_matrix(
+    a: jax.Array, full: bool, max_iter: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``u``, ``s``, ``vt`` of one real matrix by Nx 0.7.2's algorithm (``Nx.LinAlg.SVD``):
+    a wide matrix is transposed; a tall one first reduced to square by Nx's QR (complete,
+    its last columns the rest of ``u``, with ``full``; reduced, when it has more than 1.15
+    times as many rows as columns, without); then :func:`_nx_svd_square`. The zero matrix
+    gives zeros and identities."""
+    m, n = a.shape
+    k = min(m, n)
+    flipped = m < n
+    x = a.T if flipped else a
+    rows, cols = x.shape
+    wide = jnp.promote_types(a.dtype, jnp.float64)
+    if full and rows > cols:
+        q_full, r_full = _nx_qr_matrix(x.astype(wide), complete=True, eps=_NX_QR_EPS)
+        q_full = q_full.astype(a.dtype)
+        u, s, v = _nx_svd_square(r_full[:cols].astype(a.dtype), max_iter)
+        u = jnp.concatenate(
+            [jnp.matmul(q_full[:, :cols], u, precision=lax.Precision.HIGHEST), q_full[:, cols:]],
+            axis=1,
+        )
+    elif not full and rows > 1.15 * cols:
+        q, r = _nx_qr_matrix(x.astype(wide), complete=False, eps=_NX_QR_EPS)
+        u, s, v = _nx_svd_square(r.astype(a.dtype), max_iter)
+        u = jnp.matmul(q.astype(a.dtype), u, precision=lax.Precision.HIGHEST)
+    else:
+        u, s, v = _nx_svd_square(x, max_iter)
+    u, vt = (v, u.T) if flipped else (u, v.T)
+    u_cols, vt_rows = (m, n) if full else (k, k)
+    zero = jnp.all(a == 0)
+    return (
+        jnp.where(zero, jnp.eye(m, u_cols, dtype=a.dtype), u),
+        jnp.where(zero, 0, s),
+        jnp.where(zero, jnp.eye(vt_rows, n, dtype=a.dtype), vt),
+    )
 
 
 def _nx_bb_reflector(x: jax.Array, start: int | jax.Array, eps: float) -> jax.Array:

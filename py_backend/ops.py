@@ -189,7 +189,9 @@ LINALG = _family("linalg", {
     "determinant": _op(1, lw.lower_determinant, check=g.check_linalg),
     "qr": _op(1, lw.lower_qr, {"mode": g.choice("reduced", "complete")}, g.check_linalg_tuple),
     "lu": _op(1, lw.lower_lu, check=g.check_linalg_tuple),
-    "svd": _op(1, lw.lower_svd, {"full_matrices": g.boolean}, g.check_linalg_tuple),
+    # (max_iter was added to version 1: absent, Nx.LinAlg.svd's default)
+    "svd": _op(1, lw.lower_svd, {"full_matrices": g.boolean, "max_iter": g.non_neg_int},
+               g.check_linalg_tuple, defaults={"max_iter": 100}),
     # (eps and max_iter were added to version 1: absent, Nx.LinAlg.eigh's defaults)
     "eigh": _op(1, lw.lower_eigh, {"eps": g.real, "max_iter": g.non_neg_int},
                 g.check_linalg_tuple, defaults={"eps": 1.0e-4, "max_iter": 1000}),

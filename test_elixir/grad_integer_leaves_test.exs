@@ -76,6 +76,41 @@ defmodule NxJax.GradIntegerLeavesTest do
     end
   end
 
+  describe "integer leaves carried through branches and loops" do
+    setup do
+      %{
+        key: %{key: Nx.Random.key(7), w: Nx.tensor([1.0, 2.0])},
+        counter: %{w: Nx.tensor([1.0, 2.0]), count: Nx.tensor(3)}
+      }
+    end
+
+    test "a PRNG key used inside if, cond and while stays u32 and gets f32 zeros", ctx do
+      expected = {Nx.tensor(0.6717492341995239), %{key: Nx.tensor([0.0, 0.0]), w: @u}}
+      assert vg_key_if(ctx.key) == expected
+      assert vg_key_cond(ctx.key) == expected
+
+      # two draws, the key split on each
+      assert vg_key_while(ctx.key) ==
+               {Nx.tensor(1.8419020175933838),
+                %{
+                  key: Nx.tensor([0.0, 0.0]),
+                  w: Nx.tensor([1.3160607814788818, 0.262920618057251])
+                }}
+    end
+
+    test "an s64 counter the loop adds to gets the f32 gradient", ctx do
+      assert vg_counter_while(ctx.counter) ==
+               {Nx.tensor(17.0), %{count: Nx.tensor(1.0), w: Nx.tensor([4.0, 4.0])}}
+    end
+
+    test "an s64 counter through if: the derivative, where real Nx doubles w's", ctx do
+      # loss = sum(w * 2 * count) with count = 3: d/dw = 6, d/dcount = 2 * sum(w) = 6. Real
+      # Nx 0.7.2 answers w: [12.0, 12.0] (docs/COMPATIBILITY.md)
+      assert vg_counter_if(ctx.counter) ==
+               {Nx.tensor(18.0), %{count: Nx.tensor(6.0), w: Nx.tensor([6.0, 6.0])}}
+    end
+  end
+
   describe "containers without tensors (as Nx 0.7.2)" do
     test "value_and_grad(%{}, fun) inside defn gives the value and %{}" do
       assert vg_empty(Nx.tensor([1.0, 2.0])) == {Nx.tensor(3.0), %{}}

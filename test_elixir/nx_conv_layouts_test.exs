@@ -20,18 +20,10 @@ defmodule NxJax.NxConvLayoutsTest do
 
   @reference Map.new(Format.rows(@reference_file), fn [name | answer] -> {name, answer} end)
 
-  # where we still answer otherwise, with our answer: the gradient of window_max/min is
-  # JAX's, which gives a window's gradient to the first of tied elements where Nx's rule
-  # (window_scatter_max/min) gives it to the last (docs/COMPATIBILITY.md)
-  @differs %{
-    "grad_window_max_ties" => ["ok", "f32 {1,4} 0000803f000000000000004000000000", "[nil, nil]"],
-    "grad_window_min_ties" => ["ok", "f32 {1,4} 0000803f000000000000004000000000", "[nil, nil]"],
-    "grad_window_min_relu_zeros" => [
-      "ok",
-      "f32 {3,3} 0000803f0000004000000000000040400000000000008040000000000000000000000000",
-      "[nil, nil]"
-    ]
-  }
+  # where we still answer otherwise, with our answer (none: the gradient of window_max/min
+  # follows Nx's rule, window_scatter_max/min's choice of the last of tied elements, in
+  # numerics mode :nx)
+  @differs %{}
 
   defp answer(code) do
     {value, _} = Code.eval_string(code)

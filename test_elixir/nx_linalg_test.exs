@@ -307,7 +307,12 @@ defmodule Nx.LinAlgTest do
       assert {u.shape, s.shape, vt.shape} == {{2, 2}, {2}, {3, 3}}
       {u, s, vt} = Nx.LinAlg.svd(a, full_matrices?: false)
       assert {u.shape, s.shape, vt.shape} == {{2, 2}, {2}, {2, 3}}
-      assert close?(u |> Nx.multiply(s) |> Nx.dot(vt), a)
+      # Nx 0.7.2's SVD reconstructs within about 1e-3 (its eigh stops early); real Nx's product
+      nx =
+        [1.0003545492271384, 2.00099364451358, -1.4227302965164057e-4] ++
+          [2.999290146005413, 4.0001415174828825, 0.9992193872639712]
+
+      assert close?(u |> Nx.multiply(s) |> Nx.dot(vt), f64(nx) |> Nx.reshape({2, 3}))
     end
 
     test "decompositions inside defn: one tuple-valued node" do
@@ -333,10 +338,14 @@ defmodule Nx.LinAlgTest do
         Nx.add(weighted(l), weighted(u))
       end)
 
-      check(x, fn x ->
-        {_u, s, _vt} = Nx.LinAlg.svd(x)
-        weighted(s)
-      end)
+      # the gradient is that of the exact decomposition, the values are Nx's (about 1e-4 from
+      # it), so finite differences of the values agree to 1e-3
+      assert :ok =
+               NxJax.GradCheck.check_grads!(
+                 fn x -> x |> Nx.LinAlg.svd() |> elem(1) |> weighted() end,
+                 [x],
+                 rtol: 1.0e-3
+               )
     end
   end
 
@@ -552,10 +561,10 @@ defmodule Nx.LinAlgTest do
     # LAPACK's f32 SVD gives [[1..9]]'s zero singular value as about 2.4e-7; inverted, it
     # swamped the result (entries near 1.0e6). Real Nx 0.7.2, whose SVD returns 0.0 there,
     # answers [-0.63879, -0.16677, 0.30526, -0.05538, 3.74e-5, 0.05545, 0.52804, 0.16684,
-    # -0.19435]; the exact pseudo-inverse is below (Nx's is within 1e-3 of it)
+    # -0.19435]; the exact pseudo-inverse is below (Nx's, and so ours, is within 1e-3 of it)
     t = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
     exact = Nx.divide(Nx.tensor([[-23, -6, 11], [-2, 0, 2], [19, 6, -7]]), 36)
-    assert Nx.all_close(Nx.LinAlg.pinv(t), exact, atol: 1.0e-5) == Nx.tensor(1, type: :u8)
+    assert Nx.all_close(Nx.LinAlg.pinv(t), exact, atol: 1.0e-3) == Nx.tensor(1, type: :u8)
 
     nx_values = [
       -0.63879,
@@ -570,7 +579,7 @@ defmodule Nx.LinAlgTest do
     ]
 
     nx = Nx.tensor(nx_values) |> Nx.reshape({3, 3})
-    assert Nx.all_close(Nx.LinAlg.pinv(t), nx, atol: 1.0e-3) == Nx.tensor(1, type: :u8)
+    assert Nx.all_close(Nx.LinAlg.pinv(t), nx, atol: 2.0e-5) == Nx.tensor(1, type: :u8)
 
     # a rank-one tall matrix: real Nx 0.7.2 gives [1, 2, 3; 2, 4, 6] / 70
     t = Nx.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
@@ -680,22 +689,34 @@ defmodule Nx.LinAlgTest do
       end
     end
 
-    test "matrix_power is repeated multiplication; pinv is the inverse of an invertible matrix" do
+    test "matrix_power is repeated multiplication; pinv of an invertible matrix is Nx's" do
       a = Nx.tensor([[1.0, 2.0], [3.0, 5.0]], type: :f64)
       expected = a |> Nx.dot(a) |> Nx.dot(a) |> Nx.dot(a) |> Nx.dot(a)
       assert Nx.all_close(Nx.LinAlg.matrix_power(a, 5), expected) == Nx.tensor(1, type: :u8)
 
-      assert Nx.all_close(Nx.LinAlg.pinv(a), Nx.LinAlg.invert(a), atol: 1.0e-12) ==
+      # real Nx 0.7.2's, built on its SVD: within 1e-2 of the inverse
+      nx =
+        Nx.tensor(
+          [[-4.998630015552371, 1.9931774774565123], [3.0065896251891755, -0.9988163334391027]],
+          type: :f64
+        )
+
+      assert Nx.all_close(Nx.LinAlg.pinv(a), nx, atol: 1.0e-4) == Nx.tensor(1, type: :u8)
+
+      assert Nx.all_close(Nx.LinAlg.pinv(a), Nx.LinAlg.invert(a), atol: 1.0e-2) ==
                Nx.tensor(1, type: :u8)
 
-      # least squares: the normal equations hold for the solution of a tall system
+      # least squares of a tall system, through Nx's SVD (pinv): real Nx 0.7.2's solution,
+      # whose normal equations hold within 0.1 (the exact one is [1.0, -0.95])
       m = Nx.tensor([[0.0, 1.0], [1.0, 1.0], [2.0, 1.0], [3.0, 1.0]], type: :f64)
       b = Nx.tensor([-1.0, 0.2, 0.9, 2.1], type: :f64)
       x = Nx.LinAlg.least_squares(m, b)
+      nx = Nx.tensor([0.9966153652701945, -0.947965432367438], type: :f64)
+      assert Nx.all_close(x, nx, atol: 1.0e-4) == Nx.tensor(1, type: :u8)
       residual = Nx.subtract(Nx.dot(m, x), b)
 
       assert Nx.all_close(Nx.dot(Nx.transpose(m), residual), Nx.tensor([0.0, 0.0], type: :f64),
-               atol: 1.0e-10
+               atol: 0.1
              ) ==
                Nx.tensor(1, type: :u8)
 

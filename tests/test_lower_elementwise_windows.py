@@ -472,6 +472,34 @@ def test_gradients_of_windows_scans_and_scatter_match_finite_differences() -> No
     assert ds.tolist() == [[1.0, 7.0], [12.0, 14.0]] and float(di) == 120.0
 
 
+@pytest.mark.parametrize("mode", ["nx", "native"])
+def test_window_max_and_min_gradients_pick_ties_as_nx_in_mode_nx(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # real Nx 0.7.2 (window_scatter_max/min's choice): a window's gradient goes to the last of
+    # its tied elements; JAX's rule (mode native) gives it to the first
+    monkeypatch.setenv("NX_JAX_NUMERICS", mode)
+    x = np.array([[2.0, 2.0, 5.0, 5.0]])
+    weights = jnp.asarray([[1.0, 2.0]])
+    expected = [[0.0, 1.0, 0.0, 2.0]] if mode == "nx" else [[1.0, 0.0, 2.0, 0.0]]
+    for op in ("window_max", "window_min"):
+        g = GraphBuilder()
+        p = g.param(0, "f32", (1, 4))
+        node = g.op(op, p, out=("f32", (1, 2)), window_dimensions=[1, 2], strides=[1, 2],
+                    padding=[(0, 0), (0, 0)], window_dilations=[1, 1])
+        fn = lower(decode_graph(g.binary([node])))
+
+        def loss(v: jax.Array, fn: Any = fn) -> jax.Array:
+            return jnp.sum(fn(v)[0] * weights)
+
+        assert np.asarray(jax.grad(loss)(jnp.asarray(x, jnp.float32))).tolist() == expected
+        # forward mode gives the same derivative, one input direction at a time
+        forward = [float(jax.jvp(loss, (jnp.asarray(x, jnp.float32),),
+                                 (jnp.asarray(np.eye(4)[i].reshape(1, 4), jnp.float32),))[1])
+                   for i in range(4)]
+        assert [forward] == expected
+
+
 BAD: list[tuple[str, list[tuple[str, tuple[int, ...]]], dict[str, Any], Any, str]] = [
     ("bitwise_and", [("f32", (2,)), ("f32", (2,))], {}, ("f32", (2,)), "integer types only"),
     ("is_nan", [("f32", (2,))], {}, ("f32", (2,)), r"\{:u, 8\}"),

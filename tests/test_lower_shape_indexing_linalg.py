@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from py_backend import numerics
 from py_backend.graph import GraphError, decode_graph
 
 from .helpers import GraphBuilder, run_graph
@@ -306,8 +307,13 @@ def test_qr_lu_svd_are_tuple_valued_and_reconstruct() -> None:
     np.testing.assert_allclose(np.triu(r), r)
     assert p.dtype == np.int64
     np.testing.assert_allclose(p @ lo @ up, SPD, atol=1e-12)
-    np.testing.assert_allclose(s, np.linalg.svd(m, compute_uv=False), rtol=1e-12)
-    np.testing.assert_allclose(u[:, :3] * s @ vt, m, atol=1e-12)
+    # (numerics mode nx: Nx 0.7.2's algorithm, whose eigh stops early, about 1e-4 from the
+    # exact eigenvectors; Nx's own tests reconstruct within 1e-2; test_elixir/nx_svd_test.exs
+    # compares it with real Nx's)
+    tol = 1e-2 if numerics.exact() else 1e-12
+    np.testing.assert_allclose(s, np.linalg.svd(m, compute_uv=False), rtol=tol / 10)
+    np.testing.assert_allclose(u[:, :3] * s @ vt, m, atol=tol)
+    np.testing.assert_allclose(u.T @ u, np.eye(4), atol=tol)
 
 
 def test_gradients_flow_through_the_new_ops() -> None:

@@ -88,7 +88,7 @@ defmodule NxJax.Ops do
       {~w(cholesky determinant)a, 1, []},
       {[:qr], 1, [:mode]},
       {[:lu], 1, []},
-      {[:svd], 1, [:full_matrices]},
+      {[:svd], 1, [:full_matrices, :max_iter]},
       {[:eigh], 1, [:eps, :max_iter]},
       {~w(fft ifft)a, 1, [:length]}
     ],

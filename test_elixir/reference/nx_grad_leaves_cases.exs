@@ -30,6 +30,53 @@ defmodule NxGradLeavesCases do
   defn vg_tuple(t),
     do: value_and_grad(t, fn {i, f} -> Nx.sum(f * Nx.as_type(Nx.remainder(i, 2), :f32)) end)
 
+  # the key and the counter carried through branches and loops
+  defn vg_key_if(p) do
+    value_and_grad(p, fn p ->
+      if Nx.sum(p.w) > 0, do: key_loss(p), else: Nx.sum(p.w)
+    end)
+  end
+
+  defn vg_key_cond(p) do
+    value_and_grad(p, fn p ->
+      cond do
+        Nx.sum(p.w) > 10 -> Nx.sum(p.w)
+        Nx.sum(p.w) > 0 -> key_loss(p)
+        true -> Nx.sum(p.w) * 2
+      end
+    end)
+  end
+
+  defn vg_key_while(p) do
+    value_and_grad(p, fn p ->
+      {_i, _key, acc, _w} =
+        while {i = 0, key = p.key, acc = 0.0, w = p.w}, i < 2 do
+          {u, key} = Nx.Random.uniform(key, shape: {2})
+          {i + 1, key, acc + Nx.sum(w * u), w}
+        end
+
+      acc
+    end)
+  end
+
+  defn vg_counter_while(p) do
+    value_and_grad(p, fn p ->
+      {count, w} =
+        while {count = p.count, w = p.w}, count < 5 do
+          {count + 1, w * 2}
+        end
+
+      Nx.sum(w) + count
+    end)
+  end
+
+  defn vg_counter_if(p) do
+    value_and_grad(p, fn p ->
+      s = if p.count > 1, do: p.count * 2, else: p.count
+      Nx.sum(p.w * s)
+    end)
+  end
+
   defn grad1(x), do: grad(fn x -> Nx.sin(x) * x end).(x)
   defn vg1(x), do: value_and_grad(fn x -> Nx.sin(x) * x end).(x)
 end

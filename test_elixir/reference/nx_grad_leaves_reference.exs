@@ -46,6 +46,11 @@ cases = [
    fn -> R.vg_tuple({Nx.tensor([1, 2], type: :s32), Nx.tensor([3.0, 4.0])}) end},
   {"unused s64 leaf (outside defn)",
    fn -> Nx.Defn.grad(%{a: Nx.tensor(2), b: Nx.tensor([1.0])}, fn p -> Nx.sum(p.b) end) end},
+  {"key through if", fn -> R.vg_key_if(key) end},
+  {"key through cond", fn -> R.vg_key_cond(key) end},
+  {"key through while", fn -> R.vg_key_while(key) end},
+  {"s64 counter through while", fn -> R.vg_counter_while(counter) end},
+  {"s64 counter through if", fn -> R.vg_counter_if(counter) end},
   {"grad/1 inside defn", fn -> R.grad1(Nx.tensor(1.0)) end},
   {"value_and_grad/1 inside defn", fn -> R.vg1(Nx.tensor(1.0)) end}
 ]

@@ -14,7 +14,10 @@ defmodule NxProgramsCases do
   defn tenth_minus(t), do: 0.3 - t
   defn pow_tenth(t), do: Nx.pow(t, 0.1)
 
-  def cases, do: inputs() ++ functions() ++ vectorized() ++ half_floats() ++ float_numbers()
+  def cases do
+    inputs() ++
+      functions() ++ vectorized() ++ half_floats() ++ float_numbers() ++ decompositions()
+  end
 
   # shapes given as numbers, values that are not tensors where a tensor is expected
   # (test_elixir/nx_creation_test.exs)
@@ -102,7 +105,9 @@ defmodule NxProgramsCases do
       try do
         r = fun.()
         type = Nx.Type.to_string(r.type)
-        "#{name}\tok\t#{type}\t#{inspect(r.shape)}\t#{inspect(Nx.to_flat_list(r))}"
+        # (every value: inspect's default limit would cut a list after 50)
+        values = inspect(Nx.to_flat_list(r), limit: :infinity)
+        "#{name}\tok\t#{type}\t#{inspect(r.shape)}\t#{values}"
       rescue
         e ->
           message = e |> Exception.message() |> String.split(" This protocol is implemented")
@@ -200,5 +205,51 @@ defmodule NxProgramsCases do
       {"bf16_times_tenth", fn -> Nx.multiply(Nx.tensor([3.0], type: :bf16), 0.1) end},
       {"s64_plus_big_integer", fn -> Nx.add(f64.(), 16_777_217) end}
     ]
+  end
+
+  # Nx.LinAlg.svd: Nx 0.7.2's QDWH polar decomposition, then eigh of the Hermitian factor
+  # (test_elixir/nx_svd_test.exs, numerics mode :nx); three cases (u, s, vt) per matrix
+  def decompositions do
+    # entries sin(0.3 k^2), k = 1, 2, ...: full rank
+    generic = fn shape, type ->
+      k = Nx.iota(shape, type: type) |> Nx.add(1)
+      k |> Nx.multiply(k) |> Nx.multiply(0.3) |> Nx.sin()
+    end
+
+    matrices = [
+      {"square_f32", fn -> Nx.tensor([[2.0, -1.0, 0.5], [1.0, 3.0, -2.0], [0.25, 1.0, 4.0]]) end,
+       []},
+      {"square_f64",
+       fn -> Nx.tensor([[2.0, -1.0, 0.5], [1.0, 3.0, -2.0], [0.25, 1.0, 4.0]], type: :f64) end,
+       []},
+      {"iota_square_s64", fn -> Nx.iota({4, 4}) end, []},
+      {"generic_5x5_f32", fn -> generic.({5, 5}, :f32) end, []},
+      {"generic_5x5_f64", fn -> generic.({5, 5}, :f64) end, []},
+      {"tall_4x2_f32", fn -> generic.({4, 2}, :f32) end, []},
+      {"tall_4x2_f32_reduced", fn -> generic.({4, 2}, :f32) end, [full_matrices?: false]},
+      {"tall_8x7_f32_reduced", fn -> generic.({8, 7}, :f32) end, [full_matrices?: false]},
+      {"tall_8x7_f64", fn -> generic.({8, 7}, :f64) end, []},
+      {"wide_2x3_f32", fn -> generic.({2, 3}, :f32) end, []},
+      {"wide_2x3_f32_reduced", fn -> generic.({2, 3}, :f32) end, [full_matrices?: false]},
+      {"wide_3x5_f64_reduced", fn -> generic.({3, 5}, :f64) end, [full_matrices?: false]},
+      {"rank_one_f32", fn -> Nx.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0]]) end,
+       []},
+      {"rank_two_tall_f32",
+       fn ->
+         Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [10.0, 11.0, 12.0]])
+       end, []},
+      {"triangular_f32", fn -> Nx.tensor([[1.0, 2.0, 3.0], [0.0, 4.0, 0.0], [0.0, 0.0, 9.0]]) end,
+       []},
+      {"diagonal_s64", fn -> Nx.tensor([[2, 0, 0], [0, 3, 0], [0, 0, -1], [0, 0, 0]]) end, []},
+      {"batched_f32", fn -> generic.({2, 3, 3}, :f32) end, []},
+      {"rank_two_5x5_f64", fn -> Nx.iota({5, 5}, type: :f64) |> Nx.add(1) |> Nx.sin() end, []},
+      {"zeros_f32", fn -> Nx.broadcast(0.0, {2, 3}) end, []},
+      {"column_s64", fn -> Nx.tensor([[-2], [1]]) end, []},
+      {"max_iter_2_f32", fn -> generic.({3, 3}, :f32) end, [max_iter: 2]}
+    ]
+
+    for {name, fun, opts} <- matrices, {part, i} <- [{"u", 0}, {"s", 1}, {"vt", 2}] do
+      {"svd_#{name}_#{part}", fn -> fun.() |> Nx.LinAlg.svd(opts) |> elem(i) end}
+    end
   end
 end

@@ -449,18 +449,49 @@ defmodule Nx.LinAlg do
   `u` `{m, k}` and `vt` `{k, n}`; `s` is `{k}`. Complex inputs raise (as in Nx 0.7.2, which
   has not implemented them).
 
+  In numerics mode `:nx` (the default of this project's tests) the values are those of Nx
+  0.7.2's own algorithm, but for the rounding of its steps: the QDWH polar decomposition
+  `a = u h`, then Nx's `eigh/2` of `h` with its default `eps: 1.0e-4`, whose early stop
+  leaves the factors about 1e-4 from the exact decomposition (`u . diag(s) . vt` within about
+  1e-3 of `a`), as in Nx; the signs of the singular vectors are the ones Nx's steps leave.
+  Numerics mode `:native` gives LAPACK's decomposition, to machine precision. Inside `defn`
+  the gradient is that of the exact decomposition (with `full_matrices?: true` only for
+  square matrices).
+
+  ## Options
+
+    * `:max_iter` - the most steps of the polar iteration, and of the QR iteration of
+      `eigh/2` (default `100`, Nx's)
+    * `:full_matrices?` - whether `u` and `vt` are square (default `true`)
+
   ## Examples
 
-      iex> {_u, s, _vt} = Nx.LinAlg.svd(Nx.tensor([[3.0, 0.0], [0.0, -4.0]]))
+      iex> {u, s, vt} = Nx.LinAlg.svd(Nx.tensor([[3.0, 0.0], [0.0, -4.0]]))
       iex> s
       #Nx.Tensor<
         f32[2]
         [4.0, 3.0]
       >
+      iex> u
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [0.0, 1.0],
+          [-1.0, 0.0]
+        ]
+      >
+      iex> vt
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [0.0, 1.0],
+          [1.0, 0.0]
+        ]
+      >
 
   """
   def svd(a, opts \\ []) do
-    opts = keyword!(opts, max_iter: nil, full_matrices?: true)
+    opts = keyword!(opts, max_iter: 100, full_matrices?: true)
     a = Nx.to_tensor(a)
 
     if Nx.Type.complex?(a.type) do
@@ -480,7 +511,7 @@ defmodule Nx.LinAlg do
       Expr.template(type, List.to_tuple(batch ++ [vt_rows, n]))
     ]
 
-    tuple_op(:svd, [a], %{full_matrices: full? == true}, outs)
+    tuple_op(:svd, [a], %{full_matrices: full? == true, max_iter: opts[:max_iter]}, outs)
   end
 
   ## Built from the decompositions above (as Nx 0.7.2 builds them)

@@ -288,9 +288,9 @@ defmodule Nx.Defn.Grad do
                  [:equal, :greater, :greater_equal, :less, :less_equal, :not_equal]
 
   # The integer inputs among xs that the gradient of y reaches, following Nx's rules (a node
-  # passes gradient to the arguments listed by reach_args/1). Control flow nodes pass it to
-  # all their inputs: an integer input used in a loop or branch is differentiated through its
-  # floating copy.
+  # passes gradient to the arguments listed by reach_args/1). A branch or loop is followed
+  # into its sub-graphs: an integer input that reaches its results only through ops without
+  # a gradient (a PRNG key split and drawn from inside a loop) stays an integer, as in Nx.
   defp integer_inputs_reached(y, xs) do
     integers = for x <- xs, not Nx.Type.float?(x.type), into: %{}, do: {x.data.id, x}
 
@@ -338,6 +338,22 @@ defmodule Nx.Defn.Grad do
   defp reach_args(%Expr{op: op, args: [tensor | _indices]})
        when op in [:take, :take_along_axis, :gather],
        do: [tensor]
+
+  # a branch: what its results are built from (all branches, all results; the predicate gets
+  # no gradient); a loop: what its body's results are built from, and each initial value
+  # whose parameter one of them reaches (the condition gets no gradient)
+  defp reach_args(%Expr{op: :cond, opts: %{branches: branches}}),
+    do: Enum.flat_map(branches, fn {:subgraph, leaves, _captures} -> leaves end)
+
+  defp reach_args(%Expr{op: op, args: args, opts: %{body: {:subgraph, next, sub}}})
+       when op in [:while, :range_loop] do
+    params = for %Nx.Tensor{data: %Expr{id: id}} <- Enum.take(sub, length(next)), do: id
+    by_param = Map.new(params, &{&1, true})
+    {_seen, reached} = reach(next, by_param, {MapSet.new(), %{}})
+    initial = Enum.take(args, length(next))
+    taken = for {id, init} <- Enum.zip(params, initial), Map.has_key?(reached, id), do: init
+    next ++ taken
+  end
 
   defp reach_args(%Expr{args: args}), do: args
 
