@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx
+	compile-real-nx test-debian13
 
 deps: elixir python-deps compile
 
@@ -61,6 +61,11 @@ test: deps
 	(cd nx && mix test) || rc=1; \
 	mix test || rc=1; \
 	exit $$rc
+
+# `make test` on Debian 13 (Elixir 1.18, OTP 27, Python 3.13) in a chroot that tools/debian13.sh
+# builds once beside the repository (root; not part of CI: README "Versions" says how long).
+test-debian13:
+	bash tools/debian13.sh make test PYTHON=python3
 
 lint: python-deps compile-real-nx
 	$(VPY) -m ruff check py_backend tests conformance bench
