@@ -60,11 +60,15 @@ defmodule NxJax.MixProject do
   # switch, read here only: NX_JAX_NX unset (or "clean") is the clean-room Nx 0.7.2 of nx/ (the
   # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
   # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
-  @nx_source (cond do
-                File.cwd!() != __DIR__ -> :hex
-                System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
-                true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
-              end)
+  # (a function, not an attribute: Elixir 1.18's type checker would see one constant and call
+  # the other clauses below unused)
+  defp nx_source do
+    cond do
+      File.cwd!() != __DIR__ -> :hex
+      System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
+      true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
+    end
+  end
 
   # what does not compile against real Nx 0.7.2 yet: the compiler, backend, toolbox and graph
   # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
@@ -79,13 +83,13 @@ defmodule NxJax.MixProject do
       start_permanent: Mix.env() == :prod,
       # the NIF of NxJax.Guard first (Mix.Tasks.Compile.NxJaxGuard above)
       compilers: [:nx_jax_guard | Mix.compilers()],
-      elixirc_paths: elixirc_paths(Mix.env(), @nx_source),
+      elixirc_paths: elixirc_paths(Mix.env(), nx_source()),
       test_paths: ["test_elixir"],
       # `make nx-suite` (MIX_ENV=nx_suite) loads Nx's test files, which define structs deriving
       # Nx.Container at run time: a consolidated protocol would not see them
       consolidate_protocols: Mix.env() != :nx_suite,
-      deps: deps(@nx_source)
-    ] ++ build_path(@nx_source)
+      deps: deps(nx_source())
+    ] ++ build_path(nx_source())
   end
 
   defp deps(:hex), do: [{:nx, "~> 0.7.2"}]

@@ -12,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=$(realpath -m "${DEBIAN13_ROOT:-$repo/../debian13-root}")
 mirror=${DEBIAN13_MIRROR:-http://deb.debian.org/debian}
-packages="elixir erlang-dev python3 python3-venv python3-pip make gcc git ca-certificates"
+packages="elixir erlang-dev python3 python3-venv python3-pip make gcc libc6-dev git ca-certificates"
 [ $# -gt 0 ] || set -- make test PYTHON=python3
 
 [ "$(id -u)" = 0 ] || { echo "tools/debian13.sh needs root (debootstrap, chroot, mount)" >&2; exit 2; }
@@ -45,10 +45,10 @@ in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:
   DEBIAN_FRONTEND=noninteractive ${NX_JAX_TEST_TIME_SCALE:+NX_JAX_TEST_TIME_SCALE=$NX_JAX_TEST_TIME_SCALE} \
   "$@"; }
 
-if [ ! -e "$root/.nx_jax-packages" ]; then
+if [ "$(cat "$root/.nx_jax-packages" 2>/dev/null)" != "$packages" ]; then
   in_root apt-get update -q
   in_root apt-get install -y -q --no-install-recommends $packages
-  touch "$root/.nx_jax-packages"
+  echo "$packages" > "$root/.nx_jax-packages"
 fi
 # The host's extra CA certificates and pip configuration, as they are now.
 if [ -d /usr/local/share/ca-certificates ]; then
