@@ -67,10 +67,14 @@ test: deps
 test-debian13:
 	bash tools/debian13.sh make test PYTHON=python3
 
+# Both projects compile without a warning (forced: a module compiled before would not warn
+# again), nx_jax with its test support; on Debian 12 and 13 alike (Elixir 1.14 and 1.18).
 lint: python-deps compile-real-nx
 	$(VPY) -m ruff check py_backend tests conformance bench
 	$(VPY) -m mypy py_backend conformance
 	mix format --check-formatted
+	cd nx && mix compile --force --warnings-as-errors
+	MIX_ENV=test mix compile --force --warnings-as-errors
 
 clean:
 	rm -rf _build $(VENV)
