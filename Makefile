@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx test-real-nx
+	compile-real-nx test-real-nx test-debian13
 
 deps: elixir python-deps compile
 
@@ -74,10 +74,19 @@ test: deps
 	$(MAKE) --no-print-directory test-real-nx || rc=1; \
 	exit $$rc
 
+# `make test` on Debian 13 (Elixir 1.18, OTP 27, Python 3.13) in a chroot that tools/debian13.sh
+# builds once beside the repository (root; not part of CI: README "Versions" says how long).
+test-debian13:
+	bash tools/debian13.sh make test PYTHON=python3
+
+# Both projects compile without a warning (forced: a module compiled before would not warn
+# again), nx_jax with its test support; on Debian 12 and 13 alike (Elixir 1.14 and 1.18).
 lint: python-deps compile-real-nx
 	$(VPY) -m ruff check py_backend tests conformance bench
 	$(VPY) -m mypy py_backend conformance
 	mix format --check-formatted
+	cd nx && mix compile --force --warnings-as-errors
+	MIX_ENV=test mix compile --force --warnings-as-errors
 
 clean:
 	rm -rf _build $(VENV)

@@ -61,12 +61,18 @@ defmodule NxJax.MixProject do
   # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
   # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
   # (mix compiles a dependency in its own folder: a project of the user's, loaded before this
-  # file, says nx_jax is one)
-  @nx_source (cond do
-                File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__] -> :hex
-                System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
-                true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
-              end)
+  # file, says nx_jax is one; read when this file is compiled, before this project is pushed)
+  @as_dependency File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__]
+
+  # (a function, not an attribute: Elixir 1.18's type checker would see one constant and call
+  # the other clauses below unused)
+  defp nx_source do
+    cond do
+      @as_dependency -> :hex
+      System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
+      true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
+    end
+  end
 
   # what does not compile against real Nx 0.7.2 yet: the compiler, backend, toolbox and graph
   # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
@@ -85,13 +91,13 @@ defmodule NxJax.MixProject do
       start_permanent: Mix.env() == :prod,
       # the NIF of NxJax.Guard first (Mix.Tasks.Compile.NxJaxGuard above)
       compilers: [:nx_jax_guard | Mix.compilers()],
-      elixirc_paths: elixirc_paths(Mix.env(), @nx_source),
-      test_paths: test_paths(@nx_source),
+      elixirc_paths: elixirc_paths(Mix.env(), nx_source()),
+      test_paths: test_paths(nx_source()),
       # `make nx-suite` (MIX_ENV=nx_suite) loads Nx's test files, which define structs deriving
       # Nx.Container at run time: a consolidated protocol would not see them
       consolidate_protocols: Mix.env() != :nx_suite,
-      deps: deps(@nx_source)
-    ] ++ build_path(@nx_source)
+      deps: deps(nx_source())
+    ] ++ build_path(nx_source())
   end
 
   defp deps(:hex), do: [{:nx, "~> 0.7.2"}]

@@ -44,6 +44,9 @@ defmodule NxJax.ExamplesTest do
     assert number_after(output, "held-out accuracy:") >= 0.9
   end
 
+  # defined by examples/convnet_dropout/model.exs, loaded when the test runs
+  @compile {:no_warn_undefined, ConvnetDropout}
+
   @convnet_reference Path.join(__DIR__, "reference/nx_0.7.2_convnet_step.tsv")
   @external_resource @convnet_reference
 

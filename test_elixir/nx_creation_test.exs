@@ -148,10 +148,10 @@ defmodule Nx.CreationTest do
       end
     end
 
+    # (the fields, not the message: Elixir 1.18 words it otherwise)
     test "to_tensor rejects other terms with Nx 0.7.2's protocol error" do
-      assert_raise Protocol.UndefinedError, ~r/not implemented for :foo of type Atom/, fn ->
-        Nx.to_tensor(:foo)
-      end
+      error = assert_raise Protocol.UndefinedError, fn -> Nx.to_tensor(:foo) end
+      assert error.protocol == Nx.LazyContainer and error.value == :foo
     end
   end
 
