@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,6 @@ import jax
 from py_backend.budget import Footprint
 from py_backend.graph import Graph, TensorOut, decode_graph
 from py_backend.lower import lower
-from py_backend.nxtypes import wire_dtype
 
 Signature = tuple[tuple[Any, tuple[int, ...]], ...]
 
@@ -42,7 +40,7 @@ class Program:
 
     def __post_init__(self) -> None:
         self.outs = [self.graph.nodes[o].tensor for o in self.graph.outputs]
-        self.out_bytes = [wire_dtype(o.type).itemsize * math.prod(o.shape) for o in self.outs]
+        self.out_bytes = [o.nbytes for o in self.outs]
         self.result_bytes = sum(self.out_bytes)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from py_backend import channel
-from py_backend.nxtypes import SUPPORTED, NxType, to_dtype
+from py_backend.nxtypes import SUPPORTED, NxType, to_dtype, wire_dtype
 
 if TYPE_CHECKING:
     from py_backend.ops import Op
@@ -45,6 +45,11 @@ class TensorOut:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of a tensor of this type and shape on the wire."""
+        return wire_dtype(self.type).itemsize * math.prod(self.shape)
 
     def __str__(self) -> str:
         return f"{self.type}{list(self.shape)}"

@@ -29,7 +29,6 @@ import argparse
 import ctypes
 import gc
 import hashlib
-import math
 import os
 import struct
 import sys
@@ -666,7 +665,7 @@ class Worker:
             self._low_bits = [int.from_bytes(drawn[i:i + 5], "big") for i in range(0, 320, 5)]
         handle = (self._handles << HANDLE_RANDOM_BITS) | self._low_bits.pop()
         if nbytes is None:
-            nbytes = wire_dtype(out.type).itemsize * math.prod(out.shape)
+            nbytes = out.nbytes
         self.resident[handle] = (array, out, nbytes)
         self.resident_bytes += nbytes
         return handle
