@@ -304,8 +304,7 @@ defmodule Nx.Defn do
   tests.
 
   `compiler: Nx.Defn.Debug` makes `defn` return the traced expression instead of running
-  it (as in Nx); any other compiler runs on the worker (the log says so once), and the
-  options meant for it are ignored.
+  it (as in Nx); any other compiler is called as Nx calls one (see `Nx.Defn.Compiler`).
 
   ## Examples
 
@@ -411,11 +410,17 @@ defmodule Nx.Defn do
       raise ArgumentError, ":hooks option must be a map"
     end
 
-    backend = Nx.default_backend()
+    case Compiler.foreign_compiler(opts) do
+      {compiler, opts} ->
+        compiler.__to_backend__(opts)
 
-    if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
-      do: {backend, []},
-      else: {Nx.BinaryBackend, []}
+      nil ->
+        backend = Nx.default_backend()
+
+        if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
+          do: {backend, []},
+          else: {Nx.BinaryBackend, []}
+    end
   end
 
   @doc """
@@ -463,11 +468,18 @@ defmodule Nx.Defn do
       [input, acc | rest] when is_function(fun, length(args)) ->
         # the step runs in the stream's process, with this process's defaults
         opts = Keyword.merge(default_options(), opts)
-        acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
 
-        Nx.Defn.Stream.start_link(input, acc, fn data, acc ->
-          Compiler.jit_apply(fun, [data, acc | rest], opts)
-        end)
+        case Compiler.foreign_compiler(opts) do
+          {compiler, opts} ->
+            Compiler.foreign_stream(compiler, fun, args, opts)
+
+          nil ->
+            acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
+
+            Nx.Defn.Stream.start_link(input, acc, fn data, acc ->
+              Compiler.jit_apply(fun, [data, acc | rest], opts)
+            end)
+        end
 
       [_, _ | _] ->
         raise ArgumentError,
@@ -624,7 +636,17 @@ defmodule Nx.Defn do
     # a list among the arguments (options) is static: given now, not at each call
     static = for {template, i} <- Enum.with_index(templates), is_list(template), do: i
     expected = for {t, i} <- Enum.with_index(templates), i not in static, do: template_of(t)
-    jitted = jit(fun, opts)
+
+    # (a compiler other than the default one compiles now, by its __compile__/4)
+    jitted =
+      case Compiler.foreign_compiler(Keyword.merge(default_options(), opts)) do
+        {compiler, opts} ->
+          Compiler.foreign_compile(compiler, fun, templates, opts)
+
+        nil ->
+          jitted = jit(fun, opts)
+          &apply(jitted, &1)
+      end
 
     fn_of_arity(
       length(expected),
@@ -636,7 +658,7 @@ defmodule Nx.Defn do
         if Nx.Defn.Expr.tracing?(),
           do: raise("cannot invoke compiled function when there is a JIT compilation happening")
 
-        apply(jitted, with_static(templates, static, args))
+        jitted.(with_static(templates, static, args))
       end
     )
   end
