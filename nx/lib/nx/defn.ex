@@ -342,6 +342,8 @@ defmodule Nx.Defn do
 
   `opts` are passed to the worker (`NxJax.Worker.run/3`); `hooks: %{name => fun}` gives the
   functions of the hooks named `name` (`Nx.Defn.Kernel.hook/2,3`), overriding their defaults.
+  `compiler: module` names another compiler, called with `opts` through its `__jit__/5` (see
+  `Nx.Defn.Compiler`).
 
   ## Examples
 
