@@ -50,24 +50,31 @@ defmodule NxJax do
 
   # One step per input sent (traced once, on `vars`), in the stream's process: the input's
   # tensors, the accumulator so far and the other arguments of `args` in the order of `vars`.
+  # As EXLA's streams (and nx_jax's under real Nx): each output is checked against the step's
+  # output template, and a stream that has ended raises on recv.
   @impl true
   def __stream__(key, input, acc, vars, fun, [args], opts) do
     opts = Keyword.take(opts, @run_options)
     compiled = Nx.Defn.Compiler.graph_trace(__MODULE__, {:stream, key}, vars, fun, opts)
     rest = Enum.drop(args, Nx.Defn.Composite.count(input) + Nx.Defn.Composite.count(acc))
 
+    output =
+      case Nx.Defn.Compiler.graph_template(compiled) do
+        {output, _acc} ->
+          output
+
+        other ->
+          raise ArgumentError,
+                "the function given to Nx.Defn.stream/3 must return a tuple " <>
+                  "{output, accumulator}, got: #{inspect(other)}"
+      end
+
     step = fn data, acc ->
-      # (a lazy container sent is made here, in the stream's process)
-      data = Nx.Defn.Composite.expand_lazy(data, fn _template, make -> make.() end)
-      args = leaf_funs(data) ++ leaf_funs(acc) ++ rest
+      args = Nx.Defn.Stream.step_args(data, acc, rest)
       Nx.Defn.Compiler.graph_run(__MODULE__, compiled, vars, args, opts)
     end
 
-    [Nx.Defn.Stream.start_link(input, acc, step)]
-  end
-
-  defp leaf_funs(container) do
-    for leaf <- Nx.Defn.Composite.flatten_list([container]), do: fn -> leaf end
+    [Nx.Defn.Stream.start_link(input, acc, step, output: output, gone: :raise)]
   end
 
   # every call is placed on the pool (NxJax.Pool), so one partition

@@ -86,7 +86,9 @@ defmodule NxJax.DefnStreamTest do
                    Nx.Stream.send(stream, Nx.iota({3}))
                  end
 
-    stream = Nx.Defn.stream(fn _a, {b, c} -> {b, c} end, [1, {2, 3}])
+    # Nx 0.7.2's evaluator checks each output against the accumulator's template ...
+    step = fn _a, {b, c} -> {b, c} end
+    stream = Nx.Defn.stream(step, [1, {2, 3}], compiler: Nx.Defn.Evaluator)
     Nx.Stream.send(stream, Nx.tensor(1))
 
     assert_raise ArgumentError,
@@ -94,6 +96,11 @@ defmodule NxJax.DefnStreamTest do
                  fn ->
                    Nx.Stream.recv(stream)
                  end
+
+    # ... nx_jax's compiler (as EXLA's) against the step's output
+    stream = Nx.Defn.stream(step, [1, {2, 3}])
+    Nx.Stream.send(stream, Nx.tensor(1))
+    assert Nx.Stream.recv(stream) == Nx.tensor(2)
   end
 
   test "done refuses while outputs wait to be received; a done stream is gone" do
@@ -108,12 +115,26 @@ defmodule NxJax.DefnStreamTest do
 
     assert Nx.Stream.recv(stream) == Nx.tensor(0)
     assert Nx.Stream.done(stream) == Nx.tensor(1)
+
+    assert_raise RuntimeError, "cannot recv from stream because it has been terminated", fn ->
+      Nx.Stream.recv(stream)
+    end
+
+    # (Nx 0.7.2's evaluator exits)
+    stream = Nx.Defn.stream(&running_sum/2, [0, 0], compiler: Nx.Defn.Evaluator)
+    assert Nx.Stream.done(stream) == Nx.tensor(0)
     assert {:noproc, _} = catch_exit(Nx.Stream.done(stream))
   end
 
-  test "a step that does not return a pair stops the stream" do
+  test "a step that does not return a pair: an error at once, or (the evaluator) at the send" do
+    assert_raise ArgumentError,
+                 ~r/must return a tuple {output, accumulator}, got: #Nx.Tensor/,
+                 fn ->
+                   Nx.Defn.stream(fn _, _ -> 0 end, [1, 2])
+                 end
+
     Process.flag(:trap_exit, true)
-    stream = Nx.Defn.stream(fn _, _ -> 0 end, [1, 2])
+    stream = Nx.Defn.stream(fn _, _ -> 0 end, [1, 2], compiler: Nx.Defn.Evaluator)
     ref = Process.monitor(stream.pid)
     Nx.Stream.send(stream, 1)
     assert catch_exit(Nx.Stream.recv(stream))

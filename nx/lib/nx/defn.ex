@@ -467,21 +467,16 @@ defmodule Nx.Defn do
     end
 
     case args do
-      [input, acc | rest] when is_function(fun, length(args)) ->
+      [_input, _acc | _rest] when is_function(fun, length(args)) ->
         # the step runs in the stream's process, with this process's defaults
-        opts = Keyword.merge(default_options(), opts)
+        # (the stream is the compiler's, the default one's too, as in Nx)
+        {compiler, opts} =
+          case Compiler.foreign_compiler(Keyword.merge(default_options(), opts)) do
+            {compiler, opts} -> {compiler, opts}
+            nil -> {Compiler.runtime(), Keyword.delete(opts, :compiler)}
+          end
 
-        case Compiler.foreign_compiler(opts) do
-          {compiler, opts} ->
-            Compiler.foreign_stream(compiler, fun, args, opts)
-
-          nil ->
-            acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
-
-            Nx.Defn.Stream.start_link(input, acc, fn data, acc ->
-              Compiler.jit_apply(fun, [data, acc | rest], opts)
-            end)
-        end
+        Compiler.compiler_stream(compiler, fun, args, opts)
 
       [_, _ | _] ->
         raise ArgumentError,

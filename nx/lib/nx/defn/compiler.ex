@@ -389,8 +389,9 @@ defmodule Nx.Defn.Compiler do
   end
 
   @doc false
-  # c:__stream__/7 of `compiler`: the input's parameters and the accumulator (tensors) given
-  def foreign_stream(compiler, fun, [_input, acc | _] = args, opts) do
+  # c:__stream__/7 of `compiler` (any, the default one too): the input's parameters and the
+  # accumulator (tensors) given
+  def compiler_stream(compiler, fun, [_input, acc | _] = args, opts) do
     {key, vars, trace_fun} = foreign_params(compiler, jit_id(fun), fun, args)
     acc = Composite.traverse(acc, &Nx.to_tensor/1)
 
@@ -490,6 +491,14 @@ defmodule Nx.Defn.Compiler do
         compiled
     end
   end
+
+  @doc """
+  The template of the result container of a trace of `graph_trace/5` (template tensors, with
+  any other term of the result as it is).
+  """
+  @spec graph_template(term) :: term
+  def graph_template({:no_tensors, result}), do: result
+  def graph_template(compiled) when elem(compiled, 0) == :graph, do: elem(compiled, 3)
 
   defp leaf_signature(%Nx.Tensor{type: type, shape: shape, vectorized_axes: axes, names: names}),
     do: {type, shape, axes, named(names)}

@@ -22,10 +22,19 @@ defmodule Nx.Defn.Evaluator do
   def __compile__(key, vars, fun, opts),
     do: runtime().__compile__(key, vars, fun, Keyword.drop(opts, @own_options))
 
+  # (compiled by the default compiler; a stream of Nx's evaluator: each output is checked
+  # against the accumulator's template, as Nx 0.7.2's evaluator checks it)
   @impl true
-  def __stream__(key, input, acc, vars, fun, args_list, opts) do
-    opts = Keyword.drop(opts, @own_options)
-    runtime().__stream__(key, input, acc, vars, fun, args_list, opts)
+  def __stream__(key, input, acc, vars, fun, [args], opts) do
+    compiled = runtime().__compile__(key, vars, fun, Keyword.drop(opts, @own_options))
+    rest = Enum.drop(args, Nx.Defn.Composite.count(input) + Nx.Defn.Composite.count(acc))
+
+    step = fn data, acc ->
+      [result] = compiled.([Nx.Defn.Stream.step_args(data, acc, rest)])
+      result
+    end
+
+    [Nx.Defn.Stream.start_link(input, acc, step)]
   end
 
   @impl true
