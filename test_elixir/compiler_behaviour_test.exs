@@ -162,6 +162,12 @@ defmodule NxJax.CompilerBehaviourTest do
     Nx.Stream.send(stream, 7)
     assert Nx.Stream.recv(stream) == Nx.tensor(5)
     assert Nx.Stream.done(stream) == Nx.tensor(12)
+
+    # an empty tuple is a container (an empty accumulator), not an option
+    stream = Nx.Defn.stream(fn i, {} -> {Nx.multiply(i, i), {}} end, [0, {}], compiler())
+    Nx.Stream.send(stream, 3)
+    assert Nx.Stream.recv(stream) == Nx.tensor(9)
+    assert Nx.Stream.done(stream) == {}
   end
 
   test "to_backend calls __to_backend__/1; NxJax's and Nx.Defn.Evaluator's follow the default backend" do

@@ -443,8 +443,9 @@ defmodule Nx.Defn.Compiler do
     {key, params, trace_fun}
   end
 
-  defp static?(arg),
-    do: is_list(arg) or is_function(arg) or (is_tuple(arg) and is_function(elem(arg, 0)))
+  defp static?(arg) when is_list(arg) or is_function(arg), do: true
+  defp static?(arg) when is_tuple(arg) and tuple_size(arg) > 0, do: is_function(elem(arg, 0))
+  defp static?(_arg), do: false
 
   defp with_statics([{:static, arg} | statics], vars), do: [arg | with_statics(statics, vars)]
   defp with_statics([nil | statics], [var | vars]), do: [var | with_statics(statics, vars)]
