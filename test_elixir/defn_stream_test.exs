@@ -86,9 +86,10 @@ defmodule NxJax.DefnStreamTest do
                    Nx.Stream.send(stream, Nx.iota({3}))
                  end
 
-    # Nx 0.7.2's evaluator checks each output against the accumulator's template ...
+    # with no compiler named (Nx's default, Nx.Defn.Evaluator) each output is checked against
+    # the accumulator's template, as in Nx 0.7.2 ...
     step = fn _a, {b, c} -> {b, c} end
-    stream = Nx.Defn.stream(step, [1, {2, 3}], compiler: Nx.Defn.Evaluator)
+    stream = Nx.Defn.stream(step, [1, {2, 3}])
     Nx.Stream.send(stream, Nx.tensor(1))
 
     assert_raise ArgumentError,
@@ -97,14 +98,14 @@ defmodule NxJax.DefnStreamTest do
                    Nx.Stream.recv(stream)
                  end
 
-    # ... nx_jax's compiler (as EXLA's) against the step's output
-    stream = Nx.Defn.stream(step, [1, {2, 3}])
+    # ... under compiler: NxJax (as EXLA's, and NxJax's under real Nx) against the step's output
+    stream = Nx.Defn.stream(step, [1, {2, 3}], compiler: NxJax)
     Nx.Stream.send(stream, Nx.tensor(1))
     assert Nx.Stream.recv(stream) == Nx.tensor(2)
   end
 
   test "done refuses while outputs wait to be received; a done stream is gone" do
-    stream = Nx.Defn.stream(&running_sum/2, [0, 0])
+    stream = Nx.Defn.stream(&running_sum/2, [0, 0], compiler: NxJax)
     Nx.Stream.send(stream, 1)
 
     assert_raise RuntimeError,
@@ -120,21 +121,21 @@ defmodule NxJax.DefnStreamTest do
       Nx.Stream.recv(stream)
     end
 
-    # (Nx 0.7.2's evaluator exits)
-    stream = Nx.Defn.stream(&running_sum/2, [0, 0], compiler: Nx.Defn.Evaluator)
+    # (with no compiler named it exits, as Nx 0.7.2's evaluator's)
+    stream = Nx.Defn.stream(&running_sum/2, [0, 0])
     assert Nx.Stream.done(stream) == Nx.tensor(0)
     assert {:noproc, _} = catch_exit(Nx.Stream.done(stream))
   end
 
-  test "a step that does not return a pair: an error at once, or (the evaluator) at the send" do
+  test "a step that does not return a pair: an error at once (NxJax), or at the send" do
     assert_raise ArgumentError,
                  ~r/must return a tuple {output, accumulator}, got: #Nx.Tensor/,
                  fn ->
-                   Nx.Defn.stream(fn _, _ -> 0 end, [1, 2])
+                   Nx.Defn.stream(fn _, _ -> 0 end, [1, 2], compiler: NxJax)
                  end
 
     Process.flag(:trap_exit, true)
-    stream = Nx.Defn.stream(fn _, _ -> 0 end, [1, 2], compiler: Nx.Defn.Evaluator)
+    stream = Nx.Defn.stream(fn _, _ -> 0 end, [1, 2])
     ref = Process.monitor(stream.pid)
     Nx.Stream.send(stream, 1)
     assert catch_exit(Nx.Stream.recv(stream))

@@ -438,6 +438,9 @@ defmodule Nx.Defn do
   stops the stream's process (linked to the caller).
 
   Options as `jit/2` (`:hooks` is a map of hook functions).
+  The stream is the compiler's (`c:Nx.Defn.Compiler.__stream__/7`): with no compiler named,
+  Nx's default, `Nx.Defn.Evaluator`, whose outputs are checked against the accumulator's
+  template as in Nx 0.7.2; `compiler: NxJax` checks them against the step's output, as EXLA.
 
   ## Examples
 
@@ -469,11 +472,12 @@ defmodule Nx.Defn do
     case args do
       [_input, _acc | _rest] when is_function(fun, length(args)) ->
         # the step runs in the stream's process, with this process's defaults
-        # (the stream is the compiler's, the default one's too, as in Nx)
+        # (the stream is the compiler's, as in Nx; with none named, Nx's default compiler's,
+        # Nx.Defn.Evaluator, which runs on the default compiler)
         {compiler, opts} =
-          case Compiler.foreign_compiler(Keyword.merge(default_options(), opts)) do
+          case Keyword.pop(Keyword.merge(default_options(), opts), :compiler) do
+            {compiler, opts} when compiler in [nil, Nx.Defn.Debug] -> {Nx.Defn.Evaluator, opts}
             {compiler, opts} -> {compiler, opts}
-            nil -> {Compiler.runtime(), Keyword.delete(opts, :compiler)}
           end
 
         Compiler.compiler_stream(compiler, fun, args, opts)

@@ -392,6 +392,7 @@ defmodule Nx.Defn.Compiler do
   # c:__stream__/7 of `compiler` (any, the default one too): the input's parameters and the
   # accumulator (tensors) given
   def compiler_stream(compiler, fun, [_input, acc | _] = args, opts) do
+    compiler!(compiler)
     {key, vars, trace_fun} = foreign_params(compiler, jit_id(fun), fun, args)
     acc = Composite.traverse(acc, &Nx.to_tensor/1)
 

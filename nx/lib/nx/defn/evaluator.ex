@@ -4,6 +4,8 @@ defmodule Nx.Defn.Evaluator do
   the clean room's default compiler (`config :nx, :default_compiler`). Code and libraries
   written for Nx pass it as `compiler: Nx.Defn.Evaluator`, and a compiler of a user's may
   wrap it (call its `__jit__/5`); both run on the default compiler, with the same results.
+  `Nx.Defn.stream/3` with no compiler named is its stream, Nx 0.7.2's evaluator's (each output
+  checked against the accumulator's template, an exit after done).
 
   Of its own options, `:max_concurrency` sets the number of partitions
   (`__partitions_options__/1`), as in Nx; `:garbage_collect` (collect after each node of
