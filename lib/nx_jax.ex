@@ -1,9 +1,14 @@
 defmodule NxJax do
   @moduledoc """
   nx_jax's compiler: runs the graphs of `defn`, `Nx.Defn.jit/2` and eager `Nx` ops on the
-  JAX worker. It is the clean-room Nx's default compiler (`config :nx, :default_compiler`;
-  `Nx.Defn.Compiler` describes the two callbacks); `Nx.Defn.Compiler.current/0` names it while
-  tracing.
+  JAX worker. It implements Nx 0.7.2's `Nx.Defn.Compiler` (`__jit__/5`, `__compile__/4`,
+  `__stream__/7`, `__partitions_options__/1`, `__to_backend__/1`), so that a compiler of a
+  user's or a library's that wraps it (`compiler: MyCompiler`, which calls `NxJax.__jit__/5`)
+  runs on the worker; those callbacks trace, encode and cache by key and argument signature
+  with the front end's trace cache (`Nx.Defn.Compiler.graph_trace/5`). It is also the
+  clean-room Nx's default compiler (`config :nx, :default_compiler`), which the front end's own
+  cached path reaches through the two graph callbacks, `__compile__/1` and `__run__/5`;
+  `Nx.Defn.Compiler.current/0` names it while tracing.
 
   A graph is checked against the op registry (`NxJax.Ops`) and sent once (its key,
   `NxJax.Worker.graph_key/1`, afterwards). Each call goes to the worker where a resident
@@ -22,6 +27,68 @@ defmodule NxJax do
       #=> %{platform: "cpu", device: "cpu:0", devices: ["cpu:0"]}
   """
   defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
+
+  # the options of a call that this compiler reads (those of its worker calls); the rest belong
+  # to Nx or to other compilers (a wrapping compiler's own, `client:` of EXLA's), and are
+  # ignored, as Nx's compilers do
+  @run_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us] ++
+                 [:debug_nans, :donate]
+
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
+
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    opts = Keyword.take(opts, @run_options)
+    compiled = Nx.Defn.Compiler.graph_trace(__MODULE__, key, vars, fun, opts)
+
+    fn args_list ->
+      for args <- args_list,
+          do: Nx.Defn.Compiler.graph_run(__MODULE__, compiled, vars, args, opts)
+    end
+  end
+
+  # One step per input sent (traced once, on `vars`), in the stream's process: the input's
+  # tensors, the accumulator so far and the other arguments of `args` in the order of `vars`.
+  # As EXLA's streams (and nx_jax's under real Nx): each output is checked against the step's
+  # output template, and a stream that has ended raises on recv.
+  @impl true
+  def __stream__(key, input, acc, vars, fun, [args], opts) do
+    opts = Keyword.take(opts, @run_options)
+    compiled = Nx.Defn.Compiler.graph_trace(__MODULE__, {:stream, key}, vars, fun, opts)
+    rest = Enum.drop(args, Nx.Defn.Composite.count(input) + Nx.Defn.Composite.count(acc))
+
+    output =
+      case Nx.Defn.Compiler.graph_template(compiled) do
+        {output, _acc} ->
+          output
+
+        other ->
+          raise ArgumentError,
+                "the function given to Nx.Defn.stream/3 must return a tuple " <>
+                  "{output, accumulator}, got: #{inspect(other)}"
+      end
+
+    step = fn data, acc ->
+      args = Nx.Defn.Stream.step_args(data, acc, rest)
+      Nx.Defn.Compiler.graph_run(__MODULE__, compiled, vars, args, opts)
+    end
+
+    [Nx.Defn.Stream.start_link(input, acc, step, output: output, gone: :raise)]
+  end
+
+  # every call is placed on the pool (NxJax.Pool), so one partition
+  @impl true
+  def __partitions_options__(opts), do: [opts]
+
+  # results stay resident on the worker (NxJax.Backend) when that is the caller's default
+  # backend (or an argument is resident); else they come back as binary backend tensors
+  @impl true
+  def __to_backend__(_opts) do
+    if Nx.default_backend() == NxJax.Backend,
+      do: {NxJax.Backend, []},
+      else: {Nx.BinaryBackend, []}
+  end
 
   @impl true
   def __compile__(graph) do

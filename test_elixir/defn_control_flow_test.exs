@@ -622,4 +622,24 @@ defmodule NxJax.DefnControlFlowTest do
   test "variables bound in a while's initial state are visible after it" do
     assert initial_binding(Nx.tensor(1.5)) == {Nx.tensor(12.0), Nx.tensor(1.5), Nx.tensor(0)}
   end
+
+  defn vectorized_cond(p1, c1, p2, c2, c3) do
+    cond do
+      p1 -> c1
+      p2 -> c2
+      true -> c3
+    end
+  end
+
+  test "a cond on predicates vectorized on different axes selects entry by entry, by name" do
+    # (EXLA 0.7.2's vectorize_test "cond 2 vectorized preds with different axes"): the branch
+    # vectorized on pred1 inside the one on pred2 is put in the result's order of axes, not
+    # paired with it by position
+    p1 = Nx.vectorize(Nx.tensor([0, 1, 0]), :pred1)
+    c1 = Nx.vectorize(Nx.tensor([10, 100]), :pred2)
+    p2 = Nx.vectorize(Nx.tensor([1, 0]), :pred2)
+    c2 = Nx.vectorize(Nx.tensor([20, 200, 2000]), :pred1)
+    expected = Nx.vectorize(Nx.tensor([[20, 40], [10, 100], [2000, 40]]), pred1: 3, pred2: 2)
+    assert vectorized_cond(p1, c1, p2, c2, 40) == expected
+  end
 end

@@ -86,7 +86,10 @@ defmodule NxJax.DefnStreamTest do
                    Nx.Stream.send(stream, Nx.iota({3}))
                  end
 
-    stream = Nx.Defn.stream(fn _a, {b, c} -> {b, c} end, [1, {2, 3}])
+    # with no compiler named (Nx's default, Nx.Defn.Evaluator) each output is checked against
+    # the accumulator's template, as in Nx 0.7.2 ...
+    step = fn _a, {b, c} -> {b, c} end
+    stream = Nx.Defn.stream(step, [1, {2, 3}])
     Nx.Stream.send(stream, Nx.tensor(1))
 
     assert_raise ArgumentError,
@@ -94,10 +97,15 @@ defmodule NxJax.DefnStreamTest do
                  fn ->
                    Nx.Stream.recv(stream)
                  end
+
+    # ... under compiler: NxJax (as EXLA's, and NxJax's under real Nx) against the step's output
+    stream = Nx.Defn.stream(step, [1, {2, 3}], compiler: NxJax)
+    Nx.Stream.send(stream, Nx.tensor(1))
+    assert Nx.Stream.recv(stream) == Nx.tensor(2)
   end
 
   test "done refuses while outputs wait to be received; a done stream is gone" do
-    stream = Nx.Defn.stream(&running_sum/2, [0, 0])
+    stream = Nx.Defn.stream(&running_sum/2, [0, 0], compiler: NxJax)
     Nx.Stream.send(stream, 1)
 
     assert_raise RuntimeError,
@@ -108,10 +116,24 @@ defmodule NxJax.DefnStreamTest do
 
     assert Nx.Stream.recv(stream) == Nx.tensor(0)
     assert Nx.Stream.done(stream) == Nx.tensor(1)
+
+    assert_raise RuntimeError, "cannot recv from stream because it has been terminated", fn ->
+      Nx.Stream.recv(stream)
+    end
+
+    # (with no compiler named it exits, as Nx 0.7.2's evaluator's)
+    stream = Nx.Defn.stream(&running_sum/2, [0, 0])
+    assert Nx.Stream.done(stream) == Nx.tensor(0)
     assert {:noproc, _} = catch_exit(Nx.Stream.done(stream))
   end
 
-  test "a step that does not return a pair stops the stream" do
+  test "a step that does not return a pair: an error at once (NxJax), or at the send" do
+    assert_raise ArgumentError,
+                 ~r/must return a tuple {output, accumulator}, got: #Nx.Tensor/,
+                 fn ->
+                   Nx.Defn.stream(fn _, _ -> 0 end, [1, 2], compiler: NxJax)
+                 end
+
     Process.flag(:trap_exit, true)
     stream = Nx.Defn.stream(fn _, _ -> 0 end, [1, 2])
     ref = Process.monitor(stream.pid)

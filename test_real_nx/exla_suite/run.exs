@@ -1,9 +1,11 @@
-# EXLA 0.7.2's defn test files, unchanged, with NxJax as real Nx's compiler: a shim points
-# EXLA's names at ours (EXLA.jit/jit_apply/compile/stream -> Nx.Defn with compiler: NxJax,
-# EXLA.Case's assertions, EXLA.Backend -> NxJax.Backend). Numerics
-# :native (MIX_ENV=dev), as EXLA computes. Not part of `make test`. From the project root:
+# EXLA 0.7.2's defn test files, unchanged, with NxJax as the compiler: a shim points EXLA's
+# names at ours (EXLA.jit/jit_apply/compile/stream -> Nx.Defn with compiler: NxJax, EXLA.Case's
+# assertions, EXLA.Backend -> NxJax.Backend). Numerics :native (MIX_ENV=dev), as EXLA
+# computes. Not part of `make test`. From the project root, under real Nx 0.7.2 or under the
+# clean room (the same shim: NxJax implements Nx's compiler callbacks under both):
 #
 #     NX_JAX_NX=_build/real-nx-src mix run test_real_nx/exla_suite/run.exs [FILE ...]
+#     mix run test_real_nx/exla_suite/run.exs [FILE ...]
 #
 # The tests are read from ../shared/reference/nx-0.7.2.tar.gz (EXLA_TARBALL), unpacked into a
 # temporary folder; FILE is a path under exla/test/ (default: defn/expr_test.exs and
@@ -107,6 +109,11 @@ for file <- files, do: Code.require_file(Path.join([dir, "nx-0.7.2/exla/test/exl
 %{failures: failures, total: total} = ExUnit.run()
 File.rm_rf!(dir)
 
+# (the clean room names its default compiler in its application environment; real Nx has none)
+front_end =
+  if Application.get_env(:nx, :default_compiler), do: "the clean room", else: "real Nx 0.7.2"
+
 IO.puts(
-  "EXLA suite under real Nx: #{total - failures} of #{total} pass (#{Enum.join(files, ", ")})"
+  "EXLA suite under #{front_end}: #{total - failures} of #{total} pass " <>
+    "(#{Enum.join(files, ", ")})"
 )

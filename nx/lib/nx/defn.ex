@@ -304,8 +304,7 @@ defmodule Nx.Defn do
   tests.
 
   `compiler: Nx.Defn.Debug` makes `defn` return the traced expression instead of running
-  it (as in Nx); any other compiler runs on the worker (the log says so once), and the
-  options meant for it are ignored.
+  it (as in Nx); any other compiler is called as Nx calls one (see `Nx.Defn.Compiler`).
 
   ## Examples
 
@@ -343,6 +342,8 @@ defmodule Nx.Defn do
 
   `opts` are passed to the worker (`NxJax.Worker.run/3`); `hooks: %{name => fun}` gives the
   functions of the hooks named `name` (`Nx.Defn.Kernel.hook/2,3`), overriding their defaults.
+  `compiler: module` names another compiler, called with `opts` through its `__jit__/5` (see
+  `Nx.Defn.Compiler`).
 
   ## Examples
 
@@ -411,11 +412,17 @@ defmodule Nx.Defn do
       raise ArgumentError, ":hooks option must be a map"
     end
 
-    backend = Nx.default_backend()
+    case Compiler.foreign_compiler(opts) do
+      {compiler, opts} ->
+        compiler.__to_backend__(opts)
 
-    if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
-      do: {backend, []},
-      else: {Nx.BinaryBackend, []}
+      nil ->
+        backend = Nx.default_backend()
+
+        if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
+          do: {backend, []},
+          else: {Nx.BinaryBackend, []}
+    end
   end
 
   @doc """
@@ -431,6 +438,9 @@ defmodule Nx.Defn do
   stops the stream's process (linked to the caller).
 
   Options as `jit/2` (`:hooks` is a map of hook functions).
+  The stream is the compiler's (`c:Nx.Defn.Compiler.__stream__/7`): with no compiler named,
+  Nx's default, `Nx.Defn.Evaluator`, whose outputs are checked against the accumulator's
+  template as in Nx 0.7.2; `compiler: NxJax` checks them against the step's output, as EXLA.
 
   ## Examples
 
@@ -460,14 +470,17 @@ defmodule Nx.Defn do
     end
 
     case args do
-      [input, acc | rest] when is_function(fun, length(args)) ->
+      [_input, _acc | _rest] when is_function(fun, length(args)) ->
         # the step runs in the stream's process, with this process's defaults
-        opts = Keyword.merge(default_options(), opts)
-        acc = Nx.Defn.Composite.traverse(acc, &Nx.to_tensor/1)
+        # (the stream is the compiler's, as in Nx; with none named, Nx's default compiler's,
+        # Nx.Defn.Evaluator, which runs on the default compiler)
+        {compiler, opts} =
+          case Keyword.pop(Keyword.merge(default_options(), opts), :compiler) do
+            {compiler, opts} when compiler in [nil, Nx.Defn.Debug] -> {Nx.Defn.Evaluator, opts}
+            {compiler, opts} -> {compiler, opts}
+          end
 
-        Nx.Defn.Stream.start_link(input, acc, fn data, acc ->
-          Compiler.jit_apply(fun, [data, acc | rest], opts)
-        end)
+        Compiler.compiler_stream(compiler, fun, args, opts)
 
       [_, _ | _] ->
         raise ArgumentError,
@@ -624,7 +637,17 @@ defmodule Nx.Defn do
     # a list among the arguments (options) is static: given now, not at each call
     static = for {template, i} <- Enum.with_index(templates), is_list(template), do: i
     expected = for {t, i} <- Enum.with_index(templates), i not in static, do: template_of(t)
-    jitted = jit(fun, opts)
+
+    # (a compiler other than the default one compiles now, by its __compile__/4)
+    jitted =
+      case Compiler.foreign_compiler(Keyword.merge(default_options(), opts)) do
+        {compiler, opts} ->
+          Compiler.foreign_compile(compiler, fun, templates, opts)
+
+        nil ->
+          jitted = jit(fun, opts)
+          &apply(jitted, &1)
+      end
 
     fn_of_arity(
       length(expected),
@@ -636,7 +659,7 @@ defmodule Nx.Defn do
         if Nx.Defn.Expr.tracing?(),
           do: raise("cannot invoke compiled function when there is a JIT compilation happening")
 
-        apply(jitted, with_static(templates, static, args))
+        jitted.(with_static(templates, static, args))
       end
     )
   end

@@ -9,10 +9,22 @@ defmodule Nx.Defn.Compiler do
 
   ## The compiler behaviour
 
-  A compiler runs graphs; the front end (tracing, caching the traces, containers) knows no
-  compiler by name. The one that runs every graph is `config :nx, :default_compiler`
-  (`NxJax` by default: nx_jax's, which runs them on the JAX worker); it implements two
-  callbacks:
+  A compiler is Nx 0.7.2's `Nx.Defn.Compiler`: five callbacks with the meanings Nx gives
+  them, called as Nx calls them. `jit/2`, `jit_apply/3`, `defn` calls from outside `defn`
+  and `grad/2` call `c:__jit__/5`; `Nx.Defn.compile/3` calls `c:__compile__/4`;
+  `Nx.Defn.stream/3` calls `c:__stream__/7`; `Nx.Defn.to_backend/1` calls
+  `c:__to_backend__/1`. `vars` are the arguments with each tensor leaf replaced by a
+  parameter expression (numbered across all arguments, in order); arguments that are lists
+  or functions (options, callbacks) are not among them, the function given to the compiler
+  applies them itself. Each list of `args_list` holds one function of no arguments per
+  parameter, in order, that returns its tensor. The function given to the compiler traces:
+  called on `vars`, it returns the expression of the result (a container of expression
+  tensors), with `current/0` naming the compiler meanwhile.
+
+  The `:compiler` option (of the call, or of `Nx.Defn.default_options/0`) names the compiler.
+  None, or the default compiler (`config :nx, :default_compiler`: `NxJax`, nx_jax's, which runs
+  every graph on the JAX worker), takes the front end's own path (the trace cache and the
+  planned calls below), which reaches the default compiler through its two graph callbacks:
 
     * `c:__compile__/1` - once per trace: the graph term of `Nx.Defn.Graph.encode/1`, to
       whatever the compiler runs later
@@ -20,6 +32,13 @@ defmodule Nx.Defn.Compiler do
       takes, and returns one tensor per output template (a tensor of `Nx.BinaryBackend`, or
       of the compiler's `Nx.Backend` where results stay resident); `hooks` are the trace's
       hooks by index (`{name, fun, template}`), which it calls with the hooked values
+
+  `Nx.Defn.Debug` returns the traced expression. Any other module is called through the five
+  callbacks, with the call's options (less `:compiler`); a module without `c:__jit__/5` is an
+  `ArgumentError`. `graph_trace/5` and `graph_run/5` give a compiler with the two graph
+  callbacks the front end's trace cache on that path (`NxJax.__jit__/5` is made of them), so a
+  user's compiler that wraps another one (or `Nx.Defn.Evaluator`, which runs on the default
+  compiler) works.
 
   ## Planned calls
 
@@ -35,6 +54,53 @@ defmodule Nx.Defn.Compiler do
   have no plan.
   """
 
+  @doc """
+  Traces `fun.(vars)` (it must call `fun` with `vars`), compiles the expression, and runs it on
+  each list of argument functions of `args_list`: one result container per list. `key`
+  identifies the function (not `vars`: a cache must add their types and shapes).
+  """
+  @callback __jit__(
+              key :: term,
+              vars :: [Nx.Container.t()],
+              fun :: ([Nx.Container.t()] -> Nx.Container.t()),
+              args_list :: [[(() -> Nx.Tensor.t())]],
+              opts :: keyword
+            ) :: [Nx.Container.t()]
+
+  @doc """
+  As `c:__jit__/5` without arguments yet: traces and compiles now, and returns the function
+  that runs on an `args_list` and returns one result container per list.
+  """
+  @callback __compile__(
+              key :: term,
+              vars :: [Nx.Container.t()],
+              fun :: ([Nx.Container.t()] -> Nx.Container.t()),
+              opts :: keyword
+            ) :: ([[(() -> Nx.Tensor.t())]] -> [Nx.Container.t()])
+
+  @doc """
+  A stream (`Nx.Stream`) of `fun`, which returns `{output, accumulator}`: `input` is the
+  container of the first argument's parameters, `acc` the initial accumulator (tensors);
+  `vars` and the one list of `args_list` as in `c:__jit__/5` (the input's and the
+  accumulator's entries in it are replaced by each input sent and the accumulator so far).
+  Returns a list of one stream.
+  """
+  @callback __stream__(
+              key :: term,
+              input :: Nx.Container.t(),
+              acc :: Nx.Container.t(),
+              vars :: [Nx.Container.t()],
+              fun :: ([Nx.Container.t()] -> {Nx.Container.t(), Nx.Container.t()}),
+              args_list :: [[(() -> Nx.Tensor.t())]],
+              opts :: keyword
+            ) :: [Nx.Stream.t()]
+
+  @doc "The compiler options of each partition (device) that a serving runs on."
+  @callback __partitions_options__(opts :: keyword) :: [keyword]
+
+  @doc "The backend, `{module, options}`, of the results the compiler returns under `opts`."
+  @callback __to_backend__(opts :: keyword) :: {module, keyword}
+
   @doc "Prepares the graph of a trace for `c:__run__/5` (called once per trace)."
   @callback __compile__(graph :: tuple) :: term
 
@@ -46,6 +112,8 @@ defmodule Nx.Defn.Compiler do
               hooks :: %{non_neg_integer => {atom | nil, function, term}},
               opts :: keyword
             ) :: [Nx.Tensor.t()]
+
+  @optional_callbacks __compile__: 1, __run__: 5
 
   alias Nx.Defn.{Composite, Expr}
 
@@ -268,53 +336,187 @@ defmodule Nx.Defn.Compiler do
     end
   end
 
-  # the options of a call that the default compiler reads (nx_jax's: those of its worker calls)
-  @worker_options [:timeout, :server, :hooks, :hooks_in, :retry, :retryable, :reply_spin_us] ++
-                    [:debug_nans, :donate]
-
   # The `:compiler` option (given, or in `Nx.Defn.default_options/0`): `Nx.Defn.Debug`
   # returns the traced expression, as in Nx; the default compiler (`nil`, or named) runs
-  # the graph; any other (`Nx.Defn.Evaluator`, `EXLA`, ...) has the default compiler run
-  # it too, which the log says once per compiler. The options meant for that compiler are
-  # not passed on.
-  # (`plan_for`: see plan/5)
+  # the graph by the front end's own path (cached/5, whose hits make plans: plan/5); any other
+  # module is called as Nx calls a compiler (foreign_jit/5).
   defp run(id, fun, args, opts, plan_for) do
     runtime = runtime()
-    {compiler, opts} = Keyword.pop(opts, :compiler)
 
-    with_current(compiler || runtime, fn ->
-      run_with(compiler, runtime, {id, fun, args}, opts, plan_for)
-    end)
-  end
+    case Keyword.pop(opts, :compiler) do
+      {Nx.Defn.Debug, _opts} ->
+        with_current(Nx.Defn.Debug, fn -> trace(fun, args) end)
 
-  defp run_with(Nx.Defn.Debug, _runtime, {_id, fun, args}, _opts, _plan_for),
-    do: trace(fun, args)
+      {compiler, opts} when compiler == nil or compiler == runtime ->
+        with_current(runtime, fn -> cached(id, fun, args, opts, plan_for) end)
 
-  defp run_with(compiler, runtime, {id, fun, args}, opts, plan_for)
-       when compiler == nil or compiler == runtime,
-       do: cached(id, fun, args, opts, plan_for)
-
-  defp run_with(compiler, _runtime, {id, fun, args}, opts, plan_for) when is_atom(compiler) do
-    note_compiler(compiler)
-    cached(id, fun, args, Keyword.take(opts, @worker_options), plan_for)
-  end
-
-  defp run_with(compiler, _runtime, _call, _opts, _plan_for),
-    do: raise(ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}")
-
-  defp note_compiler(compiler) do
-    key = {__MODULE__, :noted_compiler, compiler}
-
-    unless :persistent_term.get(key, false) do
-      :persistent_term.put(key, true)
-
-      require Logger
-
-      Logger.info(
-        "Nx: defn runs on #{inspect(runtime())}; the compiler #{inspect(compiler)} " <>
-          "(and its options) is not used"
-      )
+      {compiler, opts} ->
+        foreign_jit(compiler, id, fun, args, opts)
     end
+  end
+
+  ## Compilers other than the default one
+
+  # c:__jit__/5 of `compiler` on the call, as Nx.Defn.jit_apply/3 of Nx 0.7.2 calls it
+  defp foreign_jit(compiler, id, fun, args, opts) do
+    compiler!(compiler)
+    {key, vars, trace_fun} = foreign_params(compiler, id, fun, args)
+    [result] = compiler.__jit__(key, vars, trace_fun, [argument_funs(args)], opts)
+    result
+  end
+
+  @doc false
+  # The call `Nx.Defn.compile/3` makes under a compiler other than the default one (and not
+  # Nx.Defn.Debug), or nil: `{compiler, opts}` (opts less :compiler).
+  def foreign_compiler(opts) do
+    case Keyword.pop(opts, :compiler) do
+      {compiler, _opts} when compiler in [nil, Nx.Defn.Debug] -> nil
+      {compiler, opts} -> if compiler != runtime(), do: {compiler!(compiler), opts}
+    end
+  end
+
+  @doc false
+  # c:__compile__/4 of `compiler` for `templates` (static lists among them); the function it
+  # returns is called with the arguments of each call (templates' statics included)
+  def foreign_compile(compiler, fun, templates, opts) do
+    {key, vars, trace_fun} = foreign_params(compiler, jit_id(fun), fun, templates)
+    compiled = compiler.__compile__(key, vars, trace_fun, opts)
+
+    fn args ->
+      [result] = compiled.([argument_funs(args)])
+      result
+    end
+  end
+
+  @doc false
+  # c:__stream__/7 of `compiler` (any, the default one too): the input's parameters and the
+  # accumulator (tensors) given
+  def compiler_stream(compiler, fun, [_input, acc | _] = args, opts) do
+    compiler!(compiler)
+    {key, vars, trace_fun} = foreign_params(compiler, jit_id(fun), fun, args)
+    acc = Composite.traverse(acc, &Nx.to_tensor/1)
+
+    [stream] =
+      compiler.__stream__(key, hd(vars), acc, vars, trace_fun, [argument_funs(args)], opts)
+
+    stream
+  end
+
+  defp compiler!(compiler) do
+    cond do
+      not is_atom(compiler) ->
+        raise ArgumentError, "the :compiler option must be a module, got: #{inspect(compiler)}"
+
+      not Code.ensure_loaded?(compiler) ->
+        raise ArgumentError,
+              "the :compiler option names #{inspect(compiler)}, which is not loaded (is its " <>
+                "application among your dependencies?)"
+
+      not function_exported?(compiler, :__jit__, 5) ->
+        raise ArgumentError,
+              "the :compiler option names #{inspect(compiler)}, which is not a compiler: it " <>
+                "does not implement Nx.Defn.Compiler (no __jit__/5)"
+
+      true ->
+        compiler
+    end
+  end
+
+  # The key, `vars` and the tracing function of a call as Nx 0.7.2 gives them to a compiler:
+  # a list or a function among the arguments (options, callbacks) is not a var, the tracing
+  # function puts it back (and the key names it, with the function's trace cache id `id`); a
+  # lazy container is a var of its templates.
+  defp foreign_params(compiler, id, fun, args) do
+    statics = for arg <- args, do: if(static?(arg), do: {:static, arg})
+    {params, _concrete} = parameters(Enum.reject(args, &static?/1))
+    key = if Enum.any?(statics), do: {id, statics}, else: id
+
+    trace_fun = fn vars ->
+      with_current(compiler, fn ->
+        Expr.with_tracing(fn ->
+          fun
+          |> apply(with_statics(statics, vars))
+          |> Composite.traverse(&Expr.to_expr/1)
+        end)
+      end)
+    end
+
+    {key, params, trace_fun}
+  end
+
+  defp static?(arg) when is_list(arg) or is_function(arg), do: true
+  defp static?(arg) when is_tuple(arg) and tuple_size(arg) > 0, do: is_function(elem(arg, 0))
+  defp static?(_arg), do: false
+
+  defp with_statics([{:static, arg} | statics], vars), do: [arg | with_statics(statics, vars)]
+  defp with_statics([nil | statics], [var | vars]), do: [var | with_statics(statics, vars)]
+  defp with_statics([], []), do: []
+
+  # one function per tensor leaf of the arguments (not of the static ones), in the order of
+  # the parameters: it returns the concrete tensor (a lazy container's made when called)
+  defp argument_funs(args) do
+    args
+    |> Enum.reject(&static?/1)
+    |> lazy_arguments()
+    |> Tuple.to_list()
+    |> Composite.flatten_list()
+    |> Enum.map(fn leaf -> fn -> made(to_concrete_or_lazy(leaf)) end end)
+  end
+
+  defp to_concrete_or_lazy(%Nx.Tensor{data: {:lazy, _}} = template), do: template
+  defp to_concrete_or_lazy(leaf), do: to_concrete(leaf)
+
+  ## Running graphs for a compiler (the default path's trace cache)
+
+  @doc """
+  For a compiler that implements the two graph callbacks (`c:__compile__/1`, `c:__run__/5`)
+  and is called through `c:__jit__/5`: the trace of `fun.(vars)`, encoded and compiled by
+  `compiler`, from the trace cache (`Nx.Defn.TraceCache`) by `key` and the types, shapes and
+  names of `vars` (a trace of its own under `debug_nans: true`); traced and cached on a miss.
+  `graph_run/5` runs it.
+  """
+  @spec graph_trace(module, term, [term], ([term] -> term), keyword) :: term
+  def graph_trace(compiler, key, vars, fun, opts) do
+    debug = Keyword.get(opts, :debug_nans, false) == true
+    signature = Enum.map(vars, &Composite.traverse(&1, fn leaf -> leaf_signature(leaf) end))
+    cache_key = {__MODULE__, compiler, key, signature, debug}
+
+    case Nx.Defn.TraceCache.fetch(cache_key) do
+      nil ->
+        count = Enum.reduce(vars, 0, &(Composite.count(&1) + &2))
+        compiled = compile(compiler, fn -> fun.(vars) end, count, debug)
+        :counters.add(counters_ref(), 1, 1)
+        Nx.Defn.TraceCache.put(cache_key, compiled)
+
+      {compiled, _mark} ->
+        :counters.add(counters_ref(), 2, 1)
+        compiled
+    end
+  end
+
+  @doc """
+  The template of the result container of a trace of `graph_trace/5` (template tensors, with
+  any other term of the result as it is).
+  """
+  @spec graph_template(term) :: term
+  def graph_template({:no_tensors, result}), do: result
+  def graph_template(compiled) when elem(compiled, 0) == :graph, do: elem(compiled, 3)
+
+  defp leaf_signature(%Nx.Tensor{type: type, shape: shape, vectorized_axes: axes, names: names}),
+    do: {type, shape, axes, named(names)}
+
+  defp leaf_signature(number), do: number
+
+  @doc """
+  Runs the trace of `graph_trace/5` on `args` (one function per parameter, as in an
+  `args_list` of `c:__jit__/5`; only those of the parameters the graph reads are called) with
+  `compiler`'s `c:__run__/5`, and returns the result container. `vars` are those the trace was
+  made of (`donate: [position]` names positions among them).
+  """
+  @spec graph_run(module, term, [term], [(() -> Nx.Tensor.t())], keyword) :: term
+  def graph_run(compiler, compiled, vars, args, opts) do
+    opts = if Keyword.has_key?(opts, :donate), do: donated(opts, vars, compiled), else: opts
+    execute(compiler, compiled, args, opts)
   end
 
   @doc false
@@ -369,7 +571,7 @@ defmodule Nx.Defn.Compiler do
       case Nx.Defn.TraceCache.fetch(key) do
         nil ->
           {params, _concrete} = parameters(args)
-          compiled = compile(fun, params, length(concrete), debug)
+          compiled = compile(runtime(), tracing(fun, params), length(concrete), debug)
           :counters.add(counters_ref(), 1, 1)
           Nx.Defn.TraceCache.put(key, compiled)
 
@@ -382,7 +584,7 @@ defmodule Nx.Defn.Compiler do
       end
 
     opts = if donate?, do: donated(opts, args, compiled), else: opts
-    execute(compiled, concrete, opts)
+    execute(runtime(), compiled, concrete, opts)
   end
 
   # `donate: [position]` (positions of the call's arguments, each a tensor or a container) as
@@ -503,6 +705,8 @@ defmodule Nx.Defn.Compiler do
     tensor
   end
 
+  # (a function of an `args_list`, Nx.Defn.Compiler's callbacks)
+  defp made(fun) when is_function(fun, 0), do: to_concrete(fun.())
   defp made(tensor), do: tensor
 
   @doc """
@@ -512,26 +716,26 @@ defmodule Nx.Defn.Compiler do
   @spec trace(function, [term]) :: term
   def trace(fun, args) do
     {params, _concrete} = parameters(args)
-    {result, _hooks} = traced(fun, params)
+    {result, _hooks} = Expr.with_hooks(tracing(fun, params))
     # (numbers among the results are expressions too, as Nx's compilers return them)
     Composite.traverse(result, &Expr.to_expr/1)
   end
 
-  # `fun` applied to the parameter expressions, and the hooks its trace defined
-  defp traced(fun, params),
-    do: Expr.with_hooks(fn -> Expr.with_tracing(fn -> apply(fun, params) end) end)
+  # the trace of `fun` applied to the parameter expressions
+  defp tracing(fun, params), do: fn -> Expr.with_tracing(fn -> apply(fun, params) end) end
 
-  # the hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index.
+  # `trace` run (a function of no arguments that traces), its result encoded for `compiler`.
+  # The hook functions stay here, by index (Nx.Defn.Expr.hook/3); the graph names the index.
   # With `debug`, the run gets `debug_sites: %{wire id => "file:line"}` among its options.
-  defp compile(fun, params, count, false) do
-    {result, hooks} = traced(fun, params)
-    encode(result, hooks, count)
+  defp compile(compiler, trace, count, false) do
+    {result, hooks} = Expr.with_hooks(trace)
+    encode(compiler, result, hooks, count)
   end
 
-  defp compile(fun, params, count, true) do
-    {{result, hooks}, sites} = Expr.with_sites(fn -> traced(fun, params) end)
+  defp compile(compiler, trace, count, true) do
+    {{result, hooks}, sites} = Expr.with_sites(fn -> Expr.with_hooks(trace) end)
 
-    case encode(result, hooks, count) do
+    case encode(compiler, result, hooks, count) do
       {:graph, compiled, parameters, container, templates, hooks} ->
         by_wire_id =
           for {ref, id} <- Nx.Defn.Graph.ids(result), site = sites[ref], into: %{}, do: {id, site}
@@ -544,7 +748,7 @@ defmodule Nx.Defn.Compiler do
   end
 
   # `parameters`: the indices of the `count` concrete arguments the graph takes, or :all
-  defp encode(result, hooks, count) do
+  defp encode(compiler, result, hooks, count) do
     # (as in Nx: a result must be tensors, numbers or containers of them)
     Composite.container!(
       result,
@@ -559,21 +763,26 @@ defmodule Nx.Defn.Compiler do
         {graph, parameters, container} = Nx.Defn.Graph.encode(result)
         parameters = if parameters == Enum.to_list(0..(count - 1)//1), do: :all, else: parameters
         templates = Composite.flatten_list([container])
-        {:graph, runtime().__compile__(graph), parameters, container, templates, hooks}
+        {:graph, compiler.__compile__(graph), parameters, container, templates, hooks}
     end
   end
 
-  defp execute({:no_tensors, result}, _args, _opts), do: result
+  defp execute(_compiler, {:no_tensors, result}, _args, _opts), do: result
 
-  defp execute({:graph, compiled, parameters, container, templates, hooks, sites}, args, opts),
-    do:
-      execute({:graph, compiled, parameters, container, templates, hooks}, args, [
-        {:debug_sites, sites} | opts
-      ])
+  defp execute(
+         compiler,
+         {:graph, compiled, parameters, container, templates, hooks, sites},
+         args,
+         opts
+       ),
+       do:
+         execute(compiler, {:graph, compiled, parameters, container, templates, hooks}, args, [
+           {:debug_sites, sites} | opts
+         ])
 
-  defp execute({:graph, compiled, parameters, container, templates, hooks}, args, opts) do
+  defp execute(compiler, {:graph, compiled, parameters, container, templates, hooks}, args, opts) do
     results =
-      runtime().__run__(compiled, made_all(taken(parameters, args), []), templates, hooks, opts)
+      compiler.__run__(compiled, made_all(taken(parameters, args), []), templates, hooks, opts)
 
     rebuilt(container, results)
   end

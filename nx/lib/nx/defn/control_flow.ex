@@ -161,7 +161,7 @@ defmodule Nx.Defn.ControlFlow do
               "same container (the else branch is required), got: #{inspect(on_true)} and #{inspect(on_false)}"
     end
 
-    selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(condition, &1, &2))
+    selected = Enum.zip_with(true_leaves, false_leaves, &aligned_select(condition, &1, &2))
     Nx.Defn.Composite.fill(on_true, selected)
   end
 
@@ -217,10 +217,39 @@ defmodule Nx.Defn.ControlFlow do
       same_branches!(true_result, false_result)
       true_leaves = Composite.flatten_list([true_result])
       false_leaves = Composite.flatten_list([false_result])
-      selected = Enum.zip_with(true_leaves, false_leaves, &Nx.select(pred, &1, &2))
+      selected = Enum.zip_with(true_leaves, false_leaves, &aligned_select(pred, &1, &2))
       Composite.fill(true_result, selected)
     end
   end
+
+  # Nx.select/3 with its operands' vectorized axes first put in one order (that of their
+  # union): Nx's element-wise ops pair the axes of operands that have the same vectorized
+  # axes in different orders by position, not by name (as Nx 0.7.2 does), which would mix
+  # the entries of branches vectorized on several axes
+  defp aligned_select(pred, on_true, on_false) do
+    axes = Expr.vectorized_union(Enum.map([pred, on_true, on_false], &Expr.to_expr/1))
+    Nx.select(in_order(pred, axes), in_order(on_true, axes), in_order(on_false, axes))
+  end
+
+  # `leaf` with its vectorized axes in the order they have in `axes` (which holds them all)
+  defp in_order(%Nx.Tensor{vectorized_axes: [_, _ | _] = own} = leaf, axes) do
+    names = Keyword.keys(own)
+    order = for {name, _size} <- axes, name in names, do: name
+
+    if names == order do
+      leaf
+    else
+      moved = Enum.map(order, fn name -> Enum.find_index(names, &(&1 == name)) end)
+      inner = Enum.to_list(length(names)..(length(names) + tuple_size(leaf.shape) - 1)//1)
+
+      leaf
+      |> Nx.devectorize(keep_names: false)
+      |> Nx.transpose(axes: moved ++ inner)
+      |> Nx.vectorize(Enum.map(order, &{&1, Keyword.fetch!(own, &1)}))
+    end
+  end
+
+  defp in_order(leaf, _axes), do: leaf
 
   defp open_branch(takes, branch) do
     any = takes |> Nx.devectorize(keep_names: false) |> Nx.any()
@@ -373,7 +402,7 @@ defmodule Nx.Defn.ControlFlow do
         else: leaf |> Expr.to_expr() |> Nx.as_type(type)
 
     leaf = if leaf.shape == shape, do: leaf, else: Nx.broadcast(leaf, shape)
-    if leaf.vectorized_axes == axes, do: leaf, else: vectorize_as(leaf, axes)
+    if leaf.vectorized_axes == axes, do: leaf, else: leaf |> in_order(axes) |> vectorize_as(axes)
   end
 
   # `leaf` with exactly the vectorized axes `axes` (a superset of its own, in that order):

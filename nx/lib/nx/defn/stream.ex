@@ -6,18 +6,38 @@ defmodule Nx.Defn.Stream do
   use GenServer
 
   @enforce_keys [:pid, :input, :output]
-  defstruct [:pid, :input, :output]
+  defstruct [:pid, :input, :output, gone: :exit]
 
   @doc false
   # `step` takes an input and the accumulator and returns `{output, accumulator}`. Each input
   # is the first argument given to `Nx.Defn.stream/3` with its tensors replaced by those
   # sent (as in Nx 0.7.2, the fields a struct keeps out of its container are the first
-  # argument's, not those of the data sent).
-  def start_link(input, acc, step) do
+  # argument's, not those of the data sent). Options: `:output`, the template each output is
+  # checked against on recv (by default the accumulator's, as Nx 0.7.2's evaluator checks;
+  # EXLA's streams check the step's output); `gone: :raise` makes a recv or done of a stream
+  # that has ended raise a RuntimeError, as EXLA's do (by default it exits, as Nx's evaluator's).
+  def start_link(input, acc, step, opts \\ []) do
     skeleton = Nx.Defn.Composite.expand_lazy(input, fn template, _make -> template end)
     {:ok, pid} = GenServer.start_link(__MODULE__, {skeleton, acc, step})
-    %__MODULE__{pid: pid, input: Nx.to_template(input), output: Nx.to_template(acc)}
+    output = Keyword.get_lazy(opts, :output, fn -> Nx.to_template(acc) end)
+    gone = Keyword.get(opts, :gone, :exit)
+    %__MODULE__{pid: pid, input: Nx.to_template(input), output: output, gone: gone}
   end
+
+  @doc false
+  # The argument list of a compiler's step (an `args_list` entry of Nx.Defn.Compiler's
+  # callbacks) for the input `data` sent, the accumulator `acc` so far and the functions of the
+  # other arguments `rest` (a lazy container sent is made here, in the stream's process)
+  def step_args(data, acc, rest) do
+    data = Nx.Defn.Composite.expand_lazy(data, &%Nx.Tensor{&1 | data: {:lazy, &2}})
+    leaf_funs(data) ++ leaf_funs(acc) ++ rest
+  end
+
+  defp leaf_funs(container),
+    do: for(leaf <- Nx.Defn.Composite.flatten_list([container]), do: fn -> made(leaf) end)
+
+  defp made(%Nx.Tensor{data: {:lazy, make}}), do: make.()
+  defp made(leaf), do: leaf
 
   @impl true
   def init({skeleton, acc, step}) do
@@ -99,8 +119,8 @@ defmodule Nx.Defn.Stream do
       :lazy -> true
     end
 
-    def recv(%{pid: pid, output: output}) do
-      case GenServer.call(pid, :recv, :infinity) do
+    def recv(%{pid: pid, output: output} = stream) do
+      case call(stream, pid, :recv) do
         {:ok, data} ->
           unless Nx.compatible?(output, data) do
             raise ArgumentError,
@@ -115,14 +135,24 @@ defmodule Nx.Defn.Stream do
       end
     end
 
-    def done(%{pid: pid}) do
-      case GenServer.call(pid, :done, :infinity) do
+    def done(%{pid: pid} = stream) do
+      case call(stream, pid, :done) do
         {:ok, acc} ->
           acc
 
         :outputs_pending ->
           raise "cannot mark stream as done when there are recv messages pending"
       end
+    end
+
+    defp call(%{gone: :exit}, pid, request), do: GenServer.call(pid, request, :infinity)
+
+    defp call(%{gone: :raise}, pid, request) do
+      GenServer.call(pid, request, :infinity)
+    catch
+      :exit, {reason, _} when reason in [:noproc, :normal] ->
+        what = if request == :recv, do: "recv from stream", else: "mark stream as done"
+        raise "cannot #{what} because it has been terminated"
     end
   end
 end
