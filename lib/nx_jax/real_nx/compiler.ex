@@ -14,7 +14,8 @@ defmodule NxJax do
 
   Real Nx calls `__jit__/5` on every call of a jitted function and leaves the reuse of traces
   to its compiler: the first call with a signature traces and encodes, later ones look the
-  graph up in `:persistent_term` and only run it.
+  graph up in `NxJax.TraceCache` (at most `config :nx_jax, trace_cache_size:` traces, the
+  least used evicted first; `trace_cache_stats/0`) and only run it.
 
   Under the clean-room Nx of this repository the module `NxJax` is lib/nx_jax.ex instead
   (mix.exs chooses the file by which Nx it builds against).
@@ -33,6 +34,12 @@ defmodule NxJax do
   (`NxJax.Devices.list/1`).
   """
   defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
+
+  @doc """
+  The trace cache's capacity and counts (`NxJax.TraceCache.stats/0`): `%{size:, entries:,
+  traces:, hits:, evictions:}`.
+  """
+  defdelegate trace_cache_stats(), to: NxJax.TraceCache, as: :stats
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts) do
@@ -85,22 +92,24 @@ defmodule NxJax do
   # what a call needs once it is traced: the encoded graph, its key, the arguments it reads
   # and the template of its results
   defp entry(key, vars, fun) do
-    signature = for var <- vars, do: Composite.traverse(var, &leaf_signature/1)
+    signature = for var <- vars, do: signature(var)
     cache_key = {__MODULE__, key, signature}
 
-    case :persistent_term.get(cache_key, nil) do
-      nil ->
-        entry = trace(vars, fun)
-        :persistent_term.put(cache_key, entry)
-        entry
-
-      entry ->
-        entry
-    end
+    NxJax.TraceCache.fetch(cache_key, fn -> trace(vars, fun) end)
   end
 
-  defp leaf_signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
+  # (a walk of its own for tensors and tuples, the common arguments, as each call makes one:
+  # Composite.traverse/2 goes through the Nx.Container protocol for every tuple)
+  defp signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
     do: {type, shape, names, axes}
+
+  defp signature(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> tuple_signature([]) |> List.to_tuple()
+
+  defp signature(container), do: Composite.traverse(container, &signature/1)
+
+  defp tuple_signature([leaf | rest], acc), do: tuple_signature(rest, [signature(leaf) | acc])
+  defp tuple_signature([], acc), do: :lists.reverse(acc)
 
   defp trace(vars, fun) do
     outputs = fun.(vars)
