@@ -2,19 +2,19 @@ defmodule NxJax.TraceCache do
   @moduledoc """
   The traces of the compiler under real Nx 0.7.2 (`NxJax` in lib/nx_jax/real_nx/compiler.ex),
   by real Nx's key and the argument signature: at most `config :nx_jax, trace_cache_size:`
-  entries (default #{1024}).
+  entries (default 1024).
 
   Real Nx calls its compiler on every call of a jitted function with the function as the key,
   so a closure that captures a changing value is a new key at every call: the cache must not
   grow with them, and a function called over and over must stay in it.
 
-  Layout: one public ETS set holds `{cache_key, {entry, marks, slot, counters}}`; `marks` is
-  an `:atomics` array with one mark per slot of the cache. A hit is one `:ets.lookup_element/3`
-  from the caller, one `:atomics.put/3` that marks its slot used and one counter; it writes
-  nothing to the table. A miss traces in the caller and hands the entry to this process, which
-  alone inserts and evicts (so the table never holds more than the size). Each process also
-  remembers the last entry it used, so that a loop's repeated call copies nothing from the
-  table.
+  Layout: one ETS set, written only by this process (its owner), holds
+  `{cache_key, {entry, marks, slot, counters}}`; `marks` is an `:atomics` array with one mark
+  per slot of the cache. A hit is one `:ets.lookup_element/3` from the caller, one
+  `:atomics.put/3` that marks its slot used and one counter: it writes nothing to the table. A
+  miss traces in the caller and hands the entry to the owner, which alone inserts and evicts
+  (so the table never holds more than the size). Each process also remembers the last entry it
+  used, so that a loop's repeated call copies nothing from the table.
 
   Eviction is the clock (second chance) policy: a hand goes round the slots; a marked slot
   loses its mark and is passed over, an unmarked one is evicted and takes the new entry. An
@@ -103,7 +103,7 @@ defmodule NxJax.TraceCache do
 
   @impl true
   def init(size) do
-    :ets.new(__MODULE__, [:set, :public, :named_table, read_concurrency: true])
+    :ets.new(__MODULE__, [:set, :protected, :named_table, read_concurrency: true])
     {:ok, fresh(size)}
   end
 
