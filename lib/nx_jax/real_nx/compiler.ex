@@ -50,7 +50,41 @@ defmodule NxJax do
   def __compile__(key, vars, fun, opts) do
     entry = entry(key, vars, fun)
     run_opts = run_options(entry, opts)
+
+    run_opts =
+      case donated(Keyword.get(opts, :donate), vars, entry) do
+        [] -> run_opts
+        donated -> [{:donated, donated} | run_opts]
+      end
+
     fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
+  end
+
+  # `donate: [position]`, positions (0-based) of the call's tensor and container arguments
+  # (real Nx passes its compiler those, not the call's other arguments, such as options): the
+  # positions among the tensors the graph reads (`entry.parameters`) of every leaf of each
+  # donated argument, the candidates whose memory the results may reuse.
+  defp donated(nil, _vars, _entry), do: []
+
+  defp donated(positions, vars, entry) do
+    count = length(vars)
+
+    unless is_list(positions) and
+             Enum.all?(positions, &(is_integer(&1) and &1 in 0..(count - 1)//1)) do
+      raise ArgumentError,
+            "the :donate option takes a list of argument positions (0-based) of the call's " <>
+              "#{count} tensor or container argument(s), got: #{inspect(positions)}"
+    end
+
+    {ranges, _} =
+      Enum.map_reduce(vars, 0, fn var, first ->
+        leaves = Composite.count(var)
+        {first..(first + leaves - 1)//1, first + leaves}
+      end)
+
+    leaves = MapSet.new(Enum.flat_map(positions, &Enum.at(ranges, &1)))
+
+    for {leaf, i} <- Enum.with_index(entry.parameters), leaf in leaves, do: i
   end
 
   defp run_options(entry, opts) do
@@ -163,11 +197,22 @@ defmodule NxJax do
 
         results =
           try do
-            # `debug_nans: true`: the worker runs the graph op by op and stops at the first
-            # NaN or infinity, naming its node (py_backend/debug_nans.py)
-            if opts[:debug_nans] == true,
-              do: NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts),
-              else: NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+            cond do
+              # `debug_nans: true`: the worker runs the graph op by op and stops at the first
+              # NaN or infinity, naming its node (py_backend/debug_nans.py)
+              opts[:debug_nans] == true ->
+                NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts)
+
+              Keyword.has_key?(opts, :donated) ->
+                donate = donate(opts[:donated], tensors, server)
+                call_opts = if donate == [], do: call_opts, else: [{:donate, donate} | call_opts]
+                results = NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+                disarm_donated(donate, tensors)
+                results
+
+              true ->
+                NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+            end
           rescue
             error in NxJax.WorkerError ->
               reraise explain(error, tensors), __STACKTRACE__
@@ -179,6 +224,29 @@ defmodule NxJax do
       end,
       opts
     )
+  end
+
+  # Of the donation candidates (positions in `tensors`), those resident on `server`. Donating
+  # a tensor that is not resident does nothing, as JAX does with a host array; neither does
+  # donating one the call reads twice (one zeros tensor as two optimizer moments): its memory
+  # cannot go to a result while another argument still reads it.
+  defp donate(candidates, tensors, server) do
+    counts = Enum.frequencies(for %T{data: %NxJax.Backend{handle: h}} <- tensors, do: h)
+    tensors = List.to_tuple(tensors)
+
+    for i <- candidates,
+        %T{data: %NxJax.Backend{worker: ^server, handle: h}} <- [elem(tensors, i)],
+        counts[h] == 1,
+        do: i
+  end
+
+  # a donated tensor is no longer resident (its worker dropped it): its guard has nothing to
+  # free, and reading it says why it is gone (NxJax.Resident.explain_unknown/2)
+  defp disarm_donated(donate, tensors) do
+    for i <- donate do
+      %T{data: %NxJax.Backend{guard: guard}} = Enum.at(tensors, i)
+      NxJax.Guard.disarm(guard, :donated)
+    end
   end
 
   # (debug_nans' report names a node of the graph: there is no source line to name here)
