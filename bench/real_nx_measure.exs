@@ -1,0 +1,102 @@
+# One build's measurements for bench/real_nx.exs (`make bench-real-nx`), under whichever Nx
+# this build has: the clean room (`mix run bench/real_nx_measure.exs STEPS`) or real Nx 0.7.2
+# with NxJax as its compiler (`NX_JAX_NX=_build/real-nx-src mix run ...`). Prints one line,
+# `RESULT <base64 of a term>`, that bench/real_nx.exs reads:
+#
+#   - the small call (section 1's `x * 2 + 1` on a scalar f32, Bench.small/1) and the worker's
+#     ping, p50 us over 20 interleaved rounds of 100 calls each;
+#   - under real Nx, the compiler's own work per call (real Nx's `__jit__` with no argument
+#     list: the signature walk, the trace lookup, the options; no run), for the small call and
+#     for the training step's 15 arguments, mean us over 20,000 calls, median of 5 rounds;
+#   - the training loop of bench/train_step.exs, STEPS steps after 20 uncounted, through
+#     `Nx.Defn.jit/2`, through `Nx.Defn.compile/3`, and through the jit donating its state.
+#
+# Not a test: nothing here asserts a timing.
+Code.require_file("lib.exs", __DIR__)
+Code.require_file("train_step.exs", __DIR__)
+
+defmodule RealNxMeasure do
+  def p50(list), do: Enum.at(Enum.sort(list), div(length(list), 2))
+
+  # `rows`: [{name, fun}], called in turn, `per_round` calls each, `rounds` times
+  def interleaved(rows, rounds, per_round) do
+    for {_name, fun} <- rows, _ <- 1..50, do: fun.()
+
+    samples =
+      for _ <- 1..rounds, {name, fun} <- rows, _ <- 1..per_round, reduce: %{} do
+        acc -> Map.update(acc, name, [Bench.time_us(fun)], &[Bench.time_us(fun) | &1])
+      end
+
+    Map.new(samples, fn {name, list} -> {name, p50(list)} end)
+  end
+
+  # the mean time of `fun` over `n` calls, median of 5 rounds, in us
+  def mean_us(fun, n) do
+    for _ <- 1..div(n, 10), do: fun.()
+
+    rounds =
+      for _ <- 1..5 do
+        t0 = System.monotonic_time(:nanosecond)
+        for _ <- 1..n, do: fun.()
+        (System.monotonic_time(:nanosecond) - t0) / n / 1000
+      end
+
+    p50(rounds)
+  end
+
+  # real Nx's jit of `fun` on `args` up to the compiler, with nothing to run (real Nx's
+  # functions, called by apply/3: the clean room has no to_lazy_params/2)
+  def front(fun, args) do
+    {key, params, _templates, _flatten} = apply(Nx.Defn.Compiler, :to_lazy_params, [fun, args])
+
+    Nx.Defn.Compiler.__jit__(key, params, [], compiler: NxJax)
+    mean_us(fn -> Nx.Defn.Compiler.__jit__(key, params, [], compiler: NxJax) end, 20_000)
+  end
+end
+
+steps =
+  case System.argv() do
+    [n] -> String.to_integer(n)
+    [] -> 500
+  end
+
+real? =
+  Code.ensure_loaded?(Nx.Defn.Evaluator) and function_exported?(Nx.Defn.Evaluator, :__jit__, 5)
+
+jit_opts = if real?, do: [compiler: NxJax], else: []
+if real?, do: Nx.Defn.default_options(compiler: NxJax)
+
+x = Nx.tensor(1.5)
+
+small =
+  RealNxMeasure.interleaved(
+    [{:small, fn -> Bench.small(x) end}, {:ping, fn -> NxJax.Worker.call(:ping, []) end}],
+    20,
+    100
+  )
+
+front =
+  if real? do
+    {state, [{bx, by} | _]} = TrainLoop.initial()
+
+    %{
+      small: RealNxMeasure.front(&Bench.small/1, [x]),
+      step: RealNxMeasure.front(&TrainLoop.step/3, [state, bx, by])
+    }
+  end
+
+train =
+  for {name, opts} <- [jit: [], compile: [compile: true], donate: [donate: [0]]], into: %{} do
+    run = TrainLoop.run(steps, jit_opts ++ opts)
+    {name, %{p50: RealNxMeasure.p50(run.times), losses: run.losses}}
+  end
+
+result = %{
+  build: if(real?, do: :real, else: :clean),
+  small: small,
+  front: front,
+  train: train,
+  trace_cache: if(real?, do: apply(NxJax, :trace_cache_stats, []))
+}
+
+IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
