@@ -256,13 +256,31 @@ defmodule NxJax do
   defp explain(error, tensors), do: NxJax.Resident.explain_unknown(error, tensors)
 
   defp fill(template, results, server \\ nil) do
-    {filled, []} =
-      Composite.traverse(template, results, fn leaf, [result | rest] ->
-        {from_wire(leaf, result, server), rest}
-      end)
-
+    {filled, []} = fill_walk(template, results, server)
     filled
   end
+
+  # (a walk of its own for tensors and tuples, as for the signature: this runs on every call)
+  defp fill_walk(%T{} = leaf, [result | rest], server),
+    do: {from_wire(leaf, result, server), rest}
+
+  defp fill_walk(tuple, results, server) when is_tuple(tuple) do
+    {filled, rest} = fill_list(Tuple.to_list(tuple), results, server, [])
+    {List.to_tuple(filled), rest}
+  end
+
+  defp fill_walk(container, results, server) do
+    Composite.traverse(container, results, fn leaf, [result | rest] ->
+      {from_wire(leaf, result, server), rest}
+    end)
+  end
+
+  defp fill_list([item | items], results, server, acc) do
+    {filled, results} = fill_walk(item, results, server)
+    fill_list(items, results, server, [filled | acc])
+  end
+
+  defp fill_list([], results, _server, acc), do: {:lists.reverse(acc), results}
 
   defp home([tensor | rest]), do: NxJax.Resident.worker(tensor) || home(rest)
   defp home([]), do: nil
@@ -270,6 +288,9 @@ defmodule NxJax do
   # an argument's bytes or its handle, vectorized axes leading its shape
   defp to_wire(%T{type: type, vectorized_axes: [], data: %Nx.BinaryBackend{state: data}} = t, _),
     do: {type, t.shape, data}
+
+  defp to_wire(%T{vectorized_axes: []} = tensor, server),
+    do: NxJax.Resident.to_wire(tensor, server)
 
   defp to_wire(%T{} = tensor, server),
     do: NxJax.Resident.to_wire(Nx.devectorize(tensor, keep_names: false), server)
