@@ -123,9 +123,9 @@ bench-train: deps
 
 # section 13 of docs/BENCHMARKS.md: the small call and the training loop under real Nx 0.7.2
 # (NxJax its compiler) and under the clean room, the two builds run by turns, against the
-# training step in-process in JAX; about 5 minutes
+# training step in-process in JAX; about 6 minutes
 bench-real-nx: deps compile-real-nx
-	REAL_NX=$(REAL_NX) elixir bench/real_nx.exs 3 500
+	REAL_NX=$(REAL_NX) elixir bench/real_nx.exs 4 500
 
 # "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
 bench-checkpoint: python-deps

@@ -1,17 +1,16 @@
 # The two front ends side by side, and against JAX in-process; writes section 13 of
 # docs/BENCHMARKS.md.
 #
-#     elixir bench/real_nx.exs [ROUNDS] [STEPS]        (make bench-real-nx: 3 500)
+#     elixir bench/real_nx.exs [ROUNDS] [STEPS]        (make bench-real-nx: 4 500)
 #
-# Each round runs the Python twin of the training step (bench/train_loop.py), then
-# bench/real_nx_measure.exs under each build, the clean room (`mix run`) and real Nx 0.7.2
-# with NxJax as its compiler (`NX_JAX_NX=$REAL_NX mix run`, REAL_NX defaulting to
-# _build/real-nx-src), which of the two first alternating from round to round, so that every
-# ratio compares runs of the same minute. Both builds must be compiled (the make target does
-# it). A plain `elixir` script: it only starts the others and reads what they print.
+# Each round runs bench/real_nx_measure.exs under each build, the clean room (`mix run`) and
+# real Nx 0.7.2 with NxJax as its compiler (`NX_JAX_NX=$REAL_NX mix run`, REAL_NX defaulting
+# to _build/real-nx-src), which of the two first alternating from round to round; that script
+# runs each training loop right after its Python twin (bench/train_loop.py), so that each
+# ratio to the twin compares runs seconds apart. Both builds must be compiled (the make target
+# does it). A plain `elixir` script: it only starts the others and reads what they print.
 root = Path.expand("..", __DIR__)
 real_nx = System.get_env("REAL_NX", "_build/real-nx-src")
-python = Enum.find([Path.join(root, ".venv/bin/python")], &File.exists?/1) || "python3"
 
 {rounds, steps} =
   case Enum.map(System.argv(), &String.to_integer/1) do
@@ -26,19 +25,6 @@ run! = fn cmd, args, env ->
   out
 end
 
-floats = fn
-  "" -> []
-  text -> text |> String.split(", ") |> Enum.map(&String.to_float/1)
-end
-
-twin = fn ->
-  out = run!.(python, ["bench/train_loop.py", "mlp", "#{steps}"], [])
-  [_, times] = Regex.run(~r/"step_us": \[([^\]]*)\]/, out)
-  [_, losses] = Regex.run(~r/"losses": \[([^\]]*)\]/, out)
-  times = Enum.sort(floats.(times))
-  %{p50: Enum.at(times, div(length(times), 2)), losses: floats.(losses)}
-end
-
 measure = fn build ->
   env = [{"NX_JAX_NX", if(build == :real, do: real_nx, else: "")}]
   out = run!.("mix", ["run", "bench/real_nx_measure.exs", "#{steps}"], env)
@@ -50,15 +36,17 @@ IO.puts("bench-real-nx: #{rounds} rounds, #{steps} training steps each")
 
 rows =
   for round <- 1..rounds do
-    jax = twin.()
     order = if rem(round, 2) == 1, do: [:real, :clean], else: [:clean, :real]
-    row = Map.new(order, &{&1, measure.(&1)}) |> Map.put(:jax, jax)
+    row = Map.new(order, &{&1, measure.(&1)})
+
+    step = fn build, way ->
+      "#{round(row[build].train[way].p50)}/#{round(row[build].train[way].jax_p50)}"
+    end
 
     IO.puts(
       "round #{round}: small call real #{round(row.real.small.small)} us, clean " <>
-        "#{round(row.clean.small.small)} us; step JAX #{round(jax.p50)} us, real jit " <>
-        "#{round(row.real.train.jit.p50)}, real compile #{round(row.real.train.compile.p50)}, " <>
-        "clean jit #{round(row.clean.train.jit.p50)}"
+        "#{round(row.clean.small.small)} us; step/twin us: real jit #{step.(:real, :jit)}, " <>
+        "real compile #{step.(:real, :compile)}, clean jit #{step.(:clean, :jit)}"
     )
 
     row
@@ -85,7 +73,8 @@ by_ping =
   &(&1.real.small.small / &1.real.small.ping / (&1.clean.small.small / &1.clean.small.ping))
 
 small_by_ping = Enum.map(rows, &r2.(by_ping.(&1)))
-train_ratio = fn build, way -> Enum.map(rows, &r2.(&1[build].train[way].p50 / &1.jax.p50)) end
+ratio = fn run -> r2.(run.p50 / run.jax_p50) end
+train_ratio = fn build, way -> Enum.map(rows, &ratio.(&1[build].train[way])) end
 
 small_rows =
   rows
@@ -97,22 +86,22 @@ small_rows =
   end)
 
 train_rows =
-  rows
-  |> Enum.with_index(1)
-  |> Enum.map_join("\n", fn {row, i} ->
-    ours =
-      for {build, way} <- [real: :jit, real: :compile, real: :donate, clean: :jit, clean: :donate] do
-        p = row[build].train[way].p50
-        "#{r0.(p)} (#{r2.(p / row.jax.p50)})"
+  for {row, i} <- Enum.with_index(rows, 1), build <- [:real, :clean] do
+    cells =
+      for way <- [:jit, :compile, :donate] do
+        run = row[build].train[way]
+        "#{r0.(run.p50)} / #{r0.(run.jax_p50)} (#{ratio.(run)})"
       end
 
-    "| #{i} | #{r0.(row.jax.p50)} | #{Enum.join(ours, " | ")} |"
-  end)
+    name = if build == :real, do: "real Nx + NxJax", else: "clean room"
+    "| #{i} | #{name} | #{Enum.join(cells, " | ")} |"
+  end
+  |> Enum.join("\n")
 
 # the losses every 100 steps, each run against the twin's
 loss_gap =
   for row <- rows, build <- [:real, :clean], {_way, run} <- row[build].train do
-    Enum.zip_with(run.losses, row.jax.losses, &abs(&1 - &2))
+    Enum.zip_with(run.losses, run.jax_losses, &abs(&1 - &2))
   end
   |> List.flatten()
   |> Enum.max(fn -> 0.0 end)
@@ -124,8 +113,7 @@ section = """
 ## 13. The front ends side by side: real Nx 0.7.2 with NxJax as its compiler, and the clean room
 
 `make bench-real-nx` (`elixir bench/real_nx.exs #{rounds} #{steps}`) writes this section. Each
-round runs the Python twin of the training step, then `bench/real_nx_measure.exs` in each
-build: the clean room, and real Nx 0.7.2 with `compiler: NxJax` (`NX_JAX_NX`), the order
+round runs `bench/real_nx_measure.exs` in each build: the clean room, and real Nx 0.7.2 with `compiler: NxJax` (`NX_JAX_NX`), the order
 alternating from round to round, so that the figures of a row come from runs a minute or so
 apart. #{cpu}, #{Date.utc_today()}; a shared host, so each run's worker ping is shown beside
 it, and the ratio of the two front ends is also given with each call over its own run's ping.
@@ -146,19 +134,22 @@ arguments #{cells.(Enum.map(front, &r2.(&1.step)))}.
 
 The training loop (`bench/train_step.exs`, as in section 12: a 784-128-10 MLP, Adam, batches
 of 128, the state resident, the loss read back every step), step p50 in us over #{steps}
-steps after 20 uncounted, the ratio to the twin (the same step jitted in-process in JAX) in
-parentheses (target under real Nx: at most 1.5):
+steps after 20 uncounted, each run right after its twin (`bench/train_loop.py`, the same step
+jitted in-process in JAX) ran as many steps: ours / the twin's (the ratio; target under real
+Nx: at most 1.5):
 
-| round | in-process JAX | real Nx, `Nx.Defn.jit` | real Nx, `Nx.Defn.compile` | real Nx, jit with `donate: [0]` | clean room, jit | clean room, `donate: [0]` |
-| --- | --- | --- | --- | --- | --- | --- |
+| round | front end | `Nx.Defn.jit` | `Nx.Defn.compile` | jit with `donate: [0]` |
+| --- | --- | --- | --- | --- |
 #{train_rows}
 
 Median ratio to the twin under real Nx: through `jit` #{med.(train_ratio.(:real, :jit))}
 (#{range.(train_ratio.(:real, :jit))}), through `compile`
 #{med.(train_ratio.(:real, :compile))} (#{range.(train_ratio.(:real, :compile))}), donating
 the state #{med.(train_ratio.(:real, :donate))} (#{range.(train_ratio.(:real, :donate))});
-the clean room's jit #{med.(train_ratio.(:clean, :jit))}
-(#{range.(train_ratio.(:clean, :jit))}). Every run's loss at each hundredth step is within
+under the clean room: through `jit` #{med.(train_ratio.(:clean, :jit))}
+(#{range.(train_ratio.(:clean, :jit))}), through `compile`
+#{med.(train_ratio.(:clean, :compile))} (#{range.(train_ratio.(:clean, :compile))}),
+donating #{med.(train_ratio.(:clean, :donate))} (#{range.(train_ratio.(:clean, :donate))}). Every run's loss at each hundredth step is within
 #{Float.round(loss_gap, 6)} of the twin's. The real-Nx run's trace cache at its end:
 #{cache.entries} entries of #{cache.size}, #{cache.traces} traces, #{cache.hits} hits,
 #{cache.evictions} evictions.

@@ -9,7 +9,8 @@
 #     list: the signature walk, the trace lookup, the options; no run), for the small call and
 #     for the training step's 15 arguments, mean us over 20,000 calls, median of 5 rounds;
 #   - the training loop of bench/train_step.exs, STEPS steps after 20 uncounted, through
-#     `Nx.Defn.jit/2`, through `Nx.Defn.compile/3`, and through the jit donating its state.
+#     `Nx.Defn.jit/2`, through `Nx.Defn.compile/3`, and through the jit donating its state,
+#     each right after its Python twin (bench/train_loop.py) ran as many steps.
 #
 # Not a test: nothing here asserts a timing.
 Code.require_file("lib.exs", __DIR__)
@@ -85,10 +86,19 @@ front =
     }
   end
 
+# (each run right after a run of its twin, so that each ratio compares runs seconds apart)
 train =
   for {name, opts} <- [jit: [], compile: [compile: true], donate: [donate: [0]]], into: %{} do
+    jax = TrainLoop.twin("mlp", steps)
     run = TrainLoop.run(steps, jit_opts ++ opts)
-    {name, %{p50: RealNxMeasure.p50(run.times), losses: run.losses}}
+
+    {name,
+     %{
+       p50: RealNxMeasure.p50(run.times),
+       losses: run.losses,
+       jax_p50: RealNxMeasure.p50(jax.times),
+       jax_losses: jax.losses
+     }}
   end
 
 result = %{
