@@ -142,6 +142,12 @@ Nx: at most 1.5):
 | --- | --- | --- | --- | --- |
 #{train_rows}
 
+The step's graph as each front end writes it (real Nx differentiates in Elixir; the clean
+room sends a `grad` node that JAX differentiates), jitted in-process by
+`bench/step_handling.py` with no port, p50 us per step: real Nx's
+#{cells.(Enum.map(rows, &r0.(&1.real.graph_run)))}, the clean room's
+#{cells.(Enum.map(rows, &r0.(&1.clean.graph_run)))}.
+
 Median ratio to the twin under real Nx: through `jit` #{med.(train_ratio.(:real, :jit))}
 (#{range.(train_ratio.(:real, :jit))}), through `compile`
 #{med.(train_ratio.(:real, :compile))} (#{range.(train_ratio.(:real, :compile))}), donating

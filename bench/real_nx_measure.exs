@@ -10,7 +10,8 @@
 #     for the training step's 15 arguments, mean us over 20,000 calls, median of 5 rounds;
 #   - the training loop of bench/train_step.exs, STEPS steps after 20 uncounted, through
 #     `Nx.Defn.jit/2`, through `Nx.Defn.compile/3`, and through the jit donating its state,
-#     each right after its Python twin (bench/train_loop.py) ran as many steps.
+#     each right after its Python twin (bench/train_loop.py) ran as many steps;
+#   - that step's graph, as this front end wrote it, run in-process (bench/step_handling.py).
 #
 # Not a test: nothing here asserts a timing.
 Code.require_file("lib.exs", __DIR__)
@@ -101,11 +102,31 @@ train =
      }}
   end
 
+# The training step's graph as this front end wrote it (real Nx differentiates in Elixir, the
+# clean room leaves the gradient to JAX), run in-process in a worker made by
+# bench/step_handling.py: its `run` is the XLA step alone, to set beside the twin's.
+graphs =
+  if real?,
+    do: for({_key, {entry, _, _, _}} <- :ets.tab2list(NxJax.TraceCache), do: entry.graph),
+    else:
+      for(
+        {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
+        is_tuple(entry) and elem(entry, 0) == :graph,
+        do: elem(elem(entry, 1), 0)
+      )
+
+graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_real_nx_step_#{System.pid()}.etf")
+File.write!(graph_file, Enum.max_by(graphs, &byte_size/1))
+handling = Bench.sh(Bench.python(), [Path.join(__DIR__, "step_handling.py"), graph_file, "1"])
+File.rm(graph_file)
+[_, graph_run] = Regex.run(~r/"run": \[([\d.]+)/, handling)
+
 result = %{
   build: if(real?, do: :real, else: :clean),
   small: small,
   front: front,
   train: train,
+  graph_run: String.to_float(graph_run),
   trace_cache: if(real?, do: apply(NxJax, :trace_cache_stats, []))
 }
 
