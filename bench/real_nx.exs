@@ -25,9 +25,9 @@ run! = fn cmd, args, env ->
   out
 end
 
-measure = fn build ->
+measure = fn build, round ->
   env = [{"NX_JAX_NX", if(build == :real, do: real_nx, else: "")}]
-  out = run!.("mix", ["run", "bench/real_nx_measure.exs", "#{steps}"], env)
+  out = run!.("mix", ["run", "bench/real_nx_measure.exs", "#{steps}", "#{round}"], env)
   [_, term] = Regex.run(~r/^RESULT (\S+)$/m, out)
   %{build: ^build} = :erlang.binary_to_term(Base.decode64!(term))
 end
@@ -37,7 +37,7 @@ IO.puts("bench-real-nx: #{rounds} rounds, #{steps} training steps each")
 rows =
   for round <- 1..rounds do
     order = if rem(round, 2) == 1, do: [:real, :clean], else: [:clean, :real]
-    row = Map.new(order, &{&1, measure.(&1)})
+    row = Map.new(order, &{&1, measure.(&1, round)})
 
     step = fn build, way ->
       "#{round(row[build].train[way].p50)}/#{round(row[build].train[way].jax_p50)}"

@@ -1,5 +1,5 @@
 # One build's measurements for bench/real_nx.exs (`make bench-real-nx`), under whichever Nx
-# this build has: the clean room (`mix run bench/real_nx_measure.exs STEPS`) or real Nx 0.7.2
+# this build has: the clean room (`mix run bench/real_nx_measure.exs`) or real Nx 0.7.2
 # with NxJax as its compiler (`NX_JAX_NX=_build/real-nx-src mix run ...`). Prints one line,
 # `RESULT <base64 of a term>`, that bench/real_nx.exs reads:
 #
@@ -56,10 +56,11 @@ defmodule RealNxMeasure do
   end
 end
 
-steps =
-  case System.argv() do
-    [n] -> String.to_integer(n)
-    [] -> 500
+{steps, round} =
+  case Enum.map(System.argv(), &String.to_integer/1) do
+    [n, r] -> {n, r}
+    [n] -> {n, 1}
+    [] -> {500, 1}
   end
 
 real? =
@@ -87,9 +88,15 @@ front =
     }
   end
 
-# (each run right after a run of its twin, so that each ratio compares runs seconds apart)
+# (each run right after a run of its twin, so that each ratio compares runs seconds apart;
+# an uncounted run first, and the three in an order that turns with the round, so that none
+# is always the first after the worker started)
+TrainLoop.run(100, jit_opts)
+ways = [jit: [], compile: [compile: true], donate: [donate: [0]]]
+{first, last} = Enum.split(ways, rem(round - 1, 3))
+
 train =
-  for {name, opts} <- [jit: [], compile: [compile: true], donate: [donate: [0]]], into: %{} do
+  for {name, opts} <- last ++ first, into: %{} do
     jax = TrainLoop.twin("mlp", steps)
     run = TrainLoop.run(steps, jit_opts ++ opts)
 
