@@ -1,6 +1,7 @@
 # One build's measurements for bench/real_nx.exs (`make bench-real-nx`), under whichever Nx
 # this build has: the clean room (`mix run bench/real_nx_measure.exs`) or real Nx 0.7.2
-# with NxJax as its compiler (`NX_JAX_NX=_build/real-nx-src mix run ...`). Prints one line,
+# with NxJax as its compiler (`NX_JAX_NX=_build/real-nx-src mix run ...`), with the arguments
+# STEPS (training steps) and ROUND (bench/real_nx.exs's round). Prints one line,
 # `RESULT <base64 of a term>`, that bench/real_nx.exs reads:
 #
 #   - the small call (section 1's `x * 2 + 1` on a scalar f32, Bench.small/1) and the worker's
