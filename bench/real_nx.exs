@@ -32,6 +32,8 @@ measure = fn build, round ->
   %{build: ^build} = :erlang.binary_to_term(Base.decode64!(term))
 end
 
+load = fn -> File.read!("/proc/loadavg") |> String.split(" ") |> hd() end
+load_before = load.()
 IO.puts("bench-real-nx: #{rounds} rounds, #{steps} training steps each")
 
 rows =
@@ -52,6 +54,8 @@ rows =
     row
   end
 
+load_after = load.()
+
 # --- section 13 of docs/BENCHMARKS.md -------------------------------------------------------
 r0 = &round/1
 r2 = &Float.round(&1 * 1.0, 2)
@@ -67,6 +71,7 @@ cpu =
     _ -> "unknown CPU"
   end
 
+verdict = &if(&1, do: "met", else: "missed")
 small_ratio = Enum.map(rows, &r2.(&1.real.small.small / &1.clean.small.small))
 
 by_ping =
@@ -115,8 +120,9 @@ section = """
 `make bench-real-nx` (`elixir bench/real_nx.exs #{rounds} #{steps}`) writes this section. Each
 round runs `bench/real_nx_measure.exs` in each build: the clean room, and real Nx 0.7.2 with `compiler: NxJax` (`NX_JAX_NX`), the order
 alternating from round to round, so that the figures of a row come from runs a minute or so
-apart. #{cpu}, #{Date.utc_today()}; a shared host, so each run's worker ping is shown beside
-it, and the ratio of the two front ends is also given with each call over its own run's ping.
+apart. #{cpu}, #{Date.utc_today()}, the host's load average #{load_before} at the start and
+#{load_after} at the end (it is shared: each run's worker ping is shown beside it, and the
+ratio of the two front ends is also given with each call over its own run's ping).
 
 The small call (section 1's jitted `x * 2 + 1` on a scalar f32, host tensors in and out), p50
 in us over 20 interleaved rounds of 100 calls (target: real Nx at most 2x the clean room):
@@ -126,7 +132,7 @@ in us over 20 interleaved rounds of 100 calls (target: real Nx at most 2x the cl
 #{small_rows}
 
 Median ratio #{med.(small_ratio)} (#{range.(small_ratio)}); each over its run's ping,
-#{med.(small_by_ping)} (#{range.(small_by_ping)}). The compiler's own work per call
+#{med.(small_by_ping)} (#{range.(small_by_ping)}): the target is #{verdict.(med.(small_ratio) <= 2 and med.(small_by_ping) <= 2)}. The compiler's own work per call
 under real Nx (real Nx's `__jit__` up to the compiler with no argument list, so no run: the
 argument signature, the trace lookup in `NxJax.TraceCache`, the options), mean us over 20,000
 calls: the small call #{cells.(Enum.map(front, &r2.(&1.small)))}, the training step's 15
@@ -155,7 +161,9 @@ the state #{med.(train_ratio.(:real, :donate))} (#{range.(train_ratio.(:real, :d
 under the clean room: through `jit` #{med.(train_ratio.(:clean, :jit))}
 (#{range.(train_ratio.(:clean, :jit))}), through `compile`
 #{med.(train_ratio.(:clean, :compile))} (#{range.(train_ratio.(:clean, :compile))}),
-donating #{med.(train_ratio.(:clean, :donate))} (#{range.(train_ratio.(:clean, :donate))}). Every run's loss at each hundredth step is within
+donating #{med.(train_ratio.(:clean, :donate))} (#{range.(train_ratio.(:clean, :donate))}).
+The target under real Nx is #{verdict.(med.(train_ratio.(:real, :jit)) <= 1.5)} through `jit`
+and #{verdict.(med.(train_ratio.(:real, :compile)) <= 1.5)} through `compile` in this run. Every run's loss at each hundredth step is within
 #{Float.round(loss_gap, 6)} of the twin's. The real-Nx run's trace cache at its end:
 #{cache.entries} entries of #{cache.size}, #{cache.traces} traces, #{cache.hits} hits,
 #{cache.evictions} evictions.
