@@ -92,7 +92,8 @@ clean:
 	rm -rf _build $(VENV)
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
-.PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train
+.PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train \
+	bench-real-nx
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -119,6 +120,12 @@ bench-while: python-deps
 # memory over 10,000 steps, and the numerics modes; about 3 minutes
 bench-train: deps
 	mix run bench/train_loop.exs 500 3 10000
+
+# section 13 of docs/BENCHMARKS.md: the small call and the training loop under real Nx 0.7.2
+# (NxJax its compiler) and under the clean room, the two builds run by turns, against the
+# training step in-process in JAX; about 6 minutes
+bench-real-nx: deps compile-real-nx
+	REAL_NX=$(REAL_NX) elixir bench/real_nx.exs 4 500
 
 # "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
 bench-checkpoint: python-deps

@@ -12,155 +12,7 @@
 # element-wise ops on 2 f32 values, in each mode and in-process. Not a test: nothing here
 # asserts a timing.
 Code.require_file("lib.exs", __DIR__)
-
-defmodule TrainLoop do
-  import Nx.Defn
-
-  @b1 0.9
-  @b2 0.999
-  @lr 1.0e-3
-  @eps 1.0e-8
-
-  defn loss({w1, c1, w2, c2}, x, y) do
-    h = Nx.max(Nx.dot(x, w1) + c1, 0.0)
-    logits = Nx.dot(h, w2) + c2
-    shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
-    logp = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
-    -Nx.mean(Nx.sum(y * logp, axes: [1]))
-  end
-
-  defn step({params, m, v, t}, x, y) do
-    {loss, g} = value_and_grad(params, &loss(&1, x, y))
-    t = t + 1
-    tf = Nx.as_type(t, :f32)
-    {p1, m1, v1} = adam(elem(params, 0), elem(g, 0), elem(m, 0), elem(v, 0), tf)
-    {p2, m2, v2} = adam(elem(params, 1), elem(g, 1), elem(m, 1), elem(v, 1), tf)
-    {p3, m3, v3} = adam(elem(params, 2), elem(g, 2), elem(m, 2), elem(v, 2), tf)
-    {p4, m4, v4} = adam(elem(params, 3), elem(g, 3), elem(m, 3), elem(v, 3), tf)
-    {{{p1, p2, p3, p4}, {m1, m2, m3, m4}, {v1, v2, v3, v4}, t}, loss}
-  end
-
-  defnp adam(p, g, m, v, tf) do
-    m = @b1 * m + (1 - @b1) * g
-    v = @b2 * v + (1 - @b2) * g * g
-    mhat = m / (1 - @b1 ** tf)
-    vhat = v / (1 - @b2 ** tf)
-    {p - @lr * mhat / (Nx.sqrt(vhat) + @eps), m, v}
-  end
-
-  # the formulas of bench/train_loop.py's initial/1
-  def grid(rows, cols, mod, scale) do
-    Nx.iota({rows, cols}, type: :s64)
-    |> Nx.remainder(mod)
-    |> Nx.subtract(div(mod, 2))
-    |> Nx.multiply(scale)
-    |> Nx.as_type(:f32)
-  end
-
-  def initial do
-    params =
-      {grid(784, 128, 13, 0.01), Nx.broadcast(0.0, {128}), grid(128, 10, 7, 0.05),
-       Nx.broadcast(0.0, {10})}
-
-    zeros = Nx.Defn.Composite.traverse(params, &Nx.multiply(&1, 0.0))
-    state = {params, zeros, zeros, Nx.tensor(0, type: :s32)}
-
-    batches =
-      for b <- 0..3 do
-        x =
-          Nx.iota({128, 784}, type: :s64)
-          |> Nx.multiply(b + 3)
-          |> Nx.remainder(255)
-          |> Nx.as_type(:f32)
-          |> Nx.divide(255)
-
-        labels = Nx.iota({128}, type: :s64) |> Nx.multiply(b + 1) |> Nx.remainder(10)
-        y = Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10}, type: :s64)) |> Nx.as_type(:f32)
-        {x, y}
-      end
-
-    {state, batches}
-  end
-
-  @doc """
-  Runs `steps` steps in a process of its own (as a user's loop would be): each step's time in
-  us, every 100th loss, the worker's `{step, rss_mb, resident}` at `probe_at` steps, and the
-  CPU seconds the worker and this VM used per step.
-  """
-  def run(steps, opts \\ []) do
-    Task.async(fn -> loop(steps, opts) end) |> Task.await(:infinity)
-  end
-
-  defp loop(steps, opts) do
-    Nx.default_backend(NxJax.Backend)
-    probe_at = Keyword.get(opts, :probe_at, [])
-    step = Nx.Defn.jit(&step/3, Keyword.take(opts, [:donate]))
-    {state, batches} = initial()
-    state = Nx.backend_transfer(state, NxJax.Backend)
-    batches = batches |> Enum.map(&Nx.backend_transfer(&1, NxJax.Backend)) |> List.to_tuple()
-    [worker] = NxJax.Pool.workers()
-    os_pid = NxJax.Worker.os_pid(worker)
-    # (the first steps compile: not counted)
-    state =
-      Enum.reduce(0..19, state, fn i, s ->
-        {x, y} = elem(batches, rem(i, 4))
-        elem(step.(s, x, y), 0)
-      end)
-
-    cpu0 = {Bench.cpu_s(os_pid), Bench.cpu_s(System.pid())}
-
-    {_state, times, losses, probes} =
-      Enum.reduce(1..steps, {state, [], [], []}, fn i, {state, times, losses, probes} ->
-        {x, y} = elem(batches, rem(i, 4))
-        t0 = System.monotonic_time(:nanosecond)
-        {state, loss} = step.(state, x, y)
-        value = Nx.to_number(loss)
-        us = (System.monotonic_time(:nanosecond) - t0) / 1000
-        losses = if rem(i, 100) == 0, do: [value | losses], else: losses
-        probes = if i in probe_at, do: [{i, probe(worker)} | probes], else: probes
-        {state, [us | times], losses, probes}
-      end)
-
-    {worker_cpu, vm_cpu} = cpu0
-
-    %{
-      times: Enum.reverse(times),
-      losses: Enum.reverse(losses),
-      probes: Enum.reverse(probes),
-      worker_cpu_us: (Bench.cpu_s(os_pid) - worker_cpu) / steps * 1.0e6,
-      vm_cpu_us: (Bench.cpu_s(System.pid()) - vm_cpu) / steps * 1.0e6
-    }
-  end
-
-  defp probe(worker) do
-    %{rss: rss} = NxJax.Worker.call(:memory, [false], server: worker)
-    %{resident: resident} = NxJax.Worker.stats(server: worker)
-    {Float.round(rss / 1_048_576, 1), resident}
-  end
-
-  @doc "The twin's run: each step's time, every 100th loss, its CPU per step (us)."
-  def twin(mode, steps) do
-    out = Bench.sh(Bench.python(), [Path.join(__DIR__, "train_loop.py"), mode, "#{steps}"])
-    [_, list] = Regex.run(~r/"step_us": \[([^\]]*)\]/, out)
-    [_, losses] = Regex.run(~r/"losses": \[([^\]]*)\]/, out)
-    [_, cpu] = Regex.run(~r/"cpu_us": ([\d.e+-]+)/, out)
-    %{times: floats(list), losses: floats(losses), cpu_us: String.to_float(cpu)}
-  end
-
-  defp floats(""), do: []
-  defp floats(text), do: text |> String.split(", ") |> Enum.map(&String.to_float/1)
-
-  @doc "A jitted chain of `ops` element-wise ops (multiply, add, sin) on 2 f32 values."
-  def chain(ops) do
-    fn x ->
-      Enum.reduce(1..div(ops, 3), x, fn _, a -> Nx.sin(Nx.add(Nx.multiply(a, 1.0001), 0.5)) end)
-    end
-  end
-
-  def p50(times), do: times |> Bench.percentiles() |> Map.fetch!(:p50)
-
-  def medians(times), do: times |> Enum.chunk_every(100) |> Enum.map(&Float.round(p50(&1), 0))
-end
+Code.require_file("train_step.exs", __DIR__)
 
 {steps, rounds, long} =
   case System.argv() |> Enum.map(&String.to_integer/1) do
@@ -356,11 +208,20 @@ call in us over #{chain_calls} calls, #{rounds} rounds: `:nx` #{join.(chain_line
 path = Path.join(Path.expand("..", __DIR__), "docs/BENCHMARKS.md")
 old = File.read!(path)
 
-kept =
+# (section 12 replaced in place: the sections after it, written by other commands, stay)
+{kept, after_} =
   case :binary.match(old, "\n## 12. ") do
-    {at, _} -> binary_part(old, 0, at)
-    :nomatch -> String.trim_trailing(old)
+    {at, _} ->
+      rest = binary_part(old, at + 1, byte_size(old) - at - 1)
+
+      case :binary.match(rest, "\n## ") do
+        {next, _} -> {binary_part(old, 0, at), binary_part(rest, next, byte_size(rest) - next)}
+        :nomatch -> {binary_part(old, 0, at), ""}
+      end
+
+    :nomatch ->
+      {String.trim_trailing(old), ""}
   end
 
-File.write!(path, kept <> "\n\n" <> section)
+File.write!(path, kept <> "\n\n" <> String.trim_trailing(section) <> "\n" <> after_)
 IO.puts(section)

@@ -10,9 +10,9 @@ defmodule NxJax.Application do
 
     children =
       if Application.get_env(:nx_jax, :start_worker, true) do
-        [NxJax.Worker.Collector, NxJax.Distribution, NxJax.Pool]
+        [NxJax.TraceCache, NxJax.Worker.Collector, NxJax.Distribution, NxJax.Pool]
       else
-        [NxJax.Worker.Collector, NxJax.Distribution]
+        [NxJax.TraceCache, NxJax.Worker.Collector, NxJax.Distribution]
       end
 
     Supervisor.start_link(children, strategy: :one_for_one, name: NxJax.Supervisor)

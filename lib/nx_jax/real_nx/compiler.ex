@@ -14,7 +14,8 @@ defmodule NxJax do
 
   Real Nx calls `__jit__/5` on every call of a jitted function and leaves the reuse of traces
   to its compiler: the first call with a signature traces and encodes, later ones look the
-  graph up in `:persistent_term` and only run it.
+  graph up in `NxJax.TraceCache` (at most `config :nx_jax, trace_cache_size:` traces, the
+  least used evicted first; `trace_cache_stats/0`) and only run it.
 
   Under the clean-room Nx of this repository the module `NxJax` is lib/nx_jax.ex instead
   (mix.exs chooses the file by which Nx it builds against).
@@ -34,6 +35,12 @@ defmodule NxJax do
   """
   defdelegate devices(opts \\ []), to: NxJax.Devices, as: :list
 
+  @doc """
+  The trace cache's capacity and counts (`NxJax.TraceCache.stats/0`): `%{size:, entries:,
+  traces:, hits:, evictions:}`.
+  """
+  defdelegate trace_cache_stats(), to: NxJax.TraceCache, as: :stats
+
   @impl true
   def __jit__(key, vars, fun, args_list, opts) do
     __compile__(key, vars, fun, opts).(args_list)
@@ -43,7 +50,41 @@ defmodule NxJax do
   def __compile__(key, vars, fun, opts) do
     entry = entry(key, vars, fun)
     run_opts = run_options(entry, opts)
+
+    run_opts =
+      case donated(Keyword.get(opts, :donate), vars, entry) do
+        [] -> run_opts
+        donated -> [{:donated, donated} | run_opts]
+      end
+
     fn args_list -> Enum.map(args_list, &run(entry, &1, run_opts)) end
+  end
+
+  # `donate: [position]`, positions (0-based) of the call's tensor and container arguments
+  # (real Nx passes its compiler those, not the call's other arguments, such as options): the
+  # positions among the tensors the graph reads (`entry.parameters`) of every leaf of each
+  # donated argument, the candidates whose memory the results may reuse.
+  defp donated(nil, _vars, _entry), do: []
+
+  defp donated(positions, vars, entry) do
+    count = length(vars)
+
+    unless is_list(positions) and
+             Enum.all?(positions, &(is_integer(&1) and &1 in 0..(count - 1)//1)) do
+      raise ArgumentError,
+            "the :donate option takes a list of argument positions (0-based) of the call's " <>
+              "#{count} tensor or container argument(s), got: #{inspect(positions)}"
+    end
+
+    {ranges, _} =
+      Enum.map_reduce(vars, 0, fn var, first ->
+        leaves = Composite.count(var)
+        {first..(first + leaves - 1)//1, first + leaves}
+      end)
+
+    leaves = MapSet.new(Enum.flat_map(positions, &Enum.at(ranges, &1)))
+
+    for {leaf, i} <- Enum.with_index(entry.parameters), leaf in leaves, do: i
   end
 
   defp run_options(entry, opts) do
@@ -85,22 +126,24 @@ defmodule NxJax do
   # what a call needs once it is traced: the encoded graph, its key, the arguments it reads
   # and the template of its results
   defp entry(key, vars, fun) do
-    signature = for var <- vars, do: Composite.traverse(var, &leaf_signature/1)
+    signature = for var <- vars, do: signature(var)
     cache_key = {__MODULE__, key, signature}
 
-    case :persistent_term.get(cache_key, nil) do
-      nil ->
-        entry = trace(vars, fun)
-        :persistent_term.put(cache_key, entry)
-        entry
-
-      entry ->
-        entry
-    end
+    NxJax.TraceCache.fetch(cache_key, fn -> trace(vars, fun) end)
   end
 
-  defp leaf_signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
+  # (a walk of its own for tensors and tuples, the common arguments, as each call makes one:
+  # Composite.traverse/2 goes through the Nx.Container protocol for every tuple)
+  defp signature(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
     do: {type, shape, names, axes}
+
+  defp signature(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> tuple_signature([]) |> List.to_tuple()
+
+  defp signature(container), do: Composite.traverse(container, &signature/1)
+
+  defp tuple_signature([leaf | rest], acc), do: tuple_signature(rest, [signature(leaf) | acc])
+  defp tuple_signature([], acc), do: :lists.reverse(acc)
 
   defp trace(vars, fun) do
     outputs = fun.(vars)
@@ -154,11 +197,22 @@ defmodule NxJax do
 
         results =
           try do
-            # `debug_nans: true`: the worker runs the graph op by op and stops at the first
-            # NaN or infinity, naming its node (py_backend/debug_nans.py)
-            if opts[:debug_nans] == true,
-              do: NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts),
-              else: NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+            cond do
+              # `debug_nans: true`: the worker runs the graph op by op and stops at the first
+              # NaN or infinity, naming its node (py_backend/debug_nans.py)
+              opts[:debug_nans] == true ->
+                NxJax.Worker.call(:debug_run, [entry.graph, wire], call_opts)
+
+              Keyword.has_key?(opts, :donated) ->
+                donate = donate(opts[:donated], tensors, server)
+                call_opts = if donate == [], do: call_opts, else: [{:donate, donate} | call_opts]
+                results = NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+                disarm_donated(donate, tensors)
+                results
+
+              true ->
+                NxJax.Worker.run_cached(entry.key, entry.graph, wire, keep, call_opts)
+            end
           rescue
             error in NxJax.WorkerError ->
               reraise explain(error, tensors), __STACKTRACE__
@@ -172,6 +226,29 @@ defmodule NxJax do
     )
   end
 
+  # Of the donation candidates (positions in `tensors`), those resident on `server`. Donating
+  # a tensor that is not resident does nothing, as JAX does with a host array; neither does
+  # donating one the call reads twice (one zeros tensor as two optimizer moments): its memory
+  # cannot go to a result while another argument still reads it.
+  defp donate(candidates, tensors, server) do
+    counts = Enum.frequencies(for %T{data: %NxJax.Backend{handle: h}} <- tensors, do: h)
+    tensors = List.to_tuple(tensors)
+
+    for i <- candidates,
+        %T{data: %NxJax.Backend{worker: ^server, handle: h}} <- [elem(tensors, i)],
+        counts[h] == 1,
+        do: i
+  end
+
+  # a donated tensor is no longer resident (its worker dropped it): its guard has nothing to
+  # free, and reading it says why it is gone (NxJax.Resident.explain_unknown/2)
+  defp disarm_donated(donate, tensors) do
+    for i <- donate do
+      %T{data: %NxJax.Backend{guard: guard}} = Enum.at(tensors, i)
+      NxJax.Guard.disarm(guard, :donated)
+    end
+  end
+
   # (debug_nans' report names a node of the graph: there is no source line to name here)
   defp explain(%NxJax.WorkerError{class: "NonFinite", message: message} = error, _tensors),
     do: %{error | message: Regex.replace(~r/\{node (\d+)\}/, message, "(graph node \\1)")}
@@ -179,13 +256,31 @@ defmodule NxJax do
   defp explain(error, tensors), do: NxJax.Resident.explain_unknown(error, tensors)
 
   defp fill(template, results, server \\ nil) do
-    {filled, []} =
-      Composite.traverse(template, results, fn leaf, [result | rest] ->
-        {from_wire(leaf, result, server), rest}
-      end)
-
+    {filled, []} = fill_walk(template, results, server)
     filled
   end
+
+  # (a walk of its own for tensors and tuples, as for the signature: this runs on every call)
+  defp fill_walk(%T{} = leaf, [result | rest], server),
+    do: {from_wire(leaf, result, server), rest}
+
+  defp fill_walk(tuple, results, server) when is_tuple(tuple) do
+    {filled, rest} = fill_list(Tuple.to_list(tuple), results, server, [])
+    {List.to_tuple(filled), rest}
+  end
+
+  defp fill_walk(container, results, server) do
+    Composite.traverse(container, results, fn leaf, [result | rest] ->
+      {from_wire(leaf, result, server), rest}
+    end)
+  end
+
+  defp fill_list([item | items], results, server, acc) do
+    {filled, results} = fill_walk(item, results, server)
+    fill_list(items, results, server, [filled | acc])
+  end
+
+  defp fill_list([], results, _server, acc), do: {:lists.reverse(acc), results}
 
   defp home([tensor | rest]), do: NxJax.Resident.worker(tensor) || home(rest)
   defp home([]), do: nil
@@ -193,6 +288,9 @@ defmodule NxJax do
   # an argument's bytes or its handle, vectorized axes leading its shape
   defp to_wire(%T{type: type, vectorized_axes: [], data: %Nx.BinaryBackend{state: data}} = t, _),
     do: {type, t.shape, data}
+
+  defp to_wire(%T{vectorized_axes: []} = tensor, server),
+    do: NxJax.Resident.to_wire(tensor, server)
 
   defp to_wire(%T{} = tensor, server),
     do: NxJax.Resident.to_wire(Nx.devectorize(tensor, keep_names: false), server)
