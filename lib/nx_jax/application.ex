@@ -8,12 +8,11 @@ defmodule NxJax.Application do
     NxJax.Guard.load!()
     NxJax.Pool.reload_config()
 
-    children =
-      if Application.get_env(:nx_jax, :start_worker, true) do
-        [NxJax.TraceCache, NxJax.Worker.Collector, NxJax.Distribution, NxJax.Pool]
-      else
-        [NxJax.TraceCache, NxJax.Worker.Collector, NxJax.Distribution]
-      end
+    # (the compiler under real Nx keeps its traces in NxJax.TraceCache; under the clean room
+    # the front end keeps them, and the module is not built)
+    traces = if Code.ensure_loaded?(NxJax.TraceCache), do: [NxJax.TraceCache], else: []
+    workers = if Application.get_env(:nx_jax, :start_worker, true), do: [NxJax.Pool], else: []
+    children = traces ++ [NxJax.Worker.Collector, NxJax.Distribution] ++ workers
 
     Supervisor.start_link(children, strategy: :one_for_one, name: NxJax.Supervisor)
   end
