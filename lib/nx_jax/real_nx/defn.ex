@@ -24,6 +24,8 @@ defmodule NxJax.Defn do
   docs/DIFFERENTIATION.md, "Under real Nx", says what differs from the clean room.
   """
 
+  # (deftransform: real Nx's defn calls only functions defined with defn or deftransform)
+  import Nx.Defn, only: [deftransform: 1, deftransform: 2]
   import Nx.Defn.Kernel, only: [custom_grad: 3]
 
   alias Nx.Defn.{Composite, Expr}
@@ -43,7 +45,7 @@ defmodule NxJax.Defn do
       {0.0, 2.0}
   """
   @spec jvp(function, term, term) :: {term, term}
-  def jvp(fun, primals, tangents) when is_function(fun) do
+  deftransform jvp(fun, primals, tangents) when is_function(fun) do
     Nx.Defn.jit_apply(&jvp_expr(fun, &1, &2), [primals, tangents], on_conflict: :reuse)
   end
 
@@ -100,7 +102,7 @@ defmodule NxJax.Defn do
       [2.0, 10.806045532226562]
   """
   @spec vjp(function, term) :: {term, (term -> term)}
-  def vjp(fun, primals) when is_function(fun, 1) do
+  deftransform vjp(fun, primals) when is_function(fun, 1) do
     value = Nx.Defn.jit_apply(fun, [primals], on_conflict: :reuse)
 
     pullback = fn cotangent ->
@@ -130,7 +132,7 @@ defmodule NxJax.Defn do
       {1.0, 3.0}
   """
   @spec linearize(function, term) :: {term, (term -> term)}
-  def linearize(fun, primals) when is_function(fun) do
+  deftransform linearize(fun, primals) when is_function(fun) do
     value = Nx.Defn.jit_apply(fn x -> call(fun, x) end, [primals], on_conflict: :reuse)
     {value, fn tangents -> elem(jvp(fun, primals, tangents), 1) end}
   end
@@ -152,7 +154,7 @@ defmodule NxJax.Defn do
       >
   """
   @spec jacfwd(function, term) :: term
-  def jacfwd(fun, x) when is_function(fun) do
+  deftransform jacfwd(fun, x) when is_function(fun) do
     Nx.Defn.jit_apply(&jacfwd_expr(fun, &1), [x], on_conflict: :reuse)
   end
 
@@ -168,7 +170,7 @@ defmodule NxJax.Defn do
       >
   """
   @spec jacrev(function, term) :: term
-  def jacrev(fun, x) when is_function(fun) do
+  deftransform jacrev(fun, x) when is_function(fun) do
     Nx.Defn.jit_apply(&jacrev_expr(fun, &1), [x], on_conflict: :reuse)
   end
 
@@ -184,7 +186,7 @@ defmodule NxJax.Defn do
       [10.0, 6.0, 6.0, 0.0]
   """
   @spec hessian(function, term) :: term
-  def hessian(fun, x) when is_function(fun) do
+  deftransform hessian(fun, x) when is_function(fun) do
     Nx.Defn.jit_apply(
       fn x -> jacrev_expr(&jacrev_expr(fun, &1, "hessian/2"), x, "hessian/2") end,
       [x],
@@ -307,8 +309,8 @@ defmodule NxJax.Defn do
       >
   """
   @spec custom_jvp(term, [Nx.Tensor.t()], function) :: term
-  def custom_jvp(expr_or_fun, inputs, jvp_fun)
-      when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
+  deftransform custom_jvp(expr_or_fun, inputs, jvp_fun)
+               when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
     unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &leaf?/1) do
       raise ArgumentError,
             "custom_jvp/3 expects a non-empty list of tensors as its inputs (the values whose " <>
@@ -318,16 +320,23 @@ defmodule NxJax.Defn do
     value = value!(expr_or_fun, inputs)
     leaves = Composite.flatten_list([value])
 
-    if Enum.any?(leaves, &match?(%Nx.Tensor{data: %Expr{}}, &1)) do
+    if Enum.any?(leaves, &expr?/1) do
       rule = fn ts ->
         returned = if is_function(jvp_fun, 1), do: jvp_fun.(ts), else: jvp_fun.(inputs, ts)
         fit_tangents!(returned, value)
       end
 
+      # (an input that is not an expression, a tensor from outside the trace, depends on
+      # nothing: it gets no cotangent)
+      traced = for {x, k} <- Enum.with_index(inputs), expr?(x), do: k
+
       leaves
       |> Enum.with_index()
       |> Enum.map(fn {leaf, i} ->
-        custom_grad(leaf, inputs, &transposed_rule(rule, inputs, i, &1))
+        custom_grad(leaf, Enum.map(traced, &Enum.at(inputs, &1)), fn g ->
+          grads = transposed_rule(rule, inputs, i, g)
+          Enum.map(traced, &Enum.at(grads, &1))
+        end)
       end)
       |> then(&fill(value, &1))
     else
@@ -336,7 +345,7 @@ defmodule NxJax.Defn do
     end
   end
 
-  def custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
+  deftransform custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
     raise ArgumentError,
           "custom_jvp/3 expects a function of the tangents (fn [t1, ...] -> tangent end) or of " <>
             "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
@@ -423,11 +432,14 @@ defmodule NxJax.Defn do
   ## Implicit differentiation
 
   @doc "`NxJax.Defn.Implicit.custom_root/4`: a root differentiated by the implicit function theorem."
-  defdelegate custom_root(f, initial_guess, solve, tangent_solve), to: NxJax.Defn.Implicit
+  deftransform(custom_root(f, initial_guess, solve, tangent_solve),
+    do: NxJax.Defn.Implicit.custom_root(f, initial_guess, solve, tangent_solve)
+  )
 
   @doc "`NxJax.Defn.Implicit.custom_linear_solve/5`: a linear solve differentiated as a solution."
-  defdelegate custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ []),
-    to: NxJax.Defn.Implicit
+  deftransform(custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ []),
+    do: NxJax.Defn.Implicit.custom_linear_solve(matvec, b, solve, transpose_solve, opts)
+  )
 
   ## Checkpoints
 
@@ -446,9 +458,9 @@ defmodule NxJax.Defn do
         [1.0, 0.5403022766113281]
       >
   """
-  def checkpoint(fun, args, opts \\ [])
+  deftransform(checkpoint(fun, args, opts \\ []))
 
-  def checkpoint(fun, args, opts) when is_function(fun) do
+  deftransform checkpoint(fun, args, opts) when is_function(fun) do
     opts = Keyword.validate!(opts, policy: nil, prevent_cse: true)
 
     unless is_boolean(opts[:prevent_cse]) do
@@ -468,14 +480,14 @@ defmodule NxJax.Defn do
     apply(fun, args)
   end
 
-  def checkpoint(fun, _args, _opts) do
+  deftransform checkpoint(fun, _args, _opts) do
     raise ArgumentError, "checkpoint/3 expects a function, got: #{inspect(fun)}"
   end
 
   @doc "`tensor`, named for `checkpoint/3`'s policies: the identity for values and gradients."
-  def checkpoint_name(tensor, name) when is_atom(name) or is_binary(name), do: tensor
+  deftransform(checkpoint_name(tensor, name) when is_atom(name) or is_binary(name), do: tensor)
 
-  def checkpoint_name(_tensor, name) do
+  deftransform checkpoint_name(_tensor, name) do
     raise ArgumentError,
           "checkpoint_name/2 expects the name to be an atom or a string, got: #{inspect(name)}"
   end
@@ -499,6 +511,8 @@ defmodule NxJax.Defn do
   end
 
   ## Shared
+
+  defp expr?(value), do: match?(%Nx.Tensor{data: %Expr{}}, value)
 
   defp leaf?(%Nx.Tensor{}), do: true
   defp leaf?(number), do: is_number(number)

@@ -27,6 +27,8 @@ defmodule NxJax.Defn.Implicit do
       `matvec` (not a linear map supplied by JAX).
   """
 
+  # (deftransform: real Nx's defn calls only functions defined with defn or deftransform)
+  import Nx.Defn, only: [deftransform: 2]
   import Nx.Defn.Kernel, only: [custom_grad: 3, stop_grad: 1]
 
   alias Nx.Defn.Expr
@@ -38,7 +40,10 @@ defmodule NxJax.Defn.Implicit do
   `tangent_solve.(g, y)` must return `v` with `g.(v) == y` for the linear map `g` it is given
   (for a scalar, `fn g, y -> y / g.(1.0) end`).
 
-  `solve` is run, never differentiated; the initial guess gets a zero gradient.
+  `solve` is run, never differentiated; the initial guess gets a zero gradient. Under real Nx
+  0.7.2 a `while` body reads nothing from outside its state: a solver with a `while` loop
+  carries what the equation needs in its state (and writes the equation there), while the
+  gradient still comes from `f`.
 
   ## Examples
 
@@ -57,8 +62,8 @@ defmodule NxJax.Defn.Implicit do
       iex> Nx.Defn.grad(Nx.tensor(2.0), sqrt) |> Nx.to_number()
       0.3535533845424652
   """
-  def custom_root(f, initial_guess, solve, tangent_solve)
-      when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
+  deftransform custom_root(f, initial_guess, solve, tangent_solve)
+               when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
     x0 = "custom_root/4" |> unknown!(initial_guess, "the initial guess") |> widened(f)
     residual = &fit!(f.(&1), x0, "f.(x)")
     root = solve.(residual, x0) |> fit!(x0, "solve")
@@ -96,19 +101,23 @@ defmodule NxJax.Defn.Implicit do
 
   ## Examples
 
-      iex> a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])
-      iex> solve = fn b ->
+  (`a` is an argument of the jitted function: real Nx 0.7.2's `Nx.LinAlg.solve/2` inside a
+  trace does not take a tensor captured from outside it)
+
+      iex> solve = fn a, b ->
       ...>   NxJax.Defn.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
       ...>     fn _matvec, b -> Nx.LinAlg.solve(a, b) end, nil, symmetric: true)
       ...> end
-      iex> Nx.Defn.jit(solve).(Nx.tensor([1.0, 2.0])) |> Nx.to_flat_list()
-      [0.19999998807907104, 0.6000000238418579]
-      iex> Nx.Defn.grad(Nx.tensor([1.0, 2.0]), &Nx.sum(solve.(&1))) |> Nx.to_flat_list()
-      [0.4000000059604645, 0.20000000298023224]
+      iex> a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])
+      iex> Nx.Defn.jit(solve).(a, Nx.tensor([1.0, 2.0])) |> Nx.to_flat_list()
+      [0.20000000298023224, 0.5999999642372131]
+      iex> grad_b = fn a, b -> Nx.Defn.grad(b, &Nx.sum(solve.(a, &1))) end
+      iex> Nx.Defn.jit(grad_b).(a, Nx.tensor([1.0, 2.0])) |> Nx.to_flat_list()
+      [0.3999999761581421, 0.19999998807907104]
   """
-  def custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
-      when is_function(matvec, 1) and is_function(solve, 2) and
-             (is_function(transpose_solve, 2) or is_nil(transpose_solve)) do
+  deftransform custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
+               when is_function(matvec, 1) and is_function(solve, 2) and
+                      (is_function(transpose_solve, 2) or is_nil(transpose_solve)) do
     opts = Keyword.validate!(opts, symmetric: false)
     symmetric = opts[:symmetric]
 
