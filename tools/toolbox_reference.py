@@ -9,7 +9,8 @@ environment and paste what changed:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ def newton_sqrt(a: jax.Array) -> jax.Array:
             x, i = state
             return x - f(x) / (2 * x), i + 1
 
-        return lax.while_loop(cond, body, (x0, 0))[0]
+        return lax.while_loop(cond, body, (x0, jnp.asarray(0)))[0]
 
     return lax.custom_root(lambda x: x * x - a, jnp.ones_like(a), solve, lambda g, y: y / g(1.0))
 
