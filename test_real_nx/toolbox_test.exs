@@ -92,6 +92,20 @@ defmodule NxJax.RealNx.ToolboxTest do
 
   defn plain_reduce_sqrt(a), do: reduce_newton_steps(fn x -> x * x - a end, 1.0)
 
+  # x with x^3 + a x - 1 = 0 by Newton's steps: df/da = x depends on the root
+  deftransformp cubic_root(a) do
+    custom_root(
+      fn x -> Nx.subtract(Nx.add(Nx.pow(x, 3), Nx.multiply(a, x)), 1.0) end,
+      1.0,
+      fn f, x0 ->
+        Enum.reduce(1..40, x0, fn _, x ->
+          Nx.subtract(x, Nx.divide(f.(x), Nx.add(Nx.multiply(3, Nx.multiply(x, x)), a)))
+        end)
+      end,
+      fn g, y -> Nx.divide(y, g.(1.0)) end
+    )
+  end
+
   # x with K x + 0.1 x^3 = M p, a non-symmetric Jacobian K + diag(0.3 x^2): tangent_solve
   # builds the matrix of the map it is given and solves with it
   defn coupled_root(p, k, m) do
@@ -132,6 +146,14 @@ defmodule NxJax.RealNx.ToolboxTest do
       assert_in_delta number(grad(a, &newton_sqrt/1)), 0.35355339059327373, 1.0e-15
       second = grad(a, fn a -> grad(a, &newton_sqrt/1) end)
       assert_in_delta number(second), -0.08838834764831842, 1.0e-15
+    end
+
+    test "a second derivative where df/da depends on the root: JAX's" do
+      a = f64(2.0)
+      assert_in_delta number(cubic_root(a)), 0.45339765151640377, 1.0e-15
+      assert_in_delta number(grad(a, &cubic_root/1)), -0.1732702315504082, 1.0e-15
+      second = grad(a, fn a -> grad(a, &cubic_root/1) end)
+      assert_in_delta number(second), 0.10122162988602391, 1.0e-13
     end
 
     test "the solver's steps are not differentiated: bisection, and a solver real Nx cannot differentiate" do
@@ -311,6 +333,19 @@ defmodule NxJax.RealNx.ToolboxTest do
         ],
         1.0e-13
       )
+    end
+
+    test "a second derivative with respect to the matrix (A + s I): JAX's" do
+      {a, b} = {f64(@a_gen), f64(@b)}
+      # (a and b are arguments: real Nx's Nx.LinAlg.solve inside a trace takes no tensor from
+      # outside it)
+      second =
+        jit(fn a, b, s ->
+          shifted = &general_loss(Nx.add(a, Nx.multiply(&1, Nx.eye(3, type: :f64))), b)
+          grad(s, fn s -> grad(s, shifted) end)
+        end).(a, b, f64(0.0))
+
+      assert_in_delta number(second), 0.618332181550383, 1.0e-12
     end
 
     test "without a transpose solve the value is computed and reverse mode is a clear error" do

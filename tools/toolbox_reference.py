@@ -38,6 +38,20 @@ def newton_sqrt(a: jax.Array) -> jax.Array:
     return lax.custom_root(lambda x: x * x - a, jnp.ones_like(a), solve, lambda g, y: y / g(1.0))
 
 
+def cubic_root(a: jax.Array) -> jax.Array:
+    """x with x^3 + a x - 1 = 0: df/da = x depends on x (a second derivative sees it move)."""
+
+    def solve(f: Callable[[jax.Array], jax.Array], x0: jax.Array) -> jax.Array:
+        x = x0
+        for _ in range(40):
+            x = x - f(x) / (3 * x * x + a)
+        return x
+
+    return lax.custom_root(
+        lambda x: x**3 + a * x - 1.0, jnp.ones_like(a), solve, lambda g, y: y / g(1.0)
+    )
+
+
 K = jnp.array([[1.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0.2, 0.0, 1.0]], dtype=F64)
 M = jnp.array([[1.0, 0.5, 0.0], [0.0, 1.0, 0.25], [0.3, 0.0, 1.0]], dtype=F64)
 
@@ -104,12 +118,22 @@ def main() -> None:
     show("newton_sqrt grad at 2.0", jax.grad(newton_sqrt)(a))
     show("newton_sqrt second derivative at 2.0", jax.grad(jax.grad(newton_sqrt))(a))
 
+    show("cubic_root at 2.0", cubic_root(a))
+    show("cubic_root grad at 2.0", jax.grad(cubic_root)(a))
+    show("cubic_root second derivative at 2.0", jax.grad(jax.grad(cubic_root))(a))
+
     p = jnp.array([0.5, -1.0, 2.0], dtype=F64)
     show("coupled_root at p", coupled_root(p))
     show("jacrev coupled_root at p", jax.jacrev(coupled_root)(p))
 
     show("general_loss grads (a, b)", jax.grad(general_loss, argnums=(0, 1))(A_GEN, B))
     show("general_loss hessian in b", jax.hessian(general_loss, argnums=1)(A_GEN, B))
+
+    def shifted(s: jax.Array) -> jax.Array:
+        return general_loss(A_GEN + s * jnp.eye(3, dtype=F64), B)
+
+    s0 = jnp.asarray(0.0, F64)
+    show("general_loss(a + s I, b): second derivative in s at 0", jax.grad(jax.grad(shifted))(s0))
     show("sym_loss grads (a, b)", jax.grad(general_loss, argnums=(0, 1))(A_SYM, B))
 
     x, y = jnp.asarray(2.0, F64), jnp.asarray(3.0, F64)

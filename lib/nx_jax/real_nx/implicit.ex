@@ -7,22 +7,22 @@ defmodule NxJax.Defn.Implicit do
   Real Nx differentiates in Elixir (`Nx.Defn.Grad`) before the compiler sees the graph, so
   here the implicit function theorem is written with real Nx's own `custom_grad/3`: the
   solver's result is taken with `stop_grad/1` (its iterations are never differentiated, and
-  need not be differentiable), and the gradient reaches the values the equation closes over
-  through its residual at the solution. For a root `x` of `f` (`f.(x) == 0`), with `J` the
-  Jacobian of `f` in `x`, the cotangent `g` of `x` becomes the cotangent `-J^-T g` of the
-  residual `f.(x)`, which real Nx then carries to every value `f` reads; for a linear solve
-  `A x = b`, the cotangent `A^-T g` of the residual `b - A x` (given by `transpose_solve`, or
-  by `solve` when `symmetric: true`).
+  need not be differentiable), and the values the equation reads from outside (found in the
+  expression of its residual at the solution, as a `cond` finds its captures) are the inputs
+  of the `custom_grad/3`. For a root `x` of `f` (`f(x, p) == 0`) with `J` the Jacobian of `f`
+  in `x`, the cotangent `g` of `x` gives each such `p` the cotangent `-(df/dp)^T w` with
+  `w = J^-T g`; for a linear solve `A x = b`, `w = A^-T g` comes from `transpose_solve` (or from
+  `solve` when `symmetric: true`). In the backward rule `x` is again the differentiated root,
+  so second derivatives are the implicit ones too.
 
   Differences from the clean room (docs/DIFFERENTIATION.md, "Under real Nx"):
 
     * `tangent_solve.(g, y)` is called with the transposed map (`v -> J^T v`, a
       vector-Jacobian product of `f` at the root): a solver of any linear map, as its
       contract asks, gives `J^-T y`. For a scalar unknown the two maps are the same.
-    * Second derivatives see the root move in `J` (the Jacobian is taken at a root that
-      carries the implicit gradient), but not in the partial derivatives of `f` with respect
-      to the closed-over values: exact when those do not depend on `x` (as for
-      `f(x) = h(x) - p`), else a term is missing.
+    * Real Nx 0.7.2's `while` body reads nothing from outside its state, while `f` reads the
+      values it closes over: a solver with a `while` loop carries those values in its state
+      and writes the equation there (the gradient still comes from `f`).
     * Vectorized values are refused (a clear error), and the solvers receive the user's own
       `matvec` (not a linear map supplied by JAX).
   """
@@ -31,7 +31,7 @@ defmodule NxJax.Defn.Implicit do
   import Nx.Defn, only: [deftransform: 2]
   import Nx.Defn.Kernel, only: [custom_grad: 3, stop_grad: 1]
 
-  alias Nx.Defn.Expr
+  alias Nx.Defn.{Expr, Tree}
 
   @doc """
   The root `x` of `f` (`f.(x) == 0`, `x` shaped like `initial_guess`) that
@@ -68,24 +68,17 @@ defmodule NxJax.Defn.Implicit do
     residual = &fit!(f.(&1), x0, "f.(x)")
     root = solve.(residual, x0) |> fit!(x0, "solve")
 
-    if traced?(root), do: implicit_root(stop_grad(root), residual, tangent_solve), else: root
-  end
-
-  # `root` (the solver's answer, not differentiated) with the implicit gradient. The backward
-  # rule takes the Jacobian at `implicit_root` again (built only when a gradient is taken), so
-  # that a second gradient sees the root move.
-  defp implicit_root(root, residual, tangent_solve) do
-    custom_grad(root, [residual.(root)], fn g ->
-      x = implicit_root(root, residual, tangent_solve)
-
+    # J(x)^-T g: tangent_solve given v -> J(x)^T v, the vector-Jacobian product of f at x
+    transposed_solve = fn x, g ->
       vjp = fn v ->
         v = fit!(v, x, "g.(v)'s argument", true)
         Nx.Defn.grad(x, fn x -> Nx.sum(Nx.multiply(residual.(x), v)) end)
       end
 
-      w = tangent_solve.(vjp, fit!(g, x, "the cotangent")) |> fit!(x, "tangent_solve")
-      [Nx.negate(w)]
-    end)
+      tangent_solve.(vjp, g) |> fit!(x, "tangent_solve")
+    end
+
+    if traced?(root), do: implicit(stop_grad(root), residual, transposed_solve), else: root
   end
 
   @doc """
@@ -131,22 +124,122 @@ defmodule NxJax.Defn.Implicit do
     x = solve.(apply_matvec, b) |> fit!(b, "solve")
 
     if traced?(x) do
-      x = stop_grad(x)
-
       # the transposed system is itself solved as a linear system, so that a second gradient
       # does not run through the transpose solver's steps either
       transposed =
         cond do
-          symmetric -> fn g -> custom_linear_solve(matvec, g, solve, solve, symmetric: true) end
-          transpose_solve -> &transposed_solve(apply_matvec, x, &1, solve, transpose_solve)
-          true -> &no_transpose!/1
+          symmetric ->
+            fn _x, g -> custom_linear_solve(matvec, g, solve, solve, symmetric: true) end
+
+          transpose_solve ->
+            &transposed_solve(apply_matvec, &1, &2, solve, transpose_solve)
+
+          true ->
+            &no_transpose!/2
         end
 
-      custom_grad(x, [Nx.subtract(b, apply_matvec.(x))], fn g ->
-        [fit!(transposed.(fit!(g, x, "the cotangent")), x, "transpose_solve")]
-      end)
+      residual = &Nx.subtract(apply_matvec.(&1), b)
+      transposed = &fit!(transposed.(&1, &2), &1, "transpose_solve")
+      implicit(stop_grad(x), residual, transposed)
     else
       x
+    end
+  end
+
+  ## The implicit function theorem, with real Nx's custom_grad
+
+  # `root` (the solver's answer, under stop_grad) with the implicit gradient: for x with
+  # f(x, p) = 0, the cotangent g of x gives p the cotangent -(df/dp)^T w, w = J(x)^-T g (by
+  # `transposed_solve`), for every value p the residual reads from outside (its captures,
+  # found in its expression). The backward rule takes x again as `implicit` of the root (built
+  # only when a gradient is taken), so that a second gradient sees the root move in J and in
+  # df/dp alike.
+  defp implicit(root, residual, transposed_solve) do
+    r = residual.(root)
+    captures = captures(r, root.data.id)
+
+    if captures == [] do
+      root
+    else
+      custom_grad(root, captures, fn g ->
+        x = implicit(root, residual, transposed_solve)
+        w = transposed_solve.(x, fit!(g, x, "the cotangent"))
+        ids = Enum.map(captures, & &1.data.id)
+
+        # df/dp^T w: the residual's expression with x in place of the root and the captures
+        # as the differentiated values
+        Nx.Defn.grad(List.to_tuple(captures), fn ps ->
+          replace = Map.new([{root.data.id, x} | Enum.zip(ids, Tuple.to_list(ps))])
+          {at, _cache} = rewrite(r, replace, %{})
+          Nx.sum(Nx.multiply(at, w))
+        end)
+        |> Tuple.to_list()
+        |> Enum.map(&Nx.negate/1)
+      end)
+    end
+  end
+
+  # The values the residual `r` reads from outside the equation: the nodes that do not depend
+  # on the unknown (id `x_id`) but are read by nodes that do; floating-point ones only (what
+  # has a gradient), constants aside.
+  defp captures(r, x_id) do
+    {_depends, {found, _seen}} = depends?(r, x_id, {[], %{}})
+
+    found
+    |> Enum.reverse()
+    |> Enum.uniq_by(& &1.data.id)
+    |> Enum.filter(fn %Nx.Tensor{type: {kind, _}, data: %Expr{op: op}} ->
+      kind in [:f, :bf] and op not in [:constant, :tensor, :iota, :eye]
+    end)
+  end
+
+  defp depends?(%Nx.Tensor{data: %Expr{id: id}} = node, x_id, {_found, seen} = acc) do
+    cond do
+      id == x_id ->
+        {true, acc}
+
+      Map.has_key?(seen, id) ->
+        {seen[id], acc}
+
+      true ->
+        {_args, read} = Tree.apply_args(node, :scope, [], fn arg, read -> {arg, [arg | read]} end)
+        args = Enum.reverse(read)
+
+        {flags, {found, seen}} = Enum.map_reduce(args, acc, &depends?(&1, x_id, &2))
+        depends = Enum.any?(flags)
+
+        found =
+          if depends,
+            do: Enum.reduce(Enum.zip(args, flags), found, &capture/2),
+            else: found
+
+        {depends, {found, Map.put(seen, id, depends)}}
+    end
+  end
+
+  defp capture({arg, false}, found), do: [arg | found]
+  defp capture({_arg, true}, found), do: found
+
+  # `expr` with the nodes of `replace` (by id) replaced; a node whose arguments change is a
+  # new node (a new id), the others are kept (sub-graphs of while, fun and optional, which
+  # read only their own parameters, are not entered)
+  defp rewrite(%Nx.Tensor{data: %Expr{id: id} = expr} = node, replace, cache) do
+    cond do
+      Map.has_key?(replace, id) ->
+        {Map.fetch!(replace, id), cache}
+
+      Map.has_key?(cache, id) ->
+        {Map.fetch!(cache, id), cache}
+
+      true ->
+        {args, cache} = Tree.apply_args(node, :scope, cache, &rewrite(&1, replace, &2))
+
+        new =
+          if args == expr.args,
+            do: node,
+            else: %{node | data: %{expr | id: Expr.id(), args: args}}
+
+        {new, Map.put(cache, id, new)}
     end
   end
 
@@ -161,7 +254,7 @@ defmodule NxJax.Defn.Implicit do
     custom_linear_solve(vecmat, g, transpose_solve, solve)
   end
 
-  defp no_transpose!(_g) do
+  defp no_transpose!(_x, _g) do
     raise ArgumentError,
           "custom_linear_solve/5 needs transpose_solve (or symmetric: true) to be " <>
             "differentiated in reverse mode (grad/2), got nil"
