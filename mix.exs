@@ -74,8 +74,9 @@ defmodule NxJax.MixProject do
     end
   end
 
-  # what does not compile against real Nx 0.7.2 yet: the compiler, backend, toolbox and graph
-  # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
+  # what does not compile against real Nx 0.7.2: the clean room's compiler, backend, toolbox
+  # and graph tools read its internals (docs/ARCHITECTURE.md, "Two projects"); real Nx has its
+  # own of the first three in lib/nx_jax/real_nx
   @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex lib/nx_jax/defn
                       lib/nx_jax/graph.ex lib/mix/tasks/nx_jax.graph.ex)
 

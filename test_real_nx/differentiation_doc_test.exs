@@ -7,6 +7,10 @@ defmodule NxJax.RealNx.DifferentiationDocTest do
   use ExUnit.Case, async: true
   import ExUnit.CaptureIO
 
+  # (one test compiles the graphs of every block, one after another, on workers the async
+  # suites share: ExUnit's default minute is not enough beside them on a 2-core machine)
+  @moduletag timeout: 600_000
+
   @doc_path Path.expand("../docs/DIFFERENTIATION.md", __DIR__)
   @external_resource @doc_path
 
