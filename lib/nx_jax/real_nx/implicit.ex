@@ -31,7 +31,8 @@ defmodule NxJax.Defn.Implicit do
   import Nx.Defn, only: [deftransform: 2]
   import Nx.Defn.Kernel, only: [custom_grad: 3, stop_grad: 1]
 
-  alias Nx.Defn.{Expr, Tree}
+  alias Nx.Defn.Expr
+  alias NxJax.RealNx.ExprRewrite
 
   @doc """
   The root `x` of `f` (`f.(x) == 0`, `x` shaped like `initial_guess`) that
@@ -170,8 +171,7 @@ defmodule NxJax.Defn.Implicit do
         # as the differentiated values
         Nx.Defn.grad(List.to_tuple(captures), fn ps ->
           replace = Map.new([{root.data.id, x} | Enum.zip(ids, Tuple.to_list(ps))])
-          {at, _cache} = rewrite(r, replace, %{})
-          Nx.sum(Nx.multiply(at, w))
+          Nx.sum(Nx.multiply(ExprRewrite.replace(r, replace), w))
         end)
         |> Tuple.to_list()
         |> Enum.map(&Nx.negate/1)
@@ -179,68 +179,15 @@ defmodule NxJax.Defn.Implicit do
     end
   end
 
-  # The values the residual `r` reads from outside the equation: the nodes that do not depend
-  # on the unknown (id `x_id`) but are read by nodes that do; floating-point ones only (what
-  # has a gradient), constants aside.
+  # The values the residual `r` reads from outside the equation (nodes that do not depend on
+  # the unknown, id `x_id`, read by nodes that do): floating-point ones only (what has a
+  # gradient), constants aside.
   defp captures(r, x_id) do
-    {_depends, {found, _seen}} = depends?(r, x_id, {[], %{}})
+    {_depends, found} = ExprRewrite.outside(r, MapSet.new([x_id]))
 
-    found
-    |> Enum.reverse()
-    |> Enum.uniq_by(& &1.data.id)
-    |> Enum.filter(fn %Nx.Tensor{type: {kind, _}, data: %Expr{op: op}} ->
+    Enum.filter(found, fn %Nx.Tensor{type: {kind, _}, data: %Expr{op: op}} ->
       kind in [:f, :bf] and op not in [:constant, :tensor, :iota, :eye]
     end)
-  end
-
-  defp depends?(%Nx.Tensor{data: %Expr{id: id}} = node, x_id, {_found, seen} = acc) do
-    cond do
-      id == x_id ->
-        {true, acc}
-
-      Map.has_key?(seen, id) ->
-        {seen[id], acc}
-
-      true ->
-        {_args, read} = Tree.apply_args(node, :scope, [], fn arg, read -> {arg, [arg | read]} end)
-        args = Enum.reverse(read)
-
-        {flags, {found, seen}} = Enum.map_reduce(args, acc, &depends?(&1, x_id, &2))
-        depends = Enum.any?(flags)
-
-        found =
-          if depends,
-            do: Enum.reduce(Enum.zip(args, flags), found, &capture/2),
-            else: found
-
-        {depends, {found, Map.put(seen, id, depends)}}
-    end
-  end
-
-  defp capture({arg, false}, found), do: [arg | found]
-  defp capture({_arg, true}, found), do: found
-
-  # `expr` with the nodes of `replace` (by id) replaced; a node whose arguments change is a
-  # new node (a new id), the others are kept (sub-graphs of while, fun and optional, which
-  # read only their own parameters, are not entered)
-  defp rewrite(%Nx.Tensor{data: %Expr{id: id} = expr} = node, replace, cache) do
-    cond do
-      Map.has_key?(replace, id) ->
-        {Map.fetch!(replace, id), cache}
-
-      Map.has_key?(cache, id) ->
-        {Map.fetch!(cache, id), cache}
-
-      true ->
-        {args, cache} = Tree.apply_args(node, :scope, cache, &rewrite(&1, replace, &2))
-
-        new =
-          if args == expr.args,
-            do: node,
-            else: %{node | data: %{expr | id: Expr.id(), args: args}}
-
-        {new, Map.put(cache, id, new)}
-    end
   end
 
   # v -> A^T v (the gradient of <A z, v> in z; A linear, so at any z) and its solve, whose
