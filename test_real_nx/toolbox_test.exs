@@ -201,6 +201,26 @@ defmodule NxJax.RealNx.ToolboxTest do
       assert number(grad(Nx.tensor(2.0), &scaled_root/1)) == 3.0
     end
 
+    test "a custom_grad inside the equation: its rule gives df/da (x = 1 / a, dx/da = -1/4)" do
+      inverse = fn a ->
+        custom_root(
+          fn x ->
+            product =
+              Nx.Defn.Kernel.custom_grad(Nx.multiply(x, a), [x, a], fn g ->
+                [Nx.multiply(g, a), Nx.multiply(g, x)]
+              end)
+
+            Nx.subtract(product, 1.0)
+          end,
+          1.0,
+          fn _f, _x0 -> Nx.divide(1.0, a) end,
+          fn g, y -> Nx.divide(y, g.(1.0)) end
+        )
+      end
+
+      assert_in_delta number(grad(f64(2.0), inverse)), -0.25, 1.0e-15
+    end
+
     test "a wrong shape from the solver or a vectorized guess is refused" do
       assert_raise ArgumentError,
                    ~r/solve must have the shape of the unknown, \{\}, got: \{2\}/,
