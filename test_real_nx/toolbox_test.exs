@@ -22,6 +22,16 @@ defmodule NxJax.RealNx.ToolboxTest do
   defp f64(x), do: Nx.tensor(x, type: {:f, 64})
   defp number(t), do: Nx.to_number(t)
 
+  # the ops of the wire graph NxJax's compiler makes of `fun` on `args`
+  defp wire_ops(fun, args) do
+    expr = apply(Nx.Defn.debug_expr(fun), args)
+
+    {{:nx_jax_graph, _version, nodes, _outputs}, _parameters, _hooks} =
+      NxJax.ExprGraph.encode(expr)
+
+    for {_id, op, _inputs, _opts, _out} <- nodes, do: op
+  end
+
   defp assert_all_close(got, want, tol) do
     want = if is_list(want), do: Nx.tensor(want, type: Nx.type(got)), else: want
     diff = Nx.subtract(got, want) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
@@ -475,6 +485,18 @@ defmodule NxJax.RealNx.ToolboxTest do
 
   ## forward mode and Jacobians
 
+  # square until the value reaches 100: the number of steps depends on x
+  defn square_until(x) do
+    {y, _x} =
+      while {y = x, x}, y * y < 100 do
+        {y * y, x}
+      end
+
+    y
+  end
+
+  defn squares_tangent(x, t), do: elem(jvp(&square_until/1, x, t), 1)
+
   defn r3_to_r2(x), do: Nx.stack([x[0] * Nx.sin(x[1]), x[0] ** 2 + x[1] * Nx.exp(x[2])])
 
   describe "jvp, jacfwd, jacrev, hessian" do
@@ -520,6 +542,32 @@ defmodule NxJax.RealNx.ToolboxTest do
       assert_all_close(pullback.(Nx.tensor([2.0, 1.0])), Nx.tensor([2.0, :math.cos(1.0)]), 1.0e-7)
       {_value, push} = linearize(&Nx.exp/1, Nx.tensor(1.0))
       assert_in_delta number(push.(Nx.tensor(2.0))), 2 * :math.exp(1.0), 1.0e-5
+    end
+
+    test "NxJax lowers jvp natively (the wire's jvp node); Nx's evaluator runs the two reverse passes" do
+      w = Nx.divide(Nx.iota({3, 2}, type: :f64), 5)
+      x = f64([0.3, -1.2])
+      t = f64([1.0, 0.5])
+      f = fn w, x -> Nx.tanh(Nx.dot(w, Nx.multiply(x, x))) end
+      tangent = fn w, x, t -> elem(jvp(&f.(w, &1), x, t), 1) end
+
+      assert wire_ops(tangent, [w, x, t]) ==
+               ~w(parameter parameter reshape multiply dot tanh parameter jvp)a
+
+      NxJax.RealNxCase.assert_same(tangent, [w, x, t], atol: 1.0e-14, rtol: 1.0e-13)
+
+      # a while loop with no bound (square until >= 100: y = x^4 from 3, dy = 4 x^3 = 108)
+      assert :jvp in wire_ops(&squares_tangent/2, [f64(3.0), f64(1.0)])
+      assert number(squares_tangent(f64(3.0), f64(1.0))) == 108.0
+
+      # stop_grad and custom_grad have rules only real Nx's reverse passes know: no native node
+      stopped = fn x, t ->
+        elem(jvp(&Nx.multiply(Nx.Defn.Kernel.stop_grad(&1), Nx.sin(&1)), x, t), 1)
+      end
+
+      refute :jvp in wire_ops(stopped, [x, t])
+      NxJax.RealNxCase.assert_same(stopped, [x, t], atol: 1.0e-14, rtol: 1.0e-13)
+      assert_all_close(jit(stopped).(x, t), Nx.multiply(Nx.multiply(x, Nx.cos(x)), t), 1.0e-15)
     end
 
     test "bad input is refused: integers, mismatched tangents, cotangents of another shape" do

@@ -29,6 +29,7 @@ defmodule NxJax.Defn do
   import Nx.Defn.Kernel, only: [custom_grad: 3]
 
   alias Nx.Defn.{Composite, Expr}
+  alias NxJax.RealNx.ExprRewrite
 
   @doc """
   Forward mode: returns `{primal_out, tangent_out}`, the value of `fun` at `primals` and its
@@ -70,22 +71,44 @@ defmodule NxJax.Defn do
         Nx.as_type(t, Nx.type(x))
       end)
 
-    primals = fill(primals, xs)
-    out = call(fun, primals)
+    # the function's own copy of each primal (what it reads from outside is a constant of it):
+    # a node of its own, which a native jvp takes as the variable
+    copies = Enum.map(xs, &Expr.reshape(&1, &1))
+    out = call(fun, fill(primals, copies))
     outs = outputs!(out, "jvp/3")
 
     # the cotangent u at which the (linear) pullback is differentiated: zeros of the outputs'
     # floating types, so each tangent comes back in its output's type
     us = for y <- outs, do: Nx.broadcast(Nx.tensor(0, type: Nx.Type.to_floating(y.type)), y)
+    primals = fill(primals, xs)
 
-    tangent_out =
+    passes =
       Nx.Defn.grad(List.to_tuple(us), fn us ->
         pullback = Nx.Defn.grad(primals, fn x -> pairing(call(fun, x), Tuple.to_list(us)) end)
         pairing(pullback, ts)
       end)
 
-    {out, fill(out, Tuple.to_list(tangent_out))}
+    # each tangent marked with what NxJax's compiler needs to lower it natively, as jax.jvp of
+    # the output with respect to the copies (other compilers run the two passes); not where
+    # the output's graph has a stop_grad or a custom_grad (custom_jvp's too): the wire lowers
+    # those as the identity, and only real Nx's reverse passes know their rules
+    tangents =
+      Enum.zip_with(outs, Tuple.to_list(passes), fn y, tangent ->
+        if elem(y.type, 0) in [:f, :bf, :c] and expr?(y) and expr?(tangent) and
+             not ExprRewrite.any?(y, &gradient_rule?/1) do
+          Expr.metadata(tangent, %{nx_jax_jvp: {y, copies, Enum.map(ts, &Expr.tensor/1)}})
+        else
+          tangent
+        end
+      end)
+
+    {out, fill(out, tangents)}
   end
+
+  defp gradient_rule?(%Nx.Tensor{data: %Expr{op: :metadata, args: [_, meta]}}),
+    do: is_map_key(meta, :stop_grad) or is_map_key(meta, :custom_grad)
+
+  defp gradient_rule?(_node), do: false
 
   @doc """
   Reverse mode with the pullback kept (`jax.vjp`): returns `{primal_out, pullback}`, where

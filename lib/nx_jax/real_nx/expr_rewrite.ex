@@ -42,6 +42,30 @@ defmodule NxJax.RealNx.ExprRewrite do
   end
 
   @doc """
+  Whether a node of `expr` (sub-graphs included) satisfies `pred`.
+  """
+  def any?(expr, pred), do: expr |> any?(pred, MapSet.new()) |> elem(0)
+
+  defp any?(%Nx.Tensor{data: %Expr{id: id}} = node, pred, seen) do
+    cond do
+      MapSet.member?(seen, id) ->
+        {false, seen}
+
+      pred.(node) ->
+        {true, seen}
+
+      true ->
+        {_args, {found, seen}} =
+          Tree.apply_args(node, :all, {false, MapSet.put(seen, id)}, fn
+            arg, {true, seen} -> {arg, {true, seen}}
+            arg, {false, seen} -> {arg, any?(arg, pred, seen)}
+          end)
+
+        {found, seen}
+    end
+  end
+
+  @doc """
   `expr` with the nodes of `replace` (a map of expression ids to tensors) replaced; a node
   whose arguments change becomes a new node (a new id), the others are kept. A
   `custom_grad/3`'s rule is kept as written (a closure over the nodes it was given): the
