@@ -12,10 +12,14 @@ defmodule NxJax.Defn do
   so each function is written with real Nx's own reverse mode (`grad/2`, `custom_grad/3`,
   `stop_grad/1`), and the graph nx_jax's compiler receives is already differentiated:
 
-    * `jvp/3` is two reverse passes: the tangent is the gradient, with respect to a
-      cotangent `u`, of `<vjp(u), t>` (linear in `u`, so taken at `u = 0`). Jacobians and
-      the Hessian are built from `grad/2` row by row (`jacrev/2`) or from `jvp/3` column by
-      column (`jacfwd/2`): a graph that grows with the number of rows or columns.
+    * `jvp/3` is written as two reverse passes (the tangent is the gradient, with respect
+      to a cotangent `u`, of `<vjp(u), t>`, linear in `u`, so taken at `u = 0`): what other
+      compilers run and what real Nx's `grad/2` differentiates. The tangent is marked with
+      the function's output, its primals and their tangents, and NxJax's compiler lowers it
+      to one `jax.jvp` instead (unless the output's graph has a `stop_grad/1` or a
+      `custom_grad/3`, whose rules only real Nx's passes know). Jacobians and the Hessian are
+      built from `grad/2` row by row (`jacrev/2`) or from `jvp/3` column by column
+      (`jacfwd/2`): a graph that grows with the number of rows or columns.
     * `custom_jvp/3`'s reverse rule is the user's forward rule transposed: the gradient with
       respect to the tangents of `<jvp_fun.(tangents), g>` (linear in the tangents).
     * `checkpoint/3` gives the function's values and gradients; real Nx writes the backward
