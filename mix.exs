@@ -74,13 +74,15 @@ defmodule NxJax.MixProject do
     end
   end
 
-  # what does not compile against real Nx 0.7.2 yet: the compiler, backend, toolbox and graph
-  # tools read the clean room's internals (docs/ARCHITECTURE.md, "Two projects")
+  # what does not compile against real Nx 0.7.2: the clean room's compiler, backend, toolbox
+  # and graph tools read its internals (docs/ARCHITECTURE.md, "Two projects"); real Nx has its
+  # own of the first three in lib/nx_jax/real_nx
   @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex lib/nx_jax/defn
-                      lib/nx_jax/graph.ex lib/nx_jax/grad_check.ex lib/mix/tasks/nx_jax.graph.ex)
+                      lib/nx_jax/graph.ex lib/mix/tasks/nx_jax.graph.ex)
 
   # what compiles only against real Nx 0.7.2 (hex's, or NX_JAX_NX=DIR): the compiler of real
-  # Nx's expressions, which defines the module NxJax there in place of lib/nx_jax.ex
+  # Nx's expressions, which defines the module NxJax there in place of lib/nx_jax.ex, and the
+  # toolbox NxJax.Defn written with real Nx's own reverse mode
   @real_nx_only ~w(lib/nx_jax/real_nx)
 
   def project do

@@ -152,7 +152,7 @@ defmodule NxJax.GradCheck do
   end
 
   defp zip_leaves(a, b, fun) do
-    Composite.fill(
+    fill(
       a,
       Enum.zip_with(Composite.flatten_list([a]), Composite.flatten_list([b]), fun)
     )
@@ -170,7 +170,7 @@ defmodule NxJax.GradCheck do
         {draw, next}
       end)
 
-    {Composite.fill(container, leaves), key}
+    {fill(container, leaves), key}
   end
 
   defp close!(got, want, limits, mode, order) do
@@ -200,7 +200,7 @@ defmodule NxJax.GradCheck do
   end
 
   defp float_arg!(value) do
-    tensor = Nx.Defn.Compiler.to_concrete(value)
+    tensor = concrete(value)
 
     case tensor.type do
       {kind, _} when kind in [:f, :bf] ->
@@ -227,7 +227,7 @@ defmodule NxJax.GradCheck do
   def check_grads!(fun, grad_fun, x, opts)
       when is_function(fun, 1) and is_function(grad_fun, 1) do
     opts = Keyword.validate!(opts, @defaults)
-    %Nx.Tensor{type: type, shape: shape} = x = Nx.Defn.Compiler.to_concrete(x)
+    %Nx.Tensor{type: type, shape: shape} = x = concrete(x)
     float_type!(type)
     values = decode(x)
     step = opts[:step]
@@ -317,11 +317,21 @@ defmodule NxJax.GradCheck do
     raise ArgumentError, "check_grads!/4 needs x of type f16, f32 or f64, got: #{inspect(type)}"
   end
 
-  defp decode(%Nx.Tensor{type: type, data: %Nx.BinaryBackend{state: binary}}) do
-    Nx.BinaryBackend.to_list(binary, type)
+  # (Nx's public API only, so that the module builds under real Nx 0.7.2 as well as the clean room)
+  defp concrete(%Nx.Tensor{data: %Nx.BinaryBackend{}} = tensor), do: tensor
+  defp concrete(value), do: value |> Nx.to_tensor() |> Nx.backend_copy(Nx.BinaryBackend)
+
+  defp decode(tensor), do: Nx.to_flat_list(tensor)
+
+  defp encode(values, %Nx.Tensor{type: type, shape: shape}) do
+    values |> Nx.tensor(type: type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
   end
 
-  defp encode(values, %Nx.Tensor{type: type} = x) do
-    %Nx.Tensor{x | data: %Nx.BinaryBackend{state: Nx.BinaryBackend.from_list(values, type)}}
+  # `container` with its leaves replaced by `leaves`, in order
+  defp fill(container, leaves) do
+    {filled, []} =
+      Composite.traverse(container, leaves, fn _leaf, [leaf | rest] -> {leaf, rest} end)
+
+    filled
   end
 end

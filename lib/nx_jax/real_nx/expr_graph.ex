@@ -357,6 +357,15 @@ defmodule NxJax.ExprGraph do
     end
   end
 
+  # NxJax.Defn.jvp/3's tangent (lib/nx_jax/real_nx/defn.ex): written as two reverse passes
+  # (what other compilers run, and what real Nx's grad differentiates), marked with the
+  # function's output, its primals and their tangents: here the wire's jvp node (jax.jvp on the
+  # worker) in place of those passes
+  defp lower(:metadata, [%T{}, %{nx_jax_jvp: {y, xs, ts}}], t, level) do
+    {ids, level} = visit_all([y | xs] ++ ts, level)
+    emit(level, :jvp, ids, %{}, out(t))
+  end
+
   # stop_grad, custom_grad (already applied by real Nx's gradient) and any other metadata:
   # the value itself
   # (a tuple's metadata, as custom_grad of a tuple-valued function, is read by :elem nodes)

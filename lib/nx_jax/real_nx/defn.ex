@@ -1,0 +1,667 @@
+defmodule NxJax.Defn do
+  @moduledoc """
+  JAX's differentiation toolbox beyond Nx, under real Nx 0.7.2: the functions of the clean
+  room's `NxJax.Defn` (the same names, arguments and options, so the same code runs under
+  both front ends): forward mode (`jvp/3`, `linearize/2`), `vjp/2`, Jacobians (`jacfwd/2`,
+  `jacrev/2`), `hessian/2`, `custom_jvp/3`, implicit differentiation (`custom_root/4`,
+  `custom_linear_solve/5`, from `NxJax.Defn.Implicit`) and `checkpoint/3`. Use them inside
+  `defn` after `import NxJax.Defn`, or call them from plain Elixir (each runs as
+  `Nx.Defn.jit_apply/3` would; inside a trace they join it).
+
+  Under real Nx, `Nx.Defn.Grad` differentiates in Elixir before any compiler sees the graph,
+  so each function is written with real Nx's own reverse mode (`grad/2`, `custom_grad/3`,
+  `stop_grad/1`), and the graph nx_jax's compiler receives is already differentiated:
+
+    * `jvp/3` is written as two reverse passes (the tangent is the gradient, with respect
+      to a cotangent `u`, of `<vjp(u), t>`, linear in `u`, so taken at `u = 0`): what other
+      compilers run and what real Nx's `grad/2` differentiates. The tangent is marked with
+      the function's output, its primals and their tangents, and NxJax's compiler lowers it
+      to one `jax.jvp` instead (unless the output's graph has a `stop_grad/1` or a
+      `custom_grad/3`, whose rules only real Nx's passes know). Jacobians and the Hessian are
+      built from `grad/2` row by row (`jacrev/2`) or from `jvp/3` column by column
+      (`jacfwd/2`): a graph that grows with the number of rows or columns.
+    * `custom_jvp/3`'s reverse rule is the user's forward rule transposed: the gradient with
+      respect to the tangents of `<jvp_fun.(tangents), g>` (linear in the tangents).
+    * `checkpoint/3` gives the function's values and gradients; real Nx writes the backward
+      pass itself, so nothing is recomputed and no memory is saved.
+
+  docs/DIFFERENTIATION.md, "Under real Nx", says what differs from the clean room.
+  """
+
+  # (deftransform: real Nx's defn calls only functions defined with defn or deftransform)
+  import Nx.Defn, only: [deftransform: 1, deftransform: 2]
+  import Nx.Defn.Kernel, only: [custom_grad: 3]
+
+  alias Nx.Defn.{Composite, Expr}
+  alias NxJax.RealNx.ExprRewrite
+
+  @doc """
+  Forward mode: returns `{primal_out, tangent_out}`, the value of `fun` at `primals` and its
+  directional derivative along `tangents` (`jax.jvp`).
+
+  `primals` is a tensor (or number) or a tuple of them, `tangents` the same container with
+  one tangent of each primal's shape (cast to its type). `fun` takes the container (or, for
+  a tuple, one argument per element) and returns a tensor or a container of tensors.
+
+  ## Examples
+
+      iex> {value, tangent} = NxJax.Defn.jvp(&Nx.sin/1, 0.0, 2.0)
+      iex> {Nx.to_number(value), Nx.to_number(tangent)}
+      {0.0, 2.0}
+  """
+  @spec jvp(function, term, term) :: {term, term}
+  deftransform jvp(fun, primals, tangents) when is_function(fun) do
+    Nx.Defn.jit_apply(&jvp_expr(fun, &1, &2), [primals, tangents], on_conflict: :reuse)
+  end
+
+  defp jvp_expr(fun, primals, tangents) do
+    xs = floats!(primals, "jvp/3", "primals")
+    ts = leaves!(tangents, "jvp/3", "tangents")
+
+    unless length(xs) == length(ts) and same_structure?(primals, tangents) do
+      raise ArgumentError,
+            "jvp/3 expects one tangent per primal, in the same container, got primals " <>
+              "#{inspect(primals)} and tangents #{inspect(tangents)}"
+    end
+
+    ts =
+      Enum.zip_with(xs, ts, fn x, t ->
+        unless Nx.shape(t) == Nx.shape(x) do
+          raise ArgumentError,
+                "jvp/3 expects each tangent to have its primal's shape, got a primal of shape " <>
+                  "#{inspect(Nx.shape(x))} and a tangent of shape #{inspect(Nx.shape(t))}"
+        end
+
+        Nx.as_type(t, Nx.type(x))
+      end)
+
+    # the function's own copy of each primal (what it reads from outside is a constant of it):
+    # a node of its own, which a native jvp takes as the variable
+    copies = Enum.map(xs, &Expr.reshape(&1, &1))
+    out = call(fun, fill(primals, copies))
+    outs = outputs!(out, "jvp/3")
+
+    # the cotangent u at which the (linear) pullback is differentiated: zeros of the outputs'
+    # floating types, so each tangent comes back in its output's type
+    us = for y <- outs, do: Nx.broadcast(Nx.tensor(0, type: Nx.Type.to_floating(y.type)), y)
+    primals = fill(primals, xs)
+
+    passes =
+      Nx.Defn.grad(List.to_tuple(us), fn us ->
+        pullback = Nx.Defn.grad(primals, fn x -> pairing(call(fun, x), Tuple.to_list(us)) end)
+        pairing(pullback, ts)
+      end)
+
+    # each tangent marked with what NxJax's compiler needs to lower it natively, as jax.jvp of
+    # the output with respect to the copies (other compilers run the two passes); not where
+    # the output's graph has a stop_grad or a custom_grad (custom_jvp's too): the wire lowers
+    # those as the identity, and only real Nx's reverse passes know their rules
+    tangents =
+      Enum.zip_with(outs, Tuple.to_list(passes), fn y, tangent ->
+        if elem(y.type, 0) in [:f, :bf, :c] and expr?(y) and expr?(tangent) and
+             not ExprRewrite.any?(y, &gradient_rule?/1) do
+          Expr.metadata(tangent, %{nx_jax_jvp: {y, copies, Enum.map(ts, &Expr.tensor/1)}})
+        else
+          tangent
+        end
+      end)
+
+    {out, fill(out, tangents)}
+  end
+
+  defp gradient_rule?(%Nx.Tensor{data: %Expr{op: :metadata, args: [_, meta]}}),
+    do: is_map_key(meta, :stop_grad) or is_map_key(meta, :custom_grad)
+
+  defp gradient_rule?(_node), do: false
+
+  @doc """
+  Reverse mode with the pullback kept (`jax.vjp`): returns `{primal_out, pullback}`, where
+  `pullback.(cotangent)` is the gradient of `<fun.(primals), cotangent>` with respect to
+  `primals`, in their container.
+
+  ## Examples
+
+      iex> f = fn x -> Nx.multiply(Nx.sin(x), 2) end
+      iex> {value, pullback} = NxJax.Defn.vjp(f, Nx.tensor([0.0, 1.0]))
+      iex> Nx.to_flat_list(value)
+      [0.0, 1.6829419136047363]
+      iex> pullback.(Nx.tensor([1.0, 10.0])) |> Nx.to_flat_list()
+      [2.0, 10.806045532226562]
+  """
+  @spec vjp(function, term) :: {term, (term -> term)}
+  deftransform vjp(fun, primals) when is_function(fun, 1) do
+    value = Nx.Defn.jit_apply(fun, [primals], on_conflict: :reuse)
+
+    pullback = fn cotangent ->
+      Nx.Defn.jit_apply(
+        fn primals, cotangent ->
+          Nx.Defn.grad(primals, fn x ->
+            pairing(fun.(x), Composite.flatten_list([cotangent]), "vjp/2")
+          end)
+        end,
+        [primals, cotangent],
+        on_conflict: :reuse
+      )
+    end
+
+    {value, pullback}
+  end
+
+  @doc """
+  Forward mode with the point fixed (`jax.linearize`): returns `{primal_out, jvp_fun}`, where
+  `jvp_fun.(tangents)` is the tangent of `fun` at `primals` along `tangents` (each call runs
+  `jvp/3`).
+
+  ## Examples
+
+      iex> {value, push} = NxJax.Defn.linearize(&Nx.exp/1, Nx.tensor(0.0))
+      iex> {Nx.to_number(value), Nx.to_number(push.(Nx.tensor(3.0)))}
+      {1.0, 3.0}
+  """
+  @spec linearize(function, term) :: {term, (term -> term)}
+  deftransform linearize(fun, primals) when is_function(fun) do
+    value = Nx.Defn.jit_apply(fn x -> call(fun, x) end, [primals], on_conflict: :reuse)
+    {value, fn tangents -> elem(jvp(fun, primals, tangents), 1) end}
+  end
+
+  @doc """
+  The Jacobian of `fun` at `x` by forward mode (`jax.jacfwd`): for an output of shape `s`
+  and an `x` of shape `t`, a tensor of shape `s ++ t`, in the output's type. A tuple `x`
+  gives one Jacobian per element, in a tuple; a tuple output a tuple of those.
+
+  ## Examples
+
+      iex> NxJax.Defn.jacfwd(fn x -> Nx.multiply(x, x) end, Nx.tensor([1.0, 2.0]))
+      #Nx.Tensor<
+        f32[2][2]
+        [
+          [2.0, 0.0],
+          [0.0, 4.0]
+        ]
+      >
+  """
+  @spec jacfwd(function, term) :: term
+  deftransform jacfwd(fun, x) when is_function(fun) do
+    Nx.Defn.jit_apply(&jacfwd_expr(fun, &1), [x], on_conflict: :reuse)
+  end
+
+  @doc """
+  The Jacobian of `fun` at `x` by reverse mode (`jax.jacrev`), in `x`'s type.
+
+  ## Examples
+
+      iex> NxJax.Defn.jacrev(fn x -> Nx.sum(Nx.exp(x)) end, Nx.tensor([0.0, 1.0]))
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 2.7182817459106445]
+      >
+  """
+  @spec jacrev(function, term) :: term
+  deftransform jacrev(fun, x) when is_function(fun) do
+    Nx.Defn.jit_apply(&jacrev_expr(fun, &1), [x], on_conflict: :reuse)
+  end
+
+  @doc """
+  The Hessian of `fun` at `x` (shape `out ++ x ++ x`, in `x`'s type; for a tuple `x`, a
+  tuple of rows of blocks), here `jacrev/2` of `jacrev/2`.
+
+  ## Examples
+
+      iex> f = fn {a, b} -> Nx.multiply(Nx.multiply(a, a), b) end
+      iex> {{aa, ab}, {ba, bb}} = NxJax.Defn.hessian(f, {3.0, 5.0})
+      iex> Enum.map([aa, ab, ba, bb], &Nx.to_number/1)
+      [10.0, 6.0, 6.0, 0.0]
+  """
+  @spec hessian(function, term) :: term
+  deftransform hessian(fun, x) when is_function(fun) do
+    Nx.Defn.jit_apply(
+      fn x -> jacrev_expr(&jacrev_expr(fun, &1, "hessian/2"), x, "hessian/2") end,
+      [x],
+      on_conflict: :reuse
+    )
+  end
+
+  # one row per output element: the gradient of that element
+  defp jacrev_expr(fun, x, name \\ "jacrev/2") do
+    xs = floats!(x, name, "x")
+    x = fill(x, xs)
+    out = call(fun, x)
+
+    {jacobians, _count} =
+      Composite.traverse(out, 0, fn y, o ->
+        {jacobian_rows(fun, x, xs, floating_output!(y, name), o), o + 1}
+      end)
+
+    jacobians
+  end
+
+  defp jacobian_rows(fun, x, xs, y, o) do
+    rows =
+      for i <- 0..(Nx.size(y) - 1)//1 do
+        Nx.Defn.grad(x, fn x -> pick(call(fun, x), o, i) end)
+      end
+
+    blocks =
+      for {xi, k} <- Enum.with_index(xs) do
+        rows
+        |> Enum.map(&(&1 |> then(fn row -> Composite.flatten_list([row]) end) |> Enum.at(k)))
+        |> stack(Tuple.to_list(Nx.shape(y)) ++ Tuple.to_list(Nx.shape(xi)))
+      end
+
+    fill_blocks(x, blocks)
+  end
+
+  # one column per element of x: the jvp along that element's unit vector
+  defp jacfwd_expr(fun, x) do
+    xs = floats!(x, "jacfwd/2", "x")
+    x = fill(x, xs)
+    out = call(fun, x)
+    Enum.each(Composite.flatten_list([out]), &floating_output!(&1, "jacfwd/2"))
+
+    columns =
+      for {xi, k} <- Enum.with_index(xs) do
+        for j <- 0..(Nx.size(xi) - 1)//1 do
+          tangents =
+            xs
+            |> Enum.with_index()
+            |> Enum.map(fn {xl, l} -> if l == k, do: unit(xl, j), else: Nx.multiply(xl, 0) end)
+
+          {_, tangent} = jvp_expr(fun, x, fill(x, tangents))
+          Composite.flatten_list([tangent])
+        end
+      end
+
+    outs = Composite.flatten_list([out])
+
+    leaves =
+      outs
+      |> Enum.with_index()
+      |> Enum.map(fn {y, o} ->
+        blocks =
+          Enum.zip_with(xs, columns, fn xi, cols ->
+            cols
+            |> Enum.map(&Enum.at(&1, o))
+            |> Enum.map(&Nx.reshape(&1, {Nx.size(y)}))
+            |> Nx.stack(axis: 1)
+            |> Nx.reshape(
+              List.to_tuple(Tuple.to_list(Nx.shape(y)) ++ Tuple.to_list(Nx.shape(xi)))
+            )
+          end)
+
+        fill_blocks(x, blocks)
+      end)
+
+    fill(out, leaves)
+  end
+
+  defp fill_blocks(x, blocks) when is_tuple(x), do: List.to_tuple(blocks)
+  defp fill_blocks(_x, [block]), do: block
+
+  defp stack(rows, shape) do
+    rows |> Enum.map(&Nx.flatten/1) |> Nx.stack() |> Nx.reshape(List.to_tuple(shape))
+  end
+
+  # the i-th element (row-major) of the o-th output leaf
+  defp pick(out, o, i) do
+    leaf = [out] |> Composite.flatten_list() |> Enum.at(o) |> Nx.to_tensor()
+    Nx.flatten(leaf)[i]
+  end
+
+  defp unit(x, j) do
+    Nx.iota({Nx.size(x)}) |> Nx.equal(j) |> Nx.as_type(Nx.type(x)) |> Nx.reshape(Nx.shape(x))
+  end
+
+  @doc """
+  Returns `expr_or_fun` (an expression, or a function called on `inputs`) with a forward
+  rule of its own: its tangent, when the `inputs` (a list of tensors) move along tangents
+  `[t1, ..., tk]`, is what `jvp_fun` returns (`jax.custom_jvp`). Under real Nx the reverse
+  rule is that forward rule transposed, so the rule must be linear in the tangents.
+
+  `jvp_fun` receives the list of tangents, or, with two arguments, the list of inputs and the
+  list of tangents, and returns the tangent of the value (a tensor or number, broadcast to
+  the value's shape) or, for a tuple value, a tuple of them. Nothing else the value depends
+  on gets a derivative through it.
+
+  ## Examples
+
+      iex> log1pexp = fn x ->
+      ...>   NxJax.Defn.custom_jvp(Nx.log1p(Nx.exp(x)), [x], fn [x_dot] ->
+      ...>     Nx.multiply(x_dot, Nx.subtract(1, Nx.divide(1, Nx.add(1, Nx.exp(x)))))
+      ...>   end)
+      ...> end
+      iex> Nx.Defn.grad(100.0, log1pexp)
+      #Nx.Tensor<
+        f32
+        1.0
+      >
+  """
+  @spec custom_jvp(term, [Nx.Tensor.t()], function) :: term
+  deftransform custom_jvp(expr_or_fun, inputs, jvp_fun)
+               when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
+    unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &leaf?/1) do
+      raise ArgumentError,
+            "custom_jvp/3 expects a non-empty list of tensors as its inputs (the values whose " <>
+              "tangents the rule receives), got: #{inspect(inputs)}"
+    end
+
+    value = value!(expr_or_fun, inputs)
+    leaves = Composite.flatten_list([value])
+
+    if Enum.any?(leaves, &expr?/1) do
+      rule = fn ts ->
+        returned = if is_function(jvp_fun, 1), do: jvp_fun.(ts), else: jvp_fun.(inputs, ts)
+        fit_tangents!(returned, value)
+      end
+
+      # (an input that is not an expression, a tensor from outside the trace, depends on
+      # nothing: it gets no cotangent)
+      traced = for {x, k} <- Enum.with_index(inputs), expr?(x), do: k
+
+      leaves
+      |> Enum.with_index()
+      |> Enum.map(fn {leaf, i} ->
+        custom_grad(leaf, Enum.map(traced, &Enum.at(inputs, &1)), fn g ->
+          grads = transposed_rule(rule, inputs, i, g)
+          Enum.map(traced, &Enum.at(grads, &1))
+        end)
+      end)
+      |> then(&fill(value, &1))
+    else
+      # outside a trace nothing is differentiated: the value is all there is
+      value
+    end
+  end
+
+  deftransform custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
+    raise ArgumentError,
+          "custom_jvp/3 expects a function of the tangents (fn [t1, ...] -> tangent end) or of " <>
+            "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
+            inspect(jvp_fun)
+  end
+
+  # the cotangent of each input: the gradient, with respect to the tangents, of the value's
+  # i-th tangent paired with `g` (linear in the tangents, so taken at zero tangents)
+  defp transposed_rule(rule, inputs, i, g) do
+    zeros =
+      for x <- inputs do
+        type = Nx.Type.to_floating(Nx.type(x))
+        Nx.broadcast(Nx.tensor(0, type: type), Nx.shape(x))
+      end
+
+    grads =
+      Nx.Defn.grad(List.to_tuple(zeros), fn ts ->
+        tangent = ts |> Tuple.to_list() |> rule.() |> Enum.at(i)
+        Nx.sum(Nx.multiply(tangent, g))
+      end)
+
+    grads
+    |> Tuple.to_list()
+    |> Enum.zip_with(inputs, fn grad, x -> Nx.as_type(grad, Nx.Type.to_floating(Nx.type(x))) end)
+  end
+
+  defp value!(fun, inputs) when is_function(fun) do
+    unless is_function(fun, length(inputs)) do
+      raise ArgumentError,
+            "custom_jvp/3 calls its function with the #{length(inputs)} inputs, got a function " <>
+              "of another arity: #{inspect(fun)}"
+    end
+
+    fun |> apply(inputs) |> value!()
+  end
+
+  defp value!(expr, _inputs), do: value!(expr)
+
+  defp value!(tuple) when is_tuple(tuple) and tuple_size(tuple) > 0,
+    do: tuple |> Tuple.to_list() |> Enum.map(&value!/1) |> List.to_tuple()
+
+  defp value!(number) when is_number(number), do: Nx.tensor(number)
+  defp value!(%Nx.Tensor{} = tensor), do: tensor
+
+  defp value!(other) do
+    raise ArgumentError,
+          "custom_jvp/3 expects a tensor or a tuple of tensors as its value, got: #{inspect(other)}"
+  end
+
+  defp fit_tangents!(returned, value) when is_tuple(value) do
+    unless is_tuple(returned) and tuple_size(returned) == tuple_size(value) do
+      raise ArgumentError,
+            "the jvp function given to custom_jvp/3 must return a tuple of " <>
+              "#{tuple_size(value)} tangents (one per element of the value), got: " <>
+              inspect(returned)
+    end
+
+    Enum.zip_with(Tuple.to_list(returned), Tuple.to_list(value), &fit_tangent!/2)
+  end
+
+  defp fit_tangents!(returned, value), do: [fit_tangent!(returned, value)]
+
+  defp fit_tangent!(tangent, value) when is_number(tangent) or is_struct(tangent, Nx.Tensor) do
+    type = Nx.Type.to_floating(value.type)
+
+    try do
+      tangent |> Nx.broadcast(value.shape) |> Nx.as_type(type)
+    rescue
+      ArgumentError ->
+        reraise ArgumentError,
+                "the tangent returned by the custom_jvp/3 function has shape " <>
+                  "#{inspect(Nx.shape(tangent))}, which cannot be broadcast to the value's " <>
+                  "shape #{inspect(value.shape)}",
+                __STACKTRACE__
+    end
+  end
+
+  defp fit_tangent!(other, value) do
+    raise ArgumentError,
+          "the jvp function given to custom_jvp/3 must return a tensor or a number for a " <>
+            "value of shape #{inspect(value.shape)}, got: #{inspect(other)}"
+  end
+
+  ## Implicit differentiation
+
+  @doc "`NxJax.Defn.Implicit.custom_root/4`: a root differentiated by the implicit function theorem."
+  deftransform(custom_root(f, initial_guess, solve, tangent_solve),
+    do: NxJax.Defn.Implicit.custom_root(f, initial_guess, solve, tangent_solve)
+  )
+
+  @doc "`NxJax.Defn.Implicit.custom_linear_solve/5`: a linear solve differentiated as a solution."
+  deftransform(custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ []),
+    do: NxJax.Defn.Implicit.custom_linear_solve(matvec, b, solve, transpose_solve, opts)
+  )
+
+  ## Checkpoints
+
+  @doc """
+  `fun` applied to `args` (a list of its arguments). The clean room's `jax.checkpoint`:
+  the same options are checked (`:policy`, `:prevent_cse`), the same values and gradients are
+  given, but under real Nx the backward pass is written by `Nx.Defn.Grad`, so nothing is
+  recomputed and no memory is saved.
+
+  ## Examples
+
+      iex> loss = fn x -> Nx.sum(NxJax.Defn.checkpoint(&Nx.sin/1, [x])) end
+      iex> Nx.Defn.grad(Nx.tensor([0.0, 1.0]), loss)
+      #Nx.Tensor<
+        f32[2]
+        [1.0, 0.5403022766113281]
+      >
+  """
+  deftransform(checkpoint(fun, args, opts \\ []))
+
+  deftransform checkpoint(fun, args, opts) when is_function(fun) do
+    opts = Keyword.validate!(opts, policy: nil, prevent_cse: true)
+
+    unless is_boolean(opts[:prevent_cse]) do
+      raise ArgumentError,
+            "checkpoint/3 expects :prevent_cse to be a boolean, got: #{inspect(opts[:prevent_cse])}"
+    end
+
+    policy!(opts[:policy])
+    args = List.wrap(args)
+
+    unless is_function(fun, length(args)) do
+      raise ArgumentError,
+            "checkpoint/3 calls the function with the #{length(args)} arguments given, got " <>
+              "a function of another arity: #{inspect(fun)}"
+    end
+
+    apply(fun, args)
+  end
+
+  deftransform checkpoint(fun, _args, _opts) do
+    raise ArgumentError, "checkpoint/3 expects a function, got: #{inspect(fun)}"
+  end
+
+  @doc "`tensor`, named for `checkpoint/3`'s policies: the identity for values and gradients."
+  deftransform(checkpoint_name(tensor, name) when is_atom(name) or is_binary(name), do: tensor)
+
+  deftransform checkpoint_name(_tensor, name) do
+    raise ArgumentError,
+          "checkpoint_name/2 expects the name to be an atom or a string, got: #{inspect(name)}"
+  end
+
+  @policies [
+    :everything_saveable,
+    :nothing_saveable,
+    :dots_saveable,
+    :dots_with_no_batch_dims_saveable
+  ]
+
+  defp policy!(policy) when policy == nil or policy in @policies, do: :ok
+
+  defp policy!({kind, names}) when kind in [:save_only, :save_anything_except] and is_list(names),
+    do: :ok
+
+  defp policy!(policy) do
+    raise ArgumentError,
+          "checkpoint/3 expects :policy to be one of #{inspect(@policies)}, {:save_only, names} " <>
+            "or {:save_anything_except, names}, got: #{inspect(policy)}"
+  end
+
+  ## Shared
+
+  defp expr?(value), do: match?(%Nx.Tensor{data: %Expr{}}, value)
+
+  defp leaf?(%Nx.Tensor{}), do: true
+  defp leaf?(number), do: is_number(number)
+
+  defp leaves!(container, name, what) do
+    leaves =
+      try do
+        [container] |> Composite.flatten_list() |> Enum.map(&Nx.to_tensor/1)
+      rescue
+        Protocol.UndefinedError -> []
+      end
+
+    if leaves == [] do
+      raise ArgumentError,
+            "#{name} expects a tensor, a number or a tuple of them as its #{what}, got: " <>
+              inspect(container)
+    end
+
+    Enum.each(leaves, fn leaf ->
+      unless leaf.vectorized_axes == [] do
+        raise ArgumentError,
+              "#{name} under real Nx takes non-vectorized values (the clean room's NxJax.Defn " <>
+                "batches vectorized ones), got one vectorized along " <>
+                inspect(Keyword.keys(leaf.vectorized_axes))
+      end
+    end)
+
+    leaves
+  end
+
+  # the differentiated values: floating-point, as JAX requires
+  defp floats!(container, name, what) do
+    for leaf <- leaves!(container, name, what) do
+      case leaf.type do
+        {kind, _} when kind in [:f, :bf] ->
+          leaf
+
+        type ->
+          raise ArgumentError,
+                "#{name} differentiates with respect to floating-point tensors only (as JAX " <>
+                  "does), got one of type #{Nx.Type.to_string(type)}. Pass a float (3.0, not " <>
+                  "3) or convert it with Nx.as_type/2"
+      end
+    end
+  end
+
+  defp floating_output!(y, name) do
+    y = Nx.to_tensor(y)
+
+    unless elem(y.type, 0) in [:f, :bf] do
+      raise ArgumentError,
+            "#{name} differentiates functions with floating-point outputs (as JAX does " <>
+              "without its holomorphic option), got an output of type " <>
+              "#{Nx.Type.to_string(y.type)}. Convert it with Nx.as_type/2"
+    end
+
+    y
+  end
+
+  defp outputs!(out, name) do
+    leaves =
+      try do
+        Composite.flatten_list([out])
+      rescue
+        Protocol.UndefinedError -> nil
+      end
+
+    if leaves in [nil, []] do
+      raise ArgumentError,
+            "#{name} expects the function to return a tensor or a tuple of tensors, got: " <>
+              inspect(out)
+    end
+
+    Enum.map(leaves, &Nx.to_tensor/1)
+  end
+
+  # <y, u>: the sum over the leaves of sum(y * u)
+  defp pairing(y, us, name \\ "jvp/3") do
+    ys = Composite.flatten_list([y])
+
+    if length(ys) != length(us) do
+      raise ArgumentError,
+            "#{name} expects a cotangent in the container of the output, got #{inspect(us)} " <>
+              "for #{inspect(y)}"
+    end
+
+    Enum.zip_with(ys, us, fn y, u ->
+      unless Nx.shape(u) == Nx.shape(y) do
+        raise ArgumentError,
+              "#{name} expects each cotangent to have its output's shape, got an output of " <>
+                "shape #{inspect(Nx.shape(y))} and a cotangent of shape #{inspect(Nx.shape(u))}"
+      end
+
+      Nx.sum(Nx.multiply(y, u))
+    end)
+    |> Enum.reduce(&Nx.add/2)
+  end
+
+  defp same_structure?(left, right) do
+    Composite.compatible?(left, right, fn _, _ -> true end)
+  end
+
+  defp call(fun, arg) do
+    cond do
+      is_function(fun, 1) ->
+        fun.(arg)
+
+      is_tuple(arg) and is_function(fun, tuple_size(arg)) ->
+        apply(fun, Tuple.to_list(arg))
+
+      true ->
+        raise ArgumentError,
+              "expected a function of one argument (or, for a tuple, of one argument per " <>
+                "element), got: #{inspect(fun)}"
+    end
+  end
+
+  # `container` with its leaves replaced by `leaves`, in order
+  defp fill(container, leaves) do
+    {filled, []} =
+      Composite.traverse(container, leaves, fn _leaf, [leaf | rest] -> {leaf, rest} end)
+
+    filled
+  end
+end
