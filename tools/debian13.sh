@@ -7,7 +7,9 @@
 # copied in, so pip reaches the registry as on the host. The repository travels as a copy in
 # $DEBIAN13_ROOT/nx_jax: HEAD, the uncommitted changes and the untracked files that git does
 # not ignore; the copy keeps its own build outputs (_build, .venv) between runs, so the
-# host's are never touched.
+# host's are never touched. Real Nx's sources (../shared/reference's tarballs, and Nx 0.9.2
+# from a clone of Nx's repository where the host has one) are copied to /shared/reference, so
+# the copy's `make test-real-nx` finds them as on the host.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=$(realpath -m "${DEBIAN13_ROOT:-$repo/../debian13-root}")
