@@ -49,9 +49,11 @@ defmodule NxJax.RealNx.OptionalTest do
     assert {_, _} = ours
   end
 
-  test "top_k of a vectorized tensor" do
+  test "top_k, fft2 and ifft2 of vectorized tensors" do
     x = Nx.tensor([[1.0, 4.0, 2.0, 4.0], [0.5, -1.0, 3.0, 2.0]]) |> Nx.vectorize(:rows)
     assert_same(&top/1, [x])
+    y = Nx.iota({2, 2, 3, 4}, type: :f32) |> Nx.cos() |> Nx.vectorize(:batch)
+    assert_same(&fourier/1, [y], atol: 1.0e-5)
   end
 
   test "the gradient through top_k reaches the chosen entries only" do
