@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx test-real-nx test-debian13
+	compile-real-nx test-real-nx test-debian13 test-debian13-real-nx
 
 deps: elixir python-deps compile
 
@@ -42,25 +42,30 @@ exunit: deps
 	(cd nx && mix test)
 	mix test
 
-# nx_jax against real Nx 0.7.2 instead of the clean room (the switch NX_JAX_NX of mix.exs): Nx,
-# complex and telemetry from ../shared/reference, compiled offline into _build/real-nx-src
-# (about a minute, once), then nx_jax's runtime with warnings as errors, into _build/real_nx.
-# What compiles there, and what does not yet: docs/ARCHITECTURE.md, "Two projects".
+# nx_jax against real Nx instead of the clean room (the switch NX_JAX_NX of mix.exs): Nx,
+# complex and telemetry from REFERENCE, compiled offline by tools/build-real-nx.sh into REAL_NX
+# (about a minute, once), then nx_jax's runtime with warnings as errors, into _build/real_nx
+# (_build/real_nx-VERSION for another version). REAL_NX_VERSION=0.9.2 takes Nx 0.9.2 (Elixir
+# >= 1.15: the Debian 13 chroot) from REFERENCE/nx-0.9.2.tar.gz or a clone of Nx's repository
+# (NX_GIT, tools/build-real-nx.sh). What compiles there: docs/ARCHITECTURE.md, "Two projects".
 REFERENCE ?= ../shared/reference
-REAL_NX := _build/real-nx-src
+REAL_NX_VERSION ?= 0.7.2
+REAL_NX ?= $(if $(filter 0.7.2,$(REAL_NX_VERSION)),_build/real-nx-src,_build/real-nx-$(REAL_NX_VERSION))
+REAL_NX_BUILT := $(REAL_NX)/nx-$(REAL_NX_VERSION)/nx/_build
+BUILD_REAL_NX := REFERENCE=$(REFERENCE) bash tools/build-real-nx.sh $(REAL_NX_VERSION) $(REAL_NX)
 compile-real-nx: elixir
-	@[ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || bash $(REFERENCE)/build-real-nx.sh $(REAL_NX)
+	@[ -d $(REAL_NX_BUILT) ] || $(BUILD_REAL_NX)
 	NX_JAX_NX=$(REAL_NX) mix compile --warnings-as-errors
 
-# nx_jax's tests under real Nx 0.7.2 (test_real_nx/: NxJax as real Nx's compiler, each result
+# nx_jax's tests under real Nx (test_real_nx/: NxJax as real Nx's compiler, each result
 # compared with real Nx's own evaluator); under a minute once real Nx is built. Without the
 # sources of real Nx (REFERENCE) it says so and skips.
 test-real-nx: deps
-	@if [ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || [ -f $(REFERENCE)/build-real-nx.sh ]; then \
-	  [ -d $(REAL_NX)/nx-0.7.2/nx/_build ] || bash $(REFERENCE)/build-real-nx.sh $(REAL_NX) || exit 1; \
+	@if [ -d $(REAL_NX_BUILT) ] || [ -f $(REFERENCE)/complex-0.5.0.tar.gz ]; then \
+	  [ -d $(REAL_NX_BUILT) ] || $(BUILD_REAL_NX) || exit 1; \
 	  NX_JAX_NX=$(REAL_NX) MIX_ENV=test mix test; \
 	else \
-	  echo "test-real-nx SKIPPED: no real Nx 0.7.2 at $(REAL_NX) and no $(REFERENCE)/build-real-nx.sh"; \
+	  echo "test-real-nx SKIPPED: no real Nx $(REAL_NX_VERSION) at $(REAL_NX) and no sources in $(REFERENCE)"; \
 	fi
 
 # The four suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
@@ -75,9 +80,17 @@ test: deps
 	exit $$rc
 
 # `make test` on Debian 13 (Elixir 1.18, OTP 27, Python 3.13) in a chroot that tools/debian13.sh
-# builds once beside the repository (root; not part of CI: README "Versions" says how long).
+# builds once beside the repository (root; not part of CI: README "Versions" says how long),
+# then the tests of test_real_nx/ under real Nx 0.9.2 there too. test-debian13-real-nx runs only
+# test_real_nx/, under real Nx 0.7.2 and 0.9.2.
+DEBIAN13_REAL_NX := make test-real-nx PYTHON=python3 REAL_NX_VERSION=0.9.2
 test-debian13:
-	bash tools/debian13.sh make test PYTHON=python3
+	bash tools/debian13.sh sh -c 'rc=0; make test PYTHON=python3 || rc=1; \
+	  $(DEBIAN13_REAL_NX) || rc=1; exit $$rc'
+
+test-debian13-real-nx:
+	bash tools/debian13.sh sh -c 'rc=0; make test-real-nx PYTHON=python3 || rc=1; \
+	  $(DEBIAN13_REAL_NX) || rc=1; exit $$rc'
 
 # Both projects compile without a warning (forced: a module compiled before would not warn
 # again), nx_jax with its test support; on Debian 12 and 13 alike (Elixir 1.14 and 1.18).

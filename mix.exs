@@ -58,8 +58,9 @@ defmodule NxJax.MixProject do
   # Which Nx nx_jax is built against. As a dependency of a user's project (this file is not in
   # the directory mix runs in), Nx from hex, beside the user's own. In this repository one
   # switch, read here only: NX_JAX_NX unset (or "clean") is the clean-room Nx 0.7.2 of nx/ (the
-  # default of `make`); NX_JAX_NX=DIR is real Nx 0.7.2 compiled offline by
-  # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`).
+  # default of `make`); NX_JAX_NX=DIR is real Nx compiled offline: 0.7.2 by
+  # ../shared/reference/build-real-nx.sh DIR (`make compile-real-nx`), another version, as
+  # 0.9.2, by tools/build-real-nx.sh VERSION DIR.
   # (mix compiles a dependency in its own folder: a project of the user's, loaded before this
   # file, says nx_jax is one; read when this file is compiled, before this project is pushed)
   @as_dependency File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__]
@@ -105,19 +106,32 @@ defmodule NxJax.MixProject do
   defp deps(:hex), do: [{:nx, "~> 0.7.2"}]
   defp deps(:clean), do: [{:nx, path: "nx"}]
 
-  defp deps({:real, dir}) do
-    unless File.dir?(Path.join(dir, "nx-0.7.2/nx/_build")) do
-      Mix.raise(
-        "NX_JAX_NX=#{dir}: no real Nx built there; run " <>
-          "../shared/reference/build-real-nx.sh #{dir} (or make compile-real-nx)"
-      )
-    end
+  defp deps({:real, dir}), do: [{:nx, path: real_nx_project(dir)}]
 
-    [{:nx, path: Path.join(dir, "nx-0.7.2/nx")}]
+  # DIR holds one real Nx, DIR/nx-VERSION/nx (0.7.2 by default; tools/build-real-nx.sh
+  # VERSION DIR builds another, as 0.9.2)
+  defp real_nx_project(dir) do
+    case Path.wildcard(Path.join(dir, "nx-*/nx/_build")) do
+      [built] ->
+        Path.dirname(built)
+
+      _none_or_several ->
+        Mix.raise(
+          "NX_JAX_NX=#{dir}: no real Nx built there (or more than one); run " <>
+            "../shared/reference/build-real-nx.sh #{dir} (or make compile-real-nx)"
+        )
+    end
   end
 
-  # the two Nx builds of nx_jax side by side, so that switching rebuilds neither
-  defp build_path({:real, _dir}), do: [build_path: "_build/real_nx"]
+  # the Nx builds of nx_jax side by side, so that switching rebuilds none (real Nx 0.7.2 in
+  # _build/real_nx, another version in _build/real_nx-VERSION)
+  defp build_path({:real, dir}) do
+    case dir |> real_nx_project() |> Path.dirname() |> Path.basename() do
+      "nx-0.7.2" -> [build_path: "_build/real_nx"]
+      "nx-" <> version -> [build_path: "_build/real_nx-#{version}"]
+    end
+  end
+
   defp build_path(_hex_or_clean), do: []
 
   # test_elixir/support: the structs our tests derive protocols for, compiled with the project

@@ -1065,6 +1065,51 @@ def check_fourier(node: Node, nodes: list[Node], where: str) -> None:
                          f"last axis replaced by length {n}, got {out.shape}")
 
 
+def check_fourier2(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    source, out = nodes[node.inputs[0]].tensor, node.tensor
+    axes, lengths = node.opts["axes"], node.opts["lengths"]
+    if not out.type.is_complex:
+        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
+                         f"got {out.type}")
+    if len(axes) != 2 or len(lengths) != 2:
+        raise GraphError(f"{where}: axes and lengths must each have two entries, got axes "
+                         f"{list(axes)} and lengths {list(lengths)}")
+    _check_axes(where, axes, len(source.shape), "axes")
+    if any(n < 1 for n in lengths):
+        raise GraphError(f"{where}: lengths must be positive integers, got {list(lengths)}")
+    want = list(source.shape)
+    for axis, n in zip(axes, lengths, strict=True):
+        want[axis] = n
+    if out.shape != tuple(want):
+        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with axes "
+                         f"{list(axes)} replaced by lengths {list(lengths)}, got {out.shape}")
+
+
+def check_top_k(node: Node, nodes: list[Node], where: str) -> None:
+    source, k, out = nodes[node.inputs[0]].tensor, node.opts["k"], node.out
+    if not (isinstance(out, TupleOut) and len(out.elements) == 2
+            and all(isinstance(e, TensorOut) for e in out.elements)):
+        raise GraphError(f"{where}: out must be a list of 2 tensor outs (values, indices)")
+    values, indices = out.elements
+    assert isinstance(values, TensorOut) and isinstance(indices, TensorOut)
+    if not source.shape:
+        raise GraphError(f"{where}: the input must have at least one axis (top_k runs along "
+                         f"the last one)")
+    if source.type.is_complex:
+        raise GraphError(f"{where}: the input must be real, got {source.type}")
+    if not 1 <= k <= source.shape[-1]:
+        raise GraphError(f"{where}: k must be between 1 and the last dimension "
+                         f"{source.shape[-1]}, got {k}")
+    want = (*source.shape[:-1], k)
+    if values.shape != want or indices.shape != want:
+        raise GraphError(f"{where}: values and indices must have shape {want}, got "
+                         f"{values.shape} and {indices.shape}")
+    if values.type != source.type or not indices.type.is_integer:
+        raise GraphError(f"{where}: values must have the input's type {source.type} and "
+                         f"indices an integer type, got {values.type} and {indices.type}")
+
+
 # ops carrying sub-graphs (PROTOCOL.md 4.3)
 
 

@@ -2032,6 +2032,35 @@ def fourier_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
+def fourier2_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
+    """``fn`` (``jnp.fft.fft2``/``ifft2``) over ``axes`` of the input cast to the complex
+    ``out`` type; ``s = lengths`` pads each axis with zeros or truncates it."""
+
+    def lower(c: Call) -> Value:
+        o = c.node.opts
+        return fn(_as_out(c, c.args[0]), s=tuple(o["lengths"]), axes=tuple(o["axes"]))
+
+    return lower
+
+
+def lower_top_k(c: Call) -> Value:
+    """The ``k`` largest entries along the last axis and their indices, in Nx's order:
+    decreasing, equal entries by increasing index, every NaN above every number and -0.0
+    equal to 0.0 (a stable descending sort). XLA's TopK orders by the bits' total order
+    (0.0 above -0.0, a negative NaN below every number), so it ranks keys in which each NaN
+    is the positive quiet NaN and -0.0 is 0.0 (not ``x + 0``, which XLA simplifies to ``x``),
+    and the values are read back from the input. The gradient flows to the values through
+    the gather."""
+    x, k = c.args[0], c.node.opts["k"]
+    keys = x
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        zero, nan = jnp.zeros((), x.dtype), jnp.array(jnp.nan, x.dtype)
+        keys = jnp.where(jnp.isnan(x), nan, jnp.where(x == 0, zero, x))
+    _, indices = lax.top_k(lax.stop_gradient(keys), k)
+    values = jnp.take_along_axis(x, indices, axis=-1)
+    return _outs_of(c, (values, indices))
+
+
 # --- ops carrying sub-graphs (PROTOCOL.md 4.3) ------------------------------------------------
 # Every sub-graph is closed (its parameters are the values passed to it), so it lowers as a
 # function of its own with a fresh Lowering. Loops whose trip count is known before they run

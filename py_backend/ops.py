@@ -70,6 +70,7 @@ _ANY = (1, None)  # one input or more
 # the type the inputs are combined in, decided by the Elixir side (Nx.Type.merge/2)
 _OPERAND_TYPE = {"operand_type": g.nx_type}
 _BATCH = {"batch": g.non_neg_int}
+_FOURIER2 = {"axes": g.int_list, "lengths": g.int_list}
 _U = lw.UNARY_FNS
 _B = lw.BINARY_FNS
 
@@ -171,6 +172,8 @@ INDEXING = _family("indexing", {
                 g.check_sort),
     "argsort": _op(1, lw.lower_argsort,
                    {"axis": g.integer, "direction": g.choice("asc", "desc")}, g.check_sort),
+    # the k largest along the last axis, tuple-valued: [values, indices]
+    "top_k": _op(1, lw.lower_top_k, {"k": g.integer}, g.check_top_k),
     "elem": _op(1, lw.lower_elem, {"index": g.non_neg_int}, g.check_elem),
 })
 
@@ -198,6 +201,9 @@ LINALG = _family("linalg", {
     # along the last axis
     "fft": _op(1, lw.fourier_lowering(jnp.fft.fft), {"length": g.integer}, g.check_fourier),
     "ifft": _op(1, lw.fourier_lowering(jnp.fft.ifft), {"length": g.integer}, g.check_fourier),
+    # over two axes (Nx.fft2/ifft2)
+    "fft2": _op(1, lw.fourier2_lowering(jnp.fft.fft2), _FOURIER2, g.check_fourier2),
+    "ifft2": _op(1, lw.fourier2_lowering(jnp.fft.ifft2), _FOURIER2, g.check_fourier2),
 })
 
 GRAD = _family("grad", {

@@ -143,14 +143,25 @@ defmodule NxJax.RealNx.CoverageTest do
     assert_same(&vectorized_while/1, [x])
   end
 
-  defn mapped(x) do
-    {Nx.map(x, fn v -> v * 2 + 1 end),
-     Nx.map(x, [type: :f64], fn v -> if v > 2, do: Nx.exp(v), else: -v end),
-     Nx.reduce(x, 1, fn a, b -> a * b end), Nx.window_reduce(x, 0, {2}, fn a, b -> a + b end)}
+  defn reduced(x) do
+    {Nx.reduce(x, 1, fn a, b -> a * b end), Nx.window_reduce(x, 0, {2}, fn a, b -> a + b end)}
   end
 
-  test "Nx.map (a loop over the elements, a cond in the function) and reducers of mixed types" do
-    assert_same(&mapped/1, [Nx.tensor([1.0, 2.5, 3.0, -1.0])], atol: 1.0e-5)
-    assert_same(&mapped/1, [Nx.tensor([1, 2, 3, 4], type: :s32)])
+  test "reducers of mixed types" do
+    assert_same(&reduced/1, [Nx.tensor([1.0, 2.5, 3.0, -1.0])], atol: 1.0e-5)
+    assert_same(&reduced/1, [Nx.tensor([1, 2, 3, 4], type: :s32)])
+  end
+
+  # (Nx 0.9 has no Nx.map)
+  if Code.ensure_loaded?(Nx) and function_exported?(Nx, :map, 3) do
+    defn mapped(x) do
+      {Nx.map(x, fn v -> v * 2 + 1 end),
+       Nx.map(x, [type: :f64], fn v -> if v > 2, do: Nx.exp(v), else: -v end)}
+    end
+
+    test "Nx.map (a loop over the elements, a cond in the function)" do
+      assert_same(&mapped/1, [Nx.tensor([1.0, 2.5, 3.0, -1.0])], atol: 1.0e-5)
+      assert_same(&mapped/1, [Nx.tensor([1, 2, 3, 4], type: :s32)])
+    end
   end
 end

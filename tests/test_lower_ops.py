@@ -18,6 +18,7 @@ from .test_lower_elementwise_windows import TESTED as TESTED_IN_ELEMENTWISE
 from .test_lower_fft import TESTED as TESTED_IN_FFT
 from .test_lower_jax_derivatives import TESTED as TESTED_IN_JAX_DERIVATIVES
 from .test_lower_shape_indexing_linalg import TESTED as TESTED_IN_SHAPE
+from .test_lower_top_k_fft2 import TESTED as TESTED_IN_TOP_K_FFT2
 
 F32 = np.float32
 X = np.array([[0.5, 1.0, 2.0], [0.25, 3.0, 0.75]], F32)
@@ -85,7 +86,7 @@ TESTED_BELOW = {
 def test_every_op_in_the_registry_is_tested() -> None:
     covered = set(UNARY_NP) | set(BINARY_NP) | set(COMPARISON_NP) | set(REDUCTION_NP)
     tested = (TESTED_BELOW | TESTED_IN_ELEMENTWISE | TESTED_IN_SHAPE | TESTED_IN_FFT
-              | TESTED_IN_EIGH | TESTED_IN_JAX_DERIVATIVES)
+              | TESTED_IN_EIGH | TESTED_IN_JAX_DERIVATIVES | TESTED_IN_TOP_K_FFT2)
     assert covered | tested == set(REGISTRY)
 
 

@@ -7,7 +7,9 @@
 # copied in, so pip reaches the registry as on the host. The repository travels as a copy in
 # $DEBIAN13_ROOT/nx_jax: HEAD, the uncommitted changes and the untracked files that git does
 # not ignore; the copy keeps its own build outputs (_build, .venv) between runs, so the
-# host's are never touched.
+# host's are never touched. Real Nx's sources (../shared/reference's tarballs, and Nx 0.9.2
+# from a clone of Nx's repository where the host has one) are copied to /shared/reference, so
+# the copy's `make test-real-nx` finds them as on the host.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=$(realpath -m "${DEBIAN13_ROOT:-$repo/../debian13-root}")
@@ -68,6 +70,18 @@ git -C "$dst" reset -q --hard FETCH_HEAD
 git -C "$dst" clean -q -fd
 git -C "$repo" diff --quiet HEAD || git -C "$repo" diff --binary HEAD | git -C "$dst" apply
 git -C "$repo" ls-files -z -o --exclude-standard | tar -C "$repo" --null -T - -cf - | tar -C "$dst" -xf -
+
+# Real Nx's sources, where the copy's Makefile looks for them (REFERENCE, ../shared/reference):
+# the host's reference tarballs (Nx 0.7.2, complex, telemetry), and Nx 0.9.2 from a clone of
+# Nx's repository (NX_GIT, default ../.mirror/elixir-nx+nx/repo) when the host has one.
+reference=$(realpath -m "${REFERENCE:-$repo/../shared/reference}")
+nx_git=${NX_GIT:-$repo/../.mirror/elixir-nx+nx/repo}
+mkdir -p "$root/shared/reference"
+[ -d "$reference" ] && cp "$reference"/*.tar.gz "$root/shared/reference/"
+if [ ! -f "$root/shared/reference/nx-0.9.2.tar.gz" ] &&
+  git -C "$nx_git" rev-parse -q --verify 'v0.9.2^{commit}' >/dev/null 2>&1; then
+  git -C "$nx_git" archive --prefix=nx-0.9.2/ v0.9.2 nx | gzip > "$root/shared/reference/nx-0.9.2.tar.gz"
+fi
 
 echo "==> Debian $(cat "$root/etc/debian_version") in $root: $*"
 in_root /bin/sh -c 'cd /nx_jax && exec "$@"' sh "$@"

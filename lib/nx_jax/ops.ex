@@ -67,6 +67,7 @@ defmodule NxJax.Ops do
       {~w(indexed_add indexed_put)a, 3, [:axes]},
       {~w(take take_along_axis)a, 2, [:axis]},
       {~w(sort argsort)a, 1, [:axis, :direction]},
+      {[:top_k], 1, [:k]},
       {[:elem], 1, [:index]}
     ],
     linalg: [
@@ -90,7 +91,8 @@ defmodule NxJax.Ops do
       {[:lu], 1, []},
       {[:svd], 1, [:full_matrices, :max_iter]},
       {[:eigh], 1, [:eps, :max_iter]},
-      {~w(fft ifft)a, 1, [:length]}
+      {~w(fft ifft)a, 1, [:length]},
+      {~w(fft2 ifft2)a, 1, [:axes, :lengths]}
     ],
     grad: [
       {[:grad], {2, :infinity}, []},

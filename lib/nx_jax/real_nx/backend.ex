@@ -184,6 +184,40 @@ defmodule NxJax.Backend do
         {:triangular_solve, [:a, :b, :opts], [:a, :b]}
       ]
 
+  # Nx 0.9 dropped the callback map, made take and take_along_axis optional (their expressions
+  # are Nx's fallbacks there) and added stack: a callback is defined where this Nx declares it
+  # and has an expression for it
+  declared = Nx.Backend.behaviour_info(:callbacks)
+  expressions = Nx.Defn.Expr.__info__(:functions)
+
+  callbacks =
+    Enum.filter(callbacks, fn {name, args, _} ->
+      {name, length(args) + 1} in declared and {name, length(args) + 1} in expressions
+    end)
+
+  if {:stack, 3} in declared do
+    @impl true
+    def stack(out, tensors, axis) do
+      out = Nx.to_template(out)
+
+      jit(fn tensors -> Nx.Defn.Expr.stack(out, Tuple.to_list(tensors), axis) end, [
+        List.to_tuple(tensors)
+      ])
+    end
+  end
+
+  # Nx 0.9's zero-copy sharing: a resident tensor lives in a worker process, with no pointer a
+  # caller could read
+  if {:to_pointer, 2} in declared do
+    @impl true
+    def to_pointer(_tensor, _opts),
+      do: {:error, "NxJax.Backend: a resident tensor lives on a worker; it has no pointer"}
+
+    @impl true
+    def from_pointer(_pointer, _type, _shape, _backend_opts, _opts),
+      do: {:error, "NxJax.Backend: tensors are made resident from binaries, not from pointers"}
+  end
+
   for {name, args, tensors} <- callbacks do
     args = Enum.map(args, &Macro.var(&1, __MODULE__))
     tensors = Enum.map(tensors, &Macro.var(&1, __MODULE__))

@@ -301,6 +301,21 @@ defmodule NxJax.ExprGraph do
     emit(level, :concatenate, inputs, %{axis: axis}, out(t))
   end
 
+  # (Nx 0.9) each tensor given a new axis of size 1 at `axis`, then joined along it
+  defp lower(:stack, [tensors, axis], t, level) do
+    {type, _shape} = out(t)
+    {ids, level} = visit_cast(tensors, type, level)
+
+    {inputs, level} =
+      Enum.zip(ids, tensors)
+      |> Enum.map_reduce(level, fn {id, tensor}, level ->
+        {_type, shape} = out(tensor)
+        emit(level, :reshape, [id], %{}, {type, Tuple.insert_at(shape, axis, 1)})
+      end)
+
+    emit(level, :concatenate, inputs, %{axis: axis}, out(t))
+  end
+
   defp lower(op, [x, opts], t, level) when op in [:sort, :argsort] do
     {input, level} = visit(x, level)
     emit(level, op, [input], %{axis: opts[:axis], direction: opts[:direction]}, out(t))
@@ -497,12 +512,23 @@ defmodule NxJax.ExprGraph do
     single_or_tuple(t, tuple_id, level)
   end
 
-  # EXLA 0.7.2 lowers qr natively (real types); so do we. Every other optional op is Nx's
-  # own fallback expression, written inline.
+  # EXLA 0.7.2 lowers qr (real types), top_k, fft2 and ifft2 natively; so do we. Every other
+  # optional op is Nx's own fallback expression, written inline.
   defp lower(:optional, [%T{data: %Expr{op: :qr, args: [x, opts]}}, {q, r}, _fun], _t, level)
        when elem(q.type, 0) != :c do
     {input, level} = visit(x, level)
     emit(level, :qr, [input], %{mode: opts[:mode] || :reduced}, [out(q), out(r)])
+  end
+
+  defp lower(:optional, [%T{data: %Expr{op: :top_k, args: [x, opts]}}, {v, i}, _fun], _t, level) do
+    {input, level} = visit(x, level)
+    emit(level, :top_k, [input], %{k: opts[:k]}, [out(v), out(i)])
+  end
+
+  defp lower(:optional, [%T{data: %Expr{op: op, args: [x, opts]}}, _fallback, _fun], t, level)
+       when op in [:fft2, :ifft2] do
+    {input, level} = visit(x, level)
+    emit(level, op, [input], %{axes: opts[:axes], lengths: opts[:lengths]}, out(t))
   end
 
   defp lower(:optional, [%T{data: %Expr{args: call_args}}, fallback, _fun], _t, level) do
