@@ -65,11 +65,11 @@ defmodule NxJax.MixProject do
   # file, says nx_jax is one; read when this file is compiled, before this project is pushed)
   @as_dependency File.cwd!() != __DIR__ or Mix.Project.get() not in [nil, __MODULE__]
 
-  # (a function, not an attribute: Elixir 1.18's type checker would see one constant and call
-  # the other clauses below unused)
+  # (a function, not an attribute, and the attribute read through a call: Elixir 1.18's type
+  # checker would see a constant and warn that a clause below never matches)
   defp nx_source do
     cond do
-      @as_dependency -> :hex
+      Keyword.fetch!([as_dependency: @as_dependency], :as_dependency) -> :hex
       System.get_env("NX_JAX_NX", "") in ["", "clean"] -> :clean
       true -> {:real, Path.expand(System.fetch_env!("NX_JAX_NX"))}
     end
