@@ -164,7 +164,7 @@ under the clean room: through `jit` #{med.(train_ratio.(:clean, :jit))}
 donating #{med.(train_ratio.(:clean, :donate))} (#{range.(train_ratio.(:clean, :donate))}).
 The target under real Nx is #{verdict.(med.(train_ratio.(:real, :jit)) <= 1.5)} through `jit`
 and #{verdict.(med.(train_ratio.(:real, :compile)) <= 1.5)} through `compile` in this run. Every run's loss at each hundredth step is
-#{if loss_gap == 0, do: "equal to", else: "within #{Float.round(loss_gap, 6)} of"} its twin's. The real-Nx run's trace cache at its end:
+#{if loss_gap == 0, do: "equal to", else: "within #{:erlang.float_to_binary(loss_gap / 1, scientific: 1)} of"} its twin's. The real-Nx run's trace cache at its end:
 #{cache.entries} entries of #{cache.size}, #{cache.traces} traces, #{cache.hits} hits,
 #{cache.evictions} evictions.
 """

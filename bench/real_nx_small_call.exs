@@ -33,7 +33,8 @@ defmodule RealNxSmallCall do
 end
 
 real? =
-  Code.ensure_loaded?(Nx.Defn.Evaluator) and function_exported?(Nx.Defn.Evaluator, :__jit__, 5)
+  Code.ensure_loaded?(Nx.Defn.Compiler) and
+    function_exported?(Nx.Defn.Compiler, :to_lazy_params, 2)
 
 x = Nx.tensor(1.5)
 

@@ -112,7 +112,8 @@ defmodule ToolboxBench do
 end
 
 real? =
-  Code.ensure_loaded?(Nx.Defn.Evaluator) and function_exported?(Nx.Defn.Evaluator, :__jit__, 5)
+  Code.ensure_loaded?(Nx.Defn.Compiler) and
+    function_exported?(Nx.Defn.Compiler, :to_lazy_params, 2)
 
 if real?, do: Nx.Defn.global_default_options(compiler: NxJax)
 
