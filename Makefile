@@ -97,7 +97,11 @@ test-debian13-real-nx:
 lint: python-deps compile-real-nx
 	$(VPY) -m ruff check py_backend tests conformance bench
 	$(VPY) -m mypy py_backend conformance
-	mix format --check-formatted
+	@# (the formatter's output changes between Elixir versions: the code is formatted by the
+	@# Elixir of Debian 12, 1.14, and checked only there; other versions check the compiles)
+	@if elixir -e 'System.halt(if Version.match?(System.version(), "~> 1.14.0"), do: 0, else: 1)'; \
+	  then mix format --check-formatted; \
+	  else echo "mix format --check-formatted skipped: Elixir $$(elixir -e 'IO.write(System.version())'), formatted by 1.14"; fi
 	cd nx && mix compile --force --warnings-as-errors
 	MIX_ENV=test mix compile --force --warnings-as-errors
 
