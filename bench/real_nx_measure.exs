@@ -128,7 +128,15 @@ graphs =
 
 graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_real_nx_step_#{System.pid()}.etf")
 File.write!(graph_file, Enum.max_by(graphs, &byte_size/1))
-handling = Bench.sh(Bench.python(), [Path.join(__DIR__, "step_handling.py"), graph_file, "1"])
+
+handling =
+  Bench.sh(Bench.python(), [
+    Path.join(__DIR__, "step_handling.py"),
+    graph_file,
+    "1",
+    "#{NxJax.Worker.Server.default_numerics()}"
+  ])
+
 File.rm(graph_file)
 [_, graph_run] = Regex.run(~r/"run": \[([\d.]+)/, handling)
 

@@ -1,7 +1,7 @@
 """The worker's own handling of one training step, in-process (no port), for
 bench/train_loop.exs; prints one JSON object of microseconds.
 
-    python bench/step_handling.py GRAPH_FILE [ROUNDS]
+    python bench/step_handling.py GRAPH_FILE [ROUNDS] [NUMERICS]
 
 GRAPH_FILE holds the step's graph binary as the Elixir side sent it (the training loop's Adam
 step of bench/train_loop.exs). A worker made here puts the loop's state and batches (the formulas
@@ -17,15 +17,22 @@ results, writing the reply, and the free.
 
 from __future__ import annotations
 
-import json
-import statistics
+import os
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
-import jax
-import numpy as np
+# NUMERICS (default native, the default of `config :nx_jax, numerics:`) is the mode of the
+# worker made here, as the loop's worker has it from the Elixir side: it decides the lowering
+# (:nx adds Nx's exact rounding), so it is set before py_backend is imported
+os.environ["NX_JAX_NUMERICS"] = sys.argv[3] if len(sys.argv) > 3 else "native"
+
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -79,7 +79,12 @@ graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_step_graph.etf")
 File.write!(graph_file, step_graph)
 
 handling =
-  Bench.sh(Bench.python(), [Path.join(__DIR__, "step_handling.py"), graph_file, "#{rounds}"])
+  Bench.sh(Bench.python(), [
+    Path.join(__DIR__, "step_handling.py"),
+    graph_file,
+    "#{rounds}",
+    "#{default_mode}"
+  ])
   |> String.split("\n", trim: true)
   |> List.last()
   |> then(fn line ->
