@@ -33,6 +33,7 @@ _REQUEST = b"\x83h\x05"  # version, 5-tuple: {:"C", id, :nx_jax, function, args}
 _CALL_ARGS = b"l\x00\x00\x00\x04"  # call's argument list: [key, graph | nil, tensors, keep]
 _KEY = b"m\x00\x00\x00\x18"  # the 24-byte graph key (PROTOCOL.md section 7)
 _TENSOR = b"h\x03"  # {type, shape, data}
+_PAIR = b"h\x02"  # {:ref, handle}
 MAX_LAYOUTS = 1024
 LEARN_BELOW = 1 << 16  # frames larger than this are not learned (the codec is not their cost)
 
@@ -48,6 +49,10 @@ class Layout:
     consts: tuple[tuple[int, bytes], ...]  # (offset, bytes) that must match, head included
     tensors: tuple[tuple[int, np.dtype, tuple[int, ...], int], ...]  # (offset, dtype, shape, n)
     signature: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # as py_backend.cache.signature
+    # resident arguments ({:ref, handle}): (argument position, offset of the handle's digits,
+    # their count, what the tensor was when learned: its worker's entry, opaque here)
+    refs: tuple[tuple[int, int, int, Any], ...] = ()
+    positions: tuple[int, ...] = ()  # the argument position of each of ``tensors``
 
 
 class Match(NamedTuple):
@@ -139,7 +144,7 @@ class Layouts:
         the request id's encoding (a slice of the frame) and the tensor's view for a frame that
         follows ``layout``, else ``None``. ``None`` for a layout of another number of tensors (or
         before any)."""
-        if len(layout.tensors) != 1:
+        if len(layout.tensors) != 1 or layout.refs:
             return None
         return self._reader(layout, with_view=True)
 
@@ -186,15 +191,22 @@ class Layouts:
         """Views of the tensors' data in ``frame`` (no copy)."""
         return argument_views(frame, match.layout)
 
-    def learn(self, frame: bytes) -> Layout | None:
-        """Record ``frame``, a key-only ``call`` of wire tensors that was just served without
-        error; returns the layout, or ``None`` when the frame is not of that form."""
+    def learn(self, frame: bytes, signature: Sequence[Any] = (),
+              resident: Sequence[Any] = ()) -> Layout | None:
+        """Record ``frame``, a key-only ``call`` of wire tensors and resident ones (``{:ref,
+        handle}``) that was just served without error; returns the layout, or ``None`` when
+        the frame is not of that form. ``signature``: the call's, as its run had it (one
+        ``(dtype, shape)`` per argument); ``resident``: for each argument, what the worker
+        knew of it if it was resident (its entry, kept opaque here), else ``None``. A resident
+        argument's digits are a hole: a later frame with other handles follows the layout,
+        and the worker checks that each names a tensor like the one learned."""
         try:
-            return self._learn(frame)
+            return self._learn(frame, tuple(signature), tuple(resident))
         except (IndexError, struct.error, ValueError, TypeError, channel.CodecError):
             return None
 
-    def _learn(self, d: bytes) -> Layout | None:
+    def _learn(self, d: bytes, signature: tuple[Any, ...] = (),
+               resident: tuple[Any, ...] = ()) -> Layout | None:
         if d[:3] != _REQUEST:
             return None
         i, tag = channel.scan_term(d, 3)
@@ -216,13 +228,30 @@ class Layouts:
             return None
         head_end = j
         tensors: list[tuple[int, np.dtype, tuple[int, ...], int]] = []
+        positions: list[int] = []
+        refs: list[tuple[int, int, int, Any]] = []
         holes: list[tuple[int, int]] = []
+        arity = 0
         if d[j] == 108:  # LIST_EXT
-            (n,) = _U32.unpack_from(d, j + 1)
+            (arity,) = _U32.unpack_from(d, j + 1)
             j += 5
-            for _ in range(n):
+            for position in range(arity):
+                if d[j:j + 2] == _PAIR:
+                    # {:ref, handle}, the handle a SMALL_BIG_EXT: its digit count, sign 0, the
+                    # digits (a handle is at least 2**40: never a smaller integer's tag)
+                    j, tag = channel.scan_term(d, j + 2)
+                    if channel.atom_name(tag) != "ref" or d[j] != 110:
+                        return None
+                    digits = d[j + 1]
+                    if d[j + 2] != 0 or position >= len(resident) or resident[position] is None:
+                        return None
+                    refs.append((position, j + 3 - start, digits, resident[position]))
+                    holes.append((j + 3, j + 3 + digits))
+                    j += 3 + digits
+                    continue
                 if d[j:j + 2] != _TENSOR:
-                    return None  # e.g. {:ref, handle}: resident arguments take the generic path
+                    return None
+                positions.append(position)
                 j, raw_type = channel.scan_term(d, j + 2)
                 j, shape = channel.scan_term(d, j)
                 nx_type = _type(raw_type)
@@ -246,9 +275,18 @@ class Layouts:
             if hole_start > at:
                 consts.append((at - start, d[at:hole_start]))
             at = hole_end
-        signature = tuple((dtype, shape) for _, dtype, shape, _ in tensors)
+        if refs:
+            # the resident arguments' dtypes and shapes are the call's (its signature); the
+            # wire tensors' must be what the frame says
+            if len(signature) != arity or any(
+                signature[p] != (dtype, shape)
+                for p, (_, dtype, shape, _) in zip(positions, tensors, strict=True)
+            ):
+                return None
+        else:
+            signature = tuple((dtype, shape) for _, dtype, shape, _ in tensors)
         layout = Layout(key, keep, len(d) - start, d[start:head_end], tuple(consts),
-                        tuple(tensors), signature)
+                        tuple(tensors), signature, tuple(refs), tuple(positions))
         if self._prefix != prefix or self._head_len != head_end - start:
             # another client encoding (or the first layout): start over with this one's form
             self._prefix, self._head_len = prefix, head_end - start

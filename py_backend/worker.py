@@ -66,6 +66,8 @@ DEFAULT_RESIDENT_GC_BYTES = 64 << 20
 # a kept result of at most this many bytes comes back with a copy of its data (a loss read
 # after every step then costs no request of its own)
 SMALL_KEPT_BYTES = 64
+# freed arrays held back at most (Worker.bury): past this many, a free releases them at once
+MAX_DYING = 256
 # a handle: a count in the high bits (never reused), 40 random bits below (never guessed)
 HANDLE_RANDOM_BITS = 40
 READ_FD = 3
@@ -185,6 +187,11 @@ class _Kept(NamedTuple):
     run: Runner
 
 
+class Unfit(Exception):
+    """A frame that follows a learned layout names a resident tensor that is not the kind the
+    layout was learned with (or none): the generic path serves it instead."""
+
+
 def _joins_as(result: Any, data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> bool:
     """Whether ``result``, a run's result, can go into a reply as it is (``Worker._hot_one``):
     a JAX array of the wire's dtype and ``shape`` whose buffer gives the bytes ``data`` (its
@@ -224,6 +231,8 @@ class Worker:
         # before; ``_learnable`` says the request being served may be recorded as one
         self.layouts = fastcall.Layouts()
         self._learnable = False
+        # the signature and resident entries of the call served last (Worker._run)
+        self._served: tuple[Any, Sequence[TensorOut | None]] = ((), ())
         self._runners: dict[int, _Kept] = {}  # id(layout) -> its runner
         # the runner served last, as one call (_hot_path), and what it was made from
         self._hot: Callable[[Chunk], list[Chunk] | None] | None = None
@@ -250,6 +259,8 @@ class Worker:
         # the results of the call being answered, which serve() lets go of once the reply is
         # written: their buffers are freed while the caller reads its reply, not before
         self.spent: Any = None
+        # arrays of freed tensors, released later (Worker.bury)
+        self.dying: list[Any] = []
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -395,9 +406,7 @@ class Worker:
             if graph_key(graph_bin) != key:
                 raise BadRequest("call: the key is not graph_key(graph binary): md5 + size")
             key, program = self.cache.program(graph_bin, key)
-        learnable = raw_graph is None and not program.graph.hooks and not donate and not any(
-            isinstance(t, tuple) and len(t) == 2 for t in raw_tensors  # {:ref, handle}
-        )
+        learnable = raw_graph is None and not program.graph.hooks and not donate
         donated = [raw_tensors[i][1] for i in donate]
         results = self._execute(key, program, raw_tensors, donate)
         # (their arrays were deleted by the call, their memory reused for results)
@@ -433,7 +442,10 @@ class Worker:
              donate: tuple[int, ...] = ()) -> list[tuple[TensorOut, Any]]:
         """Run ``tensors`` (``outs[i]``: ``None`` for those that came with the request, the
         entry of a resident one) through the program's executable, within the byte budget."""
-        executable, use = self.cache.compiled(key, program, signature(tensors), donate)
+        sig = signature(tensors)
+        # (what a fast layout learned from this request needs: py_backend/fastcall.py)
+        self._served = (sig, outs)
+        executable, use = self.cache.compiled(key, program, sig, donate)
         footprint = use.footprint
         if footprint is None:  # (compiled here, ahead of the first run, which then compiles
             with slow.Notice(lambda: _compiling(program, tensors)):  # nothing)
@@ -444,6 +456,7 @@ class Worker:
             if self.resident_bytes + shipped + footprint.need > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
         results = executable(*tensors)
+        self.bury()
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
@@ -461,11 +474,13 @@ class Worker:
             outs.append(None)
         return _call_argument(decode_tensor(term))
 
-    def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk]:
+    def _fast_call(self, frame: Chunk, match: fastcall.Match) -> list[Chunk] | None:
         """A request that follows a learned layout (``fastcall.Layouts.match``): the same steps
         as ``call`` by key, minus decoding, parsing and checking what the layout fixes (the
         types and shapes, hence the signature; hooks never take this path). The arguments are
-        views into the frame (learned frames are small, and each frame is a buffer of its own)."""
+        views into the frame (learned frames are small, and each frame is a buffer of its own).
+        ``None`` when a resident argument is not what the layout learned (``Unfit``): then the
+        generic path serves the frame, and says what is wrong."""
         request_id, id_bytes, layout = match
         self.request_id = request_id
         try:
@@ -495,6 +510,8 @@ class Worker:
                 self._hot, self._hot_kept = self._hot_path(kept), kept
                 self._one = self._hot_one(kept)
             return kept.run(frame, id_bytes)
+        except Unfit:
+            return None
         except Exception as exc:
             return self.error_reply(request_id, exc)
 
@@ -513,6 +530,8 @@ class Worker:
             try:
                 self.cache.touch(program, use)
                 return run(frame, id_bytes)
+            except Unfit:
+                return None
             except Exception as exc:
                 return self.error_reply(fastcall.id_value(id_bytes), exc)
 
@@ -568,6 +587,7 @@ class Worker:
                     raise self._over_budget(shipped, footprint)
                 cache.touch(program, use)
                 results = jitted(argument)
+                self.bury()
                 stats.runs += 1
                 self.spent = results  # (freed after the reply is written, off its path)
                 if direct:
@@ -585,6 +605,32 @@ class Worker:
 
         return hot
 
+    def _resident_reader(self, layout: fastcall.Layout) -> Callable[[Chunk], list[Any]]:
+        """The arguments of a frame of ``layout`` that names resident tensors: views of its
+        wire tensors' data, and the arrays of the handles in its holes. Raises ``Unfit`` when
+        a handle is not resident here or names a tensor of another type or shape than the one
+        the layout was learned with (the generic path then answers, with its message)."""
+        resident, size, arity = self.resident, layout.size, len(layout.signature)
+        wire = [(p, at, dtype, shape)
+                for p, (at, dtype, shape, _) in zip(layout.positions, layout.tensors, strict=True)]
+        refs = layout.refs
+        from_bytes, ndarray = int.from_bytes, np.ndarray
+
+        def arguments(frame: Chunk) -> list[Any]:
+            start = len(frame) - size
+            args: list[Any] = [None] * arity
+            for position, at, dtype, shape in wire:
+                args[position] = ndarray(shape, dtype, frame, start + at)
+            for position, at, digits, learned in refs:
+                at += start
+                entry = resident.get(from_bytes(frame[at:at + digits], "little"))
+                if entry is None or (entry[1] is not learned and entry[1] != learned):
+                    raise Unfit
+                args[position] = entry[0]
+            return args
+
+        return arguments
+
     def _runner(self, layout: fastcall.Layout, program: Any, footprint: Footprint) -> Runner:
         """What a request of ``layout`` does once its program is found, with everything the
         layout and the program fix bound once (kept per layout, while the program is the
@@ -593,7 +639,8 @@ class Worker:
         with ``keep`` the results stay here and the reply names their handles. ``footprint``:
         the compiled signature's (py_backend/budget.py)."""
         jitted, stats = program.jitted, self.cache.stats
-        arguments = fastcall.argument_reader(layout)
+        arguments = (self._resident_reader(layout) if layout.refs
+                     else fastcall.argument_reader(layout))
         outs, sizes = program.outs, program.out_bytes
         n_outs = len(outs)
         shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
@@ -603,18 +650,26 @@ class Worker:
             if self.resident_bytes + fixed > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
             results = jitted(*arguments(frame))
+            self.bury()
             stats.runs += 1
             self.spent = results
             if len(results) != n_outs:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
 
-        if layout.keep:  # (the generic encoder)
-            return lambda frame, id_bytes: channel.encode_chunks(
-                (atom("r"), fastcall.id_value(id_bytes),
-                 [(atom("ref"), self._keep(r, o, n))
-                  for o, n, r in zip(outs, sizes, run(frame), strict=True)])
-            )
+        if layout.keep:  # the reply of Worker.call's keep, by the same steps
+            kept_ref, count, check = self._kept_ref, _U32.pack(n_outs), self._check_pressure
+
+            def keep(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
+                refs = channel.encoded(b"".join([
+                    b"l", count,
+                    *[kept_ref(r, o, n) for o, n, r in zip(outs, sizes, run(frame), strict=True)],
+                    b"j"
+                ]))
+                check()
+                return channel.encode_chunks((atom("r"), fastcall.id_value(id_bytes), refs))
+
+            return keep
         parts = [(wire_dtype(o.type), o.shape) for o in outs]
         headers = [
             fastcall.tensor_header(
@@ -674,18 +729,30 @@ class Worker:
         """The encoding of ``{:ref, handle}``, or of ``{:ref, handle, data}`` with a copy of a
         small result's bytes (waiting for the computation to finish, as reading it would);
         ``nbytes``: the result's size (its program's ``out_bytes``)."""
-        handle = channel.encode_leaf(self._keep(array, out, nbytes))
+        handle = encode_handle(self._keep(array, out, nbytes))
         if nbytes > SMALL_KEPT_BYTES:
             return b"".join((_REF2, handle))
         data = to_host(array, wire_dtype(out.type), out.shape).tobytes()
         return b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
 
-    def _drop(self, handle: Any) -> bool:
+    def _drop(self, handle: Any, dying: list[Any] | None = None) -> bool:
+        """Forget a resident tensor; with ``dying``, its array goes there, to be released
+        later (:meth:`bury`), else at once."""
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
         self.resident_bytes -= entry[2]
+        if dying is not None:
+            dying.append(entry[0])
         return True
+
+    def bury(self) -> None:
+        """Release the arrays of the tensors freed since the last time (``free`` hands them
+        here instead of releasing them, about 1 to 3 us each: a loop's frees come between its
+        steps, while its next call already waits). Called right after a run was dispatched,
+        while it computes, and by :func:`serve` when no request is waiting."""
+        if self.dying:
+            self.dying = []
 
     def _check_pressure(self) -> None:
         """After results were kept: a ``{:pressure, bytes}`` notice when the resident bytes
@@ -723,7 +790,10 @@ class Worker:
     def free(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
         _arity("free", args, 1)
-        freed = sum(self._drop(h) for h in _list_arg("free", args[0]))
+        dying = self.dying
+        freed = sum(self._drop(h, dying) for h in _list_arg("free", args[0]))
+        if len(dying) > MAX_DYING:
+            self.bury()
         # (the next notice comes once the bytes have grown again from here)
         self.pressure_mark = min(self.pressure_mark, self.resident_bytes + self.resident_gc_bytes)
         return freed
@@ -807,8 +877,10 @@ class Worker:
                 return reply
         match = self.layouts.match(frame)
         if match is not None:
-            self.cache.stats.fast_layout_calls += 1
-            return self._fast_call(frame, match)
+            fast = self._fast_call(frame, match)
+            if fast is not None:
+                self.cache.stats.fast_layout_calls += 1
+                return fast
         # a small frame is kept until the reply, to be learned (copied) if it is a repeatable call
         learn = frame if len(frame) <= fastcall.LEARN_BELOW else None
         self._learnable = False
@@ -828,7 +900,7 @@ class Worker:
             result = self.functions[function](args)
             reply = channel.encode_chunks((atom("r"), request_id, result))
             if self._learnable and learn is not None and self.fast_paths:
-                self.layouts.learn(bytes(learn))
+                self.layouts.learn(bytes(learn), *self._served)
             return reply
         except Exception as exc:
             return self.error_reply(request_id, exc)
@@ -852,6 +924,14 @@ _U32 = struct.Struct(">I")
 # the heads of {:ref, handle} and {:ref, handle, data}, as the generic encoder writes them
 _REF2 = b"h\x02" + channel.encode_leaf(atom("ref"))
 _REF3 = b"h\x03" + channel.encode_leaf(atom("ref"))
+
+
+def encode_handle(handle: int) -> bytes:
+    """A handle's encoding, as the generic encoder writes it: a handle is at least 2**40
+    (``Worker._keep``), so always a SMALL_BIG_EXT (its digit count, sign 0, little-endian
+    digits)."""
+    digits = (handle.bit_length() + 7) >> 3
+    return b"".join((b"n", bytes((digits, 0)), handle.to_bytes(digits, "little")))
 
 
 def resident_gc_bytes() -> int:
@@ -1053,6 +1133,8 @@ def serve(
         # (freeing a JAX array takes a while: docs/BENCHMARKS.md section 9)
         del reply
         worker.spent = None
+        if worker.dying and not frames.waiting():
+            worker.bury()
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -5,6 +5,8 @@ answer a matched frame with exactly the bytes the generic path writes."""
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 import random
 import struct
 from collections.abc import Callable
@@ -15,8 +17,8 @@ import pytest
 
 from py_backend import channel, fastcall
 from py_backend.cache import Cache
-from py_backend.channel import atom, decode, encode_chunks
-from py_backend.worker import Worker
+from py_backend.channel import FrameReader, FrameWriter, atom, decode, encode_chunks
+from py_backend.worker import Worker, serve
 
 from .helpers import GraphBuilder, from_wire, wire_tensor
 
@@ -45,11 +47,19 @@ def _tensor(array: np.ndarray) -> bytes:
             + shape_bytes + b"m" + struct.pack(">I", len(raw)) + raw)
 
 
-def elixir_call(request_id: int, key: bytes, graph: bytes | None, arrays: list[np.ndarray],
-                keep: bool = False) -> bytearray:
-    """A ``call`` request frame, byte for byte as NxJax.Worker sends it."""
+def _ref(handle: int) -> bytes:
+    """``{:ref, handle}`` as Erlang encodes it (a handle is above 2**40: SMALL_BIG_EXT)."""
+    digits = (handle.bit_length() + 7) // 8
+    return b"h\x02" + _atom("ref") + b"n" + bytes((digits, 0)) + handle.to_bytes(digits, "little")
+
+
+def elixir_call(request_id: int, key: bytes, graph: bytes | None,
+                arrays: list[np.ndarray] | list[Any], keep: bool = False) -> bytearray:
+    """A ``call`` request frame, byte for byte as NxJax.Worker sends it (an ``int`` among the
+    arguments is the handle of a resident tensor)."""
     graph_bytes = _atom("nil") if graph is None else b"m" + struct.pack(">I", len(graph)) + graph
-    tensors = (b"l" + struct.pack(">I", len(arrays)) + b"".join(_tensor(a) for a in arrays)
+    tensors = (b"l" + struct.pack(">I", len(arrays))
+               + b"".join(_ref(a) if isinstance(a, int) else _tensor(a) for a in arrays)
                + b"j") if arrays else b"j"
     body = (b"l\x00\x00\x00\x04" + b"m\x00\x00\x00\x18" + key + graph_bytes + tensors
             + _atom("true" if keep else "false") + b"j")
@@ -370,9 +380,12 @@ def test_the_fast_path_counts_like_the_generic_one_and_keeps_results_resident() 
     reply = decode(reply_bytes(worker.handle(elixir_call(5, key, None, [x, y], keep=True))))
     after = stats(worker)
     assert after == {**before, "cache_hits": before["cache_hits"] + 1, "runs": before["runs"] + 1}
-    (_, h1), (_, h2) = reply[2]
+    # as the generic path answers a keep: small results come with a copy of their bytes
+    (_, h1, copy1), (_, h2, copy2) = reply[2]
     np.testing.assert_allclose(np.asarray(worker.resident[h1][0]), 2 * x + y)
     np.testing.assert_array_equal(np.asarray(worker.resident[h2][0]), x)
+    assert channel.binary_bytes(copy1) == (2 * x + y).tobytes()
+    assert channel.binary_bytes(copy2) == x.tobytes()
 
 
 def test_a_forgotten_or_evicted_graph_is_unknown_on_the_fast_path_too() -> None:
@@ -433,8 +446,9 @@ def test_the_hot_path_answers_resident_calls_and_errors_with_their_ids(
         reply = decode(reply_bytes(worker.handle(elixir_call(request_id, key, None, [x, y],
                                                              keep=True))))
         assert reply[0] == atom("r") and reply[1] == request_id
-        (_, handle), _ = reply[2]
+        (_, handle, copy), _ = reply[2]
         np.testing.assert_array_equal(np.asarray(worker.resident[handle][0]), 2 * x + y)
+        assert channel.binary_bytes(copy) == (2 * x + y).tobytes()
     assert worker._hot is not None
 
     def broken(*_args: Any) -> None:
@@ -710,3 +724,198 @@ def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
         reply = decode(replies.read_frame())
         assert reply[1] == 10 + i
         np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * value)
+
+
+# --- resident arguments ({:ref, handle}) ------------------------------------------------------
+
+
+def put(worker: Worker, arrays: list[np.ndarray]) -> list[int]:
+    frame = bytearray(channel.encode((atom("C"), 1, atom("nx_jax"), atom("put"),
+                                      [[wire_tensor(a) for a in arrays]])))
+    reply = decode(reply_bytes(worker.handle(frame)))
+    assert reply[0] == atom("r"), reply
+    return list(reply[2])
+
+
+def fast_count(worker: Worker) -> int:
+    s = worker.cache.stats
+    return s.fast_one_calls + s.fast_hot_calls + s.fast_layout_calls
+
+
+def resident_loop(worker: Worker, steps: int) -> list[tuple[Any, ...]]:
+    """A loop as NxJax sends it with resident state: each call names the previous call's
+    results, ``(x, y) -> (2x + y, x)``; returns each reply."""
+    graph = axpy_graph()
+    key = key_of(graph)
+    x, y = put(worker, [np.ones(3, np.float32), np.arange(3, dtype=np.float32)])
+    replies = []
+    for i in range(steps):
+        frame = elixir_call(10 + i, key, graph if i == 0 else None, [x, y], keep=True)
+        reply = decode(reply_bytes(worker.handle(frame)))
+        assert reply[0] == atom("r") and reply[1] == 10 + i, reply
+        replies.append(reply)
+        (_, x, _), (_, y, _) = reply[2]
+    return replies
+
+
+def test_calls_naming_resident_tensors_take_the_fast_path_and_answer_as_the_generic_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = Worker()
+    fast_replies = resident_loop(fast, 8)
+    assert fast_count(fast) == 6  # every call after the first two (loaded, then learned)
+    monkeypatch.setenv("NX_JAX_FAST_PATHS", "0")
+    generic = Worker()
+    generic_replies = resident_loop(generic, 8)
+    assert fast_count(generic) == 0
+    # the same values (the copies of these small results), other handles
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    for fast_reply, generic_reply in zip(fast_replies, generic_replies, strict=True):
+        x, y = 2 * x + y, x
+        for (_, h_fast, copy_fast), (_, _, copy_generic), want in zip(
+            fast_reply[2], generic_reply[2], [x, y], strict=True
+        ):
+            assert channel.binary_bytes(copy_fast) == channel.binary_bytes(copy_generic)
+            assert channel.binary_bytes(copy_fast) == want.tobytes()
+            np.testing.assert_array_equal(np.asarray(fast.resident[h_fast][0]), want)
+    assert fast.cache.stats.runs == generic.cache.stats.runs == 8
+    assert len(fast.resident) == len(generic.resident) == 2 + 2 * 8
+
+
+def test_a_freed_or_foreign_handle_on_the_fast_path_gets_the_generic_answer() -> None:
+    worker = Worker()
+    graph = axpy_graph()
+    key = key_of(graph)
+    replies = resident_loop(worker, 3)
+    (_, x, _), (_, y, _) = replies[-1][2]
+    before = fast_count(worker), worker.cache.stats.runs
+    free = bytearray(channel.encode((atom("C"), 2, atom("nx_jax"), atom("free"), [[x]])))
+    worker.handle(free)
+    # a freed handle: an error naming it, never another tensor's data, nothing run
+    reply = decode(reply_bytes(worker.handle(elixir_call(40, key, None, [x, y], keep=True))))
+    assert reply[0] == atom("e") and reply[1] == 40
+    assert channel.binary_bytes(reply[2][1]) == b"UnknownHandle"
+    assert str(x) in channel.binary_bytes(reply[2][2]).decode()
+    # a handle of a tensor of another shape whose handle has as many digits: the frame
+    # follows the layout byte for byte, the argument does not
+    (other,) = put(worker, [np.ones(4, np.float32)])
+    assert (other.bit_length() + 7) // 8 == (y.bit_length() + 7) // 8
+    reply = decode(reply_bytes(worker.handle(elixir_call(41, key, None, [other, y], keep=True))))
+    assert reply[0] == atom("e") and reply[1] == 41
+    assert channel.binary_bytes(reply[2][1]) == b"ArgumentError"
+    assert (fast_count(worker), worker.cache.stats.runs) == before
+    # and the loop goes on, on the fast path again
+    (fresh,) = put(worker, [np.full(3, 2.0, np.float32)])
+    reply = decode(reply_bytes(worker.handle(elixir_call(42, key, None, [fresh, y], keep=True))))
+    assert reply[0] == atom("r")
+    want = 2 * np.full(3, 2.0, np.float32) + np.asarray(worker.resident[y][0])
+    np.testing.assert_array_equal(np.asarray(worker.resident[reply[2][0][1]][0]), want)
+    assert fast_count(worker) == before[0] + 1
+
+
+def test_a_call_mixing_resident_and_wire_tensors_is_learned_with_both_kinds_of_holes() -> None:
+    worker = Worker()
+    graph = axpy_graph()
+    key = key_of(graph)
+    (x,) = put(worker, [np.ones(3, np.float32)])
+    for i in range(5):
+        y = np.arange(3, dtype=np.float32) * i
+        frame = elixir_call(i, key, graph if i == 0 else None, [x, y])
+        reply = decode(reply_bytes(worker.handle(frame)))
+        np.testing.assert_array_equal(from_wire(reply[2][0]), 2 * np.ones(3, np.float32) + y)
+    assert fast_count(worker) == 3
+    layout = worker.layouts._last
+    assert layout is not None and [r[0] for r in layout.refs] == [0]
+    assert layout.positions == (1,)
+    # every byte outside the request id, the handle's digits and the tensor's data is checked
+    frame = elixir_call(7, key, None, [x, np.arange(3, dtype=np.float32)])
+    start = len(frame) - layout.size
+    holes = {start + at + k for _, at, digits, _ in layout.refs for k in range(digits)}
+    holes |= {start + at + k for at, dtype, _, count in layout.tensors
+              for k in range(count * dtype.itemsize)}
+    id_at = len(b"\x83h\x05" + _atom("C"))
+    assert worker.layouts.match(frame) is not None
+    for i in range(len(frame)):
+        if i in holes or id_at < i < start:
+            continue
+        changed = bytearray(frame)
+        changed[i] ^= 1
+        assert worker.layouts.match(changed) is None, f"byte {i} changed and still matched"
+
+
+def test_a_handle_is_encoded_as_the_generic_encoder_does() -> None:
+    from py_backend.worker import HANDLE_RANDOM_BITS, encode_handle
+
+    rng = random.Random(5)
+    worker = Worker()
+    handles = [worker._keep(None, None, 0) for _ in range(50)]  # type: ignore[arg-type]
+    handles += [(count << HANDLE_RANDOM_BITS) | rng.getrandbits(HANDLE_RANDOM_BITS)
+                for count in (1, 255, 2**16, 2**23, 2**40, 2**200)]
+    for handle in handles:
+        assert encode_handle(handle) == channel.encode_leaf(handle)
+
+
+# --- freed arrays, released off the path of the next call -------------------------------------
+
+
+def free_request(request_id: int, handles: list[int]) -> bytearray:
+    return bytearray(channel.encode((atom("C"), request_id, atom("nx_jax"), atom("free"),
+                                     [handles])))
+
+
+def test_freed_arrays_are_released_by_the_next_run_and_at_most_max_dying_wait() -> None:
+    from py_backend.worker import MAX_DYING
+
+    worker = Worker()
+    graph = axpy_graph()
+    key = key_of(graph)
+    handles = put(worker, [np.full(3, float(k), np.float32) for k in range(4)])
+    before = worker.resident_bytes
+    reply = decode(reply_bytes(worker.handle(free_request(5, handles[:2] + [12345]))))
+    assert reply == (atom("r"), 5, 2)
+    # forgotten at once (bytes, handles), the arrays let go of later
+    assert worker.resident_bytes == before - 24 and handles[0] not in worker.resident
+    assert len(worker.dying) == 2
+    reply = decode(reply_bytes(worker.handle(elixir_call(6, key, graph, handles[2:]))))
+    np.testing.assert_array_equal(from_wire(reply[2][0]), np.full(3, 7.0, np.float32))
+    assert worker.dying == []
+    # a free of a freed handle is harmless, and nothing waits for a run past MAX_DYING
+    assert decode(reply_bytes(worker.handle(free_request(7, handles[:1]))))[2] == 0
+    many = put(worker, [np.zeros(1, np.float32)] * (MAX_DYING + 1))
+    worker.handle(free_request(8, many))
+    assert worker.dying == []
+
+
+def test_serve_releases_freed_arrays_when_no_request_waits() -> None:
+    worker = Worker()
+    handles = put(worker, [np.ones(3, np.float32), np.ones(3, np.float32)])
+    frames = [free_request(1, handles[:1]), free_request(2, handles[1:])]
+    requests = io.BytesIO(b"".join(channel.frame_header(len(f)) + bytes(f) for f in frames))
+    dying_at_write: list[int] = []
+
+    class Recorder(FrameWriter):
+        def write_frame(self, chunks: Any) -> None:
+            dying_at_write.append(len(worker.dying))
+            super().write_frame(chunks)
+
+    # the second request is read with the first (buffered): it waits, so the first one's
+    # array is still held when the second reply goes out; after it, nothing waits
+    assert serve(FrameReader(requests), Recorder(io.BytesIO()), worker) == 0
+    assert dying_at_write == [1, 2] and worker.dying == []
+
+
+def test_a_reader_on_a_descriptor_says_whether_a_request_waits() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        reader = FrameReader(read_fd)
+        assert not reader.waiting()
+        two = b"".join(channel.frame_header(3) + b"abc" for _ in range(2))
+        os.write(write_fd, two)
+        assert reader.waiting()
+        assert bytes(reader.read_frame()) == b"abc"
+        assert reader.waiting()  # the second one is buffered
+        assert bytes(reader.read_frame()) == b"abc"
+        assert not reader.waiting()
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
