@@ -644,6 +644,10 @@ defmodule NxJax.RealNx.ToolboxTest do
       # (the graph is differentiated before the worker sees it: its backward ops are ops of
       # the one pass it runs, which the report calls the forward pass)
       assert error.message =~ "in the value of divide (graph node"
+
+      # the operands' types and shapes, read from the graph sent, and why there is no line
+      assert error.message =~ ~r/divide \(graph node \d+, operands f32\[2\], f32\[2\]\)/
+      assert error.message =~ "real Nx's expressions record no source line"
     end
   end
 end
