@@ -24,9 +24,10 @@ defmodule NxJax.Defn.Implicit do
       values it closes over: a solver with a `while` loop carries those values in its state
       and writes the equation there (the gradient still comes from `f`).
     * The solvers receive the user's own `matvec` (not a linear map supplied by JAX).
-    * Vectorized values are solved entry by entry, as in the clean room: the unknown has the
-      vectorized axes of the initial guess (or `b`) and of what `f` (or `matvec`) makes of
-      it; real Nx's `grad/2` differentiates each entry on its own.
+
+  Vectorized values are solved entry by entry, as in the clean room: the unknown has the
+  vectorized axes of the initial guess (or `b`) and of what `f` (or `matvec`) makes of it, and
+  real Nx's `grad/2` differentiates each entry on its own.
   """
 
   # (deftransform: real Nx's defn calls only functions defined with defn or deftransform)
