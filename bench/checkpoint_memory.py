@@ -15,6 +15,11 @@ recomputation back into the forward pass.
 
     .venv/bin/python bench/checkpoint_memory.py                 # 64 layers, batch 4096, width 512
     .venv/bin/python bench/checkpoint_memory.py --layers 16 --batch 512 --width 128 --json out.json
+    .venv/bin/python bench/checkpoint_memory.py --variants plain,real_nx_unrolled_checkpoint
+
+The ``real_nx_*`` variants (named with ``--variants`` only) compile the graph real Nx 0.7.2
+gives nx_jax's compiler (bench/checkpoint_graph_real_nx.exs, run with ``mix``; ``NX_JAX_NX``,
+default ``_build/real-nx-src``, names the real Nx build).
 
 Prints a markdown table (the one docs/BENCHMARKS.md quotes) and, with ``--json``, writes the
 figures.
@@ -396,7 +401,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    # (the real_nx_* variants need real Nx built and mix: named on purpose only)
+    parser.add_argument("--variants",
+                        default=",".join(v for v in VARIANTS if not v.startswith("real_nx")))
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--passes", action="store_true", help="list XLA's passes too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
