@@ -92,7 +92,8 @@ defmodule NxJax.Defn do
     # each tangent marked with what NxJax's compiler needs to lower it natively, as jax.jvp of
     # the output with respect to the copies (other compilers run the two passes); not where
     # the output's graph has a stop_grad or a custom_grad (custom_jvp's too): the wire lowers
-    # those as the identity, and only real Nx's reverse passes know their rules
+    # those as the identity, and only real Nx's reverse passes know their rules; nor with
+    # vectorized values (the wire's jvp node, lowered from this mark, takes none)
     vectorized? = Enum.any?(outs ++ xs ++ ts, &(&1.vectorized_axes != []))
 
     tangents =
