@@ -15,6 +15,11 @@ recomputation back into the forward pass.
 
     .venv/bin/python bench/checkpoint_memory.py                 # 64 layers, batch 4096, width 512
     .venv/bin/python bench/checkpoint_memory.py --layers 16 --batch 512 --width 128 --json out.json
+    .venv/bin/python bench/checkpoint_memory.py --variants plain,real_nx_unrolled_checkpoint
+
+The ``real_nx_*`` variants (named with ``--variants`` only) compile the graph real Nx 0.7.2
+gives nx_jax's compiler (bench/checkpoint_graph_real_nx.exs, run with ``mix``; ``NX_JAX_NX``,
+default ``_build/real-nx-src``, names the real Nx build).
 
 Prints a markdown table (the one docs/BENCHMARKS.md quotes) and, with ``--json``, writes the
 figures.
@@ -55,6 +60,13 @@ VARIANTS: dict[str, str] = {
                                "(`:nothing_saveable`, `prevent_cse: false`)",
     "nx_jax_while_checkpoint_native": "nx_jax: the same in numerics mode `native` "
                                       "(`config :nx_jax, numerics: :native`)",
+    "real_nx_unrolled_checkpoint": "real Nx 0.7.2: the chain unrolled, each group of 8 in "
+                                   "`checkpoint/3` (real Nx's own gradient)",
+    "real_nx_unrolled_checkpoint_native": "real Nx 0.7.2: the same in numerics mode `native`",
+    "real_nx_while_checkpoint": "real Nx 0.7.2: `while` over the groups (the weights in its "
+                                "state, read by index), the group in `checkpoint/3` (real Nx's "
+                                "own gradient of the loop)",
+    "real_nx_while_checkpoint_native": "real Nx 0.7.2: the same in numerics mode `native`",
 }
 
 
@@ -195,6 +207,43 @@ def nx_jax_loss(variant: str, layers: int, batch: int, width: int,
     return lambda ws, x: run(ws, x)[0]
 
 
+def real_nx_graph(variant: str, layers: int, batch: int, width: int,
+                  group: int) -> tuple[bytes, list[int]]:
+    """The wire graph NxJax's compiler sends under real Nx 0.7.2 for ``variant`` (``unrolled``,
+    ``while``, either with ``_checkpoint``), as bench/checkpoint_graph_real_nx.exs writes it
+    (``NX_JAX_NX``, default ``_build/real-nx-src``, names the real Nx build), and the
+    arguments its parameters are (0: ``ws``, 1: ``x``)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    env = dict(os.environ, NX_JAX_NX=os.environ.get("NX_JAX_NX", "_build/real-nx-src"))
+    env.pop("MIX_ENV", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "graph.etf")
+        cmd = ["mix", "run", "--no-start", "bench/checkpoint_graph_real_nx.exs", variant,
+               str(layers), str(batch), str(width), str(group), out]
+        printed = subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True,
+                                 text=True).stdout
+        with open(out, "rb") as f:
+            graph = f.read()
+    line = next(line for line in printed.splitlines() if line.startswith("parameters: "))
+    return graph, [int(i) for i in line.removeprefix("parameters: ").split(",")]
+
+
+def real_nx_loss(variant: str, layers: int, batch: int, width: int,
+                 group: int) -> tuple[Callable[[Any, Any], Any], bool]:
+    """``loss(ws, x)`` as nx_jax runs it under real Nx (real Nx's gradient, written in Elixir,
+    lowered by py_backend), and whether the graph is byte for byte the one of the same chain
+    without ``checkpoint/3``."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from py_backend.graph import decode_graph
+    from py_backend.lower import lower
+
+    chain = variant.removeprefix("real_nx_").removesuffix("_native")
+    graph, parameters = real_nx_graph(chain, layers, batch, width, group)
+    plain, _ = real_nx_graph(chain.removesuffix("_checkpoint"), layers, batch, width, group)
+    run = lower(decode_graph(graph))
+    return (lambda ws, x: run(*[(ws, x)[i] for i in parameters])[0]), graph == plain
+
+
 def _count(pattern: str, text: str) -> int:
     return len(re.findall(pattern, text))
 
@@ -209,10 +258,15 @@ def measure(variant: str, layers: int, batch: int, width: int, group: int) -> di
     ws = jnp.asarray(rng.normal(size=(layers, width, width)).astype(np.float32)
                      / np.sqrt(width))
     x = jnp.asarray(rng.normal(size=(batch, width)).astype(np.float32))
-    if variant.startswith("nx_jax"):
+    same_as_plain = None
+    if variant.startswith(("nx_jax", "real_nx")):
         # (the worker's numerics mode: nx, its default, computes f32 tanh in f64)
         os.environ["NX_JAX_NUMERICS"] = "native" if variant.endswith("_native") else "nx"
-        grad = jax.jit(nx_jax_loss(variant, layers, batch, width, group))
+        if variant.startswith("real_nx"):
+            loss, same_as_plain = real_nx_loss(variant, layers, batch, width, group)
+            grad = jax.jit(loss)
+        else:
+            grad = jax.jit(nx_jax_loss(variant, layers, batch, width, group))
     else:
         grad = jax.jit(jax.grad(loss_function(variant, group)))
     lowered = grad.lower(ws, x)
@@ -222,6 +276,8 @@ def measure(variant: str, layers: int, batch: int, width: int, group: int) -> di
     memory = compiled.memory_analysis()
     before = lowered.as_text()
     after = compiled.as_text()
+    # (None only on backends that keep no such figures or text)
+    assert memory is not None and after is not None, "this backend gives no memory analysis"
     rss_compiled = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     started = time.perf_counter()
     g = compiled(ws, x)
@@ -245,6 +301,8 @@ def measure(variant: str, layers: int, batch: int, width: int, group: int) -> di
         "opt_barriers_compiled": _count(r"\bopt-barrier\(", after),
         "while_loops_compiled": _count(r"\bwhile\(", after),
         "grad_checksum": float(jnp.sum(g)),
+        # real Nx: whether checkpoint/3 left the graph as it is without it
+        "same_graph_as_without_checkpoint": same_as_plain,
     }
 
 
@@ -304,9 +362,9 @@ def schedules(batch: int, width: int, layers: int = 16, group: int = 8) -> dict[
 
     ws = jax.ShapeDtypeStruct((layers, width, width), jnp.float32)
     x = jax.ShapeDtypeStruct((batch, width), jnp.float32)
-    return {v: schedule(jax.jit(jax.grad(loss_function(v, group))).lower(ws, x).compile()
-                        .as_text())
-            for v in ("plain", "remat", "remat_tied")}
+    texts = {v: jax.jit(jax.grad(loss_function(v, group))).lower(ws, x).compile().as_text()
+             for v in ("plain", "remat", "remat_tied")}
+    return {v: schedule(text or "") for v, text in texts.items()}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -343,7 +401,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    # (the real_nx_* variants need real Nx built and mix: named on purpose only)
+    parser.add_argument("--variants",
+                        default=",".join(v for v in VARIANTS if not v.startswith("real_nx")))
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--passes", action="store_true", help="list XLA's passes too")
     parser.add_argument("--child", help=argparse.SUPPRESS)

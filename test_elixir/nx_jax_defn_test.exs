@@ -42,6 +42,21 @@ defmodule NxJax.DefnTest do
   end
 
   defn grad_log1pexp(x), do: grad(x, &log1pexp/1)
+
+  # the same two with their inputs in a tuple: the rules receive tuples (the form real Nx's
+  # defn compiles too)
+  defn sin_times_tuple(x, y) do
+    custom_jvp(Nx.sin(x) * y, {x, y}, fn {x_dot, y_dot} ->
+      Nx.cos(x) * x_dot * y + Nx.sin(x) * y_dot
+    end)
+  end
+
+  defn log1pexp_tuple(x) do
+    custom_jvp(&Nx.log1p(Nx.exp(&1)), {x}, fn {x}, {x_dot} ->
+      x_dot * (1 - 1 / (1 + Nx.exp(x)))
+    end)
+  end
+
   defn grad_plain_log1pexp(x), do: grad(x, &Nx.log1p(Nx.exp(&1)))
 
   # a hook inside the differentiated function (or the value of a custom_jvp)
@@ -101,6 +116,25 @@ defmodule NxJax.DefnTest do
       assert_in_delta number(grad_grad_sin_times(f64(2.0), f64(3.0))),
                       -:math.sin(2.0) * 3.0,
                       1.0e-14
+    end
+
+    test "custom_jvp with its inputs in a tuple: the list form's values, JAX's numbers" do
+      x = f64(2.0)
+      y = f64(3.0)
+      {dx, dy} = grad({x, y}, fn {x, y} -> sin_times_tuple(x, y) end)
+      assert {dx, dy} == grad_sin_times(x, y)
+      assert_in_delta number(dx), :math.cos(2.0) * 3.0, 1.0e-15
+      assert_in_delta number(dy), :math.sin(2.0), 1.0e-15
+      {_value, tangent} = jvp(&sin_times_tuple/2, {x, y}, {f64(1.0), f64(0.5)})
+      assert_in_delta number(tangent), :math.cos(2.0) * 3.0 + :math.sin(2.0) * 0.5, 1.0e-15
+      assert grad(Nx.tensor(100.0), &log1pexp_tuple/1) == Nx.tensor(1.0)
+
+      # outside a trace, the value (the function called on the tuple's elements)
+      assert number(custom_jvp(&Nx.add/2, {1.0, 2.0}, fn {a, b} -> Nx.add(a, b) end)) == 3.0
+
+      assert_raise ArgumentError, ~r/non-empty list or tuple of tensors/, fn ->
+        custom_jvp(1.0, {}, fn {} -> 0.0 end)
+      end
     end
 
     test "log1pexp with the stable rule has grad 1.0 at 100.0 where autodiff gives NaN" do
@@ -515,7 +549,7 @@ defmodule NxJax.DefnTest do
         )
       end
 
-      assert_raise ArgumentError, ~r/non-empty list of tensors/, fn ->
+      assert_raise ArgumentError, ~r/non-empty list or tuple of tensors/, fn ->
         custom_jvp(1.0, [], fn [t] -> t end)
       end
     end

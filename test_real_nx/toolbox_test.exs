@@ -247,12 +247,13 @@ defmodule NxJax.RealNx.ToolboxTest do
                      end).(2.0)
                    end
 
-      assert_raise ArgumentError, ~r/non-vectorized/, fn ->
+      # (a solver's answer vectorized along an axis neither the guess nor the equation has)
+      assert_raise ArgumentError, ~r/solve is vectorized along \[:k\], which the unknown/, fn ->
         jit(fn a ->
           custom_root(
             &Nx.subtract(&1, a),
-            Nx.vectorize(Nx.tensor([1.0, 2.0]), :rows),
-            fn _f, x -> x end,
+            1.0,
+            fn _f, _x -> Nx.vectorize(Nx.tensor([1.0, 2.0]), :k) end,
             fn _g, y ->
               y
             end
@@ -477,7 +478,7 @@ defmodule NxJax.RealNx.ToolboxTest do
         end)
       end
 
-      assert_raise ArgumentError, ~r/non-empty list of tensors/, fn ->
+      assert_raise ArgumentError, ~r/non-empty list or tuple of tensors/, fn ->
         jit(&custom_jvp(Nx.sin(&1), [], fn [t] -> t end)).(1.0)
       end
     end
@@ -588,6 +589,124 @@ defmodule NxJax.RealNx.ToolboxTest do
     end
   end
 
+  ## vectorized values, tuple inputs of custom_jvp
+
+  # (tuples are patterns real Nx's defn takes: the rule receives the tangents in the inputs'
+  # container)
+  defn sin_times_tuple(x, y) do
+    custom_jvp(Nx.sin(x) * y, {x, y}, fn {x_dot, y_dot} ->
+      Nx.cos(x) * x_dot * y + Nx.sin(x) * y_dot
+    end)
+  end
+
+  defn log1pexp_tuple(x) do
+    custom_jvp(&Nx.log1p(Nx.exp(&1)), {x}, fn {x}, {x_dot} ->
+      x_dot * (1 - 1 / (1 + Nx.exp(x)))
+    end)
+  end
+
+  defn scaled_tuple(x, w), do: custom_jvp(x * w, {x, w}, fn {xd, wd} -> xd * w + x * wd end)
+
+  defp r3_r2(v), do: Nx.stack([Nx.sum(Nx.pow(v, 3)), Nx.product(v)])
+
+  describe "vectorized values and tuple inputs" do
+    test "custom_jvp with tuple inputs inside defn: JAX's gradients, the list form's values" do
+      {dx, dy} = jit(&grad({&1, &2}, fn {x, y} -> sin_times_tuple(x, y) end)).(2.0, 3.0)
+      assert_in_delta number(dx), 3.0 * :math.cos(2.0), 1.0e-6
+      assert_in_delta number(dy), :math.sin(2.0), 1.0e-6
+      assert {dx, dy} == jit(&grad({&1, &2}, fn {x, y} -> sin_times(x, y) end)).(2.0, 3.0)
+      {_value, tangent} = jvp(&sin_times_tuple/2, {2.0, 3.0}, {1.0, 0.0})
+      assert_in_delta number(tangent), 3.0 * :math.cos(2.0), 1.0e-6
+      assert number(jit(&grad(&1, fn x -> log1pexp_tuple(x) end)).(100.0)) == 1.0
+    end
+
+    test "jvp, jacfwd, jacrev and hessian of vectorized values: each entry's own" do
+      at = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
+      x = Nx.vectorize(at, :rows)
+
+      # closed forms: d/dv [sum v^3, v0 v1] = [[3 v0^2, 3 v1^2], [v1, v0]]
+      jacobian = [[[3.0, 12.0], [2.0, 1.0]], [[27.0, 48.0], [4.0, 3.0]]]
+
+      for jac <- [&jacrev/2, &jacfwd/2] do
+        result = jac.(&r3_r2/1, x)
+        assert result.vectorized_axes == [rows: 2]
+        assert Nx.to_list(Nx.devectorize(result)) == jacobian
+      end
+
+      hessian = hessian(fn v -> Nx.sum(Nx.pow(v, 3)) end, x) |> Nx.devectorize()
+      assert Nx.to_flat_list(hessian) == [6.0, 0.0, 0.0, 12.0, 18.0, 0.0, 0.0, 24.0]
+
+      # a vectorized tangent: one direction per entry; a plain one: the same for each
+      t = Nx.vectorize(Nx.tensor([[1.0, 0.0], [0.0, 1.0]]), :rows)
+      {value, tangent} = jvp(&r3_r2/1, x, t)
+      assert Nx.to_list(Nx.devectorize(value)) == [[9.0, 2.0], [91.0, 12.0]]
+      assert Nx.to_list(Nx.devectorize(tangent)) == [[3.0, 2.0], [48.0, 3.0]]
+      {_value, tangent} = jvp(&r3_r2/1, x, Nx.tensor([1.0, 0.0]))
+      assert Nx.to_list(Nx.devectorize(tangent)) == [[3.0, 2.0], [27.0, 4.0]]
+
+      # (an output vectorized along an axis x lacks: a vectorized value read from outside)
+      w = Nx.vectorize(Nx.tensor([1.0, 2.0, 3.0]), :k)
+
+      assert_raise ArgumentError,
+                   ~r/vectorized along \[:rows\].*also vectorized along \[:k\]/,
+                   fn ->
+                     jacfwd(fn v -> Nx.multiply(v, w) end, x)
+                   end
+    end
+
+    test "custom_root and custom_linear_solve of vectorized values: each entry's gradient" do
+      a = Nx.vectorize(Nx.tensor([2.0, 3.0, 9.0]), :rows)
+      roots = jit(&newton_sqrt/1).(a)
+      assert roots.vectorized_axes == [rows: 3]
+      assert_all_close(Nx.devectorize(roots), Nx.sqrt(Nx.tensor([2.0, 3.0, 9.0])), 1.0e-6)
+
+      # d sqrt(a) = 1 / (2 sqrt a); d2 = -a^(-3/2) / 4
+      for {got, want} <- [
+            {grad(a, &newton_sqrt/1), &(0.5 / :math.sqrt(&1))},
+            {grad(a, &grad(&1, fn a -> newton_sqrt(a) end)), &(-0.25 * :math.pow(&1, -1.5))}
+          ] do
+        for {g, a} <- Enum.zip(Nx.to_flat_list(Nx.devectorize(got)), [2.0, 3.0, 9.0]) do
+          assert_in_delta g, want.(a), 1.0e-6
+        end
+      end
+
+      # x = A^-1 b per entry: d sum(x) / d b = A^-T 1 for each entry; d / d A = -(A^-T 1)
+      # (sum of the entries' x)^T, A being shared by the entries
+      matrix = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])
+      bs = Nx.tensor([[1.0, 2.0], [0.0, 1.0]])
+      b = Nx.vectorize(bs, :rows)
+
+      solve = fn a, b ->
+        custom_linear_solve(&Nx.dot(a, &1), b, fn _m, b -> Nx.LinAlg.solve(a, b) end, nil,
+          symmetric: true
+        )
+      end
+
+      w = Nx.LinAlg.solve(Nx.transpose(matrix), Nx.tensor([1.0, 1.0]))
+      xs = Nx.LinAlg.solve(matrix, Nx.transpose(bs)) |> Nx.transpose()
+      grad_b = jit(fn a, b -> grad(b, &Nx.sum(solve.(a, &1))) end).(matrix, b)
+      assert_all_close(Nx.devectorize(grad_b), Nx.stack([w, w]), 1.0e-6)
+      grad_a = jit(fn a, b -> grad(a, &Nx.sum(solve.(&1, b))) end).(matrix, b)
+      want = Nx.negate(Nx.outer(w, Nx.sum(xs, axes: [0])))
+      assert_all_close(grad_a, want, 1.0e-6)
+    end
+
+    test "custom_jvp of vectorized values: each entry's rule, a shared input's summed" do
+      x = Nx.vectorize(Nx.tensor([0.0, 100.0]), :rows)
+      g = jit(&grad(&1, fn x -> log1pexp_tuple(x) end)).(x)
+      assert g.vectorized_axes == [rows: 2]
+      assert Nx.to_flat_list(Nx.devectorize(g)) == [0.5, 1.0]
+
+      # the rule is x's and w's own derivative: the same gradients as autodiff of x * w
+      x = Nx.vectorize(Nx.tensor([1.0, 2.0, 3.0]), :rows)
+      custom = jit(&grad({&1, &2}, fn {x, w} -> scaled_tuple(x, w) end)).(x, 2.0)
+      plain = jit(&grad({&1, &2}, fn {x, w} -> Nx.multiply(x, w) end)).(x, 2.0)
+      lists = &Enum.map(Tuple.to_list(&1), fn t -> Nx.to_flat_list(Nx.devectorize(t)) end)
+      assert lists.(custom) == lists.(plain)
+      assert lists.(custom) == [[2.0, 2.0, 2.0], [6.0]]
+    end
+  end
+
   ## checkpoint, check_grads!, debug_nans
 
   describe "checkpoint, check_grads! and debug_nans" do
@@ -596,7 +715,7 @@ defmodule NxJax.RealNx.ToolboxTest do
       x = Nx.tensor([0.0, 1.0, -0.5])
       assert grad(x, loss) == grad(x, &Nx.sum(Nx.tanh(Nx.sin(&1))))
 
-      assert_raise ArgumentError, ~r/:policy to be one of/, fn ->
+      assert_raise ArgumentError, ~r/:policy to be nil, one of/, fn ->
         jit(&checkpoint(fn x -> x end, [&1], policy: :bogus)).(x)
       end
     end
@@ -621,7 +740,7 @@ defmodule NxJax.RealNx.ToolboxTest do
       end
     end
 
-    test "debug_nans names the op and the graph node of the first non-finite value" do
+    test "debug_nans names the op, its graph node and operands of the first non-finite value" do
       plain = fn x -> grad(x, &Nx.log1p(Nx.exp(&1))) end
       stable = fn x -> grad(x, &log1pexp/1) end
       assert_in_delta number(jit(stable, debug_nans: true).(Nx.tensor(20.0))), 1.0, 1.0e-7
@@ -644,6 +763,10 @@ defmodule NxJax.RealNx.ToolboxTest do
       # (the graph is differentiated before the worker sees it: its backward ops are ops of
       # the one pass it runs, which the report calls the forward pass)
       assert error.message =~ "in the value of divide (graph node"
+
+      # the operands' types and shapes, read from the graph sent, and why there is no line
+      assert error.message =~ ~r/divide \(graph node \d+, operands f32\[2\], f32\[2\]\)/
+      assert error.message =~ "real Nx's expressions record no source line"
     end
   end
 end

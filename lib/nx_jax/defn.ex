@@ -37,6 +37,7 @@ defmodule NxJax.Defn do
   """
 
   alias Nx.Defn.{Composite, ControlFlow, Expr}
+  alias NxJax.Defn.Checks
 
   @doc """
   Forward mode: returns `{primal_out, tangent_out}`, the value of `fun` at `primals` and its
@@ -90,7 +91,9 @@ defmodule NxJax.Defn do
     pullback = fn cotangent ->
       Nx.Defn.Compiler.jit_apply(
         fn primals, cotangent ->
-          Nx.Defn.grad(primals, fn x -> pairing(fun.(x), cotangent, "vjp/2") end)
+          Nx.Defn.grad(primals, fn x ->
+            Checks.pairing(fun.(x), Composite.flatten_list([cotangent]), "vjp/2")
+          end)
         end,
         [primals, cotangent],
         []
@@ -115,31 +118,6 @@ defmodule NxJax.Defn do
   def linearize(fun, primals) when is_function(fun) do
     value = Nx.Defn.Compiler.jit_apply(fun, [primals], [])
     {value, fn tangents -> elem(jvp(fun, primals, tangents), 1) end}
-  end
-
-  # <y, u>: the sum over the leaves of sum(y * u), for a cotangent in y's container
-  defp pairing(y, u, fun) do
-    ys = Composite.flatten_list([y])
-    us = Composite.flatten_list([u])
-
-    if length(ys) != length(us) do
-      raise ArgumentError,
-            "#{fun} expects a cotangent in the container of the output, got #{inspect(u)} " <>
-              "for #{inspect(y)}"
-    end
-
-    Enum.zip_with(ys, us, fn y, u ->
-      y = Expr.to_expr(y)
-
-      unless Nx.shape(u) == y.shape do
-        raise ArgumentError,
-              "#{fun} expects each cotangent to have its output's shape, got an output of " <>
-                "shape #{inspect(y.shape)} and a cotangent of shape #{inspect(Nx.shape(u))}"
-      end
-
-      Nx.sum(Nx.multiply(y, u))
-    end)
-    |> Enum.reduce(&Nx.add/2)
   end
 
   @doc """
@@ -198,7 +176,9 @@ defmodule NxJax.Defn do
   Returns `expr_or_fun` (an expression, or a function called on `inputs`) with a forward
   rule of its own: its tangent, when the `inputs` (a list of tensors) move along tangents
   `[t1, ..., tk]`, is what `jvp_fun` returns (`jax.custom_jvp`). Reverse mode (`grad/2`) is
-  derived from that rule by JAX, so the rule must be linear in the tangents.
+  derived from that rule by JAX, so the rule must be linear in the tangents. `inputs` may
+  also be a tuple (`{x, y}`): the rule then receives the tangents (and the inputs) in a
+  tuple, the pattern real Nx's `defn` takes (`fn {x_dot, y_dot} -> ... end`).
 
   `jvp_fun` receives the list of tangents (one per input, each of its input's shape and
   type), or, with two arguments, the list of inputs and the list of tangents. It returns the
@@ -224,25 +204,21 @@ defmodule NxJax.Defn do
         NaN
       >
   """
-  @spec custom_jvp(term, [Nx.Tensor.t()], function) :: term
+  @spec custom_jvp(term, [Nx.Tensor.t()] | tuple, function) :: term
   def custom_jvp(expr_or_fun, inputs, jvp_fun)
       when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
-    inputs = inputs_list!(inputs)
+    list = Checks.custom_jvp_inputs!(inputs)
 
     # outside a trace nothing is differentiated: the value is all there is
-    if Expr.tracing?() or Enum.any?(inputs, &Expr.expr?/1) or Expr.expr?(expr_or_fun) do
-      custom_jvp_expr(expr_or_fun, Enum.map(inputs, &Expr.to_expr/1), jvp_fun)
+    if Expr.tracing?() or Enum.any?(list, &Expr.expr?/1) or Expr.expr?(expr_or_fun) do
+      exprs = Enum.map(list, &Expr.to_expr/1)
+      custom_jvp_expr(expr_or_fun, Checks.like_inputs(inputs, exprs), exprs, jvp_fun)
     else
-      if is_function(expr_or_fun), do: apply(expr_or_fun, inputs), else: expr_or_fun
+      if is_function(expr_or_fun), do: apply(expr_or_fun, list), else: expr_or_fun
     end
   end
 
-  def custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
-    raise ArgumentError,
-          "custom_jvp/3 expects a function of the tangents (fn [t1, ...] -> tangent end) or of " <>
-            "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
-            inspect(jvp_fun)
-  end
+  def custom_jvp(_expr_or_fun, _inputs, jvp_fun), do: Checks.custom_jvp_rule!(jvp_fun)
 
   ## Implicit differentiation and checkpoints (their own modules)
 
@@ -265,24 +241,8 @@ defmodule NxJax.Defn do
     xs = leaves!(primals, "jvp/3", "primals")
     ts = leaves!(tangents, "jvp/3", "tangents")
 
-    if length(xs) != length(ts) or not same_structure?(primals, tangents) do
-      raise ArgumentError,
-            "jvp/3 expects one tangent per primal, in the same container, got primals " <>
-              "#{inspect(primals)} and tangents #{inspect(tangents)}"
-    end
-
-    Enum.each(xs, &differentiable!(&1, "jvp/3", [:f, :bf, :c]))
-
-    ts =
-      Enum.zip_with(xs, ts, fn x, t ->
-        if t.shape != x.shape do
-          raise ArgumentError,
-                "jvp/3 expects each tangent to have its primal's shape, got a primal of shape " <>
-                  "#{inspect(x.shape)} and a tangent of shape #{inspect(t.shape)}"
-        end
-
-        Nx.as_type(t, x.type)
-      end)
+    ts = Checks.tangents!(primals, tangents, xs, ts)
+    Enum.each(xs, &Checks.differentiable!(&1.type, "jvp/3", [:f, :bf, :c]))
 
     # vectorized primals or tangents: the jvp of the batched function is the batch of the
     # entries' jvps (each entry's output depends on its own entry only)
@@ -309,21 +269,14 @@ defmodule NxJax.Defn do
   defp jacobian_expr(op, fun, x) do
     name = "#{op}/2"
     xs = leaves!(x, name, "x")
-    Enum.each(xs, &differentiable!(&1, name, [:f, :bf]))
+    Enum.each(xs, &Checks.differentiable!(&1.type, name, [:f, :bf]))
     # vectorized values: the worker takes each entry's Jacobian of the batched function
     # (opts batch: the number of leading vectorized axes), as jax.vmap of the transformation
     {vec, xs} = devectorize_leaves(xs)
     {copies, _out, batched} = batched_call(fun, x, xs, vec, name)
     ys = Composite.flatten_list([batched])
 
-    Enum.each(ys, fn y ->
-      unless elem(y.type, 0) in [:f, :bf] do
-        raise ArgumentError,
-              "#{name} differentiates functions with floating-point outputs (as JAX does " <>
-                "without its holomorphic option), got an output of type " <>
-                "#{Nx.Type.to_string(y.type)}. Convert it with Nx.as_type/2"
-      end
-    end)
+    Enum.each(ys, &Checks.floating_output!(&1.type, name))
 
     if op != :jacrev, do: refuse_reverse_only!(ys, copies, name)
 
@@ -364,102 +317,42 @@ defmodule NxJax.Defn do
 
   ## custom_jvp
 
-  defp custom_jvp_expr(expr_or_fun, inputs, jvp_fun) do
-    expr = value!(expr_or_fun, inputs)
+  # `inputs` in the container the user gave, `exprs` their list
+  defp custom_jvp_expr(expr_or_fun, inputs, exprs, jvp_fun) do
+    expr = Checks.custom_jvp_value!(expr_or_fun, exprs, &Expr.to_expr/1)
     es = Composite.flatten_list([expr])
 
     {{params, tangents}, scope} =
-      ControlFlow.trace_on_parameters(inputs, fn params ->
-        returned =
-          if is_function(jvp_fun, 1), do: jvp_fun.(params), else: jvp_fun.(inputs, params)
-
-        fit_tangents!(returned, expr)
+      ControlFlow.trace_on_parameters(exprs, fn params ->
+        jvp_fun
+        |> Checks.apply_rule(inputs, params)
+        |> Checks.fit_tangents!(expr, &fit_tangent/2)
       end)
 
     captures = ControlFlow.captures(tangents, scope)
 
     opts = %{
-      primals: length(inputs),
+      primals: length(exprs),
       jvp: {:subgraph, tangents, params ++ captures}
     }
 
-    node_inputs = Enum.map(es ++ inputs ++ captures, &ControlFlow.node_input/1)
+    node_inputs = Enum.map(es ++ exprs ++ captures, &ControlFlow.node_input/1)
     values = Expr.tuple(:custom_jvp, node_inputs, opts, Enum.map(es, &Expr.template_of/1))
 
     Composite.fill(expr, Tuple.to_list(values))
   end
 
-  defp inputs_list!(inputs) do
-    unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &Composite.leaf?/1) do
-      raise ArgumentError,
-            "custom_jvp/3 expects a non-empty list of tensors as its inputs (the values whose " <>
-              "tangents the rule receives), got: #{inspect(inputs)}"
-    end
-
-    inputs
-  end
-
-  defp value!(fun, inputs) when is_function(fun) do
-    unless is_function(fun, length(inputs)) do
-      raise ArgumentError,
-            "custom_jvp/3 calls its function with the #{length(inputs)} inputs, got a function " <>
-              "of another arity: #{inspect(fun)}"
-    end
-
-    fun |> apply(inputs) |> value!()
-  end
-
-  defp value!(expr, _inputs), do: value!(expr)
-
-  defp value!(tuple) when is_tuple(tuple) and tuple_size(tuple) > 0 do
-    tuple |> Tuple.to_list() |> Enum.map(&value!/1) |> List.to_tuple()
-  end
-
-  defp value!(leaf) when is_number(leaf) or is_struct(leaf, Nx.Tensor), do: Expr.to_expr(leaf)
-
-  defp value!(other) do
-    raise ArgumentError,
-          "custom_jvp/3 expects a tensor or a tuple of tensors as its value, got: #{inspect(other)}"
-  end
-
-  # the rule's tangents, one per leaf of the value: broadcast to its shape and vectorized axes,
-  # in its type (zeros for an integer leaf, whose tangent JAX takes as zero)
-  defp fit_tangents!(returned, expr) when is_tuple(expr) do
-    unless is_tuple(returned) and tuple_size(returned) == tuple_size(expr) do
-      raise ArgumentError,
-            "the jvp function given to custom_jvp/3 must return a tuple of " <>
-              "#{tuple_size(expr)} tangents (one per element of the value), got: " <>
-              inspect(returned)
-    end
-
-    Enum.zip_with(Tuple.to_list(returned), Tuple.to_list(expr), &fit_tangent!/2)
-  end
-
-  defp fit_tangents!(returned, expr), do: [fit_tangent!(returned, expr)]
-
-  defp fit_tangent!(tangent, value) when is_number(tangent) or is_struct(tangent, Nx.Tensor) do
+  # the rule's tangent of `value`, broadcast to its shape and vectorized axes, in its type
+  # (zeros for an integer leaf, whose tangent JAX takes as zero)
+  defp fit_tangent(tangent, value) do
     if elem(value.type, 0) in [:f, :bf, :c] do
-      tangent = tangent |> Expr.to_expr() |> vectorized_like!(value)
-
-      try do
-        tangent |> Nx.broadcast(value.shape) |> Nx.as_type(value.type)
-      rescue
-        ArgumentError ->
-          reraise ArgumentError,
-                  "the tangent returned by the custom_jvp/3 function has shape " <>
-                    "#{inspect(tangent.shape)}, which cannot be broadcast to the value's shape " <>
-                    "#{inspect(value.shape)}",
-                  __STACKTRACE__
-      end
+      tangent
+      |> Expr.to_expr()
+      |> vectorized_like!(value)
+      |> Checks.broadcast_tangent!(value.shape, value.type)
     else
       Expr.constant(0, value.type, value.shape) |> vectorized_like!(value)
     end
-  end
-
-  defp fit_tangent!(other, value) do
-    raise ArgumentError,
-          "the jvp function given to custom_jvp/3 must return a tensor or a number for a " <>
-            "value of shape #{inspect(value.shape)}, got: #{inspect(other)}"
   end
 
   # (a vectorized value's tangent has one entry per entry of the value: the rule's result
@@ -518,7 +411,7 @@ defmodule NxJax.Defn do
   # over `vec` (devectorize_output/4), the function's outputs as the graph differentiates them
   defp batched_call(fun, container, xs, vec, name) do
     {copies, out} = call(fun, container, xs, vec)
-    outputs!(out, name)
+    Checks.outputs!(out, name)
     ref = if vec != [], do: revectorize_leaf(hd(copies), vec)
     {copies, out, Composite.traverse(out, &devectorize_output(&1, vec, ref, name))}
   end
@@ -533,35 +426,9 @@ defmodule NxJax.Defn do
 
   defp devectorize_output(y, vec, ref, name) do
     y = Expr.to_expr(y)
-    names = Keyword.keys(vec)
-
-    case Keyword.keys(y.vectorized_axes) -- names do
-      [] ->
-        [_, y] = Nx.broadcast_vectors([ref, y])
-        Nx.devectorize(y, keep_names: false)
-
-      extra ->
-        raise ArgumentError,
-              "#{name} differentiates with respect to values vectorized along " <>
-                "#{inspect(names)}, and the function's output is also vectorized along " <>
-                "#{inspect(extra)} (it reads a vectorized value that is not an argument). " <>
-                "Pass that value as an argument too, or devectorize it"
-    end
-  end
-
-  defp same_structure?(left, right) do
-    Composite.compatible?(left, right, fn _, _ -> true end)
-  end
-
-  defp differentiable!(%Nx.Tensor{type: {kind, _} = type}, name, kinds) do
-    unless kind in kinds do
-      what = if :c in kinds, do: "floating-point or complex", else: "floating-point"
-
-      raise ArgumentError,
-            "#{name} differentiates with respect to #{what} tensors only (as JAX does), " <>
-              "got one of type #{Nx.Type.to_string(type)}. Pass a float (3.0, not 3) or " <>
-              "convert it with Nx.as_type/2"
-    end
+    Checks.output_vectorized_within!(y, Keyword.keys(vec), name)
+    [_, y] = Nx.broadcast_vectors([ref, y])
+    Nx.devectorize(y, keep_names: false)
   end
 
   # calls `fun` on its own copy of each differentiated value (as grad/2 does): what it reads
@@ -569,39 +436,7 @@ defmodule NxJax.Defn do
   defp call(fun, container, xs, vec) do
     copies = Enum.map(xs, &Expr.metadata(&1, %{differentiated: true}))
     arg = Composite.fill(container, Enum.map(copies, &revectorize_leaf(&1, vec)))
-
-    out =
-      cond do
-        is_function(fun, 1) ->
-          fun.(arg)
-
-        is_tuple(arg) and is_function(fun, tuple_size(arg)) ->
-          apply(fun, Tuple.to_list(arg))
-
-        true ->
-          raise ArgumentError,
-                "expected a function of one argument (or, for a tuple, of one argument per " <>
-                  "element), got: #{inspect(fun)}"
-      end
-
-    {copies, out}
-  end
-
-  defp outputs!(out, name) do
-    leaves =
-      try do
-        Composite.flatten_list([out])
-      rescue
-        Protocol.UndefinedError -> nil
-      end
-
-    if leaves in [nil, []] do
-      raise ArgumentError,
-            "#{name} expects the function to return a tensor or a tuple of tensors, got: " <>
-              inspect(out)
-    end
-
-    Enum.map(leaves, &Expr.to_expr/1)
+    {copies, Checks.call!(fun, arg)}
   end
 
   # forward mode through a custom_grad/3 node: its rule is reverse-mode only (jax.custom_vjp)

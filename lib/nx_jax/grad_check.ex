@@ -17,6 +17,7 @@ defmodule NxJax.GradCheck do
   """
 
   alias Nx.Defn.Composite
+  alias NxJax.Defn.Checks
 
   defmodule Error do
     @moduledoc "Raised by `NxJax.GradCheck.check_grads!/4` when a gradient is off."
@@ -185,7 +186,7 @@ defmodule NxJax.GradCheck do
         p |> Enum.zip_with(q, &arith(fun, &1, &2)) |> encode_as(type, shape)
       end)
 
-    fill(a, leaves)
+    Checks.fill(a, leaves)
   end
 
   defp arith(fun, p, q) when is_number(p) and is_number(q), do: fun.(p, q)
@@ -207,7 +208,7 @@ defmodule NxJax.GradCheck do
         {encode_as(Enum.take(draw, Tuple.product(shape)), type, shape), seed}
       end)
 
-    {fill(container, leaves), seed}
+    {Checks.fill(container, leaves), seed}
   end
 
   defp encode_as(values, type, shape) do
@@ -363,13 +364,5 @@ defmodule NxJax.GradCheck do
 
   defp encode(values, %Nx.Tensor{type: type, shape: shape}) do
     values |> Nx.tensor(type: type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
-  end
-
-  # `container` with its leaves replaced by `leaves`, in order
-  defp fill(container, leaves) do
-    {filled, []} =
-      Composite.traverse(container, leaves, fn _leaf, [leaf | rest] -> {leaf, rest} end)
-
-    filled
   end
 end

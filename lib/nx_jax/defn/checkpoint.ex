@@ -22,15 +22,7 @@ defmodule NxJax.Defn.Checkpoint do
   """
 
   alias Nx.Defn.{Composite, ControlFlow, Expr}
-
-  # policy atom -> what it saves (the name in jax.checkpoint_policies is the atom's)
-  @policies [
-    everything_saveable: "every value (no recomputation)",
-    nothing_saveable: "nothing but the inputs (recompute everything; JAX's default)",
-    dots_saveable: "the results of dot products (`Nx.dot/2` and friends)",
-    dots_with_no_batch_dims_saveable: "the results of dot products without batch axes"
-  ]
-  @named_policies [:save_only, :save_anything_except]
+  alias NxJax.Defn.Checks
 
   @doc """
   The names of the policies `checkpoint/3` takes as atoms, with what each saves.
@@ -39,7 +31,7 @@ defmodule NxJax.Defn.Checkpoint do
       [:everything_saveable, :nothing_saveable, :dots_saveable, :dots_with_no_batch_dims_saveable]
   """
   @spec policies() :: keyword(String.t())
-  def policies, do: @policies
+  defdelegate policies, to: Checks
 
   @doc """
   `fun` applied to `args`, checkpointed: the same values and gradients, with only what
@@ -79,17 +71,9 @@ defmodule NxJax.Defn.Checkpoint do
   """
   def checkpoint(fun, args, opts \\ [])
 
-  def checkpoint(fun, args, opts) when is_function(fun) do
-    opts = Keyword.validate!(opts, policy: nil, prevent_cse: true)
-    policy = policy!(opts[:policy])
-    prevent_cse = opts[:prevent_cse]
-
-    unless is_boolean(prevent_cse) do
-      raise ArgumentError,
-            "checkpoint/3 expects :prevent_cse to be a boolean, got: #{inspect(prevent_cse)}"
-    end
-
-    {apply_fun, containers} = arguments!(fun, args)
+  def checkpoint(fun, args, opts) do
+    {policy, prevent_cse} = Checks.checkpoint_options!(opts)
+    {apply_fun, containers} = Checks.checkpoint_arguments!(fun, args)
 
     leaves =
       containers
@@ -114,10 +98,6 @@ defmodule NxJax.Defn.Checkpoint do
     Composite.fill(result, Tuple.to_list(outs))
   end
 
-  def checkpoint(fun, _args, _opts) do
-    raise ArgumentError, "checkpoint/3 expects a function, got: #{inspect(fun)}"
-  end
-
   @doc """
   `tensor` named `name` (an atom or a string) for the policies of `checkpoint/3`
   (`{:save_only, names}`, `{:save_anything_except, names}`): the identity for values and
@@ -132,7 +112,7 @@ defmodule NxJax.Defn.Checkpoint do
       >
   """
   def checkpoint_name(tensor, name) do
-    name = name!(name, "checkpoint_name/2")
+    name = Checks.checkpoint_name!(name, "checkpoint_name/2")
 
     if Expr.expr?(tensor) or Expr.tracing?() do
       tensor = value!(tensor, "checkpoint_name/2", "the tensor")
@@ -144,66 +124,7 @@ defmodule NxJax.Defn.Checkpoint do
     end
   end
 
-  ## Options
-
-  defp policy!(nil), do: nil
-
-  defp policy!(name) when is_atom(name) do
-    if Keyword.has_key?(@policies, name), do: name, else: bad_policy!(name)
-  end
-
-  defp policy!({kind, names}) when kind in @named_policies and is_list(names) do
-    {kind, Enum.map(names, &name!(&1, "checkpoint/3's #{inspect(kind)} policy"))}
-  end
-
-  defp policy!(other), do: bad_policy!(other)
-
-  defp bad_policy!(policy) do
-    atoms = @policies |> Keyword.keys() |> Enum.map_join(", ", &inspect/1)
-
-    raise ArgumentError,
-          "checkpoint/3 expects :policy to be nil, one of #{atoms}, {:save_only, names} or " <>
-            "{:save_anything_except, names} (names: a list of atoms or strings given to " <>
-            "checkpoint_name/2), got: #{inspect(policy)}"
-  end
-
-  defp name!(name, _where) when is_binary(name) and name != "", do: name
-
-  defp name!(name, _where) when is_atom(name) and name not in [nil, true, false],
-    do: Atom.to_string(name)
-
-  defp name!(other, where) do
-    raise ArgumentError,
-          "#{where} expects a name to be an atom or a non-empty string, got: #{inspect(other)}"
-  end
-
   ## Values
-
-  # {a function of the filled containers, the containers}: a list is the arguments of `fun`,
-  # anything else its one argument
-  defp arguments!(fun, args) when is_list(args) do
-    {:arity, arity} = Function.info(fun, :arity)
-
-    if arity != length(args) do
-      raise ArgumentError,
-            "checkpoint/3 expects a function of #{length(args)} arguments for the list of " <>
-              "#{length(args)} arguments given, got a function of arity #{arity}"
-    end
-
-    {&apply(fun, &1), args}
-  end
-
-  defp arguments!(fun, args) do
-    unless is_function(fun, 1) do
-      {:arity, arity} = Function.info(fun, :arity)
-
-      raise ArgumentError,
-            "checkpoint/3 expects a function of one argument for #{inspect(args)} (give a " <>
-              "list of arguments for a function of several), got a function of arity #{arity}"
-    end
-
-    {fn [filled] -> fun.(filled) end, [args]}
-  end
 
   defp fill_arguments(containers, params) do
     {filled, []} =

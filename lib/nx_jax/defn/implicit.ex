@@ -20,6 +20,7 @@ defmodule NxJax.Defn.Implicit do
   """
 
   alias Nx.Defn.{ControlFlow, Expr}
+  alias NxJax.Defn.Checks
 
   @doc """
   The root `x` of `f` (`f.(x) == 0`, `x` shaped like `initial_guess`) that
@@ -52,7 +53,7 @@ defmodule NxJax.Defn.Implicit do
   """
   def custom_root(f, initial_guess, solve, tangent_solve)
       when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
-    x0 = "custom_root/4" |> value!(initial_guess, "the initial guess") |> widened(f)
+    x0 = initial_guess |> unknown!("custom_root/4", "the initial guess") |> widened(f)
     fit = &fit!(&1, x0, &2)
 
     {{[x], [residual]}, f_scope} = trace([x0], fn [x] -> [fit.(f.(x), "f.(x)")] end)
@@ -102,15 +103,8 @@ defmodule NxJax.Defn.Implicit do
   def custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
       when is_function(matvec, 1) and is_function(solve, 2) and
              (is_function(transpose_solve, 2) or is_nil(transpose_solve)) do
-    opts = Keyword.validate!(opts, symmetric: false)
-    symmetric = opts[:symmetric]
-
-    unless is_boolean(symmetric) do
-      raise ArgumentError,
-            "custom_linear_solve/5 expects :symmetric to be a boolean, got: #{inspect(symmetric)}"
-    end
-
-    b = "custom_linear_solve/5" |> value!(b, "b") |> widened(matvec)
+    symmetric = Checks.linear_solve_options!(opts)
+    b = b |> unknown!("custom_linear_solve/5", "b") |> widened(matvec)
     fit = &fit!(&1, b, &2)
 
     {{[x], [ax]}, matvec_scope} = trace([b], fn [x] -> [fit.(matvec.(x), "matvec.(x)")] end)
@@ -186,56 +180,16 @@ defmodule NxJax.Defn.Implicit do
 
   ## Values
 
-  defp value!(fun, value, what) do
-    tensor =
-      case value do
-        %Nx.Tensor{} ->
-          Expr.to_expr(value)
-
-        number when is_number(number) ->
-          Expr.to_expr(number)
-
-        other ->
-          raise ArgumentError, "#{fun} expects #{what} to be a tensor, got: #{inspect(other)}"
-      end
-
-    case tensor.type do
-      {kind, _} when kind in [:f, :bf] -> tensor
-      {:c, _} -> raise ArgumentError, "#{fun} expects #{what} to be real, got: #{inspect(value)}"
-      type -> Nx.as_type(tensor, Nx.Type.to_floating(type))
-    end
-  end
+  defp unknown!(value, fun, what), do: Checks.unknown!(value, fun, what, &Expr.to_expr/1)
 
   # `value` returned by a user's function, as a tensor of `like`'s shape, type and vectorized
   # axes (a scalar broadcast to it where `scalar_ok`; a value with fewer vectorized axes is
   # the same for every entry of those it lacks)
   defp fit!(value, like, what, scalar_ok \\ false) do
-    tensor =
-      case value do
-        %Nx.Tensor{} -> Expr.to_expr(value)
-        number when is_number(number) -> Expr.to_expr(number)
-        other -> raise ArgumentError, "#{what} must return a tensor, got: #{inspect(other)}"
-      end
+    tensor = Checks.returned!(value, like, what, &Expr.to_expr/1, scalar_ok)
+    Checks.unknown_vectorized_within!(tensor, like, what, value)
 
-    extra = Keyword.keys(tensor.vectorized_axes) -- Keyword.keys(like.vectorized_axes)
-
-    cond do
-      extra != [] ->
-        raise ArgumentError,
-              "#{what} is vectorized along #{inspect(extra)}, which the unknown (vectorized " <>
-                "along #{inspect(Keyword.keys(like.vectorized_axes))}) is not: it reads a " <>
-                "vectorized value that neither the initial guess (or b) nor the equation " <>
-                "has. Give the initial guess (or b) those axes too, or devectorize it, got: " <>
-                inspect(value)
-
-      tensor.shape != like.shape and not (scalar_ok and tensor.shape == {}) ->
-        raise ArgumentError,
-              "#{what} must have the shape of the unknown, #{inspect(like.shape)}, got: " <>
-                inspect(tensor.shape)
-
-      true ->
-        tensor = tensor |> Nx.as_type(like.type) |> Expr.align_vectorized(like.vectorized_axes)
-        if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
-    end
+    tensor = tensor |> Nx.as_type(like.type) |> Expr.align_vectorized(like.vectorized_axes)
+    if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
   end
 end

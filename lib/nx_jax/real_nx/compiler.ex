@@ -215,7 +215,7 @@ defmodule NxJax do
             end
           rescue
             error in NxJax.WorkerError ->
-              reraise explain(error, tensors), __STACKTRACE__
+              reraise explain(error, tensors, entry.graph), __STACKTRACE__
           end
 
         # (a resident argument's guard must outlive the request that names its handle)
@@ -249,11 +249,40 @@ defmodule NxJax do
     end
   end
 
-  # (debug_nans' report names a node of the graph: there is no source line to name here)
-  defp explain(%NxJax.WorkerError{class: "NonFinite", message: message} = error, _tensors),
-    do: %{error | message: Regex.replace(~r/\{node (\d+)\}/, message, "(graph node \\1)")}
+  # debug_nans' report (py_backend/debug_nans.py) names the graph's nodes as {node N}: here
+  # each becomes the node with the types and shapes of its operands, read from the graph sent.
+  # There is no source line to name: real Nx 0.7.2's expressions (%Nx.Defn.Expr{id, op, args,
+  # context}) record none, and the line of a defn's call lives only in the stack while real Nx
+  # traces it (docs/DIFFERENTIATION.md, "Under real Nx").
+  defp explain(%NxJax.WorkerError{class: "NonFinite", message: message} = error, _tensors, graph) do
+    {:nx_jax_graph, _version, nodes, _outputs} = :erlang.binary_to_term(graph)
+    outs = Map.new(nodes, fn {id, _op, _inputs, _opts, out} -> {id, out} end)
+    inputs = Map.new(nodes, fn {id, _op, inputs, _opts, _out} -> {id, inputs} end)
 
-  defp explain(error, tensors), do: NxJax.Resident.explain_unknown(error, tensors)
+    message =
+      Regex.replace(~r/\{node (\d+)\}/, message, fn _, id ->
+        id = String.to_integer(id)
+
+        case Map.get(inputs, id, []) do
+          [] ->
+            "(graph node #{id})"
+
+          operands ->
+            shapes = Enum.map_join(operands, ", ", &describe_out(Map.get(outs, &1)))
+            "(graph node #{id}, operands #{shapes})"
+        end
+      end)
+
+    %{error | message: message <> " (real Nx's expressions record no source line)"}
+  end
+
+  defp explain(error, tensors, _graph), do: NxJax.Resident.explain_unknown(error, tensors)
+
+  # an operand as Nx writes a tensor's type and shape: f32[2][3]
+  defp describe_out({type, shape}) when is_tuple(shape),
+    do: Nx.Type.to_string(type) <> Enum.map_join(Tuple.to_list(shape), &"[#{&1}]")
+
+  defp describe_out(_tuple_or_unknown), do: "a tuple"
 
   defp fill(template, results, server \\ nil) do
     {filled, []} = fill_walk(template, results, server)

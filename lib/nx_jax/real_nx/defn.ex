@@ -17,9 +17,12 @@ defmodule NxJax.Defn do
       compilers run and what real Nx's `grad/2` differentiates. The tangent is marked with
       the function's output, its primals and their tangents, and NxJax's compiler lowers it
       to one `jax.jvp` instead (unless the output's graph has a `stop_grad/1` or a
-      `custom_grad/3`, whose rules only real Nx's passes know). Jacobians and the Hessian are
-      built from `grad/2` row by row (`jacrev/2`) or from `jvp/3` column by column
-      (`jacfwd/2`): a graph that grows with the number of rows or columns.
+      `custom_grad/3`, whose rules only real Nx's passes know, or a value is vectorized).
+      Jacobians and the Hessian are built from `grad/2` row by row (`jacrev/2`) or from
+      `jvp/3` column by column (`jacfwd/2`): a graph that grows with the number of rows or
+      columns.
+    * Vectorized values (`Nx.vectorize/2`) are differentiated entry by entry, as real Nx's
+      `grad/2` differentiates them (the passes are written on the entries).
     * `custom_jvp/3`'s reverse rule is the user's forward rule transposed: the gradient with
       respect to the tangents of `<jvp_fun.(tangents), g>` (linear in the tangents).
     * `checkpoint/3` gives the function's values and gradients; real Nx writes the backward
@@ -33,6 +36,7 @@ defmodule NxJax.Defn do
   import Nx.Defn.Kernel, only: [custom_grad: 3]
 
   alias Nx.Defn.{Composite, Expr}
+  alias NxJax.Defn.Checks
   alias NxJax.RealNx.ExprRewrite
 
   @doc """
@@ -56,57 +60,53 @@ defmodule NxJax.Defn do
 
   defp jvp_expr(fun, primals, tangents) do
     xs = floats!(primals, "jvp/3", "primals")
-    ts = leaves!(tangents, "jvp/3", "tangents")
-
-    unless length(xs) == length(ts) and same_structure?(primals, tangents) do
-      raise ArgumentError,
-            "jvp/3 expects one tangent per primal, in the same container, got primals " <>
-              "#{inspect(primals)} and tangents #{inspect(tangents)}"
-    end
-
-    ts =
-      Enum.zip_with(xs, ts, fn x, t ->
-        unless Nx.shape(t) == Nx.shape(x) do
-          raise ArgumentError,
-                "jvp/3 expects each tangent to have its primal's shape, got a primal of shape " <>
-                  "#{inspect(Nx.shape(x))} and a tangent of shape #{inspect(Nx.shape(t))}"
-        end
-
-        Nx.as_type(t, Nx.type(x))
-      end)
+    ts = Checks.tangents!(primals, tangents, xs, leaves!(tangents, "jvp/3", "tangents"))
 
     # the function's own copy of each primal (what it reads from outside is a constant of it):
     # a node of its own, which a native jvp takes as the variable
     copies = Enum.map(xs, &Expr.reshape(&1, &1))
-    out = call(fun, fill(primals, copies))
-    outs = outputs!(out, "jvp/3")
+    out = Checks.call!(fun, Checks.fill(primals, copies))
+    outs = out |> outputs!("jvp/3") |> batched!(xs ++ ts, "jvp/3")
 
     # the cotangent u at which the (linear) pullback is differentiated: zeros of the outputs'
-    # floating types, so each tangent comes back in its output's type
-    us = for y <- outs, do: Nx.broadcast(Nx.tensor(0, type: Nx.Type.to_floating(y.type)), y)
-    primals = fill(primals, xs)
+    # floating types, so each tangent comes back in its output's type, and with their
+    # vectorized axes, so each entry gets its own tangent
+    us =
+      for y <- outs do
+        u = Nx.broadcast(Nx.tensor(0, type: Nx.Type.to_floating(y.type)), Nx.shape(y))
+        if y.vectorized_axes == [], do: u, else: hd(Nx.broadcast_vectors([u, y]))
+      end
+
+    primals = Checks.fill(primals, xs)
 
     passes =
       Nx.Defn.grad(List.to_tuple(us), fn us ->
-        pullback = Nx.Defn.grad(primals, fn x -> pairing(call(fun, x), Tuple.to_list(us)) end)
-        pairing(pullback, ts)
+        pullback =
+          Nx.Defn.grad(primals, fn x ->
+            Checks.pairing(Checks.call!(fun, x), Tuple.to_list(us), "jvp/3")
+          end)
+
+        Checks.pairing(pullback, ts, "jvp/3")
       end)
 
     # each tangent marked with what NxJax's compiler needs to lower it natively, as jax.jvp of
     # the output with respect to the copies (other compilers run the two passes); not where
     # the output's graph has a stop_grad or a custom_grad (custom_jvp's too): the wire lowers
-    # those as the identity, and only real Nx's reverse passes know their rules
+    # those as the identity, and only real Nx's reverse passes know their rules; nor with
+    # vectorized values (the wire's jvp node, lowered from this mark, takes none)
+    vectorized? = Enum.any?(outs ++ xs ++ ts, &(&1.vectorized_axes != []))
+
     tangents =
       Enum.zip_with(outs, Tuple.to_list(passes), fn y, tangent ->
         if elem(y.type, 0) in [:f, :bf, :c] and expr?(y) and expr?(tangent) and
-             not ExprRewrite.any?(y, &gradient_rule?/1) do
+             not vectorized? and not ExprRewrite.any?(y, &gradient_rule?/1) do
           Expr.metadata(tangent, %{nx_jax_jvp: {y, copies, Enum.map(ts, &Expr.tensor/1)}})
         else
           tangent
         end
       end)
 
-    {out, fill(out, tangents)}
+    {out, Checks.fill(out, tangents)}
   end
 
   defp gradient_rule?(%Nx.Tensor{data: %Expr{op: :metadata, args: [_, meta]}}),
@@ -136,7 +136,7 @@ defmodule NxJax.Defn do
       Nx.Defn.jit_apply(
         fn primals, cotangent ->
           Nx.Defn.grad(primals, fn x ->
-            pairing(fun.(x), Composite.flatten_list([cotangent]), "vjp/2")
+            Checks.pairing(fun.(x), Composite.flatten_list([cotangent]), "vjp/2")
           end)
         end,
         [primals, cotangent],
@@ -160,7 +160,7 @@ defmodule NxJax.Defn do
   """
   @spec linearize(function, term) :: {term, (term -> term)}
   deftransform linearize(fun, primals) when is_function(fun) do
-    value = Nx.Defn.jit_apply(fn x -> call(fun, x) end, [primals], on_conflict: :reuse)
+    value = Nx.Defn.jit_apply(&Checks.call!(fun, &1), [primals], on_conflict: :reuse)
     {value, fn tangents -> elem(jvp(fun, primals, tangents), 1) end}
   end
 
@@ -224,8 +224,9 @@ defmodule NxJax.Defn do
   # one row per output element: the gradient of that element
   defp jacrev_expr(fun, x, name \\ "jacrev/2") do
     xs = floats!(x, name, "x")
-    x = fill(x, xs)
-    out = call(fun, x)
+    x = Checks.fill(x, xs)
+    out = Checks.call!(fun, x)
+    out |> outputs!(name) |> batched!(xs, name)
 
     {jacobians, _count} =
       Composite.traverse(out, 0, fn y, o ->
@@ -238,14 +239,14 @@ defmodule NxJax.Defn do
   defp jacobian_rows(fun, x, xs, y, o) do
     rows =
       for i <- 0..(Nx.size(y) - 1)//1 do
-        Nx.Defn.grad(x, fn x -> pick(call(fun, x), o, i) end)
+        Nx.Defn.grad(x, fn x -> pick(Checks.call!(fun, x), o, i) end)
       end
 
     blocks =
       for {xi, k} <- Enum.with_index(xs) do
         rows
-        |> Enum.map(&(&1 |> then(fn row -> Composite.flatten_list([row]) end) |> Enum.at(k)))
-        |> stack(Tuple.to_list(Nx.shape(y)) ++ Tuple.to_list(Nx.shape(xi)))
+        |> Enum.map(&Enum.at(Composite.flatten_list([&1]), k))
+        |> jacobian_block(0, y, xi)
       end
 
     fill_blocks(x, blocks)
@@ -254,8 +255,9 @@ defmodule NxJax.Defn do
   # one column per element of x: the jvp along that element's unit vector
   defp jacfwd_expr(fun, x) do
     xs = floats!(x, "jacfwd/2", "x")
-    x = fill(x, xs)
-    out = call(fun, x)
+    x = Checks.fill(x, xs)
+    out = Checks.call!(fun, x)
+    out |> outputs!("jacfwd/2") |> batched!(xs, "jacfwd/2")
     Enum.each(Composite.flatten_list([out]), &floating_output!(&1, "jacfwd/2"))
 
     columns =
@@ -266,7 +268,7 @@ defmodule NxJax.Defn do
             |> Enum.with_index()
             |> Enum.map(fn {xl, l} -> if l == k, do: unit(xl, j), else: Nx.multiply(xl, 0) end)
 
-          {_, tangent} = jvp_expr(fun, x, fill(x, tangents))
+          {_, tangent} = jvp_expr(fun, x, Checks.fill(x, tangents))
           Composite.flatten_list([tangent])
         end
       end
@@ -279,26 +281,25 @@ defmodule NxJax.Defn do
       |> Enum.map(fn {y, o} ->
         blocks =
           Enum.zip_with(xs, columns, fn xi, cols ->
-            cols
-            |> Enum.map(&Enum.at(&1, o))
-            |> Enum.map(&Nx.reshape(&1, {Nx.size(y)}))
-            |> Nx.stack(axis: 1)
-            |> Nx.reshape(
-              List.to_tuple(Tuple.to_list(Nx.shape(y)) ++ Tuple.to_list(Nx.shape(xi)))
-            )
+            cols |> Enum.map(&Enum.at(&1, o)) |> jacobian_block(1, y, xi)
           end)
 
         fill_blocks(x, blocks)
       end)
 
-    fill(out, leaves)
+    Checks.fill(out, leaves)
   end
 
   defp fill_blocks(x, blocks) when is_tuple(x), do: List.to_tuple(blocks)
   defp fill_blocks(_x, [block]), do: block
 
-  defp stack(rows, shape) do
-    rows |> Enum.map(&Nx.flatten/1) |> Nx.stack() |> Nx.reshape(List.to_tuple(shape))
+  # the Jacobian block d y / d xi, shape y ++ xi, from its rows (`axis` 0: one per element of
+  # y, each shaped like xi) or its columns (`axis` 1: one per element of xi, shaped like y)
+  defp jacobian_block(pieces, axis, y, xi) do
+    pieces
+    |> Enum.map(&Nx.flatten/1)
+    |> Nx.stack(axis: axis)
+    |> Nx.reshape(List.to_tuple(Tuple.to_list(Nx.shape(y)) ++ Tuple.to_list(Nx.shape(xi))))
   end
 
   # the i-th element (row-major) of the o-th output leaf
@@ -315,7 +316,10 @@ defmodule NxJax.Defn do
   Returns `expr_or_fun` (an expression, or a function called on `inputs`) with a forward
   rule of its own: its tangent, when the `inputs` (a list of tensors) move along tangents
   `[t1, ..., tk]`, is what `jvp_fun` returns (`jax.custom_jvp`). Under real Nx the reverse
-  rule is that forward rule transposed, so the rule must be linear in the tangents.
+  rule is that forward rule transposed, so the rule must be linear in the tangents. `inputs`
+  may also be a tuple (`{x, y}`): the rule then receives the tangents (and the inputs) in a
+  tuple, a pattern real Nx's `defn` takes (`fn {x_dot, y_dot} -> ... end`; it takes no list
+  patterns).
 
   `jvp_fun` receives the list of tangents, or, with two arguments, the list of inputs and the
   list of tangents, and returns the tangent of the value (a tensor or number, broadcast to
@@ -335,57 +339,54 @@ defmodule NxJax.Defn do
         1.0
       >
   """
-  @spec custom_jvp(term, [Nx.Tensor.t()], function) :: term
+  @spec custom_jvp(term, [Nx.Tensor.t()] | tuple, function) :: term
   deftransform custom_jvp(expr_or_fun, inputs, jvp_fun)
                when is_function(jvp_fun, 1) or is_function(jvp_fun, 2) do
-    unless is_list(inputs) and inputs != [] and Enum.all?(inputs, &leaf?/1) do
-      raise ArgumentError,
-            "custom_jvp/3 expects a non-empty list of tensors as its inputs (the values whose " <>
-              "tangents the rule receives), got: #{inspect(inputs)}"
-    end
-
-    value = value!(expr_or_fun, inputs)
+    list = Checks.custom_jvp_inputs!(inputs)
+    value = Checks.custom_jvp_value!(expr_or_fun, list, &Nx.to_tensor/1)
     leaves = Composite.flatten_list([value])
 
     if Enum.any?(leaves, &expr?/1) do
       rule = fn ts ->
-        returned = if is_function(jvp_fun, 1), do: jvp_fun.(ts), else: jvp_fun.(inputs, ts)
-        fit_tangents!(returned, value)
+        jvp_fun
+        |> Checks.apply_rule(inputs, ts)
+        |> Checks.fit_tangents!(value, &fit_tangent/2)
       end
 
       # (an input that is not an expression, a tensor from outside the trace, depends on
       # nothing: it gets no cotangent)
-      traced = for {x, k} <- Enum.with_index(inputs), expr?(x), do: k
+      traced = for {x, k} <- Enum.with_index(list), expr?(x), do: k
 
       leaves
       |> Enum.with_index()
       |> Enum.map(fn {leaf, i} ->
-        custom_grad(leaf, Enum.map(traced, &Enum.at(inputs, &1)), fn g ->
-          grads = transposed_rule(rule, inputs, i, g)
+        custom_grad(leaf, Enum.map(traced, &Enum.at(list, &1)), fn g ->
+          grads = transposed_rule(rule, list, leaf, i, g)
           Enum.map(traced, &Enum.at(grads, &1))
         end)
       end)
-      |> then(&fill(value, &1))
+      |> then(&Checks.fill(value, &1))
     else
       # outside a trace nothing is differentiated: the value is all there is
       value
     end
   end
 
-  deftransform custom_jvp(_expr_or_fun, _inputs, jvp_fun) do
-    raise ArgumentError,
-          "custom_jvp/3 expects a function of the tangents (fn [t1, ...] -> tangent end) or of " <>
-            "the inputs and the tangents (fn inputs, tangents -> tangent end), got: " <>
-            inspect(jvp_fun)
-  end
+  deftransform(custom_jvp(_expr_or_fun, _inputs, jvp_fun), do: Checks.custom_jvp_rule!(jvp_fun))
 
   # the cotangent of each input: the gradient, with respect to the tangents, of the value's
-  # i-th tangent paired with `g` (linear in the tangents, so taken at zero tangents)
-  defp transposed_rule(rule, inputs, i, g) do
+  # i-th tangent paired with `g` (linear in the tangents, so taken at zero tangents). Real
+  # Nx's Nx.Defn.Grad works on devectorized expressions: the cotangent of a vectorized leaf
+  # arrives with its vectorized axes leading its shape, and the inputs' cotangents go back so.
+  defp transposed_rule(rule, inputs, leaf, i, g) do
+    g = if leaf.vectorized_axes == [], do: g, else: Nx.vectorize(g, leaf.vectorized_axes)
+    inputs = Enum.map(inputs, &Nx.to_tensor/1)
+
+    # (zero tangents with their inputs' vectorized axes: one tangent per entry)
     zeros =
       for x <- inputs do
-        type = Nx.Type.to_floating(Nx.type(x))
-        Nx.broadcast(Nx.tensor(0, type: type), Nx.shape(x))
+        zero = Nx.broadcast(Nx.tensor(0, type: Nx.Type.to_floating(x.type)), x.shape)
+        if x.vectorized_axes == [], do: zero, else: hd(Nx.broadcast_vectors([zero, x]))
       end
 
     grads =
@@ -396,65 +397,14 @@ defmodule NxJax.Defn do
 
     grads
     |> Tuple.to_list()
-    |> Enum.zip_with(inputs, fn grad, x -> Nx.as_type(grad, Nx.Type.to_floating(Nx.type(x))) end)
+    |> Enum.zip_with(inputs, fn grad, x ->
+      grad |> Nx.as_type(Nx.Type.to_floating(x.type)) |> Nx.devectorize(keep_names: false)
+    end)
   end
 
-  defp value!(fun, inputs) when is_function(fun) do
-    unless is_function(fun, length(inputs)) do
-      raise ArgumentError,
-            "custom_jvp/3 calls its function with the #{length(inputs)} inputs, got a function " <>
-              "of another arity: #{inspect(fun)}"
-    end
-
-    fun |> apply(inputs) |> value!()
-  end
-
-  defp value!(expr, _inputs), do: value!(expr)
-
-  defp value!(tuple) when is_tuple(tuple) and tuple_size(tuple) > 0,
-    do: tuple |> Tuple.to_list() |> Enum.map(&value!/1) |> List.to_tuple()
-
-  defp value!(number) when is_number(number), do: Nx.tensor(number)
-  defp value!(%Nx.Tensor{} = tensor), do: tensor
-
-  defp value!(other) do
-    raise ArgumentError,
-          "custom_jvp/3 expects a tensor or a tuple of tensors as its value, got: #{inspect(other)}"
-  end
-
-  defp fit_tangents!(returned, value) when is_tuple(value) do
-    unless is_tuple(returned) and tuple_size(returned) == tuple_size(value) do
-      raise ArgumentError,
-            "the jvp function given to custom_jvp/3 must return a tuple of " <>
-              "#{tuple_size(value)} tangents (one per element of the value), got: " <>
-              inspect(returned)
-    end
-
-    Enum.zip_with(Tuple.to_list(returned), Tuple.to_list(value), &fit_tangent!/2)
-  end
-
-  defp fit_tangents!(returned, value), do: [fit_tangent!(returned, value)]
-
-  defp fit_tangent!(tangent, value) when is_number(tangent) or is_struct(tangent, Nx.Tensor) do
-    type = Nx.Type.to_floating(value.type)
-
-    try do
-      tangent |> Nx.broadcast(value.shape) |> Nx.as_type(type)
-    rescue
-      ArgumentError ->
-        reraise ArgumentError,
-                "the tangent returned by the custom_jvp/3 function has shape " <>
-                  "#{inspect(Nx.shape(tangent))}, which cannot be broadcast to the value's " <>
-                  "shape #{inspect(value.shape)}",
-                __STACKTRACE__
-    end
-  end
-
-  defp fit_tangent!(other, value) do
-    raise ArgumentError,
-          "the jvp function given to custom_jvp/3 must return a tensor or a number for a " <>
-            "value of shape #{inspect(value.shape)}, got: #{inspect(other)}"
-  end
+  # the rule's tangent of `value`: broadcast to its shape, in its floating type
+  defp fit_tangent(tangent, value),
+    do: Checks.broadcast_tangent!(tangent, value.shape, Nx.Type.to_floating(value.type))
 
   ## Implicit differentiation
 
@@ -487,62 +437,21 @@ defmodule NxJax.Defn do
   """
   deftransform(checkpoint(fun, args, opts \\ []))
 
-  deftransform checkpoint(fun, args, opts) when is_function(fun) do
-    opts = Keyword.validate!(opts, policy: nil, prevent_cse: true)
-
-    unless is_boolean(opts[:prevent_cse]) do
-      raise ArgumentError,
-            "checkpoint/3 expects :prevent_cse to be a boolean, got: #{inspect(opts[:prevent_cse])}"
-    end
-
-    policy!(opts[:policy])
-    args = List.wrap(args)
-
-    unless is_function(fun, length(args)) do
-      raise ArgumentError,
-            "checkpoint/3 calls the function with the #{length(args)} arguments given, got " <>
-              "a function of another arity: #{inspect(fun)}"
-    end
-
-    apply(fun, args)
-  end
-
-  deftransform checkpoint(fun, _args, _opts) do
-    raise ArgumentError, "checkpoint/3 expects a function, got: #{inspect(fun)}"
+  deftransform checkpoint(fun, args, opts) do
+    Checks.checkpoint_options!(opts)
+    {apply_fun, containers} = Checks.checkpoint_arguments!(fun, args)
+    apply_fun.(containers)
   end
 
   @doc "`tensor`, named for `checkpoint/3`'s policies: the identity for values and gradients."
-  deftransform(checkpoint_name(tensor, name) when is_atom(name) or is_binary(name), do: tensor)
-
-  deftransform checkpoint_name(_tensor, name) do
-    raise ArgumentError,
-          "checkpoint_name/2 expects the name to be an atom or a string, got: #{inspect(name)}"
-  end
-
-  @policies [
-    :everything_saveable,
-    :nothing_saveable,
-    :dots_saveable,
-    :dots_with_no_batch_dims_saveable
-  ]
-
-  defp policy!(policy) when policy == nil or policy in @policies, do: :ok
-
-  defp policy!({kind, names}) when kind in [:save_only, :save_anything_except] and is_list(names),
-    do: :ok
-
-  defp policy!(policy) do
-    raise ArgumentError,
-          "checkpoint/3 expects :policy to be one of #{inspect(@policies)}, {:save_only, names} " <>
-            "or {:save_anything_except, names}, got: #{inspect(policy)}"
+  deftransform checkpoint_name(tensor, name) do
+    Checks.checkpoint_name!(name, "checkpoint_name/2")
+    tensor
   end
 
   ## Shared
 
   defp expr?(value), do: match?(%Nx.Tensor{data: %Expr{}}, value)
-
-  defp leaf?(%Nx.Tensor{}), do: true
-  defp leaf?(number), do: is_number(number)
 
   defp leaves!(container, name, what) do
     leaves =
@@ -558,110 +467,30 @@ defmodule NxJax.Defn do
               inspect(container)
     end
 
-    Enum.each(leaves, fn leaf ->
-      unless leaf.vectorized_axes == [] do
-        raise ArgumentError,
-              "#{name} under real Nx takes non-vectorized values (the clean room's NxJax.Defn " <>
-                "batches vectorized ones), got one vectorized along " <>
-                inspect(Keyword.keys(leaf.vectorized_axes))
-      end
-    end)
-
     leaves
   end
 
   # the differentiated values: floating-point, as JAX requires
   defp floats!(container, name, what) do
-    for leaf <- leaves!(container, name, what) do
-      case leaf.type do
-        {kind, _} when kind in [:f, :bf] ->
-          leaf
-
-        type ->
-          raise ArgumentError,
-                "#{name} differentiates with respect to floating-point tensors only (as JAX " <>
-                  "does), got one of type #{Nx.Type.to_string(type)}. Pass a float (3.0, not " <>
-                  "3) or convert it with Nx.as_type/2"
-      end
-    end
+    leaves = leaves!(container, name, what)
+    Enum.each(leaves, &Checks.differentiable!(&1.type, name, [:f, :bf]))
+    leaves
   end
 
   defp floating_output!(y, name) do
     y = Nx.to_tensor(y)
-
-    unless elem(y.type, 0) in [:f, :bf] do
-      raise ArgumentError,
-            "#{name} differentiates functions with floating-point outputs (as JAX does " <>
-              "without its holomorphic option), got an output of type " <>
-              "#{Nx.Type.to_string(y.type)}. Convert it with Nx.as_type/2"
-    end
-
+    Checks.floating_output!(y.type, name)
     y
   end
 
-  defp outputs!(out, name) do
-    leaves =
-      try do
-        Composite.flatten_list([out])
-      rescue
-        Protocol.UndefinedError -> nil
-      end
+  defp outputs!(out, name), do: out |> Checks.outputs!(name) |> Enum.map(&Nx.to_tensor/1)
 
-    if leaves in [nil, []] do
-      raise ArgumentError,
-            "#{name} expects the function to return a tensor or a tuple of tensors, got: " <>
-              inspect(out)
-    end
-
-    Enum.map(leaves, &Nx.to_tensor/1)
-  end
-
-  # <y, u>: the sum over the leaves of sum(y * u)
-  defp pairing(y, us, name \\ "jvp/3") do
-    ys = Composite.flatten_list([y])
-
-    if length(ys) != length(us) do
-      raise ArgumentError,
-            "#{name} expects a cotangent in the container of the output, got #{inspect(us)} " <>
-              "for #{inspect(y)}"
-    end
-
-    Enum.zip_with(ys, us, fn y, u ->
-      unless Nx.shape(u) == Nx.shape(y) do
-        raise ArgumentError,
-              "#{name} expects each cotangent to have its output's shape, got an output of " <>
-                "shape #{inspect(Nx.shape(y))} and a cotangent of shape #{inspect(Nx.shape(u))}"
-      end
-
-      Nx.sum(Nx.multiply(y, u))
-    end)
-    |> Enum.reduce(&Nx.add/2)
-  end
-
-  defp same_structure?(left, right) do
-    Composite.compatible?(left, right, fn _, _ -> true end)
-  end
-
-  defp call(fun, arg) do
-    cond do
-      is_function(fun, 1) ->
-        fun.(arg)
-
-      is_tuple(arg) and is_function(fun, tuple_size(arg)) ->
-        apply(fun, Tuple.to_list(arg))
-
-      true ->
-        raise ArgumentError,
-              "expected a function of one argument (or, for a tuple, of one argument per " <>
-                "element), got: #{inspect(fun)}"
-    end
-  end
-
-  # `container` with its leaves replaced by `leaves`, in order
-  defp fill(container, leaves) do
-    {filled, []} =
-      Composite.traverse(container, leaves, fn _leaf, [leaf | rest] -> {leaf, rest} end)
-
-    filled
+  # Vectorized differentiated values: real Nx's grad/2 differentiates each entry on its own,
+  # so the toolbox's passes do too, provided the outputs are vectorized along the values' axes
+  # only (an output vectorized along another axis reads a vectorized value from outside)
+  defp batched!(outs, values, name) do
+    names = values |> Enum.flat_map(&Keyword.keys(&1.vectorized_axes)) |> Enum.uniq()
+    if names != [], do: Enum.each(outs, &Checks.output_vectorized_within!(&1, names, name))
+    outs
   end
 end

@@ -23,8 +23,11 @@ defmodule NxJax.Defn.Implicit do
     * Real Nx 0.7.2's `while` body reads nothing from outside its state, while `f` reads the
       values it closes over: a solver with a `while` loop carries those values in its state
       and writes the equation there (the gradient still comes from `f`).
-    * Vectorized values are refused (a clear error), and the solvers receive the user's own
-      `matvec` (not a linear map supplied by JAX).
+    * The solvers receive the user's own `matvec` (not a linear map supplied by JAX).
+
+  Vectorized values are solved entry by entry, as in the clean room: the unknown has the
+  vectorized axes of the initial guess (or `b`) and of what `f` (or `matvec`) makes of it, and
+  real Nx's `grad/2` differentiates each entry on its own.
   """
 
   # (deftransform: real Nx's defn calls only functions defined with defn or deftransform)
@@ -32,6 +35,7 @@ defmodule NxJax.Defn.Implicit do
   import Nx.Defn.Kernel, only: [custom_grad: 3, stop_grad: 1]
 
   alias Nx.Defn.Expr
+  alias NxJax.Defn.Checks
   alias NxJax.RealNx.ExprRewrite
 
   @doc """
@@ -65,7 +69,7 @@ defmodule NxJax.Defn.Implicit do
   """
   deftransform custom_root(f, initial_guess, solve, tangent_solve)
                when is_function(f, 1) and is_function(solve, 2) and is_function(tangent_solve, 2) do
-    x0 = "custom_root/4" |> unknown!(initial_guess, "the initial guess") |> widened(f)
+    x0 = initial_guess |> unknown!("custom_root/4", "the initial guess") |> widened(f)
     residual = &fit!(f.(&1), x0, "f.(x)")
     root = solve.(residual, x0) |> fit!(x0, "solve")
 
@@ -112,15 +116,8 @@ defmodule NxJax.Defn.Implicit do
   deftransform custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ [])
                when is_function(matvec, 1) and is_function(solve, 2) and
                       (is_function(transpose_solve, 2) or is_nil(transpose_solve)) do
-    opts = Keyword.validate!(opts, symmetric: false)
-    symmetric = opts[:symmetric]
-
-    unless is_boolean(symmetric) do
-      raise ArgumentError,
-            "custom_linear_solve/5 expects :symmetric to be a boolean, got: #{inspect(symmetric)}"
-    end
-
-    b = "custom_linear_solve/5" |> unknown!(b, "b") |> widened(matvec)
+    symmetric = Checks.linear_solve_options!(opts)
+    b = b |> unknown!("custom_linear_solve/5", "b") |> widened(matvec)
     apply_matvec = &fit!(matvec.(fit!(&1, b, "matvec.(v)'s argument")), b, "matvec.(x)")
     x = solve.(apply_matvec, b) |> fit!(b, "solve")
 
@@ -162,19 +159,26 @@ defmodule NxJax.Defn.Implicit do
     if captures == [] do
       root
     else
+      # (real Nx's Nx.Defn.Grad works on devectorized expressions: a vectorized root's
+      # cotangent arrives with its vectorized axes leading its shape, and the inputs'
+      # gradients go back so)
       custom_grad(root, captures, fn g ->
         x = implicit(root, residual, transposed_solve)
+        g = if root.vectorized_axes == [], do: g, else: Nx.vectorize(g, root.vectorized_axes)
         w = transposed_solve.(x, fit!(g, x, "the cotangent"))
         ids = Enum.map(captures, & &1.data.id)
 
         # df/dp^T w: the residual's expression with x in place of the root and the captures
-        # as the differentiated values
+        # as the differentiated values (devectorized, as the arguments of real Nx's nodes are)
         Nx.Defn.grad(List.to_tuple(captures), fn ps ->
-          replace = Map.new([{root.data.id, x} | Enum.zip(ids, Tuple.to_list(ps))])
+          replace =
+            [{root.data.id, x} | Enum.zip(ids, Tuple.to_list(ps))]
+            |> Map.new(fn {id, t} -> {id, Nx.devectorize(t, keep_names: false)} end)
+
           Nx.sum(Nx.multiply(ExprRewrite.replace(r, replace), w))
         end)
         |> Tuple.to_list()
-        |> Enum.map(&Nx.negate/1)
+        |> Enum.map(&(&1 |> Nx.negate() |> Nx.devectorize(keep_names: false)))
       end)
     end
   end
@@ -213,38 +217,15 @@ defmodule NxJax.Defn.Implicit do
   defp traced?(%Nx.Tensor{data: %Expr{}}), do: true
   defp traced?(_tensor), do: false
 
-  defp unknown!(fun, value, what) do
-    tensor =
-      case value do
-        %Nx.Tensor{} ->
-          value
+  defp unknown!(value, fun, what), do: Checks.unknown!(value, fun, what, &Nx.to_tensor/1)
 
-        number when is_number(number) ->
-          Nx.tensor(number)
-
-        other ->
-          raise ArgumentError, "#{fun} expects #{what} to be a tensor, got: #{inspect(other)}"
-      end
-
-    unless tensor.vectorized_axes == [] do
-      raise ArgumentError,
-            "#{fun} under real Nx takes non-vectorized values (the clean room's NxJax.Defn " <>
-              "solves vectorized ones), got #{what} vectorized along " <>
-              inspect(Keyword.keys(tensor.vectorized_axes))
-    end
-
-    case tensor.type do
-      {kind, _} when kind in [:f, :bf] -> tensor
-      {:c, _} -> raise ArgumentError, "#{fun} expects #{what} to be real, got: #{inspect(value)}"
-      type -> Nx.as_type(tensor, Nx.Type.to_floating(type))
-    end
-  end
-
-  # the unknown in the type of what `fun` makes of it (an f32 guess for an f64 equation
-  # solves in f64)
+  # the unknown in the type and vectorized axes of what `fun` makes of it too (an f32 guess
+  # for an f64 equation solves in f64; a scalar guess for an equation that reads a vectorized
+  # value has one entry per entry of it)
   defp widened(unknown, fun) do
     case fun.(unknown) do
-      %Nx.Tensor{type: {kind, _} = type} when kind in [:f, :bf] ->
+      %Nx.Tensor{type: {kind, _} = type} = out when kind in [:f, :bf] ->
+        [unknown, _out] = Nx.broadcast_vectors([unknown, out])
         Nx.as_type(unknown, Nx.Type.merge(unknown.type, type))
 
       # (anything else is refused where it is fitted)
@@ -253,30 +234,16 @@ defmodule NxJax.Defn.Implicit do
     end
   end
 
-  # `value` returned by a user's function as a tensor of `like`'s shape and type (a scalar
-  # broadcast to it where `scalar_ok`)
+  # `value` returned by a user's function as a tensor of `like`'s shape, type and vectorized
+  # axes (a scalar broadcast to it where `scalar_ok`; a value with fewer vectorized axes is
+  # the same for every entry of those it lacks)
   defp fit!(value, like, what, scalar_ok \\ false) do
-    tensor =
-      case value do
-        %Nx.Tensor{} -> value
-        number when is_number(number) -> Nx.tensor(number, type: like.type)
-        other -> raise ArgumentError, "#{what} must return a tensor, got: #{inspect(other)}"
-      end
-
-    cond do
-      tensor.vectorized_axes != [] ->
-        raise ArgumentError,
-              "#{what} is vectorized along #{inspect(Keyword.keys(tensor.vectorized_axes))}: " <>
-                "under real Nx the unknown and what the functions return are not vectorized"
-
-      tensor.shape != like.shape and not (scalar_ok and tensor.shape == {}) ->
-        raise ArgumentError,
-              "#{what} must have the shape of the unknown, #{inspect(like.shape)}, got: " <>
-                inspect(tensor.shape)
-
-      true ->
-        tensor = Nx.as_type(tensor, like.type)
-        if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
-    end
+    tensor = Checks.returned!(value, like, what, &number_like(&1, like), scalar_ok)
+    Checks.unknown_vectorized_within!(tensor, like, what, value)
+    [_like, tensor] = Nx.broadcast_vectors([like, Nx.as_type(tensor, like.type)])
+    if tensor.shape == like.shape, do: tensor, else: Nx.broadcast(tensor, like.shape)
   end
+
+  defp number_like(%Nx.Tensor{} = tensor, _like), do: tensor
+  defp number_like(number, like), do: Nx.tensor(number, type: like.type)
 end
