@@ -120,7 +120,7 @@ clean:
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
 .PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train \
-	bench-real-nx
+	bench-real-nx bench-serving
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -153,6 +153,12 @@ bench-train: deps
 # training step in-process in JAX; about 6 minutes
 bench-real-nx: deps compile-real-nx
 	REAL_NX=$(REAL_NX) elixir bench/real_nx.exs 4 500
+
+# section 14 of docs/BENCHMARKS.md: a served MLP under real Nx 0.7.2 (Nx.Serving, NxJax the
+# compiler) against the direct call, for 1, 8 and 64 clients, and the serving on a second node;
+# 2 rounds of 1 s per configuration, about 2 minutes
+bench-serving: deps compile-real-nx
+	NX_JAX_NX=$(REAL_NX) mix run --no-start bench/serving.exs 2 1
 
 # "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
 bench-checkpoint: python-deps
