@@ -129,11 +129,14 @@ defmodule NxJax.RealNx.ServingTest do
        partitions: true}
     )
 
-    # 32 clients of one or two rows each, at once: batches of up to 4 rows, on 2 partitions
+    # 32 clients of two rows each, at once: batches of 4 rows, on 2 partitions. (Two rows
+    # each, so that no request is split over two batches: real Nx 0.7.2's client puts the
+    # pieces of a split request together in the order they arrive, which batches running on
+    # two partitions at once need not keep.)
     results =
       0..31
       |> Enum.map(fn client ->
-        rows = if rem(client, 2) == 0, do: [client], else: [client, client + 100]
+        rows = [client, client + 100]
 
         Task.async(fn ->
           batch = Nx.Batch.stack(Enum.map(rows, &input/1))
@@ -147,8 +150,8 @@ defmodule NxJax.RealNx.ServingTest do
     end
 
     ran = take_ran()
-    # (at least 48 rows in batches of at most 4)
-    assert length(ran) >= 12
+    # (64 rows in batches of at most 4)
+    assert length(ran) >= 16
 
     by_partition = Enum.group_by(ran, &elem(&1, 0), &elem(&1, 1))
     assert Enum.sort(Map.keys(by_partition)) == [0, 1]
