@@ -228,11 +228,10 @@ remote = fn x ->
 end
 
 Task.await_many(
-  for _ <- 1..8, do: Task.async(fn -> check!.(remote.(row.(1)), "the remote serving") end)
+  for(_ <- 1..8, do: Task.async(fn -> check!.(remote.(row.(1)), "the remote serving") end)),
+  60_000
 )
 
-# "both nodes": the same name served on this node too, for the time of the measure;
-# {:distributed, name} picks a member of the group at random, one entry per partition
 # `call` measured with the name also served on this node (a local lookup finds it first;
 # {:distributed, name} picks any member of the group at random, one entry per partition)
 served_here = fn clients, call ->
