@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx test-real-nx test-debian13 test-debian13-real-nx
+	compile-real-nx test-real-nx test-debian13 test-debian13-real-nx serving-suite
 
 deps: elixir python-deps compile
 
@@ -68,6 +68,16 @@ test-real-nx: deps
 	  echo "test-real-nx SKIPPED: no real Nx $(REAL_NX_VERSION) at $(REAL_NX) and no sources in $(REFERENCE)"; \
 	fi
 
+# Nx 0.7.2's own tests of Nx.Serving and Nx.Batch (test/nx/serving_test.exs, batch_test.exs),
+# unchanged, under real Nx 0.7.2 with NxJax the default compiler, the distributed ones on two
+# peer nodes with pools of their own (test_real_nx/serving_suite/run.exs; not CI; under a
+# minute). SERVING_SUITE_DEFAULT=options makes NxJax the default through the default options
+# instead (docs/COMPATIBILITY.md, "Nx.Serving under real Nx", says what differs).
+SERVING_SUITE_DEFAULT ?= evaluator
+serving-suite: deps compile-real-nx
+	SERVING_SUITE_DEFAULT=$(SERVING_SUITE_DEFAULT) NX_JAX_NX=$(REAL_NX) \
+	  mix run --no-start test_real_nx/serving_suite/run.exs
+
 # The four suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
 # need no Python, nx_jax's ExUnit, and nx_jax's ExUnit under real Nx, test-real-nx), so every
 # summary line is printed; the target fails if any failed.
@@ -110,7 +120,7 @@ clean:
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
 .PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train \
-	bench-real-nx
+	bench-real-nx bench-serving
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -143,6 +153,12 @@ bench-train: deps
 # training step in-process in JAX; about 6 minutes
 bench-real-nx: deps compile-real-nx
 	REAL_NX=$(REAL_NX) elixir bench/real_nx.exs 4 500
+
+# section 14 of docs/BENCHMARKS.md: a served MLP under real Nx 0.7.2 (Nx.Serving, NxJax the
+# compiler) against the direct call, for 1, 8 and 64 clients, and the serving on a second node;
+# 2 rounds of 1 s per configuration, about 2 minutes
+bench-serving: deps compile-real-nx
+	NX_JAX_NX=$(REAL_NX) mix run --no-start bench/serving.exs 2 1
 
 # "Checkpointing: what it saves, per platform" in docs/BENCHMARKS.md: JAX only, about 2 minutes
 bench-checkpoint: python-deps

@@ -113,9 +113,22 @@ defmodule NxJax do
     ]
   end
 
-  # every call is placed on the pool, so one partition
+  @doc """
+  One set of options per worker of the pool (`NxJax.Pool`), each naming its worker as the
+  `:server` of the calls made with it: `Nx.Serving` with `partitions: true` runs one partition
+  per entry, each in its own process, so N workers serve N batches at once. The workers are
+  named by their registered names, which a restarted worker takes again. Options that name a
+  `:server` already are one partition, on that worker.
+  """
   @impl true
-  def __partitions_options__(opts), do: [opts]
+  def __partitions_options__(opts) when is_list(opts) do
+    if Keyword.has_key?(opts, :server) do
+      [opts]
+    else
+      for index <- 0..(NxJax.Pool.size() - 1)//1,
+          do: Keyword.put(opts, :server, NxJax.Pool.name(index))
+    end
+  end
 
   # results come back as binary backend tensors
   @impl true
