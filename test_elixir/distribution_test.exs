@@ -84,6 +84,32 @@ defmodule NxJax.DistributionTest do
     # and a call placed on it explicitly
     assert call(7, 1, server: remote) == expected(7, 1)
 
+    # a resident result made by a process of the peer (its guard is the peer's) and read
+    # here: while the peer holds it, its worker answers; once the peer let go of it, the
+    # error says where it was made (before: ArgumentError from the guard's NIF)
+    local = Nx.tensor([2.0, 3.0])
+    {:ok, holder} = :erpc.call(node, Agent, :start, [Nx, :backend_copy, [local, NxJax.Backend]])
+    made_there = Agent.get(holder, Function, :identity, [])
+    assert node(made_there.data.guard) == node
+    assert Nx.to_binary(made_there) == Nx.to_binary(Nx.tensor([2.0, 3.0]))
+    assert Nx.to_flat_list(made_there) == [2.0, 3.0]
+    :ok = Agent.stop(holder)
+
+    assert wait_until(
+             fn ->
+               try do
+                 Nx.to_binary(made_there)
+                 false
+               rescue
+                 error in NxJax.WorkerError ->
+                   error.class == "UnknownHandle" and error.message =~ "made on another node"
+               end
+             end,
+             10_000
+           )
+
+    assert Nx.backend_deallocate(made_there) == :ok
+
     # the peer goes down while calls are in flight: each gets its result (retried on a
     # remaining worker) or a WorkerError, and later calls are served locally
     remote_python = NxJax.Worker.os_pid(remote)

@@ -27,10 +27,14 @@ defmodule NxJax.Resident do
   @doc "The data of a resident tensor, fetched from its worker (it stays resident)."
   def read(%Nx.Tensor{data: %NxJax.Backend{copy: copy, guard: guard}} = tensor)
       when is_binary(copy) do
-    # (read as its worker would answer: not once it was freed or donated)
-    case NxJax.Guard.status(guard) do
+    # (read as its worker would answer: not once it was freed or donated; a guard made on
+    # another node says nothing here, so its worker answers)
+    case guard_status(guard) do
       :armed ->
         copy
+
+      :foreign ->
+        fetch(tensor)
 
       _gone ->
         error = %NxJax.WorkerError{class: "UnknownHandle", message: "", traceback: ""}
@@ -38,7 +42,9 @@ defmodule NxJax.Resident do
     end
   end
 
-  def read(%Nx.Tensor{data: %NxJax.Backend{worker: worker, handle: handle}} = tensor) do
+  def read(tensor), do: fetch(tensor)
+
+  defp fetch(%Nx.Tensor{data: %NxJax.Backend{worker: worker, handle: handle}} = tensor) do
     [{_type, _shape, binary}] =
       try do
         NxJax.Worker.fetch([handle], server: alive!(worker))
@@ -58,7 +64,7 @@ defmodule NxJax.Resident do
     gone =
       Enum.find_value(tensors, fn
         %Nx.Tensor{data: %NxJax.Backend{guard: guard}} ->
-          with status when status != :armed <- NxJax.Guard.status(guard), do: status
+          with status when status != :armed <- guard_status(guard), do: status
 
         _other ->
           nil
@@ -83,12 +89,33 @@ defmodule NxJax.Resident do
                 "cannot be read any more"
         }
 
+      :foreign ->
+        %{
+          error
+          | message:
+              "a resident tensor of this call was made on another node (#{Kernel.inspect(node_of_guard(tensors))}), which freed it once its own processes let go of it: a resident tensor " <>
+                "lives as long as references to it on the node that made it; send " <>
+                "Nx.backend_copy(tensor, Nx.BinaryBackend) across nodes instead"
+        }
+
       nil ->
         error
     end
   end
 
   def explain_unknown(error, _tensors), do: error
+
+  # A guard's status (NxJax.Guard.status/1), or :foreign for one made on another node (a NIF
+  # resource is only valid on its own node; elsewhere it is an opaque reference)
+  defp guard_status(guard) when node(guard) == node(), do: NxJax.Guard.status(guard)
+  defp guard_status(_guard), do: :foreign
+
+  defp node_of_guard(tensors) do
+    Enum.find_value(tensors, fn
+      %Nx.Tensor{data: %NxJax.Backend{guard: guard}} when node(guard) != node() -> node(guard)
+      _other -> nil
+    end)
+  end
 
   @doc "Makes a concrete tensor resident on the least busy worker."
   def put(%Nx.Tensor{type: type, shape: shape} = tensor) do
@@ -110,6 +137,13 @@ defmodule NxJax.Resident do
   the worker: the tensor's guard answers, and a later request of this process reaches the
   worker after the free.
   """
+  def deallocate(%Nx.Tensor{data: %NxJax.Backend{worker: worker, handle: handle, guard: guard}})
+      when node(guard) != node() do
+    # (a guard of another node cannot be disarmed here: the worker is told, and the guard's
+    # own free comes later, harmless)
+    if alive?(worker), do: NxJax.Worker.release(worker, [handle]), else: :already_deallocated
+  end
+
   def deallocate(%Nx.Tensor{data: %NxJax.Backend{worker: worker, handle: handle, guard: guard}}) do
     if NxJax.Guard.disarm(guard, :deallocated) and alive?(worker) do
       NxJax.Worker.release(worker, [handle])
