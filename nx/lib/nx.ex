@@ -2569,45 +2569,23 @@ defmodule Nx do
 
   ## Element-wise binary ops (arithmetic and bitwise)
 
+  # name: {description, type rule, the example's two arguments, its result's header and
+  # values}. Type rules: `:merge` the merge of the input types; `:merge_real` the same, complex
+  # inputs refused (they have no order); `:float` the merge made floating; `:integer` the merge
+  # of integer types, floats refused with Nx's integer-only message.
   @binary_ops [
-    add: {"Element-wise addition", :merge, "[2, 3, 4]", "s64[3]", 1},
-    subtract: {"Element-wise subtraction", :merge, "[0, 1, 2]", "s64[3]", 1},
-    multiply: {"Element-wise multiplication", :merge, "[2, 4, 6]", "s64[3]", 2},
-    divide: {"Element-wise division (always floating)", :float, "[0.5, 1.0, 1.5]", "f32[3]", 2},
-    pow: {"Element-wise power", :merge, "[1, 4, 9]", "s64[3]", 2},
-    max: {"Element-wise maximum", :merge, "[2, 2, 3]", "s64[3]", 2},
-    min: {"Element-wise minimum", :merge, "[1, 2, 2]", "s64[3]", 2}
-  ]
-
-  for {name, {description, kind, result, header, arg}} <- @binary_ops do
-    @doc type: :element
-    @doc """
-    #{description} of two tensors or numbers, with broadcasting.
-
-    The output type is the merge of the input types#{if kind == :float, do: ", made floating", else: ""}.
-
-    ## Examples
-
-        iex> Nx.#{name}(Nx.tensor([1, 2, 3]), #{arg})
-        #Nx.Tensor<
-          #{header}
-          #{result}
-        >
-
-    """
-    def unquote(name)(left, right) do
-      {left, right, type} = binary_args(left, right)
-      if unquote(name) in [:max, :min], do: no_complex!(%T{left | type: type}, unquote(name), 2)
-      type = output_type(unquote(kind), type)
-      shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
-      apply_op(unquote(name), [left, right], %{}, type, shape, broadcast_names(left, right))
-    end
-  end
-
-  @binary_ops_more [
+    add: {"Element-wise addition", :merge, "Nx.tensor([1, 2, 3])", "1", "s64[3]", "[2, 3, 4]"},
+    subtract:
+      {"Element-wise subtraction", :merge, "Nx.tensor([1, 2, 3])", "1", "s64[3]", "[0, 1, 2]"},
+    multiply:
+      {"Element-wise multiplication", :merge, "Nx.tensor([1, 2, 3])", "2", "s64[3]", "[2, 4, 6]"},
+    pow: {"Element-wise power", :merge, "Nx.tensor([1, 2, 3])", "2", "s64[3]", "[1, 4, 9]"},
     remainder:
       {"Remainder of the division, with the sign of the dividend (as `rem/2` and C's fmod)",
-       :merge, "Nx.tensor([5, -5, 7])", "3", "s64[3]", "[2, -2, 1]"},
+       :merge_real, "Nx.tensor([5, -5, 7])", "3", "s64[3]", "[2, -2, 1]"},
+    divide:
+      {"Element-wise division (always floating)", :float, "Nx.tensor([1, 2, 3])", "2", "f32[3]",
+       "[0.5, 1.0, 1.5]"},
     quotient:
       {"Integer division truncating toward zero (integer tensors only)", :integer,
        "Nx.tensor([7, -7, 9])", "2", "s64[3]", "[3, -3, 4]"},
@@ -2617,6 +2595,11 @@ defmodule Nx do
          "with a zero imaginary part; a nonzero imaginary part raises `ArithmeticError`, or " <>
          "gives `NaN+NaNi` inside `defn`, where values are not known)", :float,
        "Nx.tensor([1.0, -1.0])", "-1.0", "f32[2]", "[2.356194496154785, -2.356194496154785]"},
+    max:
+      {"Element-wise maximum", :merge_real, "Nx.tensor([1, 2, 3])", "2", "s64[3]", "[2, 2, 3]"},
+    min:
+      {"Element-wise minimum", :merge_real, "Nx.tensor([1, 2, 3])", "2", "s64[3]", "[1, 2, 2]"},
+    # bitwise
     bitwise_and:
       {"Bitwise and (integer tensors only)", :integer, "Nx.tensor([12, 10])", "6", "s64[2]",
        "[4, 2]"},
@@ -2635,17 +2618,24 @@ defmodule Nx do
        "s64[2]", "[-2, 2]"}
   ]
 
-  for {name, {description, kind, left, right, header, result}} <- @binary_ops_more do
+  for {name, {description, rule, left, right, header, result}} <- @binary_ops do
     type_doc =
-      case kind do
-        :merge -> "The output type is the merge of the input types."
+      case rule do
         :float -> "The output type is the merge of the input types, made floating."
         :integer -> "The output type is the merge of the input types; floats raise."
+        _merge -> "The output type is the merge of the input types."
       end
+
+    # (a description that starts "Element-wise" is followed by what the op takes, and the
+    # type rule gets a paragraph of its own)
+    lead =
+      if String.starts_with?(description, "Element-wise"),
+        do: "#{description} of two tensors or numbers, with broadcasting.\n\n#{type_doc}",
+        else: "#{description}, element-wise with broadcasting. #{type_doc}"
 
     @doc type: :element
     @doc """
-    #{description}, element-wise with broadcasting. #{type_doc}
+    #{lead}
 
     ## Examples
 
@@ -2667,14 +2657,14 @@ defmodule Nx do
       {left, right, type} = binary_args(left, right)
       # (atan2 of complex tensors is defined on their real parts, see its docs; the integer
       # ops refuse complex types with the integer-only message, as Nx does)
-      if unquote(kind) == :merge, do: no_complex!(%T{left | type: type}, unquote(name), 2)
+      if unquote(rule) == :merge_real, do: no_complex!(%T{left | type: type}, unquote(name), 2)
       if unquote(name) == :atan2 and Nx.Type.complex?(type), do: real_valued!([left, right])
 
       type =
-        case unquote(kind) do
-          :merge -> type
+        case unquote(rule) do
           :float -> Nx.Type.to_floating(type)
           :integer -> integer_only!(type, "#{unquote(name)}/2")
+          merge when merge in [:merge, :merge_real] -> type
         end
 
       shape = Nx.Shape.binary_broadcast(left.shape, right.shape)
@@ -2889,29 +2879,69 @@ defmodule Nx do
 
   ## Unary ops
 
+  # Each unary op's type rule: {the output type (an output_type/2 kind), whether complex
+  # inputs are taken, the sentence of the op's doc that says so}
+  @unary_type_rules %{
+    float: {:float, true, "Integer inputs give `{:f, 32}`; floating inputs keep their type."},
+    float_complex:
+      {:float, true,
+       "Integer inputs give `{:f, 32}`; floating and complex inputs keep\ntheir type."},
+    float_real:
+      {:float, false,
+       "Integer inputs give `{:f, 32}`; floating inputs keep\ntheir type. Complex inputs raise."},
+    same: {:same, true, "The output has the input's type."},
+    abs: {:abs, true, "The output has the input's type."},
+    keep: {:same, true, "The output has the input's type (integers pass through\nunchanged)."},
+    keep_real:
+      {:same, false,
+       "The output has the input's type (integers pass through\nunchanged). " <>
+         "Complex inputs raise."}
+  }
+
+  # name: {description, type rule, the example's argument, its result's header and value}
   @unary_ops [
-    exp: {"Exponential", :float, "0.0", "1.0"},
-    expm1: {"`exp(x) - 1`", :float, "0.0", "0.0"},
-    log: {"Natural logarithm", :float, "1.0", "0.0"},
-    log1p: {"`log(1 + x)`", :float, "0.0", "0.0"},
-    sqrt: {"Square root", :float, "4.0", "2.0"},
-    rsqrt: {"Reciprocal square root", :float, "4.0", "0.5"},
-    sin: {"Sine", :float, "0.0", "0.0"},
-    cos: {"Cosine", :float, "0.0", "1.0"},
-    tan: {"Tangent", :float, "0.0", "0.0"},
-    tanh: {"Hyperbolic tangent", :float, "0.0", "0.0"},
-    sigmoid: {"Logistic sigmoid `1 / (1 + exp(-x))`", :float, "0.0", "0.5"},
-    negate: {"Negation", :same, "2", "-2"},
-    abs: {"Absolute value (the real type for complex inputs)", :abs, "-2", "2"}
+    exp: {"Exponential", :float, "0.0", "f32", "1.0"},
+    expm1: {"`exp(x) - 1`", :float, "0.0", "f32", "0.0"},
+    log: {"Natural logarithm", :float, "1.0", "f32", "0.0"},
+    log1p: {"`log(1 + x)`", :float, "0.0", "f32", "0.0"},
+    sigmoid: {"Logistic sigmoid `1 / (1 + exp(-x))`", :float, "0.0", "f32", "0.5"},
+    sqrt: {"Square root", :float, "4.0", "f32", "2.0"},
+    rsqrt: {"Reciprocal square root", :float, "4.0", "f32", "0.5"},
+    cbrt:
+      {"Cube root (of complex numbers, the principal one)", :float_complex, "8.0", "f32", "2.0"},
+    sin: {"Sine", :float, "0.0", "f32", "0.0"},
+    cos: {"Cosine", :float, "0.0", "f32", "1.0"},
+    tan: {"Tangent", :float, "0.0", "f32", "0.0"},
+    asin: {"Inverse sine", :float_complex, "0.0", "f32", "0.0"},
+    acos: {"Inverse cosine", :float_complex, "1.0", "f32", "0.0"},
+    atan: {"Inverse tangent", :float_complex, "0.0", "f32", "0.0"},
+    sinh: {"Hyperbolic sine", :float_complex, "0.0", "f32", "0.0"},
+    cosh: {"Hyperbolic cosine", :float_complex, "0.0", "f32", "1.0"},
+    tanh: {"Hyperbolic tangent", :float, "0.0", "f32", "0.0"},
+    asinh: {"Inverse hyperbolic sine", :float_complex, "0.0", "f32", "0.0"},
+    acosh: {"Inverse hyperbolic cosine", :float_complex, "1.0", "f32", "0.0"},
+    atanh: {"Inverse hyperbolic tangent", :float_complex, "0.0", "f32", "0.0"},
+    erf: {"Error function", :float_real, "0.0", "f32", "0.0"},
+    erfc: {"Complementary error function `1 - erf(x)`", :float_real, "0.0", "f32", "1.0"},
+    erf_inv: {"Inverse error function", :float_real, "0.0", "f32", "0.0"},
+    negate: {"Negation", :same, "2", "s64", "-2"},
+    abs: {"Absolute value (the real type for complex inputs)", :abs, "-2", "s64", "2"},
+    sign:
+      {"The sign (-1, 0 or 1; `z / |z|` for complex)", :keep, "Nx.tensor([-2.5, 0.0, 3.0])",
+       "f32[3]", "[-1.0, 0.0, 1.0]"},
+    floor:
+      {"Rounds toward negative infinity", :keep_real, "Nx.tensor([-1.5, 1.5])", "f32[2]",
+       "[-2.0, 1.0]"},
+    ceil:
+      {"Rounds toward positive infinity", :keep_real, "Nx.tensor([-1.5, 1.5])", "f32[2]",
+       "[-1.0, 2.0]"},
+    round:
+      {"Rounds to the nearest integer, halves away from zero", :keep_real,
+       "Nx.tensor([-2.5, 0.5, 1.4])", "f32[3]", "[-3.0, 1.0, 1.0]"}
   ]
 
-  for {name, {description, kind, input, result}} <- @unary_ops do
-    type_doc =
-      if kind == :float,
-        do: "Integer inputs give `{:f, 32}`; floating inputs keep their type.",
-        else: "The output has the input's type."
-
-    header = if kind == :float, do: "f32", else: "s64"
+  for {name, {description, rule, input, header, result}} <- @unary_ops do
+    {output, complex?, type_doc} = Map.fetch!(@unary_type_rules, rule)
 
     @doc type: :element
     @doc """
@@ -2928,80 +2958,9 @@ defmodule Nx do
     """
     def unquote(name)(tensor) do
       tensor = to_tensor(tensor)
-
-      type = output_type(unquote(kind), tensor.type)
-      apply_op(unquote(name), [tensor], %{}, type, tensor.shape, axis_names(tensor))
-    end
-  end
-
-  @unary_float_ops_more [
-    cosh: {"Hyperbolic cosine", "0.0", "1.0", true},
-    sinh: {"Hyperbolic sine", "0.0", "0.0", true},
-    acos: {"Inverse cosine", "1.0", "0.0", true},
-    asin: {"Inverse sine", "0.0", "0.0", true},
-    atan: {"Inverse tangent", "0.0", "0.0", true},
-    acosh: {"Inverse hyperbolic cosine", "1.0", "0.0", true},
-    asinh: {"Inverse hyperbolic sine", "0.0", "0.0", true},
-    atanh: {"Inverse hyperbolic tangent", "0.0", "0.0", true},
-    cbrt: {"Cube root (of complex numbers, the principal one)", "8.0", "2.0", true},
-    erf: {"Error function", "0.0", "0.0", false},
-    erfc: {"Complementary error function `1 - erf(x)`", "0.0", "1.0", false},
-    erf_inv: {"Inverse error function", "0.0", "0.0", false}
-  ]
-
-  for {name, {description, input, result, complex?}} <- @unary_float_ops_more do
-    @doc type: :element
-    @doc """
-    #{description}, element-wise. Integer inputs give `{:f, 32}`; floating#{if complex?, do: " and complex", else: ""} inputs keep
-    their type.#{if complex?, do: "", else: " Complex inputs raise."}
-
-    ## Examples
-
-        iex> Nx.#{name}(#{input})
-        #Nx.Tensor<
-          f32
-          #{result}
-        >
-
-    """
-    def unquote(name)(tensor) do
-      tensor = to_tensor(tensor)
       unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
-      type = Nx.Type.to_floating(tensor.type)
+      type = output_type(unquote(output), tensor.type)
       apply_op(unquote(name), [tensor], %{}, type, tensor.shape, axis_names(tensor))
-    end
-  end
-
-  @unary_keep_type_ops [
-    sign:
-      {"The sign (-1, 0 or 1; `z / |z|` for complex)", "[-2.5, 0.0, 3.0]", "f32[3]",
-       "[-1.0, 0.0, 1.0]", true},
-    floor: {"Rounds toward negative infinity", "[-1.5, 1.5]", "f32[2]", "[-2.0, 1.0]", false},
-    ceil: {"Rounds toward positive infinity", "[-1.5, 1.5]", "f32[2]", "[-1.0, 2.0]", false},
-    round:
-      {"Rounds to the nearest integer, halves away from zero", "[-2.5, 0.5, 1.4]", "f32[3]",
-       "[-3.0, 1.0, 1.0]", false}
-  ]
-
-  for {name, {description, input, header, result, complex?}} <- @unary_keep_type_ops do
-    @doc type: :element
-    @doc """
-    #{description}, element-wise. The output has the input's type (integers pass through
-    unchanged).#{if complex?, do: "", else: " Complex inputs raise."}
-
-    ## Examples
-
-        iex> Nx.#{name}(Nx.tensor(#{input}))
-        #Nx.Tensor<
-          #{header}
-          #{result}
-        >
-
-    """
-    def unquote(name)(tensor) do
-      tensor = to_tensor(tensor)
-      unless unquote(complex?), do: no_complex!(tensor, unquote(name), 1)
-      apply_op(unquote(name), [tensor], %{}, tensor.type, tensor.shape, axis_names(tensor))
     end
   end
 
@@ -5406,7 +5365,6 @@ defmodule Nx do
     {left, right}
   end
 
-  defp output_type(:merge, type), do: type
   defp output_type(:same, type), do: type
   defp output_type(:float, type), do: Nx.Type.to_floating(type)
   defp output_type(:aggregate, type), do: Nx.Type.to_aggregate(type)
