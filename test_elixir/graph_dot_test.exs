@@ -74,7 +74,7 @@ defmodule NxJax.GraphDotTest do
   test "a custom gradient inside a grad: clusters, colours, each node declared once" do
     expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
     dot = Nx.Defn.Dot.to_dot(expr, title: "log1pexp")
-    {nodes, [output]} = Nx.Defn.Graph.nodes(expr)
+    {nodes, [output]} = Nx.Defn.WireEncoder.nodes(expr)
 
     ids = declared(dot)
     assert Enum.sort(ids) == Enum.sort(for {id, _, _, _, _} <- nodes, do: "n#{id}")
