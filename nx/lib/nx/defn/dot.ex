@@ -15,7 +15,7 @@ defmodule Nx.Defn.Dot do
       differentiates sits inside its cluster);
     * nodes carrying sub-graphs (`while`, `cond`, solvers, ...) say how many nodes each holds.
 
-  `mix nx_jax.graph` renders it with Graphviz; `NxJax.Graph.to_dot/1` is the same function.
+  `mix nx_jax.picture` renders it with Graphviz; `NxJax.Picture.to_dot/1` is the same function.
   """
 
   @backward "#f4a6a6"
