@@ -2880,7 +2880,7 @@ defmodule Nx do
   ## Unary ops
 
   # Each unary op's type rule: {the output type (an output_type/2 kind), whether complex
-  # inputs are taken, the sentence of the op's doc that says so}
+  # inputs are taken, the sentence of the op's doc that says so (`\n` where its line breaks)}
   @unary_type_rules %{
     float: {:float, true, "Integer inputs give `{:f, 32}`; floating inputs keep their type."},
     float_complex:
