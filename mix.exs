@@ -76,11 +76,12 @@ defmodule NxJax.MixProject do
   end
 
   # what does not compile against real Nx 0.7.2: the clean room's compiler, backend, toolbox
-  # and graph tools read its internals (docs/ARCHITECTURE.md, "Two projects"); real Nx has its
-  # own of the first three in lib/nx_jax/real_nx (the toolbox's checks, lib/nx_jax/defn/checks.ex,
-  # compile under both)
+  # and graph pictures read its internals (docs/ARCHITECTURE.md, "Two projects"); real Nx has
+  # its own of the first three in lib/nx_jax/real_nx (the toolbox's checks,
+  # lib/nx_jax/defn/checks.ex, compile under both)
   @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex
                       lib/nx_jax/defn/implicit.ex lib/nx_jax/defn/checkpoint.ex
+                      lib/nx_jax/picture.ex lib/mix/tasks/nx_jax.picture.ex
                       lib/nx_jax/graph.ex lib/mix/tasks/nx_jax.graph.ex)
 
   # what compiles only against real Nx 0.7.2 (hex's, or NX_JAX_NX=DIR): the compiler of real

@@ -155,7 +155,7 @@ def nx_jax_loss(variant: str, layers: int, batch: int, width: int,
     """``loss(ws, x)`` as nx_jax runs it: the wire graph of ``sum(x)`` after a ``while`` over
     a range (``:range_loop``, the weights captured and sliced by the index), the group of
     layers inside ``checkpoint/3`` or not, its gradient with respect to the weights; built
-    node by node as NxJax.Graph writes it and lowered by py_backend."""
+    node by node as Nx.Defn.WireEncoder writes it and lowered by py_backend."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from py_backend.channel import atom
     from py_backend.graph import decode_graph

@@ -13,9 +13,9 @@ Workloads:
 - "64 MB request": ``{:"C", 1, :nx_jax, :run, [graph_bin, [{{:f, 32}, {4096, 4096}, data}]]}``
   with 64 MiB of tensor data, decoded (Elixir -> Python direction);
 - "64 MB reply": ``{:r, 1, [{{:f, 32}, {4096, 4096}, data}]}`` encoded (Python -> Elixir);
-- "graph": a 2000-node graph term like Nx.Defn.Graph writes (tuples, atoms, int lists, opts maps),
-  decoded and encoded. ``erlterms`` cannot decode maps (MAP_EXT), so for it the opts maps are
-  replaced by lists of pairs, which is slightly less work than the real thing.
+- "graph": a 2000-node graph term like Nx.Defn.WireEncoder writes (tuples, atoms, int lists, opts
+  maps), decoded and encoded. ``erlterms`` cannot decode maps (MAP_EXT), so for it the opts maps
+  are replaced by lists of pairs, which is slightly less work than the real thing.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 #     NaN, complex numbers part by part; decompositions unique only up to signs are first
 #     brought to the case's canonical form (conformance/case.py CANONICAL);
 #   * traces the same call and checks the type, shape and vectorized axes it gives and the
-#     node it builds: exactly the declared wire op, opts (as Nx.Defn.Graph sends them)
+#     node it builds: exactly the declared wire op, opts (as Nx.Defn.WireEncoder sends them)
 #     and input types/shapes (docs/PROTOCOL.md 4.1; for a tuple the `:elem` nodes of one
 #     tuple-valued node; for a reducer the sub-graph's node), or an expression for composed
 #     calls;
@@ -203,10 +203,10 @@ defmodule NxJax.ConformanceTest do
     end
   end
 
-  # the declared node's opts as the worker receives them (Nx.Defn.Graph adds what the Elixir
-  # side decides for the worker, e.g. a comparison's operand_type)
+  # the declared node's opts as the worker receives them (Nx.Defn.WireEncoder adds what the
+  # Elixir side decides for the worker, e.g. a comparison's operand_type)
   defp wire_opts(traced, tuple?) do
-    {nodes, [out | _]} = Nx.Defn.Graph.nodes(hd(traced))
+    {nodes, [out | _]} = Nx.Defn.WireEncoder.nodes(hd(traced))
     by_id = Map.new(nodes, fn {id, _op, inputs, opts, _out} -> {id, {inputs, opts}} end)
     {inputs, opts} = Map.fetch!(by_id, out)
     if tuple?, do: by_id |> Map.fetch!(hd(inputs)) |> elem(1), else: opts

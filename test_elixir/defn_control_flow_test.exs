@@ -65,7 +65,7 @@ defmodule NxJax.DefnControlFlowTest do
     test "the graph holds a :cond node with one sub-graph per branch and no select" do
       x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
       result = Nx.Defn.Expr.with_tracing(fn -> sqrt_or_zero(x) end)
-      {graph, _, _} = Nx.Defn.Graph.encode(result)
+      {graph, _, _} = Nx.Defn.WireEncoder.encode(result)
       {:nx_jax_graph, 1, nodes, _} = graph
       ops = Enum.map(nodes, &elem(&1, 1))
       assert :cond in ops

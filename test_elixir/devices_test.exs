@@ -11,7 +11,7 @@ defmodule NxJax.DevicesTest do
 
   defp exp_graph do
     x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
-    {graph, _, _} = Nx.Defn.Graph.encode(Nx.Defn.Expr.expr(:exp, [x], %{}, x))
+    {graph, _, _} = Nx.Defn.WireEncoder.encode(Nx.Defn.Expr.expr(:exp, [x], %{}, x))
     :erlang.term_to_binary(graph)
   end
 

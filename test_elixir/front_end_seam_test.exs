@@ -20,7 +20,7 @@ defmodule NxJax.FrontEndSeamTest do
 
   test "no front-end module's code names an NxJax module" do
     modules = front_end_modules()
-    assert Nx in modules and Nx.Defn.Compiler in modules and Nx.Defn.Graph in modules
+    assert Nx in modules and Nx.Defn.Compiler in modules and Nx.Defn.WireEncoder in modules
     assert length(modules) > 20
 
     named =
@@ -52,7 +52,7 @@ defmodule NxJax.FrontEndSeamTest do
     expr = Nx.Defn.debug_expr(fn x, y -> Nx.sum(Nx.multiply(Nx.exp(x), y)) end)
     printed = inspect(expr.(Nx.iota({2, 3}, type: :f32), 2.0))
     assert printed =~ "exp a" and printed =~ "f32[2][3]"
-    {graph, [0, 1], _} = Nx.Defn.Graph.encode(expr.(Nx.iota({2}, type: :f32), 1.0))
+    {graph, [0, 1], _} = Nx.Defn.WireEncoder.encode(expr.(Nx.iota({2}, type: :f32), 1.0))
     assert {:nx_jax_graph, 1, [_ | _], [_]} = graph
   end
 end

@@ -105,7 +105,7 @@ defmodule NxJax.OpRegistryTest do
     end
 
     outputs = Nx.Defn.debug_expr(fun).(Nx.iota({2, 3}, type: :f32), Nx.iota({3, 2}, type: :f32))
-    {nodes, _} = Nx.Defn.Graph.nodes(outputs)
+    {nodes, _} = Nx.Defn.WireEncoder.nodes(outputs)
     used = nodes |> Enum.map(&elem(&1, 1)) |> Enum.uniq()
     assert Enum.all?(used, &match?({:ok, _}, NxJax.Ops.fetch(&1)))
     assert :qr in used and :stop_grad in used and :window_max in used

@@ -66,7 +66,7 @@ def test_tuple_valued_outs_decode_as_tuple_out() -> None:
 
 
 def test_a_graph_written_by_real_elixir_decodes() -> None:
-    # Exactly what NxJax.Graph produces for `Nx.exp(x) |> Nx.sum(axes: [0, 1])`.
+    # Exactly what Nx.Defn.WireEncoder produces for `Nx.exp(x) |> Nx.sum(axes: [0, 1])`.
     script = """
     graph = {:nx_jax_graph, 1,
       [{0, :parameter, [], %{index: 0}, {{:f, 32}, {2, 3}}},

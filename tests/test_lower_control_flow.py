@@ -25,7 +25,7 @@ F64 = np.float64
 
 def add_with_subgraphs(g: GraphBuilder, op: str, inputs: Sequence[int], out: Any,
                        subgraphs: dict[str, Any], **opts: Any) -> int:
-    """Append a node whose opts hold graph terms (as NxJax.Graph encodes them)."""
+    """Append a node whose opts hold graph terms (as Nx.Defn.WireEncoder encodes them)."""
     node_id = len(g.nodes)
     raw = {atom(k): elixir_term(v) for k, v in opts.items()}
     raw.update({atom(k): v for k, v in subgraphs.items()})

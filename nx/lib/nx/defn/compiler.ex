@@ -1,6 +1,6 @@
 defmodule Nx.Defn.Compiler do
   @moduledoc """
-  Jits functions: traces them on parameters, encodes the result with `Nx.Defn.Graph`,
+  Jits functions: traces them on parameters, encodes the result with `Nx.Defn.WireEncoder`,
   hands the graph to the compiler that runs it and rebuilds the result container from the
   concrete tensors that come back.
 
@@ -26,7 +26,7 @@ defmodule Nx.Defn.Compiler do
   every graph on the JAX worker), takes the front end's own path (the trace cache and the
   planned calls below), which reaches the default compiler through its two graph callbacks:
 
-    * `c:__compile__/1` - once per trace: the graph term of `Nx.Defn.Graph.encode/1`, to
+    * `c:__compile__/1` - once per trace: the graph term of `Nx.Defn.WireEncoder.encode/1`, to
       whatever the compiler runs later
     * `c:__run__/5` - on every call: runs a compiled graph on the concrete arguments it
       takes, and returns one tensor per output template (a tensor of `Nx.BinaryBackend`, or
@@ -738,7 +738,10 @@ defmodule Nx.Defn.Compiler do
     case encode(compiler, result, hooks, count) do
       {:graph, compiled, parameters, container, templates, hooks} ->
         by_wire_id =
-          for {ref, id} <- Nx.Defn.Graph.ids(result), site = sites[ref], into: %{}, do: {id, site}
+          for {ref, id} <- Nx.Defn.WireEncoder.ids(result),
+              site = sites[ref],
+              into: %{},
+              do: {id, site}
 
         {:graph, compiled, parameters, container, templates, hooks, by_wire_id}
 
@@ -760,7 +763,7 @@ defmodule Nx.Defn.Compiler do
         {:no_tensors, result}
 
       _leaves ->
-        {graph, parameters, container} = Nx.Defn.Graph.encode(result)
+        {graph, parameters, container} = Nx.Defn.WireEncoder.encode(result)
         parameters = if parameters == Enum.to_list(0..(count - 1)//1), do: :all, else: parameters
         templates = Composite.flatten_list([container])
         {:graph, compiler.__compile__(graph), parameters, container, templates, hooks}
@@ -797,7 +800,7 @@ defmodule Nx.Defn.Compiler do
 
   # one tensor, the common case, without the walk
   defp rebuilt(container, [result]) when is_struct(container, Nx.Tensor), do: result
-  defp rebuilt(container, results), do: Nx.Defn.Graph.rebuild(container, results)
+  defp rebuilt(container, results), do: Nx.Defn.WireEncoder.rebuild(container, results)
 
   # The arguments made (made/1), in order, in one walk (every call passes here). A template
   # (Nx.template/2) describes an input and has no data to compute with.

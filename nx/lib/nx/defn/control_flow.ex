@@ -14,7 +14,7 @@ defmodule Nx.Defn.ControlFlow do
 
   In the node's `opts` a sub-graph is `{:subgraph, outputs, params}`: `params` lists the
   expressions that stand for the sub-graph's parameters `0..k-1` (its own parameters, then
-  the captures); `Nx.Defn.Graph` encodes it as a graph term of its own.
+  the captures); `Nx.Defn.WireEncoder` encodes it as a graph term of its own.
   """
 
   alias Nx.Defn.{Composite, Expr}

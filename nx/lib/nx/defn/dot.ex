@@ -1,8 +1,8 @@
 defmodule Nx.Defn.Dot do
   @moduledoc """
   A traced expression as a Graphviz (DOT) picture: one box per node of its wire graph
-  (`Nx.Defn.Graph.nodes/1`), labelled with its op, type and shape, an arrow from each input;
-  the outputs have a double border.
+  (`Nx.Defn.WireEncoder.nodes/1`), labelled with its op, type and shape, an arrow from each
+  input; the outputs have a double border.
 
     * the function a `grad` differentiates (the nodes between its `x` and its `y`) is a blue
       cluster, and the `grad` node, where JAX runs the backward pass, is red;
@@ -15,7 +15,7 @@ defmodule Nx.Defn.Dot do
       differentiates sits inside its cluster);
     * nodes carrying sub-graphs (`while`, `cond`, solvers, ...) say how many nodes each holds.
 
-  `mix nx_jax.graph` renders it with Graphviz; `NxJax.Graph.to_dot/1` is the same function.
+  `mix nx_jax.picture` renders it with Graphviz; `NxJax.Picture.to_dot/1` is the same function.
   """
 
   @backward "#f4a6a6"
@@ -39,7 +39,7 @@ defmodule Nx.Defn.Dot do
   """
   @spec to_dot(term, keyword) :: String.t()
   def to_dot(outputs, opts \\ []) do
-    {nodes, output_ids} = Nx.Defn.Graph.nodes(outputs)
+    {nodes, output_ids} = Nx.Defn.WireEncoder.nodes(outputs)
     by_id = Map.new(nodes, fn {id, _, _, _, _} = node -> {id, node} end)
     users = users(nodes)
     outputs = MapSet.new(output_ids)

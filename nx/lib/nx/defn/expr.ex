@@ -9,7 +9,7 @@ defmodule Nx.Defn.Expr do
     * `id` - a reference unique to this node; two tensors with the same `id` are the
       same node (the graph encoder shares them)
     * `op` - the operation, an atom from the op table of `docs/PROTOCOL.md` (4.1), or
-      `:metadata` for `metadata/2` nodes (which `Nx.Defn.Graph` writes as `:stop_grad`,
+      `:metadata` for `metadata/2` nodes (which `Nx.Defn.WireEncoder` writes as `:stop_grad`,
       `:custom_grad` or `:metadata`)
     * `args` - the input tensors, all expression tensors
     * `opts` - the op's options, exactly as on the wire (`%{index: 0}` for a
@@ -527,7 +527,8 @@ defmodule Nx.Defn.Expr do
 
   defp tuple_node(op, args, opts, outs) do
     node = expr(op, args, opts, template({:tuple, length(outs)}, {}))
-    # the element templates travel with the node: Nx.Defn.Graph declares them as its `out`
+    # the element templates travel with the node: Nx.Defn.WireEncoder declares them as its
+    # `out`
     node = put_in(node.data.outs, Enum.map(outs, &template_of/1))
 
     outs
@@ -644,7 +645,7 @@ defmodule Nx.Defn.Expr do
   """
   @spec inspect(Nx.Tensor.t(), Inspect.Opts.t()) :: String.t()
   def inspect(%Nx.Tensor{} = tensor, %Inspect.Opts{} = _opts) do
-    {nodes, outputs} = Nx.Defn.Graph.nodes(tensor)
+    {nodes, outputs} = Nx.Defn.WireEncoder.nodes(tensor)
     Enum.join(["Nx.Defn.Expr" | listing(nodes, outputs, "")], "\n")
   end
 

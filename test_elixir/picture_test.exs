@@ -1,6 +1,6 @@
-defmodule NxJax.GraphDotTest do
-  # Graph pictures: Nx.Defn.Dot.to_dot/2 (the DOT text), NxJax.Graph.render/3 and
-  # mix nx_jax.graph (Graphviz's dot: a stand-in script here, so the tests need no Graphviz)
+defmodule NxJax.PictureTest do
+  # Graph pictures: Nx.Defn.Dot.to_dot/2 (the DOT text), NxJax.Picture.render/3 and
+  # mix nx_jax.picture (Graphviz's dot: a stand-in script here, so the tests need no Graphviz)
   use ExUnit.Case, async: true
   import ExUnit.CaptureIO
 
@@ -74,7 +74,7 @@ defmodule NxJax.GraphDotTest do
   test "a custom gradient inside a grad: clusters, colours, each node declared once" do
     expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
     dot = Nx.Defn.Dot.to_dot(expr, title: "log1pexp")
-    {nodes, [output]} = Nx.Defn.Graph.nodes(expr)
+    {nodes, [output]} = Nx.Defn.WireEncoder.nodes(expr)
 
     ids = declared(dot)
     assert Enum.sort(ids) == Enum.sort(for {id, _, _, _, _} <- nodes, do: "n#{id}")
@@ -130,7 +130,7 @@ defmodule NxJax.GraphDotTest do
     assert output == Nx.Defn.Dot.to_dot(expr) <> "\n"
   end
 
-  describe "render and mix nx_jax.graph" do
+  describe "render and mix nx_jax.picture" do
     setup do
       dir = Path.join(System.tmp_dir!(), "nx_jax_dot_#{System.unique_integer([:positive])}")
       File.mkdir_p!(dir)
@@ -148,38 +148,62 @@ defmodule NxJax.GraphDotTest do
     } do
       expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
       svg = Path.join(dir, "g.svg")
-      assert NxJax.Graph.render(expr, svg, dot: fake, title: "t") == :ok
-      assert File.read!(svg) == NxJax.Graph.to_dot(expr, title: "t")
+      assert NxJax.Picture.render(expr, svg, dot: fake, title: "t") == :ok
+      assert File.read!(svg) == NxJax.Picture.to_dot(expr, title: "t")
       assert File.read!(svg <> ".args") == "-Tsvg -o #{svg} #{svg}.dot\n"
       refute File.exists?(svg <> ".dot")
       # .dot: the text itself, no Graphviz needed
-      assert NxJax.Graph.render(expr, Path.join(dir, "g.dot")) == :ok
-      assert File.read!(Path.join(dir, "g.dot")) == NxJax.Graph.to_dot(expr)
+      assert NxJax.Picture.render(expr, Path.join(dir, "g.dot")) == :ok
+      assert File.read!(Path.join(dir, "g.dot")) == NxJax.Picture.to_dot(expr)
     end
 
     test "without Graphviz the error says how to install it", %{dir: dir} do
       error =
         assert_raise ArgumentError, fn ->
-          NxJax.Graph.render(Nx.tensor(1.0), Path.join(dir, "g.png"), dot: "/nonexistent/dot")
+          NxJax.Picture.render(Nx.tensor(1.0), Path.join(dir, "g.png"), dot: "/nonexistent/dot")
         end
 
       assert error.message =~ "sudo apt-get install graphviz"
 
       assert_raise ArgumentError, ~r/writes .svg, .png, .pdf or .dot files/, fn ->
-        NxJax.Graph.render(Nx.tensor(1.0), Path.join(dir, "g.txt"))
+        NxJax.Picture.render(Nx.tensor(1.0), Path.join(dir, "g.txt"))
       end
     end
 
-    test "mix nx_jax.graph traces Module.function on numbers", %{dir: dir, fake: fake} do
+    test "mix nx_jax.picture traces Module.function on numbers", %{dir: dir, fake: fake} do
       out = Path.join(dir, "task.svg")
-      args = ["NxJax.GraphDotTest.Fns.grad_custom", "1.0", "--output", out, "--dot", fake]
-      assert capture_io(fn -> Mix.Tasks.NxJax.Graph.run(args) end) =~ "wrote #{out}"
-      assert File.read!(out) =~ ~s(label="NxJax.GraphDotTest.Fns.grad_custom\(1.0\)")
+      args = ["NxJax.PictureTest.Fns.grad_custom", "1.0", "--output", out, "--dot", fake]
+      assert capture_io(fn -> Mix.Tasks.NxJax.Picture.run(args) end) =~ "wrote #{out}"
+      assert File.read!(out) =~ ~s(label="NxJax.PictureTest.Fns.grad_custom\(1.0\)")
       assert File.read!(out) =~ "custom_grad's gradient"
 
-      assert_raise Mix.Error, ~r/NxJax.GraphDotTest.Fns.nope\/1 is not defined/, fn ->
-        Mix.Tasks.NxJax.Graph.run(["NxJax.GraphDotTest.Fns.nope", "1.0", "--output", out])
+      assert_raise Mix.Error, ~r/NxJax.PictureTest.Fns.nope\/1 is not defined/, fn ->
+        Mix.Tasks.NxJax.Picture.run(["NxJax.PictureTest.Fns.nope", "1.0", "--output", out])
       end
+    end
+
+    test "the old names NxJax.Graph and mix nx_jax.graph draw the same (the task warns)",
+         %{dir: dir, fake: fake} do
+      expr = Nx.Defn.debug_expr(&Fns.grad_custom/1).(Nx.tensor(1.0))
+      # (apply/3: a direct call to a deprecated function warns when the test compiles)
+      dot = apply(NxJax.Graph, :to_dot, [expr, [title: "t"]])
+      assert dot == NxJax.Picture.to_dot(expr, title: "t") and dot =~ "digraph"
+      assert apply(NxJax.Graph, :render, [expr, Path.join(dir, "old.dot")]) == :ok
+      assert File.read!(Path.join(dir, "old.dot")) == NxJax.Picture.to_dot(expr)
+
+      [new, old] = for name <- ["new", "old"], do: Path.join(dir, name <> ".svg")
+      args = &["NxJax.PictureTest.Fns.grad_custom", "1.0", "--output", &1, "--dot", fake]
+
+      stderr =
+        capture_io(:stderr, fn ->
+          assert capture_io(fn -> Mix.Tasks.NxJax.Graph.run(args.(old)) end) =~ "wrote #{old}"
+        end)
+
+      assert [line] = String.split(stderr, "\n", trim: true)
+      assert line =~ "mix nx_jax.graph is deprecated: use mix nx_jax.picture"
+      assert capture_io(fn -> Mix.Tasks.NxJax.Picture.run(args.(new)) end) =~ "wrote #{new}"
+      assert File.read!(old) == File.read!(new)
+      assert File.read!(new) =~ "custom_grad's gradient"
     end
   end
 end

@@ -1,4 +1,4 @@
-defmodule Nx.Defn.Graph do
+defmodule Nx.Defn.WireEncoder do
   @moduledoc """
   Turns the result of a trace (a container of expression tensors) into its canonical
   graph, the form a compiler (`Nx.Defn.Compiler`) receives, and the one `docs/PROTOCOL.md`
@@ -21,7 +21,7 @@ defmodule Nx.Defn.Graph do
 
       iex> x = Nx.Defn.Expr.parameter(0, {:f, 32}, {})
       iex> y = Nx.Defn.Expr.expr(:exp, [x], %{}, x)
-      iex> {graph, [0], _container} = Nx.Defn.Graph.encode(y)
+      iex> {graph, [0], _container} = Nx.Defn.WireEncoder.encode(y)
       iex> graph
       {:nx_jax_graph, 1,
        [{0, :parameter, [], %{index: 0}, {{:f, 32}, {}}}, {1, :exp, [0], %{}, {{:f, 32}, {}}}],

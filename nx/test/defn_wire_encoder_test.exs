@@ -1,13 +1,13 @@
-defmodule NxJax.DefnGraphTest do
-  # Pure tests of the expression layer and Nx.Defn.Graph: no worker, no Nx ops.
+defmodule Nx.Defn.WireEncoderTest do
+  # Pure tests of the expression layer and Nx.Defn.WireEncoder: no worker, no Nx ops.
   use ExUnit.Case, async: true
 
   alias Nx.Defn.{Composite, Expr, Grad}
-  alias Nx.Defn.Graph
+  alias Nx.Defn.WireEncoder
 
   # (compatible?/3's example builds tensors with Nx.iota/1: test_elixir/nx_doctest_test.exs)
   doctest Nx.Defn.Composite, except: [compatible?: 3]
-  doctest Nx.Defn.Graph
+  doctest Nx.Defn.WireEncoder
   doctest Nx.Defn.Expr
   doctest Nx.Defn.Kernel
   doctest Nx.Defn.Compiler
@@ -33,7 +33,7 @@ defmodule NxJax.DefnGraphTest do
 
   describe "encode/1" do
     test "emits the version-1 graph with parameters first and the output last" do
-      {graph, parameters, container} = Graph.encode(log1pexp(param(0)))
+      {graph, parameters, container} = WireEncoder.encode(log1pexp(param(0)))
 
       assert graph ==
                {:nx_jax_graph, 1,
@@ -55,8 +55,8 @@ defmodule NxJax.DefnGraphTest do
         {binary(:add, shared, unary(:exp, shared)), %{b: shared, a: unary(:sin, y)}}
       end
 
-      {g1, p1, _} = Graph.encode(build.())
-      {g2, p2, _} = Graph.encode(build.())
+      {g1, p1, _} = WireEncoder.encode(build.())
+      {g2, p2, _} = WireEncoder.encode(build.())
       assert :erlang.term_to_binary(g1) == :erlang.term_to_binary(g2)
       assert p1 == p2
     end
@@ -65,7 +65,7 @@ defmodule NxJax.DefnGraphTest do
       x = param(0)
       shared = unary(:exp, x)
       y = binary(:add, binary(:multiply, shared, shared), unary(:sin, shared))
-      {{:nx_jax_graph, 1, nodes, [out]} = graph, _, _} = Graph.encode(y)
+      {{:nx_jax_graph, 1, nodes, [out]} = graph, _, _} = WireEncoder.encode(y)
 
       assert_topological(graph)
       assert Enum.count(nodes, &match?({_, :exp, _, _, _}, &1)) == 1
@@ -76,7 +76,7 @@ defmodule NxJax.DefnGraphTest do
     test "keeps only the parameters the outputs use and renumbers them" do
       _unused = param(0)
       used = param(2, {2})
-      {{:nx_jax_graph, 1, nodes, _}, parameters, _} = Graph.encode(unary(:exp, used))
+      {{:nx_jax_graph, 1, nodes, _}, parameters, _} = WireEncoder.encode(unary(:exp, used))
 
       assert parameters == [2]
       assert [{0, :parameter, [], %{index: 0}, {@f32, {2}}} | _] = nodes
@@ -86,11 +86,11 @@ defmodule NxJax.DefnGraphTest do
       x = param(0)
       y = param(1)
       outputs = {unary(:exp, x), %{b: y, a: unary(:sin, y)}}
-      {{:nx_jax_graph, 1, nodes, output_ids}, _, container} = Graph.encode(outputs)
+      {{:nx_jax_graph, 1, nodes, output_ids}, _, container} = WireEncoder.encode(outputs)
 
       ops = Enum.map(output_ids, fn id -> nodes |> Enum.at(id) |> elem(1) end)
       assert ops == [:exp, :sin, :parameter]
-      assert Graph.rebuild(container, [1, 2, 3]) == {1, %{a: 2, b: 3}}
+      assert WireEncoder.rebuild(container, [1, 2, 3]) == {1, %{a: 2, b: 3}}
     end
 
     test "turns numbers and concrete tensors in the outputs into leaves" do
@@ -101,7 +101,7 @@ defmodule NxJax.DefnGraphTest do
         names: [nil]
       }
 
-      {{:nx_jax_graph, 1, nodes, [0, 1]}, [], _} = Graph.encode({2.0, concrete})
+      {{:nx_jax_graph, 1, nodes, [0, 1]}, [], _} = WireEncoder.encode({2.0, concrete})
 
       assert nodes == [
                {0, :constant, [], %{value: 2.0}, {@f32, {}}},
@@ -127,13 +127,13 @@ defmodule NxJax.DefnGraphTest do
       y = Expr.metadata(unary(:exp, x), %{stop_grad: true})
       assert %Expr{op: :metadata, opts: %{metadata: %{stop_grad: true}}} = y.data
 
-      {{:nx_jax_graph, 1, nodes, [2]}, _, _} = Graph.encode(y)
+      {{:nx_jax_graph, 1, nodes, [2]}, _, _} = WireEncoder.encode(y)
       assert {2, :stop_grad, [1], %{}, {@f32, {}}} = List.last(nodes)
     end
 
     test "other metadata becomes :metadata listing its sorted keys" do
       y = Expr.metadata(param(0), %{oops: true, another: 1})
-      {{:nx_jax_graph, 1, nodes, _}, _, _} = Graph.encode(y)
+      {{:nx_jax_graph, 1, nodes, _}, _, _} = WireEncoder.encode(y)
       assert {1, :metadata, [0], %{keys: [:another, :oops]}, {@f32, {}}} = List.last(nodes)
     end
 
@@ -147,7 +147,7 @@ defmodule NxJax.DefnGraphTest do
     test "calls the function on a cotangent and ships its result by id" do
       t = param(0)
       y = Grad.custom_grad(log1pexp(t), [t], fn g -> [binary(:multiply, g, t)] end)
-      {{:nx_jax_graph, 1, nodes, [out]} = graph, _, _} = Graph.encode(y)
+      {{:nx_jax_graph, 1, nodes, [out]} = graph, _, _} = WireEncoder.encode(y)
 
       assert_topological(graph)
       {^out, :custom_grad, [log1p], opts, {@f32, {}}} = Enum.at(nodes, out)
@@ -170,7 +170,7 @@ defmodule NxJax.DefnGraphTest do
           [ga, gb]
         end)
 
-      {{:nx_jax_graph, 1, nodes, [ia, ib]} = graph, _, _} = Graph.encode({a, b})
+      {{:nx_jax_graph, 1, nodes, [ia, ib]} = graph, _, _} = WireEncoder.encode({a, b})
       assert_topological(graph)
       assert {^ia, :elem, [node], %{index: 0}, {@f32, {}}} = Enum.at(nodes, ia)
       assert {^ib, :elem, [^node], %{index: 1}, {@f32, {2}}} = Enum.at(nodes, ib)
@@ -230,7 +230,9 @@ defmodule NxJax.DefnGraphTest do
       x = param(0)
       w = param(1, {2})
       {value, {gx, gw}} = Grad.value_and_grad({x, w}, fn {x, _w} -> unary(:sin, x) end)
-      {{:nx_jax_graph, 1, nodes, [iv, igx, igw]} = graph, _, _} = Graph.encode({value, gx, gw})
+
+      {{:nx_jax_graph, 1, nodes, [iv, igx, igw]} = graph, _, _} =
+        WireEncoder.encode({value, gx, gw})
 
       assert_topological(graph)
       assert {^igx, :elem, [g], %{index: 0}, {@f32, {}}} = Enum.at(nodes, igx)
@@ -346,7 +348,8 @@ defmodule NxJax.DefnGraphTest do
             {300, {:u, 8}, 44},
             {2 ** 63 - 1, {:s, 64}, 2 ** 63 - 1}
           ] do
-        {nodes, _} = Graph.nodes(binary(:add, param(0, {}, type), Expr.constant(value, type, {})))
+        {nodes, _} =
+          WireEncoder.nodes(binary(:add, param(0, {}, type), Expr.constant(value, type, {})))
 
         assert [{_, :constant, [], %{value: ^wired}, _}] =
                  Enum.filter(nodes, &(elem(&1, 1) == :constant))
@@ -357,7 +360,7 @@ defmodule NxJax.DefnGraphTest do
       x = param(0, {}, {:u, 8})
       y = param(1, {}, {:s, 8})
       cmp = Expr.expr(:less, [x, y], %{}, Nx.template({}, {:u, 8}))
-      {nodes, [out]} = Graph.nodes(cmp)
+      {nodes, [out]} = WireEncoder.nodes(cmp)
       assert {^out, :less, [_, _], %{operand_type: {:s, 16}}, _} = List.last(nodes)
     end
   end
