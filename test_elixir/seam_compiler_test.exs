@@ -70,6 +70,14 @@ defmodule NxJax.SeamCompilerTest do
     Enum.zip_with(got_leaves, want_leaves, &assert_close(&1, &2, tol))
   end
 
+  test "the seam compiler's code calls no module of nx_jax, only Nx's" do
+    {:ok, {_module, [imports: imports]}} = :beam_lib.chunks(:code.which(SeamCompiler), [:imports])
+
+    called = imports |> Enum.map(&elem(&1, 0)) |> Enum.uniq()
+    assert Nx.BinaryBackend in called and Nx.Defn.Composite in called
+    assert Enum.filter(called, &String.starts_with?(Atom.to_string(&1), "Elixir.NxJax")) == []
+  end
+
   test "the worker counters read here see a call of the default compiler" do
     x = Nx.tensor([0.0, 0.5, 1.0])
 
