@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from py_backend.lower import reversible_while
+from py_backend.ops.control_flow import reversible_while
 
 
 def loop(c: jax.Array, n: jax.Array) -> jax.Array:
