@@ -1,4 +1,5 @@
-"""Numerics mode ``nx`` (py_backend/numerics.py, py_backend/nx_rules.py): f32 results rounded
+"""Numerics mode ``nx`` (py_backend/numerics.py, py_backend/nx_rules.py, the rules of
+py_backend/ops/elementwise.py): f32 results rounded
 as Nx's binary backend rounds them, and Nx's derivative formulas. The expected values are
 computed here on doubles with NumPy (the rounding Nx performs) or are real Nx 0.7.2's."""
 
@@ -58,7 +59,7 @@ def test_gradients_are_nx_formulas_in_f32() -> None:
 
 # real Nx 0.7.2's values (its grad_test.exs asserts them with ==, as f32 tensors)
 def test_nx_grad_test_values() -> None:
-    tanh, power = nx_rules.functions()["tanh"], nx_rules.functions()["pow"]
+    tanh, power = elementwise.function("tanh"), elementwise.function("pow")
 
     def product_rule(t):
         return tanh(tanh(power(t, 2.0) * power(t, 3.0)))

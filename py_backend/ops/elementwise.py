@@ -2,14 +2,16 @@
 predicates, select, clip, type conversions.
 
 Each op's check, lowering and registration (``OPS``, :mod:`py_backend.ops.rules`); the
-functions of numerics mode ``nx`` (on doubles, rounded once, differentiated by Nx's formulas)
-come from :mod:`py_backend.nx_rules` and are chosen where a graph is lowered, not when this
-module is imported (:func:`function`). Unary and binary ops are computed in the out type (the
-inputs cast to it); predicates and ``abs``/``real``/``imag`` on the inputs as they are.
+functions of numerics mode ``nx`` (on doubles, rounded once, differentiated by Nx's formulas:
+:data:`NX_UNARY`, :data:`NX_BINARY`, with :mod:`py_backend.nx_rules`' rounding) are chosen
+where a graph is lowered, not when this module is imported (:func:`function`). Unary and
+binary ops are computed in the out type (the inputs cast to it); predicates and
+``abs``/``real``/``imag`` on the inputs as they are.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,10 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 
 from py_backend import complex_math, numerics, nx_rules
 from py_backend import wire_graph as wire
 from py_backend.lower import Call, Value
+from py_backend.nx_rules import rounded_once
 from py_backend.nxtypes import NxType, to_dtype
 from py_backend.ops.rules import OPERAND_TYPE, entry, family
 from py_backend.wire_graph import GraphError, Node, check_tensor_out
@@ -252,13 +256,159 @@ def _complex_by(
     return apply
 
 
+# Numerics mode nx (py_backend/numerics.py): functions of f32 (c64) tensors computed in f64
+# (c128) and rounded once, as Nx computes on doubles, each differentiated by Nx's formula
+# (Nx.Defn.Grad), every operation of it rounded to the tensor's type as Nx rounds it, given to
+# JAX as the function's JVP (jax.custom_jvp): JAX transposes t * c into g * c, so reverse mode
+# performs Nx's operations on Nx's values. JAX's own rules compute the same derivatives in
+# other orders (g * (1 + y) * (1 - y) for tanh), which differ from Nx's in the last bits.
+# Functions whose JAX rule already is Nx's (add, subtract, multiply, negate, abs, ...) are left
+# to JAX; so is remainder, whose Nx rule (-floor(x / y)) is not the derivative of a remainder
+# with the dividend's sign.
+
+
+def _own(name: str) -> Fn:
+    """Mode nx's function ``name``, looked up when it is called: inside a rule, the functions
+    it calls are mode nx's own (so a second derivative also follows Nx's formulas), and the
+    table below does not exist yet when the rules are written."""
+    return lambda *args: _NX_EXACT[name](*args)
+
+
+_nx_exp, _nx_sin, _nx_cos, _nx_sinh, _nx_cosh, _nx_log, _nx_rsqrt = map(
+    _own, ("exp", "sin", "cos", "sinh", "cosh", "log", "rsqrt")
+)
+_nx_power = _own("pow")
+
+_TWO_RSQRT_PI = 2 / math.sqrt(math.pi)
+
+# name -> (the function, its JVP as Nx writes its gradient: d(x, ans, t) with t for g)
+NX_UNARY: dict[str, tuple[Fn, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]]] = {
+    "exp": (rounded_once(jnp.exp), lambda x, y, t: t * y),
+    "expm1": (rounded_once(jnp.expm1), lambda x, y, t: t * (y + 1)),
+    "log": (rounded_once(jnp.log), lambda x, y, t: t / x),
+    "log1p": (rounded_once(jnp.log1p), lambda x, y, t: t / (x + 1)),
+    "sigmoid": (rounded_once(jax.nn.sigmoid), lambda x, y, t: t * (_nx_exp(-x) * y * y)),
+    "rsqrt": (rounded_once(lax.rsqrt), lambda x, y, t: t * -0.5 * _nx_power(x, -1.5)),
+    "sqrt": (jnp.sqrt, lambda x, y, t: t * 0.5 / y),
+    "cbrt": (rounded_once(lax.cbrt), lambda x, y, t: t / (3 * y * y)),
+    "sin": (rounded_once(jnp.sin), lambda x, y, t: t * _nx_cos(x)),
+    "cos": (rounded_once(jnp.cos), lambda x, y, t: t * -_nx_sin(x)),
+    "tan": (
+        rounded_once(jnp.tan),
+        lambda x, y, t: lax.optimization_barrier(t / _nx_cos(x)) / _nx_cos(x),
+    ),
+    "tanh": (rounded_once(jnp.tanh), lambda x, y, t: t * (1 - y * y)),
+    "sinh": (rounded_once(jnp.sinh), lambda x, y, t: t * _nx_cosh(x)),
+    "cosh": (rounded_once(jnp.cosh), lambda x, y, t: t * _nx_sinh(x)),
+    "asin": (rounded_once(jnp.arcsin), lambda x, y, t: t * _nx_rsqrt(1 - x * x)),
+    "acos": (rounded_once(jnp.arccos), lambda x, y, t: t * -_nx_rsqrt(1 - x * x)),
+    "atan": (rounded_once(jnp.arctan), lambda x, y, t: t / (1 + x * x)),
+    "asinh": (rounded_once(jnp.arcsinh), lambda x, y, t: t * _nx_rsqrt(x * x + 1)),
+    "acosh": (rounded_once(jnp.arccosh), lambda x, y, t: t * _nx_rsqrt(x * x - 1)),
+    "atanh": (rounded_once(jnp.arctanh), lambda x, y, t: t / (1 - x * x)),
+    "erf": (rounded_once(lax.erf), lambda x, y, t: t * (_nx_exp(-(x * x)) * _TWO_RSQRT_PI)),
+    "erfc": (rounded_once(lax.erfc), lambda x, y, t: t * (_nx_exp(-(x * x)) * -_TWO_RSQRT_PI)),
+}
+
+
+# A binary rule is one term per argument, d(x, y, ans, t) with t that argument's tangent. A term
+# is left out when JAX knows the tangent is zero (a constant exponent): in forward mode the
+# zero would otherwise multiply log(x), NaN for a negative x (Nx's backward pass computes a
+# term only for an argument that gets a gradient).
+
+
+def _pow_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
+    exponent = jnp.where(y == 0, jnp.ones_like(y), y - 1)
+    return tx * (y * _nx_power(x, exponent))
+
+
+def _pow_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
+    base = jnp.where(x == 0, jnp.ones_like(x), x)
+    return ty * (_nx_log(base) * ans)
+
+
+def _atan2_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
+    return tx * (y / (x * x + y * y))
+
+
+def _atan2_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
+    return ty * -(x / (x * x + y * y))
+
+
+def _divide(x: jax.Array, y: jax.Array) -> jax.Array:
+    """IEEE division, rounded once. XLA's simplifier rewrites a division by a broadcast value
+    (``x / 3``, ``t / Nx.sum(t)``) into a product with its reciprocal, which is rounded twice
+    (a third of all f32 ``x / 3`` differ in the last bit); the barrier hides the broadcast."""
+    return jnp.true_divide(x, lax.optimization_barrier(y))
+
+
+def _divide_dx(x: jax.Array, y: jax.Array, ans: jax.Array, tx: jax.Array) -> jax.Array:
+    return _divide(tx, y)
+
+
+def _divide_dy(x: jax.Array, y: jax.Array, ans: jax.Array, ty: jax.Array) -> jax.Array:
+    # (the barrier on ans keeps XLA from rewriting (x / y) / y into x / (y * y))
+    return ty * -_divide(lax.optimization_barrier(ans), y)
+
+
+Term = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+
+NX_BINARY: dict[str, tuple[Fn, Term, Term]] = {
+    "divide": (_divide, _divide_dx, _divide_dy),
+    "pow": (rounded_once(jnp.power), _pow_dx, _pow_dy),
+    "atan2": (rounded_once(lax.atan2), _atan2_dx, _atan2_dy),
+}
+
+
+def _unary(fn: Fn, d: Callable[[jax.Array, jax.Array, jax.Array], jax.Array]) -> Fn:
+    wrapped = jax.custom_jvp(fn)
+
+    @wrapped.defjvp
+    def jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+        (x,), (t,) = primals, tangents
+        # (the value through `wrapped`, so that differentiating this rule again, for a
+        # second derivative, uses Nx's formula for it too)
+        ans = wrapped(x)
+        return ans, d(x, ans, t)
+
+    return wrapped
+
+
+def _binary(fn: Fn, dx: Term, dy: Term) -> Fn:
+    wrapped = jax.custom_jvp(fn)
+
+    def jvp(
+        primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
+    ) -> tuple[jax.Array, jax.Array]:
+        (x, y), (tx, ty) = primals, tangents
+        ans = wrapped(x, y)
+        terms = [d(x, y, ans, t) for d, t in ((dx, tx), (dy, ty))
+                 if not isinstance(t, SymbolicZero)]
+        if not terms:
+            return ans, jnp.zeros_like(ans)
+        return ans, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+    wrapped.defjvp(jvp, symbolic_zeros=True)
+
+    def apply(a: jax.Array, b: jax.Array) -> jax.Array:
+        # broadcast first: the rule's operations are then element by element, and JAX sums
+        # the gradient of a broadcast input over the broadcast axes (Nx's unbroadcast)
+        return wrapped(*jnp.broadcast_arrays(a, b))
+
+    return apply
+
+
+_NX_EXACT: dict[str, Fn] = {name: _unary(fn, d) for name, (fn, d) in NX_UNARY.items()}
+_NX_EXACT.update({name: _binary(fn, dx, dy) for name, (fn, dx, dy) in NX_BINARY.items()})
+
+
 def _in_mode(table: Mapping[str, Fn], exact: bool) -> dict[str, Fn]:
     """``table`` as numerics mode nx (``exact``) computes it: transcendental functions on
-    doubles, rounded once, and differentiated by Nx's formulas (py_backend/nx_rules.py), as
-    Nx's binary backend computes them; or as XLA does (mode native). Complex cbrt and atan2
-    have no XLA kernel: computed as Nx's Complex computes them, on top of either mode's real
-    functions."""
-    rules = nx_rules.functions() if exact else {}
+    doubles, rounded once, and differentiated by Nx's formulas (:data:`NX_UNARY`,
+    :data:`NX_BINARY`), as Nx's binary backend computes them; or as XLA does (mode native).
+    Complex cbrt and atan2 have no XLA kernel: computed as Nx's Complex computes them, on top
+    of either mode's real functions."""
+    rules = _NX_EXACT if exact else {}
     fns = {op: rules.get(op, fn) for op, fn in table.items()}
     if "cbrt" in fns:
         fns["cbrt"] = _complex_by(complex_math.cbrt, fns["cbrt"])
