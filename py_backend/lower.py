@@ -306,8 +306,6 @@ def outs_of(c: Call, values: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
 
 
 HookSink = Callable[[int, list[tuple[TensorOut, np.ndarray]]], None]
-
-
 _default_sink: list[HookSink | None] = [None]
 
 
@@ -377,8 +375,6 @@ _MOVING = frozenset(
     {"reshape", "transpose", "broadcast", "slice", "dynamic_slice", "reverse", "gather", "take",
      "take_along_axis", "metadata", "stop_grad"}
 )
-
-
 _GIVEN = frozenset({"parameter", "constant", "tensor", "bitcast"})
 
 

@@ -30,8 +30,6 @@ from py_backend import channel
 from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
 
 PROTOCOL_VERSION = 1
-
-
 DEFAULT_MAX_ELEMENTS = 1 << 31
 
 
@@ -261,11 +259,7 @@ class SubgraphKind:
 
 
 SUBGRAPH = SubgraphKind()
-
-
 SUBGRAPHS = SubgraphKind(many=True)
-
-
 SUBGRAPH_OR_NIL = SubgraphKind(nullable=True)
 
 
@@ -282,11 +276,7 @@ def text(v: Any) -> str:
 # jax.checkpoint_policies the wire names by atom, and those taking names (checkpoint_name)
 CHECKPOINT_POLICIES = ("everything_saveable", "nothing_saveable", "dots_saveable",
                        "dots_with_no_batch_dims_saveable")
-
-
 NAMED_CHECKPOINT_POLICIES = ("save_only", "save_anything_except")
-
-
 CheckpointPolicy = str | tuple[str, tuple[str, ...]] | None
 
 
@@ -311,10 +301,7 @@ def pos_int_or_nil(v: Any) -> int | None:
         return v
     raise ValueError("a positive integer or nil")
 
-
 REDUCE_OPTS = {"axes": int_list_or_nil, "keep_axes": boolean}
-
-
 CONV_OPTS = {
     "strides": int_list,
     "padding": int_tuples(2),
@@ -549,8 +536,6 @@ def _parse_node(
 
 
 VECTORIZED_OPTS = ("vectorized", "vectorized_inputs")
-
-
 NOT_VECTORIZABLE = frozenset(
     "parameter constant tensor iota cotangent elem grad custom_grad stop_grad metadata hook "
     "attach_token cond jvp jacfwd jacrev hessian custom_jvp "

@@ -283,8 +283,6 @@ def _substituted(
 # the memory the checkpoints of a reverse-differentiated unbounded while may take (two buffers
 # of this size), and the most states each buffer holds
 _CHECKPOINT_BYTES = 128 << 20
-
-
 _MAX_SLOTS = 256
 
 

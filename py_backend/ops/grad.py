@@ -204,7 +204,7 @@ def lower_grad(c: Call) -> Value:
     # JAX's gradient, in x's type, is cast to it; one declared real for a complex x is the
     # real part
     outs = c.node.out
-    assert isinstance(outs, TupleOut)  # (graph.py checks a grad node's out is one per x)
+    assert isinstance(outs, TupleOut)  # (check_grad checks a grad node's out is one per x)
     for x, out in zip(xs, outs.elements, strict=True):
         assert isinstance(out, TensorOut)
         if x in held:
@@ -341,7 +341,7 @@ def _declared(value: jax.Array, out: TensorOut) -> jax.Array:
 
 
 def _outs(c: Call) -> list[TensorOut]:
-    """The element outs of a tuple-valued node (graph.py checks they are tensors)."""
+    """The element outs of a tuple-valued node (the decoder checks they are tensors)."""
     out = c.node.out
     assert isinstance(out, TupleOut)
     return [o for o in out.elements if isinstance(o, TensorOut)]
