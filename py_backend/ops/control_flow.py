@@ -49,75 +49,6 @@ from py_backend.wire_graph import (
 )
 
 
-def check_hook(node: Node, nodes: list[Node], where: str) -> None:
-    want = [nodes[i].tensor for i in node.inputs]
-    if tuple_outs(node, where) != want:
-        raise GraphError(f"{where}: out must be the list of its inputs' outs "
-                         f"{[str(o) for o in want]}")
-
-
-def check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    if any(not isinstance(nodes[i].out, TensorOut) for i in node.inputs):
-        raise GraphError(f"{where}: every input must be tensor-valued")
-    last = nodes[node.inputs[-1]].tensor
-    if node.tensor != last:
-        raise GraphError(f"{where}: out must be the last input's out {last}, got {node.tensor}")
-
-
-def check_cond(node: Node, nodes: list[Node], where: str) -> None:
-    outs = tuple_outs(node, where)
-    branches = node.opts["branches"]
-    preds = len(branches) - 1
-    if preds < 1 or len(node.inputs) < preds:
-        raise GraphError(f"{where}: needs at least 2 branches and one predicate input per "
-                         f"branch but the last ({len(branches)} branches, "
-                         f"{len(node.inputs)} inputs)")
-    for ref in node.inputs[:preds]:
-        if nodes[ref].tensor.shape != ():
-            raise GraphError(f"{where}: predicate (node {ref}) must be a scalar")
-    captures = input_outs(node, nodes, preds)
-    for i, branch in enumerate(branches):
-        check_signature(where, f"branch {i}", branch, captures, outs)
-
-
-def check_loop(node: Node, nodes: list[Node], where: str) -> None:
-    state = tuple_outs(node, where)
-    n = len(state)
-    if len(node.inputs) < n or input_outs(node, nodes)[:n] != state:
-        raise GraphError(f"{where}: the first {n} inputs (the initial state) must have the "
-                         f"outs of the result, {[str(s) for s in state]}")
-    captures = input_outs(node, nodes, n)
-    if node.op == "while":
-        condition = node.opts["condition"]
-        scalar = [condition.nodes[o].tensor for o in condition.outputs]
-        if len(scalar) != 1 or scalar[0].shape != ():
-            raise GraphError(f"{where}: condition must have one scalar output")
-        check_signature(where, "condition", node.opts["condition"], state + captures, scalar)
-        check_signature(where, "body", node.opts["body"], state + captures, state)
-    else:
-        if node.opts["step"] == 0:
-            raise GraphError(f"{where}: step must not be 0")
-        index = [TensorOut(NxType("s", 64), ())]
-        check_signature(where, "body", node.opts["body"], state + index + captures, state)
-
-
-def check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    out = node.tensor
-    scalar = TensorOut(out.type, ())
-    x, acc = (nodes[i].tensor for i in node.inputs[:2])
-    if x.type != out.type or acc != scalar:
-        raise GraphError(f"{where}: the tensor and the accumulator (a scalar) must have the out "
-                         f"type {out.type}, got {x} and {acc}")
-    if node.op == "reduce":
-        check_reduction(node, nodes, where)
-    else:
-        check_window(node, nodes, where)
-    expected = [scalar, scalar, *input_outs(node, nodes, 2)]
-    check_signature(where, "reducer", node.opts["reducer"], expected, [scalar])
-
-
 def _linear_maps(graph: Graph) -> list[Node]:
     """The ``linear_map`` nodes of ``graph``, of the sub-graphs nested in it too (a solver's
     loop body applies the map it was given)."""
@@ -145,41 +76,11 @@ def _check_solver(where: str, what: str, graph: Graph, unknown: TensorOut,
                              f"to {unknown}, its out is {node.tensor}")
 
 
-def check_custom_root(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    unknown = node.tensor
-    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
-        raise GraphError(f"{where}: the initial guess must have the out {unknown}, a float type")
-    captures = input_outs(node, nodes, 1)
-    _check_solver(where, "f", node.opts["f"], unknown, captures, False)
-    _check_solver(where, "solve", node.opts["solve"], unknown, captures, False)
-    _check_solver(where, "tangent_solve", node.opts["tangent_solve"], unknown, captures, True)
-
-
-def check_custom_linear_solve(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    unknown = node.tensor
-    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
-        raise GraphError(f"{where}: b must have the out {unknown}, a float type")
-    captures = input_outs(node, nodes, 1)
-    _check_solver(where, "matvec", node.opts["matvec"], unknown, captures, False)
-    _check_solver(where, "solve", node.opts["solve"], unknown, captures, True)
-    if node.opts["transpose_solve"] is not None:
-        _check_solver(where, "transpose_solve", node.opts["transpose_solve"], unknown, captures,
-                      True)
-
-
-def check_linear_map(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    if nodes[node.inputs[0]].tensor != node.tensor:
-        raise GraphError(f"{where}: the argument of a linear_map must have its out {node.tensor}")
-
-
-def check_checkpoint(node: Node, nodes: list[Node], where: str) -> None:
-    """``fun``'s parameters are the inputs (the arguments' leaves, then the captures), its
-    outputs the node's outs."""
-    check_signature(where, "fun", node.opts["fun"], input_outs(node, nodes),
-                    tuple_outs(node, where))
+def check_hook(node: Node, nodes: list[Node], where: str) -> None:
+    want = [nodes[i].tensor for i in node.inputs]
+    if tuple_outs(node, where) != want:
+        raise GraphError(f"{where}: out must be the list of its inputs' outs "
+                         f"{[str(o) for o in want]}")
 
 
 def lower_hook(c: Call) -> Value:
@@ -197,10 +98,35 @@ def lower_hook(c: Call) -> Value:
     return values
 
 
+def check_attach_token(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if any(not isinstance(nodes[i].out, TensorOut) for i in node.inputs):
+        raise GraphError(f"{where}: every input must be tensor-valued")
+    last = nodes[node.inputs[-1]].tensor
+    if node.tensor != last:
+        raise GraphError(f"{where}: out must be the last input's out {last}, got {node.tensor}")
+
+
 def lower_attach_token(c: Call) -> Value:
     """``attach_token`` [h1..hn, x]: the value of x. The h (hooked values, ``Nx.Defn.Kernel``'s
     tokens) are inputs only so that evaluating x evaluates them, and fires their hooks, first."""
     return c.args[-1]
+
+
+def check_cond(node: Node, nodes: list[Node], where: str) -> None:
+    outs = tuple_outs(node, where)
+    branches = node.opts["branches"]
+    preds = len(branches) - 1
+    if preds < 1 or len(node.inputs) < preds:
+        raise GraphError(f"{where}: needs at least 2 branches and one predicate input per "
+                         f"branch but the last ({len(branches)} branches, "
+                         f"{len(node.inputs)} inputs)")
+    for ref in node.inputs[:preds]:
+        if nodes[ref].tensor.shape != ():
+            raise GraphError(f"{where}: predicate (node {ref}) must be a scalar")
+    captures = input_outs(node, nodes, preds)
+    for i, branch in enumerate(branches):
+        check_signature(where, f"branch {i}", branch, captures, outs)
 
 
 def lower_cond(c: Call) -> Value:
@@ -224,6 +150,27 @@ def _loop_parts(c: Call) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
     assert isinstance(out, TupleOut)
     n = len(out.elements)
     return tuple(jnp.asarray(a) for a in c.args[:n]), tuple(c.args[n:])
+
+
+def check_loop(node: Node, nodes: list[Node], where: str) -> None:
+    state = tuple_outs(node, where)
+    n = len(state)
+    if len(node.inputs) < n or input_outs(node, nodes)[:n] != state:
+        raise GraphError(f"{where}: the first {n} inputs (the initial state) must have the "
+                         f"outs of the result, {[str(s) for s in state]}")
+    captures = input_outs(node, nodes, n)
+    if node.op == "while":
+        condition = node.opts["condition"]
+        scalar = [condition.nodes[o].tensor for o in condition.outputs]
+        if len(scalar) != 1 or scalar[0].shape != ():
+            raise GraphError(f"{where}: condition must have one scalar output")
+        check_signature(where, "condition", node.opts["condition"], state + captures, scalar)
+        check_signature(where, "body", node.opts["body"], state + captures, state)
+    else:
+        if node.opts["step"] == 0:
+            raise GraphError(f"{where}: step must not be 0")
+        index = [TensorOut(NxType("s", 64), ())]
+        check_signature(where, "body", node.opts["body"], state + index + captures, state)
 
 
 def lower_while(c: Call) -> Value:
@@ -421,6 +368,12 @@ def reversible_while(
     return loop(tuple(state), tuple(captures))
 
 
+def check_linear_map(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if nodes[node.inputs[0]].tensor != node.tensor:
+        raise GraphError(f"{where}: the argument of a linear_map must have its out {node.tensor}")
+
+
 def lower_linear_map(c: Call) -> Value:
     """``linear_map`` [v]: the linear map JAX passed to the solver this sub-graph belongs to."""
     linear = c.lowering.linear
@@ -439,6 +392,17 @@ def _solver(graph: Graph, c: Call, captures: tuple[jax.Array, ...],
     return solver
 
 
+def check_custom_root(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    unknown = node.tensor
+    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
+        raise GraphError(f"{where}: the initial guess must have the out {unknown}, a float type")
+    captures = input_outs(node, nodes, 1)
+    _check_solver(where, "f", node.opts["f"], unknown, captures, False)
+    _check_solver(where, "solve", node.opts["solve"], unknown, captures, False)
+    _check_solver(where, "tangent_solve", node.opts["tangent_solve"], unknown, captures, True)
+
+
 def lower_custom_root(c: Call) -> Value:
     """``custom_root`` [x0, captures]: ``lax.custom_root`` of ``f``; ``solve`` finds the root
     (f is inlined in it at trace time, so JAX's f is not used), ``tangent_solve`` solves the
@@ -450,6 +414,19 @@ def lower_custom_root(c: Call) -> Value:
     return lax.custom_root(lambda x: f(x, *captures)[0], x0,
                            lambda _f, guess: solve(None, guess),
                            _solver(c.node.opts["tangent_solve"], c, captures))
+
+
+def check_custom_linear_solve(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    unknown = node.tensor
+    if nodes[node.inputs[0]].tensor != unknown or not unknown.type.is_float:
+        raise GraphError(f"{where}: b must have the out {unknown}, a float type")
+    captures = input_outs(node, nodes, 1)
+    _check_solver(where, "matvec", node.opts["matvec"], unknown, captures, False)
+    _check_solver(where, "solve", node.opts["solve"], unknown, captures, True)
+    if node.opts["transpose_solve"] is not None:
+        _check_solver(where, "transpose_solve", node.opts["transpose_solve"], unknown, captures,
+                      True)
 
 
 def lower_custom_linear_solve(c: Call) -> Value:
@@ -475,6 +452,13 @@ def jax_checkpoint_policy(policy: CheckpointPolicy) -> Callable[..., bool] | Non
     if kind == "save_only":
         return policies.save_only_these_names(*names)
     return policies.save_any_names_but_these(*names)
+
+
+def check_checkpoint(node: Node, nodes: list[Node], where: str) -> None:
+    """``fun``'s parameters are the inputs (the arguments' leaves, then the captures), its
+    outputs the node's outs."""
+    check_signature(where, "fun", node.opts["fun"], input_outs(node, nodes),
+                    tuple_outs(node, where))
 
 
 def lower_checkpoint(c: Call) -> Value:
@@ -519,6 +503,22 @@ def _fold(c: Call, parts: jax.Array, acc: jax.Array, captures: Sequence[Value]) 
     init = jnp.broadcast_to(jnp.asarray(acc, c.dtype), (math.prod(shape),))
     folded, _ = lax.scan(step, init, flat)
     return jnp.reshape(folded, shape)
+
+
+def check_reduce_with(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    out = node.tensor
+    scalar = TensorOut(out.type, ())
+    x, acc = (nodes[i].tensor for i in node.inputs[:2])
+    if x.type != out.type or acc != scalar:
+        raise GraphError(f"{where}: the tensor and the accumulator (a scalar) must have the out "
+                         f"type {out.type}, got {x} and {acc}")
+    if node.op == "reduce":
+        check_reduction(node, nodes, where)
+    else:
+        check_window(node, nodes, where)
+    expected = [scalar, scalar, *input_outs(node, nodes, 2)]
+    check_signature(where, "reducer", node.opts["reducer"], expected, [scalar])
 
 
 def lower_reduce(c: Call) -> Value:

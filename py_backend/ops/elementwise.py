@@ -32,41 +32,15 @@ from py_backend.wire_graph import GraphError, Node, check_tensor_out
 Fn = Callable[..., jax.Array]
 
 
-def check_comparison(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    if node.tensor.type != NxType("u", 8):
-        raise GraphError(f"{where}: a comparison's out type must be {{:u, 8}}")
-
-
-def check_predicate(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    if node.tensor.type != NxType("u", 8):
-        raise GraphError(f"{where}: out type must be {{:u, 8}} (a predicate)")
+def cast_all(c: Call) -> list[jax.Array]:
+    """Inputs cast to the output type (JAX then broadcasts them with NumPy rules)."""
+    return [jnp.asarray(a).astype(c.dtype) for a in c.args]
 
 
 def check_integer_op(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     if not node.tensor.type.is_integer:
         raise GraphError(f"{where}: works on integer types only, out is {node.tensor.type}")
-
-
-def check_real_part(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    if not node.tensor.type.is_float:
-        raise GraphError(f"{where}: out type must be a float type, got {node.tensor.type}")
-
-
-def check_bitcast(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    source = nodes[node.inputs[0]].tensor
-    if source.type.bits != node.tensor.type.bits or source.shape != node.tensor.shape:
-        raise GraphError(f"{where}: bitcast needs the same shape and bit width, "
-                         f"got {source} -> {node.tensor}")
-
-
-def cast_all(c: Call) -> list[jax.Array]:
-    """Inputs cast to the output type (JAX then broadcasts them with NumPy rules)."""
-    return [jnp.asarray(a).astype(c.dtype) for a in c.args]
 
 
 def elementwise_lowering(name: str, arity: int) -> Callable[[Call], Value]:
@@ -90,6 +64,12 @@ def written_as(x: jax.Array, dtype: Any) -> jax.Array:
     """``x`` in ``dtype``: as Nx's binary backend writes it in numerics mode nx (a bf16
     truncated from the f32, :func:`nx_rules.written`), rounded in mode native."""
     return nx_rules.written(x, dtype) if numerics.exact() else jnp.asarray(x).astype(dtype)
+
+
+def check_comparison(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if node.tensor.type != NxType("u", 8):
+        raise GraphError(f"{where}: a comparison's out type must be {{:u, 8}}")
 
 
 def comparison_lowering(fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[Call], Value]:
@@ -162,7 +142,6 @@ COMPARISON_FNS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "greater": jnp.greater,
     "greater_equal": jnp.greater_equal,
 }
-
 
 
 def _inexact_only(fn: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
@@ -429,6 +408,12 @@ def function(name: str) -> Fn:
     return _UNARY[exact].get(name) or _BINARY[exact][name]
 
 
+def check_predicate(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if node.tensor.type != NxType("u", 8):
+        raise GraphError(f"{where}: out type must be {{:u, 8}} (a predicate)")
+
+
 def predicate_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(*(jnp.asarray(a) for a in c.args)).astype(np.uint8)
@@ -436,11 +421,25 @@ def predicate_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     return lower
 
 
+def check_real_part(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    if not node.tensor.type.is_float:
+        raise GraphError(f"{where}: out type must be a float type, got {node.tensor.type}")
+
+
 def real_part_lowering(fn: Callable[[jax.Array], jax.Array]) -> Callable[[Call], Value]:
     def lower(c: Call) -> Value:
         return fn(jnp.asarray(c.args[0])).astype(c.dtype)
 
     return lower
+
+
+def check_bitcast(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    source = nodes[node.inputs[0]].tensor
+    if source.type.bits != node.tensor.type.bits or source.shape != node.tensor.shape:
+        raise GraphError(f"{where}: bitcast needs the same shape and bit width, "
+                         f"got {source} -> {node.tensor}")
 
 
 def lower_bitcast(c: Call) -> Value:

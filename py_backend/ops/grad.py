@@ -36,117 +36,11 @@ from py_backend.wire_graph import (
 )
 
 
-def check_grad(node: Node, nodes: list[Node], where: str) -> None:
-    y, *xs = node.inputs
-    y_out = nodes[y].tensor
-    if y_out.shape != () or not (y_out.type.is_float or y_out.type.is_complex):
-        raise GraphError(f"{where}: y (node {y}) must be a floating or complex scalar, "
-                         f"got {y_out}")
-    out = node.out
-    if not (isinstance(out, TupleOut) and len(out.elements) == len(xs)):
-        raise GraphError(f"{where}: out must be a list with one entry per x ({len(xs)})")
-    for x, element in zip(xs, out.elements, strict=True):
-        if not (isinstance(element, TensorOut) and element.shape == nodes[x].tensor.shape):
-            raise GraphError(f"{where}: the gradient for node {x} must have its shape")
-
-
 def _check_differentiable_x(nodes: list[Node], where: str, x: int, complex_ok: bool) -> None:
     x_out = nodes[x].tensor
     if not (x_out.type.is_float or (complex_ok and x_out.type.is_complex)):
         kinds = "floating or complex" if complex_ok else "floating"
         raise GraphError(f"{where}: x (node {x}) must be {kinds}, got {x_out}")
-
-
-def check_jvp(node: Node, nodes: list[Node], where: str) -> None:
-    """``jvp`` [y, x1..xk, t1..tk]: each ti has the out of xi; out has y's shape."""
-    check_tensor_out(node, nodes, where)
-    if len(node.inputs) % 2 == 0:
-        raise GraphError(f"{where}: takes y, then k x nodes and k tangents (an odd number of "
-                         f"inputs), got {len(node.inputs)}")
-    y, *rest = node.inputs
-    k = len(rest) // 2
-    for x, t in zip(rest[:k], rest[k:], strict=True):
-        _check_differentiable_x(nodes, where, x, complex_ok=True)
-        if nodes[t].tensor != nodes[x].tensor:
-            raise GraphError(f"{where}: tangent (node {t}) must have the out of x (node {x}), "
-                             f"{nodes[x].tensor}, got {nodes[t].tensor}")
-    if node.tensor.shape != nodes[y].tensor.shape:
-        raise GraphError(f"{where}: out must have the shape of y (node {y}), "
-                         f"{list(nodes[y].tensor.shape)}")
-
-
-def check_jacobian(node: Node, nodes: list[Node], where: str) -> None:
-    """``jacfwd``/``jacrev`` [y, x1..xk]: out element j has shape y ++ xj; ``hessian``: element
-    j * k + l has shape y ++ xj ++ xl. Real floating y and x only. With ``batch: b``, y and
-    every x share their first b axes (independent entries), and x's shapes above are without
-    them."""
-    y, *xs = node.inputs
-    y_out = nodes[y].tensor
-    if not y_out.type.is_float:
-        raise GraphError(f"{where}: y (node {y}) must be floating, got {y_out}")
-    for x in xs:
-        _check_differentiable_x(nodes, where, x, complex_ok=False)
-    b = node.opts.get("batch", 0)
-    lead = y_out.shape[:b]
-    if len(lead) < b or any(nodes[x].tensor.shape[:b] != lead for x in xs):
-        raise GraphError(f"{where}: with batch {b}, y and every x must share their first {b} "
-                         f"axes, got y {list(y_out.shape)} and x "
-                         f"{[list(nodes[x].tensor.shape) for x in xs]}")
-    x_shapes = [nodes[x].tensor.shape[b:] for x in xs]
-    if node.op == "hessian":
-        want = [(*y_out.shape, *a, *b) for a in x_shapes for b in x_shapes]
-    else:
-        want = [(*y_out.shape, *a) for a in x_shapes]
-    got = [o.shape for o in tuple_outs(node, where)]
-    if got != want:
-        raise GraphError(f"{where}: out shapes must be {[list(s) for s in want]}, "
-                         f"got {[list(s) for s in got]}")
-
-
-def check_custom_jvp(node: Node, nodes: list[Node], where: str) -> None:
-    """``custom_jvp`` [e1..em, w1..wk, c1..cn]: out the outs of the e; the jvp rule's
-    parameters are one tangent per w (its out), then the captures; it returns one tangent
-    per e (its out)."""
-    outs = tuple_outs(node, where)
-    m, k = len(outs), node.opts["primals"]
-    if len(node.inputs) < m + k or k < 1:
-        raise GraphError(f"{where}: takes the {m} expressions, then {k} primal inputs (at "
-                         f"least 1), then the captures; got {len(node.inputs)} inputs")
-    if input_outs(node, nodes)[:m] != outs:
-        raise GraphError(f"{where}: out must be the outs of its first {m} inputs")
-    tangents = input_outs(node, nodes, m)[:k]
-    captures = input_outs(node, nodes, m + k)
-    check_signature(where, "jvp", node.opts["jvp"], tangents + captures, outs)
-
-
-def check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
-    wrt, cotangents, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
-    m = len(node.inputs)
-    if len(cotangents) != m:
-        raise GraphError(f"{where}: needs one cotangent per expression ({m}), got "
-                         f"{len(cotangents)}")
-    if len(grads) != len(wrt):
-        raise GraphError(f"{where}: needs one grad per wrt node ({len(wrt)}), got {len(grads)}")
-    for c in cotangents:
-        if nodes[c].op != "cotangent":
-            raise GraphError(f"{where}: cotangent {c} is a {nodes[c].op} node, not :cotangent")
-    for e, c in zip(node.inputs, cotangents, strict=True):
-        if nodes[c].tensor.shape != nodes[e].tensor.shape:
-            raise GraphError(f"{where}: cotangent {c} must have the shape of expression {e}")
-    for ref in (*wrt, *grads):
-        if not isinstance(nodes[ref].out, TensorOut):
-            raise GraphError(f"{where}: wrt/grads node {ref} is tuple-valued")
-    for w, gr in zip(wrt, grads, strict=True):
-        if nodes[gr].tensor.shape != nodes[w].tensor.shape:
-            raise GraphError(f"{where}: grad {gr} must have the shape of wrt node {w}")
-    if node.opts["tuple"]:
-        out = node.out
-        if not (isinstance(out, TupleOut) and len(out.elements) == m):
-            raise GraphError(f"{where}: with tuple: true, out must be a list of {m} outs")
-    else:
-        if m != 1:
-            raise GraphError(f"{where}: with tuple: false, takes exactly 1 input, got {m}")
-        check_tensor_out(node, nodes, where)
 
 
 def lower_stop_grad(c: Call) -> Value:
@@ -160,6 +54,20 @@ def lower_metadata(c: Call) -> Value:
 def lower_checkpoint_name(c: Call) -> Value:
     """``checkpoint_name`` [x]: x, named for the policies of the ``checkpoint`` around it."""
     return checkpoint_name(c.args[0], c.node.opts["name"])
+
+
+def check_grad(node: Node, nodes: list[Node], where: str) -> None:
+    y, *xs = node.inputs
+    y_out = nodes[y].tensor
+    if y_out.shape != () or not (y_out.type.is_float or y_out.type.is_complex):
+        raise GraphError(f"{where}: y (node {y}) must be a floating or complex scalar, "
+                         f"got {y_out}")
+    out = node.out
+    if not (isinstance(out, TupleOut) and len(out.elements) == len(xs)):
+        raise GraphError(f"{where}: out must be a list with one entry per x ({len(xs)})")
+    for x, element in zip(xs, out.elements, strict=True):
+        if not (isinstance(element, TensorOut) and element.shape == nodes[x].tensor.shape):
+            raise GraphError(f"{where}: the gradient for node {x} must have its shape")
 
 
 def lower_grad(c: Call) -> Value:
@@ -215,6 +123,36 @@ def lower_grad(c: Call) -> Value:
             g = jnp.real(g)
         results.append(g.astype(to_dtype(out.type)))
     return tuple(results)
+
+
+def check_custom_grad(node: Node, nodes: list[Node], where: str) -> None:
+    wrt, cotangents, grads = (node.opts[k] for k in ("wrt", "cotangents", "grads"))
+    m = len(node.inputs)
+    if len(cotangents) != m:
+        raise GraphError(f"{where}: needs one cotangent per expression ({m}), got "
+                         f"{len(cotangents)}")
+    if len(grads) != len(wrt):
+        raise GraphError(f"{where}: needs one grad per wrt node ({len(wrt)}), got {len(grads)}")
+    for c in cotangents:
+        if nodes[c].op != "cotangent":
+            raise GraphError(f"{where}: cotangent {c} is a {nodes[c].op} node, not :cotangent")
+    for e, c in zip(node.inputs, cotangents, strict=True):
+        if nodes[c].tensor.shape != nodes[e].tensor.shape:
+            raise GraphError(f"{where}: cotangent {c} must have the shape of expression {e}")
+    for ref in (*wrt, *grads):
+        if not isinstance(nodes[ref].out, TensorOut):
+            raise GraphError(f"{where}: wrt/grads node {ref} is tuple-valued")
+    for w, gr in zip(wrt, grads, strict=True):
+        if nodes[gr].tensor.shape != nodes[w].tensor.shape:
+            raise GraphError(f"{where}: grad {gr} must have the shape of wrt node {w}")
+    if node.opts["tuple"]:
+        out = node.out
+        if not (isinstance(out, TupleOut) and len(out.elements) == m):
+            raise GraphError(f"{where}: with tuple: true, out must be a list of {m} outs")
+    else:
+        if m != 1:
+            raise GraphError(f"{where}: with tuple: false, takes exactly 1 input, got {m}")
+        check_tensor_out(node, nodes, where)
 
 
 def lower_custom_grad(c: Call) -> Value:
@@ -347,6 +285,24 @@ def _outs(c: Call) -> list[TensorOut]:
     return [o for o in out.elements if isinstance(o, TensorOut)]
 
 
+def check_jvp(node: Node, nodes: list[Node], where: str) -> None:
+    """``jvp`` [y, x1..xk, t1..tk]: each ti has the out of xi; out has y's shape."""
+    check_tensor_out(node, nodes, where)
+    if len(node.inputs) % 2 == 0:
+        raise GraphError(f"{where}: takes y, then k x nodes and k tangents (an odd number of "
+                         f"inputs), got {len(node.inputs)}")
+    y, *rest = node.inputs
+    k = len(rest) // 2
+    for x, t in zip(rest[:k], rest[k:], strict=True):
+        _check_differentiable_x(nodes, where, x, complex_ok=True)
+        if nodes[t].tensor != nodes[x].tensor:
+            raise GraphError(f"{where}: tangent (node {t}) must have the out of x (node {x}), "
+                             f"{nodes[x].tensor}, got {nodes[t].tensor}")
+    if node.tensor.shape != nodes[y].tensor.shape:
+        raise GraphError(f"{where}: out must have the shape of y (node {y}), "
+                         f"{list(nodes[y].tensor.shape)}")
+
+
 def lower_jvp(c: Call) -> Value:
     """``jvp`` [y, x1..xk, t1..tk]: the tangent of y when each xi moves along ti
     (``jax.jvp``); an x given twice moves along the sum of its tangents."""
@@ -410,6 +366,34 @@ def batched_jacrev(f: Callable[..., tuple[Value, ...]], x_vals: Sequence[Value],
     return result
 
 
+def check_jacobian(node: Node, nodes: list[Node], where: str) -> None:
+    """``jacfwd``/``jacrev`` [y, x1..xk]: out element j has shape y ++ xj; ``hessian``: element
+    j * k + l has shape y ++ xj ++ xl. Real floating y and x only. With ``batch: b``, y and
+    every x share their first b axes (independent entries), and x's shapes above are without
+    them."""
+    y, *xs = node.inputs
+    y_out = nodes[y].tensor
+    if not y_out.type.is_float:
+        raise GraphError(f"{where}: y (node {y}) must be floating, got {y_out}")
+    for x in xs:
+        _check_differentiable_x(nodes, where, x, complex_ok=False)
+    b = node.opts.get("batch", 0)
+    lead = y_out.shape[:b]
+    if len(lead) < b or any(nodes[x].tensor.shape[:b] != lead for x in xs):
+        raise GraphError(f"{where}: with batch {b}, y and every x must share their first {b} "
+                         f"axes, got y {list(y_out.shape)} and x "
+                         f"{[list(nodes[x].tensor.shape) for x in xs]}")
+    x_shapes = [nodes[x].tensor.shape[b:] for x in xs]
+    if node.op == "hessian":
+        want = [(*y_out.shape, *a, *b) for a in x_shapes for b in x_shapes]
+    else:
+        want = [(*y_out.shape, *a) for a in x_shapes]
+    got = [o.shape for o in tuple_outs(node, where)]
+    if got != want:
+        raise GraphError(f"{where}: out shapes must be {[list(s) for s in want]}, "
+                         f"got {[list(s) for s in got]}")
+
+
 def jacobian_lowering(forward: bool) -> Callable[[Call], Value]:
     """``jacfwd`` / ``jacrev`` [y, x1..xk]: the Jacobian of y with respect to each x
     (``jax.jacfwd`` / ``jax.jacrev``), shape y ++ x; with ``batch: b``, entry by entry over
@@ -463,6 +447,22 @@ def _tangent_like(value: Value, primal: Value) -> Value:
     if not jnp.issubdtype(primal.dtype, jnp.inexact):
         return np.zeros(primal.shape, dtype=jax.dtypes.float0)
     return jnp.broadcast_to(jnp.asarray(value), primal.shape).astype(primal.dtype)
+
+
+def check_custom_jvp(node: Node, nodes: list[Node], where: str) -> None:
+    """``custom_jvp`` [e1..em, w1..wk, c1..cn]: out the outs of the e; the jvp rule's
+    parameters are one tangent per w (its out), then the captures; it returns one tangent
+    per e (its out)."""
+    outs = tuple_outs(node, where)
+    m, k = len(outs), node.opts["primals"]
+    if len(node.inputs) < m + k or k < 1:
+        raise GraphError(f"{where}: takes the {m} expressions, then {k} primal inputs (at "
+                         f"least 1), then the captures; got {len(node.inputs)} inputs")
+    if input_outs(node, nodes)[:m] != outs:
+        raise GraphError(f"{where}: out must be the outs of its first {m} inputs")
+    tangents = input_outs(node, nodes, m)[:k]
+    captures = input_outs(node, nodes, m + k)
+    check_signature(where, "jvp", node.opts["jvp"], tangents + captures, outs)
 
 
 def lower_custom_jvp(c: Call) -> Value:

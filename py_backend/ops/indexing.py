@@ -30,19 +30,6 @@ from py_backend.wire_graph import (
 )
 
 
-def check_elem(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    source = nodes[node.inputs[0]]
-    if not isinstance(source.out, TupleOut):
-        raise GraphError(f"{where}: input {source.id} ({source.op}) is not tuple-valued")
-    index = node.opts["index"]
-    if index >= len(source.out.elements):
-        raise GraphError(f"{where}: index {index} out of range for a "
-                         f"{len(source.out.elements)}-tuple")
-    if not isinstance(source.out.elements[index], TensorOut):
-        raise GraphError(f"{where}: element {index} is itself a tuple")
-
-
 def _check_integer_input(node: Node, nodes: list[Node], where: str, ref: int, what: str) -> None:
     kind = nodes[ref].tensor.type.kind
     if kind not in ("s", "u"):
@@ -60,6 +47,29 @@ def _check_start_indices(node: Node, nodes: list[Node], where: str, first: int, 
         _check_integer_input(node, nodes, where, ref, "start index")
 
 
+def check_elem(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    source = nodes[node.inputs[0]]
+    if not isinstance(source.out, TupleOut):
+        raise GraphError(f"{where}: input {source.id} ({source.op}) is not tuple-valued")
+    index = node.opts["index"]
+    if index >= len(source.out.elements):
+        raise GraphError(f"{where}: index {index} out of range for a "
+                         f"{len(source.out.elements)}-tuple")
+    if not isinstance(source.out.elements[index], TensorOut):
+        raise GraphError(f"{where}: element {index} is itself a tuple")
+
+
+def lower_elem(c: Call) -> Value:
+    return c.args[0][c.node.opts["index"]]
+
+
+def _starts(starts: Sequence[Value]) -> list[jax.Array]:
+    """Start indices in one integer type (lax requires it). lax clamps them into range as Nx
+    does, except that it counts negative indices from the end: Nx clamps those to 0."""
+    return [jnp.maximum(jnp.asarray(s).astype(np.int64), 0) for s in starts]
+
+
 def check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     shape = nodes[node.inputs[0]].tensor.shape
@@ -71,6 +81,11 @@ def check_dynamic_slice(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: lengths {list(lengths)} invalid for shape {shape}")
 
 
+def lower_dynamic_slice(c: Call) -> Value:
+    x, *starts = c.args
+    return lax.dynamic_slice(x, _starts(starts), tuple(c.node.opts["lengths"]))
+
+
 def check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     shape = nodes[node.inputs[0]].tensor.shape
@@ -78,6 +93,23 @@ def check_put_slice(node: Node, nodes: list[Node], where: str) -> None:
     _check_start_indices(node, nodes, where, 2, len(shape))
     if len(update) != len(shape) or any(u > d for u, d in zip(update, shape, strict=True)):
         raise GraphError(f"{where}: slice shape {update} does not fit in {shape}")
+
+
+def lower_put_slice(c: Call) -> Value:
+    x, update, *starts = c.args
+    return lax.dynamic_update_slice(
+        as_out(c, x), as_out(c, update), _starts(starts)
+    )
+
+
+def _index_tuple(front: jax.Array, indices: jax.Array, axes: Sequence[int]) -> tuple[Any, ...]:
+    """The indexing tuple that reads at ``indices[..., j]`` along ``axes[j]`` of ``front`` (a
+    tensor whose ``axes`` were moved to the front), each index clamped into range (NumPy
+    indexing would count negative indices from the end)."""
+    idx = jnp.asarray(indices)
+    return tuple(
+        jnp.clip(idx[..., j], 0, max(front.shape[j] - 1, 0)) for j in range(len(axes))
+    )
 
 
 def check_indexing(node: Node, nodes: list[Node], where: str) -> None:
@@ -92,6 +124,26 @@ def check_indexing(node: Node, nodes: list[Node], where: str) -> None:
                          f"number of axes ({len(axes)})")
 
 
+def lower_gather(c: Call) -> Value:
+    x, indices = c.args
+    axes = c.node.opts["axes"]
+    front = jnp.moveaxis(x, tuple(axes), tuple(range(len(axes))))
+    return front.at[_index_tuple(front, indices, axes)].get(mode="clip")
+
+
+def indexed_lowering(method: str) -> Callable[[Call], Value]:
+    def lower(c: Call) -> Value:
+        x, indices, updates = c.args
+        axes = c.node.opts["axes"]
+        front_axes = tuple(range(len(axes)))
+        front = jnp.moveaxis(as_out(c, x), tuple(axes), front_axes)
+        ref = front.at[_index_tuple(front, indices, axes)]
+        result = getattr(ref, method)(as_out(c, updates), mode="clip")
+        return jnp.moveaxis(result, front_axes, tuple(axes))
+
+    return lower
+
+
 def check_take(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     _check_integer_input(node, nodes, where, node.inputs[1], "indices")
@@ -101,9 +153,29 @@ def check_take(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: indices must have the rank of the tensor ({rank})")
 
 
+def lower_take(c: Call) -> Value:
+    x, indices = c.args
+    return jnp.take(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
+
+
+def lower_take_along_axis(c: Call) -> Value:
+    x, indices = c.args
+    return jnp.take_along_axis(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
+
+
 def check_sort(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     check_axes(where, (node.opts["axis"],), rank_of(nodes, node.inputs[0]), "axis")
+
+
+def lower_sort(c: Call) -> Value:
+    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
+    return jnp.sort(c.args[0], axis=axis, stable=True, descending=desc)
+
+
+def lower_argsort(c: Call) -> Value:
+    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
+    return jnp.argsort(c.args[0], axis=axis, stable=True, descending=desc).astype(c.dtype)
 
 
 def check_top_k(node: Node, nodes: list[Node], where: str) -> None:
@@ -128,78 +200,6 @@ def check_top_k(node: Node, nodes: list[Node], where: str) -> None:
     if values.type != source.type or not indices.type.is_integer:
         raise GraphError(f"{where}: values must have the input's type {source.type} and "
                          f"indices an integer type, got {values.type} and {indices.type}")
-
-
-def lower_elem(c: Call) -> Value:
-    return c.args[0][c.node.opts["index"]]
-
-
-def _starts(starts: Sequence[Value]) -> list[jax.Array]:
-    """Start indices in one integer type (lax requires it). lax clamps them into range as Nx
-    does, except that it counts negative indices from the end: Nx clamps those to 0."""
-    return [jnp.maximum(jnp.asarray(s).astype(np.int64), 0) for s in starts]
-
-
-def lower_dynamic_slice(c: Call) -> Value:
-    x, *starts = c.args
-    return lax.dynamic_slice(x, _starts(starts), tuple(c.node.opts["lengths"]))
-
-
-def lower_put_slice(c: Call) -> Value:
-    x, update, *starts = c.args
-    return lax.dynamic_update_slice(
-        as_out(c, x), as_out(c, update), _starts(starts)
-    )
-
-
-def _index_tuple(front: jax.Array, indices: jax.Array, axes: Sequence[int]) -> tuple[Any, ...]:
-    """The indexing tuple that reads at ``indices[..., j]`` along ``axes[j]`` of ``front`` (a
-    tensor whose ``axes`` were moved to the front), each index clamped into range (NumPy
-    indexing would count negative indices from the end)."""
-    idx = jnp.asarray(indices)
-    return tuple(
-        jnp.clip(idx[..., j], 0, max(front.shape[j] - 1, 0)) for j in range(len(axes))
-    )
-
-
-def lower_gather(c: Call) -> Value:
-    x, indices = c.args
-    axes = c.node.opts["axes"]
-    front = jnp.moveaxis(x, tuple(axes), tuple(range(len(axes))))
-    return front.at[_index_tuple(front, indices, axes)].get(mode="clip")
-
-
-def indexed_lowering(method: str) -> Callable[[Call], Value]:
-    def lower(c: Call) -> Value:
-        x, indices, updates = c.args
-        axes = c.node.opts["axes"]
-        front_axes = tuple(range(len(axes)))
-        front = jnp.moveaxis(as_out(c, x), tuple(axes), front_axes)
-        ref = front.at[_index_tuple(front, indices, axes)]
-        result = getattr(ref, method)(as_out(c, updates), mode="clip")
-        return jnp.moveaxis(result, front_axes, tuple(axes))
-
-    return lower
-
-
-def lower_take(c: Call) -> Value:
-    x, indices = c.args
-    return jnp.take(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
-
-
-def lower_take_along_axis(c: Call) -> Value:
-    x, indices = c.args
-    return jnp.take_along_axis(x, jnp.asarray(indices), axis=c.node.opts["axis"], mode="clip")
-
-
-def lower_sort(c: Call) -> Value:
-    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
-    return jnp.sort(c.args[0], axis=axis, stable=True, descending=desc)
-
-
-def lower_argsort(c: Call) -> Value:
-    axis, desc = c.node.opts["axis"], c.node.opts["direction"] == "desc"
-    return jnp.argsort(c.args[0], axis=axis, stable=True, descending=desc).astype(c.dtype)
 
 
 def lower_top_k(c: Call) -> Value:

@@ -22,23 +22,6 @@ def check_parameter(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
 
 
-def check_tensor(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    out = node.tensor
-    want = out.size * to_dtype(out.type).itemsize
-    if len(node.opts["data"]) != want:
-        raise GraphError(
-            f"{where}: data has {len(node.opts['data'])} bytes, {out} needs {want}"
-        )
-
-
-def check_iota(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    axis = node.opts["axis"]
-    if axis is not None:
-        check_axes(where, (axis,), len(node.tensor.shape), "axis")
-
-
 def lower_parameter(c: Call) -> Value:
     index = c.node.opts["index"]
     args = c.lowering.args
@@ -52,9 +35,26 @@ def lower_constant(c: Call) -> Value:
     return jnp.full(c.out.shape, c.node.opts["value"], dtype=c.dtype)
 
 
+def check_tensor(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    out = node.tensor
+    want = out.size * to_dtype(out.type).itemsize
+    if len(node.opts["data"]) != want:
+        raise GraphError(
+            f"{where}: data has {len(node.opts['data'])} bytes, {out} needs {want}"
+        )
+
+
 def lower_tensor(c: Call) -> Value:
     data = np.frombuffer(c.node.opts["data"], dtype=wire_dtype(c.out.type))
     return jnp.asarray(data.reshape(c.out.shape).astype(c.dtype))
+
+
+def check_iota(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    axis = node.opts["axis"]
+    if axis is not None:
+        check_axes(where, (axis,), len(node.tensor.shape), "axis")
 
 
 def lower_iota(c: Call) -> Value:

@@ -34,6 +34,14 @@ from py_backend.wire_graph import (
 )
 
 
+def _check_matrix(node: Node, nodes: list[Node], where: str, square: bool = True) -> None:
+    shape = nodes[node.inputs[0]].tensor.shape
+    if len(shape) < 2 or (square and shape[-1] != shape[-2]):
+        kind = "square matrix" if square else "matrix"
+        raise GraphError(f"{where}: input (node {node.inputs[0]}) must be a {kind} (or a batch "
+                         f"of them), got shape {shape}")
+
+
 def check_dot(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     left, right = (rank_of(nodes, i) for i in node.inputs)
@@ -43,6 +51,22 @@ def check_dot(node: Node, nodes: list[Node], where: str) -> None:
             raise GraphError(f"{where}: {key} lists must have the same length")
         check_axes(where, lhs, left, key)
         check_axes(where, rhs, right, key)
+
+
+def lower_dot(c: Call) -> Value:
+    """Products summed in the result's type, in XLA's order, in both numerics modes: summing
+    them in doubles, as Nx's binary backend does, makes an f32 matrix product 2.4x slower and
+    the gradient of a dense layer 8x (bench/numerics.py, 2026-12-02). ``Nx.covariance`` and
+    ``Nx.Random.multivariate_normal`` ask for doubles in their graphs."""
+    left, right = (jnp.asarray(a).astype(c.dtype) for a in c.args)
+    (lc, rc), (lb, rb) = c.node.opts["contract_axes"], c.node.opts["batch_axes"]
+    return lax.dot_general(
+        left,
+        right,
+        ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
+        precision=lax.Precision.HIGHEST,
+        preferred_element_type=c.dtype,
+    )
 
 
 def check_conv(node: Node, nodes: list[Node], where: str) -> None:
@@ -62,81 +86,6 @@ def check_conv(node: Node, nodes: list[Node], where: str) -> None:
             raise GraphError(f"{where}: {key} must be a permutation of 0..{rank - 1}")
     if node.opts["feature_group_size"] < 1 or node.opts["batch_group_size"] < 1:
         raise GraphError(f"{where}: group sizes must be positive")
-
-
-def _check_matrix(node: Node, nodes: list[Node], where: str, square: bool = True) -> None:
-    shape = nodes[node.inputs[0]].tensor.shape
-    if len(shape) < 2 or (square and shape[-1] != shape[-2]):
-        kind = "square matrix" if square else "matrix"
-        raise GraphError(f"{where}: input (node {node.inputs[0]}) must be a {kind} (or a batch "
-                         f"of them), got shape {shape}")
-
-
-def check_linalg(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    _check_matrix(node, nodes, where)
-
-
-def check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
-    want = {"qr": 2, "lu": 3, "svd": 3, "eigh": 2}[node.op]
-    out = node.out
-    if not (isinstance(out, TupleOut) and len(out.elements) == want
-            and all(isinstance(e, TensorOut) for e in out.elements)):
-        raise GraphError(f"{where}: out must be a list of {want} tensor outs")
-    _check_matrix(node, nodes, where, square=node.op in ("lu", "eigh"))
-
-
-def check_fourier(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    source, out, n = nodes[node.inputs[0]].tensor, node.tensor, node.opts["length"]
-    if not out.type.is_complex:
-        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
-                         f"got {out.type}")
-    if not source.shape:
-        raise GraphError(f"{where}: the input must have at least one axis (the transform runs "
-                         f"along the last one)")
-    if n < 1:
-        raise GraphError(f"{where}: length must be a positive integer, got {n}")
-    if out.shape != (*source.shape[:-1], n):
-        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with the "
-                         f"last axis replaced by length {n}, got {out.shape}")
-
-
-def check_fourier2(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    source, out = nodes[node.inputs[0]].tensor, node.tensor
-    axes, lengths = node.opts["axes"], node.opts["lengths"]
-    if not out.type.is_complex:
-        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
-                         f"got {out.type}")
-    if len(axes) != 2 or len(lengths) != 2:
-        raise GraphError(f"{where}: axes and lengths must each have two entries, got axes "
-                         f"{list(axes)} and lengths {list(lengths)}")
-    check_axes(where, axes, len(source.shape), "axes")
-    if any(n < 1 for n in lengths):
-        raise GraphError(f"{where}: lengths must be positive integers, got {list(lengths)}")
-    want = list(source.shape)
-    for axis, n in zip(axes, lengths, strict=True):
-        want[axis] = n
-    if out.shape != tuple(want):
-        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with axes "
-                         f"{list(axes)} replaced by lengths {list(lengths)}, got {out.shape}")
-
-
-def lower_dot(c: Call) -> Value:
-    """Products summed in the result's type, in XLA's order, in both numerics modes: summing
-    them in doubles, as Nx's binary backend does, makes an f32 matrix product 2.4x slower and
-    the gradient of a dense layer 8x (bench/numerics.py, 2026-12-02). ``Nx.covariance`` and
-    ``Nx.Random.multivariate_normal`` ask for doubles in their graphs."""
-    left, right = (jnp.asarray(a).astype(c.dtype) for a in c.args)
-    (lc, rc), (lb, rb) = c.node.opts["contract_axes"], c.node.opts["batch_axes"]
-    return lax.dot_general(
-        left,
-        right,
-        ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
-        precision=lax.Precision.HIGHEST,
-        preferred_element_type=c.dtype,
-    )
 
 
 def lower_conv(c: Call) -> Value:
@@ -173,6 +122,11 @@ _HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
 
 def _single(x: jax.Array) -> jax.Array:
     return x.astype(jnp.float32) if x.dtype in _HALF else x
+
+
+def check_linalg(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    _check_matrix(node, nodes, where)
 
 
 def lower_triangular_solve(c: Call) -> Value:
@@ -292,6 +246,15 @@ def _nx_qr_matrix(a: jax.Array, complete: bool, eps: float) -> tuple[jax.Array, 
     if not complete and m > n_in:
         return q[:, :n_in], r[:n_in, :n_in]
     return q, r
+
+
+def check_linalg_tuple(node: Node, nodes: list[Node], where: str) -> None:
+    want = {"qr": 2, "lu": 3, "svd": 3, "eigh": 2}[node.op]
+    out = node.out
+    if not (isinstance(out, TupleOut) and len(out.elements) == want
+            and all(isinstance(e, TensorOut) for e in out.elements)):
+        raise GraphError(f"{where}: out must be a list of {want} tensor outs")
+    _check_matrix(node, nodes, where, square=node.op in ("lu", "eigh"))
 
 
 def lower_qr(c: Call) -> Value:
@@ -740,6 +703,22 @@ def _positive_zero(x: jax.Array) -> jax.Array:
     return x + lax.stop_gradient(jnp.where(x == 0, jnp.zeros_like(x), x) - x)
 
 
+def check_fourier(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    source, out, n = nodes[node.inputs[0]].tensor, node.tensor, node.opts["length"]
+    if not out.type.is_complex:
+        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
+                         f"got {out.type}")
+    if not source.shape:
+        raise GraphError(f"{where}: the input must have at least one axis (the transform runs "
+                         f"along the last one)")
+    if n < 1:
+        raise GraphError(f"{where}: length must be a positive integer, got {n}")
+    if out.shape != (*source.shape[:-1], n):
+        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with the "
+                         f"last axis replaced by length {n}, got {out.shape}")
+
+
 def fourier_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
     """``fn`` (``jnp.fft.fft``/``ifft``) along the last axis of the input cast to the complex
     ``out`` type; ``n = length`` pads the axis with zeros or truncates it."""
@@ -748,6 +727,27 @@ def fourier_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
         return fn(as_out(c, c.args[0]), n=c.node.opts["length"], axis=-1)
 
     return lower
+
+
+def check_fourier2(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    source, out = nodes[node.inputs[0]].tensor, node.tensor
+    axes, lengths = node.opts["axes"], node.opts["lengths"]
+    if not out.type.is_complex:
+        raise GraphError(f"{where}: out type must be complex ({{:c, 64}} or {{:c, 128}}), "
+                         f"got {out.type}")
+    if len(axes) != 2 or len(lengths) != 2:
+        raise GraphError(f"{where}: axes and lengths must each have two entries, got axes "
+                         f"{list(axes)} and lengths {list(lengths)}")
+    check_axes(where, axes, len(source.shape), "axes")
+    if any(n < 1 for n in lengths):
+        raise GraphError(f"{where}: lengths must be positive integers, got {list(lengths)}")
+    want = list(source.shape)
+    for axis, n in zip(axes, lengths, strict=True):
+        want[axis] = n
+    if out.shape != tuple(want):
+        raise GraphError(f"{where}: out shape must be the input shape {source.shape} with axes "
+                         f"{list(axes)} replaced by lengths {list(lengths)}, got {out.shape}")
 
 
 def fourier2_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:

@@ -33,25 +33,6 @@ from py_backend.wire_graph import (
 )
 
 
-def check_reduction(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    axes = node.opts["axes"]
-    if axes is not None:
-        check_axes(where, axes, rank_of(nodes, node.inputs[0]))
-
-
-def check_predicate_reduction(node: Node, nodes: list[Node], where: str) -> None:
-    check_predicate(node, nodes, where)
-    check_reduction(node, nodes, where)
-
-
-def check_arg_reduction(node: Node, nodes: list[Node], where: str) -> None:
-    check_integer_op(node, nodes, where)
-    axis = node.opts["axis"]
-    if axis is not None:
-        check_axes(where, (axis,), rank_of(nodes, node.inputs[0]), "axis")
-
-
 def check_scan(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     check_axes(where, (node.opts["axis"],), rank_of(nodes, node.inputs[0]), "axis")
@@ -68,14 +49,9 @@ def check_window(node: Node, nodes: list[Node], where: str) -> None:
             raise GraphError(f"{where}: {key} must be positive integers")
 
 
-def check_window_scatter(node: Node, nodes: list[Node], where: str) -> None:
-    check_window(node, nodes, where)
-    rank = rank_of(nodes, node.inputs[0])
-    if node.tensor.shape != nodes[node.inputs[0]].tensor.shape:
-        raise GraphError(f"{where}: out must have the shape of the input tensor")
-    if rank_of(nodes, node.inputs[1]) != rank or nodes[node.inputs[2]].tensor.shape != ():
-        raise GraphError(f"{where}: source must have the input's rank and init_value must "
-                         f"be a scalar")
+def check_predicate_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_predicate(node, nodes, where)
+    check_reduction(node, nodes, where)
 
 
 def predicate_reduction_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
@@ -86,6 +62,13 @@ def predicate_reduction_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call
         return fn(x, axis=axis, keepdims=c.node.opts["keep_axes"]).astype(np.uint8)
 
     return lower
+
+
+def check_arg_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_integer_op(node, nodes, where)
+    axis = node.opts["axis"]
+    if axis is not None:
+        check_axes(where, (axis,), rank_of(nodes, node.inputs[0]), "axis")
 
 
 def arg_reduction_lowering(fn: Callable[..., jax.Array]) -> Callable[[Call], Value]:
@@ -285,6 +268,16 @@ def lower_window_product(c: Call) -> Value:
     return _window_by_slices(c, x.astype(wide), times, np.array(1, wide)).astype(c.dtype)
 
 
+def check_window_scatter(node: Node, nodes: list[Node], where: str) -> None:
+    check_window(node, nodes, where)
+    rank = rank_of(nodes, node.inputs[0])
+    if node.tensor.shape != nodes[node.inputs[0]].tensor.shape:
+        raise GraphError(f"{where}: out must have the shape of the input tensor")
+    if rank_of(nodes, node.inputs[1]) != rank or nodes[node.inputs[2]].tensor.shape != ():
+        raise GraphError(f"{where}: source must have the input's rank and init_value must "
+                         f"be a scalar")
+
+
 def window_scatter_lowering(
     take: Callable[[jax.Array, jax.Array], jax.Array],
 ) -> Callable[[Call], Value]:
@@ -334,6 +327,13 @@ def _accumulator(dtype: Any) -> np.dtype:
     """The type sums of ``dtype`` values add in: Nx's double in numerics mode nx, ``dtype``
     itself in mode native (:func:`nx_rules.accumulator`)."""
     return nx_rules.accumulator(dtype) if numerics.exact() else np.dtype(dtype)
+
+
+def check_reduction(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    axes = node.opts["axes"]
+    if axes is not None:
+        check_axes(where, axes, rank_of(nodes, node.inputs[0]))
 
 
 def reduction_lowering(

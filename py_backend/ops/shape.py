@@ -14,6 +14,10 @@ from py_backend.ops.rules import ANY, entry, family
 from py_backend.wire_graph import GraphError, Node, check_axes, check_tensor_out, rank_of
 
 
+def lower_reshape(c: Call) -> Value:
+    return jnp.reshape(c.args[0], c.out.shape)
+
+
 def check_transpose(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     rank = rank_of(nodes, node.inputs[0])
@@ -22,12 +26,20 @@ def check_transpose(node: Node, nodes: list[Node], where: str) -> None:
                          f"0..{rank - 1}")
 
 
+def lower_transpose(c: Call) -> Value:
+    return jnp.transpose(c.args[0], c.node.opts["axes"])
+
+
 def check_broadcast(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     axes = node.opts["axes"]
     if len(axes) != rank_of(nodes, node.inputs[0]):
         raise GraphError(f"{where}: axes must have one entry per input axis")
     check_axes(where, axes, len(node.tensor.shape))
+
+
+def lower_broadcast(c: Call) -> Value:
+    return lax.broadcast_in_dim(c.args[0], c.out.shape, tuple(c.node.opts["axes"]))
 
 
 def check_slice(node: Node, nodes: list[Node], where: str) -> None:
@@ -40,9 +52,19 @@ def check_slice(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: strides must be positive")
 
 
+def lower_slice(c: Call) -> Value:
+    start, lengths, strides = (c.node.opts[k] for k in ("start_indices", "lengths", "strides"))
+    limit = tuple(s + n for s, n in zip(start, lengths, strict=True))
+    return lax.slice(c.args[0], tuple(start), limit, tuple(strides))
+
+
 def check_concatenate(node: Node, nodes: list[Node], where: str) -> None:
     check_tensor_out(node, nodes, where)
     check_axes(where, (node.opts["axis"],), len(node.tensor.shape), "axis")
+
+
+def lower_concatenate(c: Call) -> Value:
+    return jnp.concatenate([jnp.asarray(a).astype(c.dtype) for a in c.args], c.node.opts["axis"])
 
 
 def check_pad(node: Node, nodes: list[Node], where: str) -> None:
@@ -57,36 +79,14 @@ def check_pad(node: Node, nodes: list[Node], where: str) -> None:
         raise GraphError(f"{where}: interior padding must be non-negative")
 
 
-def check_reverse(node: Node, nodes: list[Node], where: str) -> None:
-    check_tensor_out(node, nodes, where)
-    check_axes(where, node.opts["axes"], rank_of(nodes, node.inputs[0]))
-
-
-def lower_reshape(c: Call) -> Value:
-    return jnp.reshape(c.args[0], c.out.shape)
-
-
-def lower_transpose(c: Call) -> Value:
-    return jnp.transpose(c.args[0], c.node.opts["axes"])
-
-
-def lower_broadcast(c: Call) -> Value:
-    return lax.broadcast_in_dim(c.args[0], c.out.shape, tuple(c.node.opts["axes"]))
-
-
-def lower_slice(c: Call) -> Value:
-    start, lengths, strides = (c.node.opts[k] for k in ("start_indices", "lengths", "strides"))
-    limit = tuple(s + n for s, n in zip(start, lengths, strict=True))
-    return lax.slice(c.args[0], tuple(start), limit, tuple(strides))
-
-
-def lower_concatenate(c: Call) -> Value:
-    return jnp.concatenate([jnp.asarray(a).astype(c.dtype) for a in c.args], c.node.opts["axis"])
-
-
 def lower_pad(c: Call) -> Value:
     x, value = (as_out(c, a) for a in c.args)
     return lax.pad(x, value, tuple(tuple(t) for t in c.node.opts["padding_config"]))
+
+
+def check_reverse(node: Node, nodes: list[Node], where: str) -> None:
+    check_tensor_out(node, nodes, where)
+    check_axes(where, node.opts["axes"], rank_of(nodes, node.inputs[0]))
 
 
 def lower_reverse(c: Call) -> Value:
