@@ -158,8 +158,7 @@ def nx_jax_loss(variant: str, layers: int, batch: int, width: int,
     node by node as Nx.Defn.WireEncoder writes it and lowered by py_backend."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from py_backend.channel import atom
-    from py_backend.graph import decode_graph
-    from py_backend.lower import lower
+    from py_backend.program import decode_graph, lower
     from tests.helpers import GraphBuilder, elixir_term, out_term
 
     f32, s64 = "f32", "s64"

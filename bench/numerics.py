@@ -32,15 +32,17 @@ def measure() -> dict[str, float]:
     import jax.numpy as jnp
     import numpy as np
 
-    from py_backend import lower, numerics
+    from py_backend import numerics, program
+    from py_backend.ops import elementwise
 
     assert numerics.mode() == os.environ["NX_JAX_NUMERICS"]
 
-    from py_backend.graph import decode_graph
+    from py_backend.program import decode_graph
     from tests.helpers import GraphBuilder
 
-    unary, binary = lower.UNARY_FNS, lower.BINARY_FNS
-    tanh, sigmoid, exp = unary["tanh"], unary["sigmoid"], unary["exp"]
+    tanh, sigmoid, exp, add, multiply = (
+        elementwise.function(name) for name in ("tanh", "sigmoid", "exp", "add", "multiply")
+    )
     rng = np.random.default_rng(0)
     x = rng.standard_normal(1_000_000).astype(np.float32)
     a = rng.standard_normal((256, 512)).astype(np.float32)
@@ -49,7 +51,7 @@ def measure() -> dict[str, float]:
     def graph(build) -> Callable[..., jax.Array]:
         """One output of a graph built by ``build(g)``, lowered as the worker lowers it."""
         g = GraphBuilder()
-        run = lower.lower(decode_graph(g.binary([build(g)])))
+        run = program.lower(decode_graph(g.binary([build(g)])))
         return lambda *args: run(*args)[0]
 
     def product(g: GraphBuilder) -> int:
@@ -65,7 +67,7 @@ def measure() -> dict[str, float]:
     matmul, sums = graph(product), graph(row_sums)
 
     def elementwise(x: jax.Array) -> jax.Array:
-        return binary["add"](binary["multiply"](tanh(x), sigmoid(x)), exp(-(x * x)))
+        return add(multiply(tanh(x), sigmoid(x)), exp(-(x * x)))
 
     def loss(w: jax.Array, a: jax.Array) -> jax.Array:
         return jnp.sum(tanh(matmul(a, w)) ** 2)

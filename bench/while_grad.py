@@ -1,6 +1,7 @@
 """Reverse-mode gradient through a while loop with no bound known in advance
-(``py_backend.lower.reversible_while``, the lowering of ``while`` without ``max_iterations``):
-time per iteration for n = 10, 100, 1000, 10000, against the same loop's forward pass.
+(``py_backend.ops.control_flow.reversible_while``, the lowering of ``while`` without
+``max_iterations``): time per iteration for n = 10, 100, 1000, 10000, against the same loop's
+forward pass.
 
     .venv/bin/python bench/while_grad.py        (make bench-while)
 
@@ -19,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from py_backend.lower import reversible_while
+from py_backend.ops.control_flow import reversible_while
 
 
 def loop(c: jax.Array, n: jax.Array) -> jax.Array:

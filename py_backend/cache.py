@@ -18,8 +18,8 @@ from typing import Any
 import jax
 
 from py_backend.budget import Footprint
-from py_backend.graph import Graph, TensorOut, decode_graph
-from py_backend.lower import lower
+from py_backend.program import decode_graph, lower
+from py_backend.wire_graph import Graph, TensorOut
 
 Signature = tuple[tuple[Any, tuple[int, ...]], ...]
 

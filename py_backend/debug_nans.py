@@ -21,8 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from py_backend.graph import Graph, Node
-from py_backend.lower import Call, Env, Lowering, NodeReport, _dispatch, _lowering, conform
+from py_backend.lower import Call, Env, Lowering, NodeReport, conform, dispatch
+from py_backend.registry import REGISTRY
+from py_backend.wire_graph import Graph, Node
 
 Value = Any
 
@@ -34,7 +35,7 @@ class NonFinite(NodeReport):
 def run(graph: Graph, args: Sequence[jax.Array]) -> list[jax.Array]:
     """The graph's outputs, computed op by op (hooks fire as under ``jit``); raises
     :class:`NonFinite` at the first node whose value is not finite while its inputs are."""
-    low = Lowering(graph, _dispatch)
+    low = Lowering(graph, REGISTRY, dispatch)
     low.check = _check_forward
     return low.function()(*args)
 
@@ -149,7 +150,7 @@ def _backward_culprit(low: Lowering, y: int, xs: frozenset[int], region: frozens
         inputs = [env[i] for i in node.inputs]
 
         def single(*values: Value, node: Node = node) -> Value:
-            return conform(node, _lowering(node.op)(Call(node, list(values), env, low)))
+            return conform(node, low.registry[node.op].lower(Call(node, list(values), env, low)))
 
         _, pullback = jax.vjp(single, *inputs)
         grads = pullback(incoming)

@@ -17,11 +17,13 @@ PACKAGE = Path(py_backend.__file__).resolve().parent
 
 
 def source_digest(package: Path = PACKAGE) -> str:
-    """MD5 over the package's ``*.py`` files in name order, each as ``name NUL content NUL``
-    (``NxJax.Worker.sources_digest/0`` computes the same at compile time)."""
+    """MD5 over the package's ``*.py`` files, its subpackages' included, in the order of their
+    paths relative to the package (``ops/grad.py``), each as ``path NUL content NUL``
+    (``NxJax.Worker.Sources`` computes the same at compile time)."""
     digest = hashlib.md5()
-    for path in sorted(package.glob("*.py"), key=lambda p: p.name.encode()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    named = sorted((p.relative_to(package).as_posix().encode(), p) for p in package.rglob("*.py"))
+    for name, path in named:
+        digest.update(name + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -12,7 +12,7 @@ default there is ``native``; a worker started by hand, as the Python tests start
 variable computes in ``nx``):
 
 - ``nx``: f32 and c64 transcendental functions are computed in f64/c128 and
-  rounded once (:func:`py_backend.lower` asks :func:`exact`), and XLA's CPU code generator is
+  rounded once (the lowerings ask :func:`exact`), and XLA's CPU code generator is
   limited to AVX (no FMA instructions, so no contraction) on x86-64. Matrix products and
   reductions keep XLA's f32 accumulation (Nx accumulates in doubles).
 - ``native``: XLA's own f32 math and fusion; faster (docs/BENCHMARKS.md), not bit-exact.
@@ -25,13 +25,19 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 MODES = ("nx", "native")
 
 
-def mode() -> str:
-    """The numerics mode of this process (``NX_JAX_NUMERICS``, default ``nx``)."""
-    value = os.environ.get("NX_JAX_NUMERICS") or "nx"
+# the mode of the graph being traced now (py_backend.lower.Lowering), None outside a trace
+_TRACING: ContextVar[str | None] = ContextVar("nx_jax_numerics", default=None)
+
+
+def checked(value: str) -> str:
+    """``value`` if it names a mode, else a ValueError naming the choices."""
     if value not in MODES:
         raise ValueError(
             f"NX_JAX_NUMERICS must be one of {', '.join(MODES)}, got: {value!r} "
@@ -40,9 +46,30 @@ def mode() -> str:
     return value
 
 
+def process_mode() -> str:
+    """The numerics mode of this process (``NX_JAX_NUMERICS``, default ``nx``)."""
+    return checked(os.environ.get("NX_JAX_NUMERICS") or "nx")
+
+
+def mode() -> str:
+    """The mode of the graph being traced (:func:`tracing_in`), else the process's."""
+    return _TRACING.get() or process_mode()
+
+
 def exact() -> bool:
     """Whether f32 transcendental functions are computed in f64 (mode ``nx``)."""
     return mode() == "nx"
+
+
+@contextmanager
+def tracing_in(value: str) -> Iterator[None]:
+    """Within: :func:`mode` is ``value`` (a lowering's mode while JAX traces it; the lowering
+    functions read it as they run, so two graphs lowered in two modes can share a process)."""
+    token = _TRACING.set(checked(value))
+    try:
+        yield
+    finally:
+        _TRACING.reset(token)
 
 
 # (XLA's CPU compiler reads the ISA limit when it creates its client; AVX has no FMA)
@@ -52,7 +79,7 @@ NO_FMA_FLAG = "--xla_cpu_max_isa=AVX"
 def apply_xla_flags() -> None:
     """In mode ``nx`` on x86-64, add the flag that keeps XLA's CPU code from contracting
     multiply-adds, unless ``XLA_FLAGS`` already sets an ISA limit."""
-    if not exact() or platform.machine().lower() not in ("x86_64", "amd64"):
+    if process_mode() != "nx" or platform.machine().lower() not in ("x86_64", "amd64"):
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if "--xla_cpu_max_isa" not in flags:

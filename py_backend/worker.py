@@ -55,9 +55,9 @@ from py_backend import (
 from py_backend.budget import Footprint, OverBudget
 from py_backend.cache import Cache, signature
 from py_backend.channel import Chunk, FrameReader, FrameWriter, atom, atom_name, text
-from py_backend.graph import TensorOut
 from py_backend.lower import ArgumentError, NodeReport, set_hook_sink
 from py_backend.nxtypes import SUPPORTED, NxType, wire_dtype
+from py_backend.wire_graph import TensorOut
 
 MODULE = "nx_jax"
 SMALL_TENSOR = 1 << 16

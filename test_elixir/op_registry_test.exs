@@ -8,11 +8,11 @@ defmodule NxJax.OpRegistryTest do
   @root Path.expand("..", __DIR__)
 
   # family -> op -> {min inputs, max inputs or nil, sorted option names}, from the worker's
-  # registry (py_backend/ops.py), one tab-separated line per op
+  # registry (py_backend/registry.py), one tab-separated line per op
   defp python_listing do
     script = """
-    from py_backend import ops
-    for family, entries in ops.listing().items():
+    from py_backend import registry
+    for family, entries in registry.listing().items():
         for name, (lo, hi, opts) in entries.items():
             print(family, name, lo, "" if hi is None else hi, ",".join(opts), sep="\\t")
     """

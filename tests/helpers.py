@@ -207,8 +207,7 @@ def run_graph(g: GraphBuilder, outputs: Sequence[int], *args: Any, jit: bool = T
     """Decode, validate and lower ``g`` in-process, run it on ``args``, return NumPy arrays."""
     import jax
 
-    from py_backend.graph import decode_graph
-    from py_backend.lower import lower
+    from py_backend.program import decode_graph, lower
 
     fn = lower(decode_graph(g.binary(outputs)))
     if jit:

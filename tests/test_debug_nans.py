@@ -8,7 +8,7 @@ import pytest
 
 from py_backend import debug_nans
 from py_backend.channel import Binary
-from py_backend.graph import decode_graph
+from py_backend.program import decode_graph
 
 from .helpers import (
     GraphBuilder,

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from py_backend.channel import atom, encode
-from py_backend.graph import GraphError, TensorOut, TupleOut, decode_graph, parse_graph
 from py_backend.nxtypes import NxType
+from py_backend.program import decode_graph, parse_graph
+from py_backend.wire_graph import GraphError, TensorOut, TupleOut
 
 from .helpers import GraphBuilder, out_term, scaled, type_term
 

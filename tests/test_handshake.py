@@ -18,7 +18,12 @@ def test_the_digest_covers_every_source_file_and_only_those(tmp_path: Path) -> N
     assert handshake.source_digest(copy) == digest
     with (copy / "lower.py").open("a") as f:
         f.write("\n# an edit\n")
-    assert handshake.source_digest(copy) != digest
+    edited = handshake.source_digest(copy)
+    assert edited != digest
+    # a subpackage's files count, by their path in the package
+    with (copy / "ops" / "grad.py").open("a") as f:
+        f.write("\n# an edit\n")
+    assert handshake.source_digest(copy) != edited
 
 
 def test_mismatches_are_named_and_matches_pass(tmp_path: Path) -> None:

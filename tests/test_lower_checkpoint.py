@@ -16,8 +16,8 @@ import pytest
 from jax.ad_checkpoint import checkpoint_name, print_saved_residuals
 from jax.extend.core import jaxprs_in_params
 
-from py_backend.graph import GraphError, decode_graph
-from py_backend.lower import lower
+from py_backend.program import decode_graph, lower
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, atom, run_graph
 from .test_lower_control_flow import add_with_subgraphs, elem, sub

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from py_backend.channel import atom
-from py_backend.graph import GraphError, decode_graph
+from py_backend.program import decode_graph
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, elixir_term, out_term, run_graph, type_term
 
@@ -170,7 +171,7 @@ def test_an_unbounded_while_is_reverse_differentiable_with_the_exact_gradient() 
 
 
 def test_reversible_while_matches_jax_on_an_unrolled_loop() -> None:
-    from py_backend.lower import reversible_while
+    from py_backend.ops.control_flow import reversible_while
 
     def looped(t: jax.Array) -> jax.Array:
         _, final = reversible_while(
@@ -204,13 +205,13 @@ def test_reversible_while_checkpoints_give_the_exact_gradient(
     # n steps of x -> sin(x) * c + x / 4 (a vector state, a float capture, an integer counter),
     # against jax.grad of the unrolled steps. With 4 slots the checkpoints are halved many
     # times (stride up to 128) and segments longer than the buffer take the recomputing path.
-    from py_backend import lower
+    from py_backend.ops import control_flow
 
-    monkeypatch.setattr(lower, "_MAX_SLOTS", max_slots)
-    assert lower.checkpoint_slots((jnp.zeros(3), jnp.asarray(0))) == max_slots
+    monkeypatch.setattr(control_flow, "_MAX_SLOTS", max_slots)
+    assert control_flow.checkpoint_slots((jnp.zeros(3), jnp.asarray(0))) == max_slots
 
     def looped(c: jax.Array, x0: jax.Array) -> jax.Array:
-        _, x = lower.reversible_while(
+        _, x = control_flow.reversible_while(
             lambda s, caps: s[0] < caps[1],
             lambda s, caps: (s[0] + 1, jnp.sin(s[1]) * caps[0] + s[1] / 4),
             (jnp.asarray(0, np.int64), x0), (c, jnp.asarray(n, np.int64)))

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from py_backend import numerics
-from py_backend.graph import GraphError, decode_graph
-from py_backend.lower import _lapack_eigh, lower
 from py_backend.nxtypes import NxType, to_dtype
+from py_backend.ops.linalg import _lapack_eigh
+from py_backend.program import decode_graph, lower
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, run_graph
 

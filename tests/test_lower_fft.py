@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from py_backend.graph import GraphError, decode_graph
-from py_backend.lower import lower
+from py_backend.program import decode_graph, lower
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, central, run_graph
 

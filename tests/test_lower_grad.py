@@ -224,7 +224,7 @@ def test_grad_of_a_tensor_function_has_the_input_shape() -> None:
 
 
 def test_evaluating_a_cotangent_outside_its_custom_grad_is_an_error() -> None:
-    from py_backend.graph import GraphError
+    from py_backend.wire_graph import GraphError
 
     g = GraphBuilder()
     cot = g.add("cotangent", [], {}, ("f32", ()))

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from py_backend.channel import Binary
-from py_backend.graph import GraphError, TensorOut, decode_graph
-from py_backend.lower import lower
+from py_backend.program import decode_graph, lower
+from py_backend.wire_graph import GraphError, TensorOut
 
 from .helpers import GraphBuilder, WorkerProcess, atom_str, from_wire, request, wire_tensor
 from .test_lower_control_flow import IN_F64, add_with_subgraphs, elem, grad_of, sub

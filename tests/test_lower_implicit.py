@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from py_backend.graph import GraphError, decode_graph
+from py_backend.program import decode_graph
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, run_graph
 from .test_lower_control_flow import add_with_subgraphs, grad_of, sub

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from py_backend.graph import GraphError, decode_graph
+from py_backend.program import decode_graph
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, run_graph, type_term
 from .test_lower_control_flow import add_with_subgraphs, elem, grad_of, sub
@@ -336,8 +337,8 @@ def per_entry(transform: Any, **kw: Any) -> Any:
 
 @pytest.mark.parametrize("name", ["jacfwd", "jacrev"])
 def test_batched_jacobians_are_vmap_of_jax_s(name: str) -> None:
-    from py_backend import lower
-    batched = lower.batched_jacfwd if name == "jacfwd" else lower.batched_jacrev
+    from py_backend.ops import grad as grad_ops
+    batched = grad_ops.batched_jacfwd if name == "jacfwd" else grad_ops.batched_jacrev
     (got,) = batched(batched_fn, [jnp.asarray(BATCH_A), jnp.asarray(BATCH_C)], 1)
     want = per_entry(jax.jacfwd if name == "jacfwd" else jax.jacrev)
     assert [g.shape for g in got] == [(2, 2, 3), (2, 2, 2, 2)]
@@ -346,17 +347,17 @@ def test_batched_jacobians_are_vmap_of_jax_s(name: str) -> None:
 
 
 def test_batched_jacobian_over_two_batch_axes() -> None:
-    from py_backend import lower
+    from py_backend.ops import grad as grad_ops
     x = jnp.asarray(np.linspace(-1.0, 1.0, 2 * 3 * 4).reshape(2, 3, 4))
 
     def f(v: jax.Array) -> tuple[jax.Array]:
         return (jnp.tanh(v) * jnp.sum(v, axis=-1, keepdims=True),)
 
-    (got,) = lower.batched_jacrev(f, [x], 2)[0]
+    (got,) = grad_ops.batched_jacrev(f, [x], 2)[0]
     one = jax.jacrev(lambda e: jnp.tanh(e) * jnp.sum(e))
     np.testing.assert_allclose(np.asarray(got), np.asarray(jax.vmap(jax.vmap(one))(x)),
                                rtol=1e-13)
-    (fwd,) = lower.batched_jacfwd(f, [x], 2)[0]
+    (fwd,) = grad_ops.batched_jacfwd(f, [x], 2)[0]
     np.testing.assert_allclose(np.asarray(fwd), np.asarray(got), rtol=1e-13)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from py_backend.lower import ShapeError
-from py_backend.ops import REGISTRY
+from py_backend.registry import REGISTRY
 
 from .helpers import GraphBuilder, run_graph, type_term
 from .test_lower_eigh import TESTED as TESTED_IN_EIGH

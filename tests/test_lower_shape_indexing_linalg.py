@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from py_backend import numerics
-from py_backend.graph import GraphError, decode_graph
+from py_backend.program import decode_graph
+from py_backend.wire_graph import GraphError
 
 from .helpers import GraphBuilder, run_graph
 
@@ -329,7 +330,7 @@ def test_gradients_flow_through_the_new_ops() -> None:
     total = g.op("add", g.op("sum", g.op("multiply", srt, srt), axes=None, keep_axes=False,
                              out=("f64", ())), det)
     total = g.op("add", total, g.op("sum", inv_b, axes=None, keep_axes=False, out=("f64", ())))
-    from py_backend.lower import lower
+    from py_backend.program import lower
 
     fn = lower(decode_graph(g.binary([total])))
 

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from py_backend import lower, numerics
-from py_backend.graph import decode_graph
+from py_backend import lower, numerics, program
+from py_backend.program import decode_graph
 
 from .helpers import GraphBuilder
 
@@ -18,7 +18,7 @@ INF = np.inf
 
 
 def _run(g: GraphBuilder, node: int, *args: np.ndarray) -> np.ndarray:
-    return np.asarray(jax.jit(lower.lower(decode_graph(g.binary([node]))))(*args)[0])
+    return np.asarray(jax.jit(program.lower(decode_graph(g.binary([node]))))(*args)[0])
 
 
 @pytest.mark.skipif(not numerics.exact(), reason="mode nx rewrites NaNs")

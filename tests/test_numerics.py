@@ -1,4 +1,5 @@
-"""Numerics mode ``nx`` (py_backend/numerics.py, py_backend/nx_rules.py): f32 results rounded
+"""Numerics mode ``nx`` (py_backend/numerics.py, py_backend/nx_rules.py, the rules of
+py_backend/ops/elementwise.py): f32 results rounded
 as Nx's binary backend rounds them, and Nx's derivative formulas. The expected values are
 computed here on doubles with NumPy (the rounding Nx performs) or are real Nx 0.7.2's."""
 
@@ -12,7 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from py_backend import lower, numerics, nx_rules
+from py_backend import numerics, nx_rules
+from py_backend.ops import elementwise
 
 from .helpers import GraphBuilder, run_graph
 
@@ -28,7 +30,7 @@ X = RNG.uniform(-3, 3, 4096).astype(np.float32)
      ("atan", np.arctan), ("sinh", np.sinh), ("expm1", np.expm1)],
 )
 def test_f32_functions_are_the_double_rounded_once(name: str, ref) -> None:
-    fn = lower.UNARY_FNS[name]
+    fn = elementwise.function(name)
     got = np.asarray(jax.jit(fn)(X))
     with np.errstate(invalid="ignore"):  # log1p below -1: NaN on both sides, as it should be
         want = ref(X.astype(np.float64)).astype(np.float32)
@@ -46,19 +48,18 @@ def test_gradients_are_nx_formulas_in_f32() -> None:
     # for tanh, -g * x * y^-2 for the divisor)
     grad = lambda fn, **kw: np.asarray(jax.jit(jax.vmap(jax.grad(fn, **kw)))(X))  # noqa: E731
     y = np.tanh(X.astype(np.float64)).astype(np.float32)
-    assert np.array_equal(grad(lower.UNARY_FNS["tanh"]), np.float32(1) - y * y)
+    assert np.array_equal(grad(elementwise.function("tanh")), np.float32(1) - y * y)
     cos = np.cos(X.astype(np.float64)).astype(np.float32)
-    assert np.array_equal(grad(lower.UNARY_FNS["tan"]), np.float32(1) / cos / cos)
+    assert np.array_equal(grad(elementwise.function("tan")), np.float32(1) / cos / cos)
     three = np.float32(3.0)
-    divisor = np.asarray(
-        jax.jit(jax.vmap(jax.grad(lower.BINARY_FNS["divide"], argnums=1)))(X, np.full_like(X, 3))
-    )
+    d_divisor = jax.grad(elementwise.function("divide"), argnums=1)
+    divisor = np.asarray(jax.jit(jax.vmap(d_divisor))(X, np.full_like(X, 3)))
     assert np.array_equal(divisor, -((X / three) / three))
 
 
 # real Nx 0.7.2's values (its grad_test.exs asserts them with ==, as f32 tensors)
 def test_nx_grad_test_values() -> None:
-    tanh, power = nx_rules.functions()["tanh"], nx_rules.functions()["pow"]
+    tanh, power = elementwise.function("tanh"), elementwise.function("pow")
 
     def product_rule(t):
         return tanh(tanh(power(t, 2.0) * power(t, 3.0)))
@@ -96,12 +97,12 @@ def test_results_carry_nx_positive_nan() -> None:
 def test_division_by_a_broadcast_value_is_rounded_once() -> None:
     # XLA's simplifier would turn x / 3 into x * (1 / 3): a third of these in the last bit
     x = RNG.uniform(-10, 10, 4096).astype(np.float32)
-    divide = jax.jit(lower.BINARY_FNS["divide"])
+    divide = jax.jit(elementwise.function("divide"))
     for d in (np.float32(3), np.float32(0.1), np.full(4096, 7, np.float32)):
         assert np.array_equal(np.asarray(divide(x, d)), x / d)
     # and the gradient's divisions too: d(x / y)/dy = -(x / y) / y
     three = np.full(4096, 3, np.float32)
-    dy = jax.jit(jax.grad(lambda y: lower.BINARY_FNS["divide"](x, y).sum()))(three)
+    dy = jax.jit(jax.grad(lambda y: elementwise.function("divide")(x, y).sum()))(three)
     assert np.array_equal(np.asarray(dy), -((x / three) / three))
 
 
@@ -131,9 +132,9 @@ def test_the_mode_is_checked_and_native_keeps_xla_math() -> None:
     assert out.returncode != 0 and "NX_JAX_NUMERICS must be one of nx, native" in out.stderr
 
     script = (
-        "import numpy as np, jax; from py_backend import lower; "
+        "import numpy as np, jax; from py_backend.ops import elementwise; "
         "x = np.linspace(-3, 3, 4096, dtype=np.float32); "
-        "print(bool((np.asarray(jax.jit(lower.UNARY_FNS['tanh'])(x)) "
+        "print(bool((np.asarray(jax.jit(elementwise.function('tanh'))(x)) "
         "== np.tanh(x.astype(np.float64)).astype(np.float32)).all()))"
     )
     env = {**os.environ, "NX_JAX_NUMERICS": "native"}
@@ -165,3 +166,29 @@ def test_bf16_is_written_truncated_from_the_f32_and_f16_rounded() -> None:
     # the truncation passes tangents through (as_type's derivative is the identity)
     grad = jax.grad(lambda v: nx_rules.written(v, jax.numpy.bfloat16).astype(np.float32))(2.5)
     assert float(grad) == 1.0
+
+
+def test_two_graphs_lowered_in_two_modes_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the mode is the lowering's, read while it is traced: not fixed when py_backend is
+    # imported, nor taken from the environment when the function is called later
+    from py_backend import program
+
+    g = GraphBuilder()
+    x = g.param(0, "f32", (4096,))
+    graph = program.decode_graph(g.binary([g.op("tanh", x, out=("f32", (4096,)))]))
+    arg = np.linspace(-3, 3, 4096, dtype=np.float32)
+    want = np.tanh(arg.astype(np.float64)).astype(np.float32)
+    exact_fn = jax.jit(program.lower(graph, mode="nx"))
+    native_fn = jax.jit(program.lower(graph, mode="native"))
+    monkeypatch.setenv("NX_JAX_NUMERICS", "native")  # the process's mode no longer nx
+    (exact,) = exact_fn(arg)
+    monkeypatch.setenv("NX_JAX_NUMERICS", "nx")
+    (native,) = native_fn(arg)
+    assert np.array_equal(np.asarray(exact), want)
+    # XLA's own f32 tanh is close, and not the correctly rounded one everywhere
+    assert not np.array_equal(np.asarray(native), want)
+    np.testing.assert_allclose(np.asarray(native), want, rtol=0, atol=2e-6)
+    # outside a lowering the process's mode holds again
+    assert numerics.mode() == "nx"
+    with pytest.raises(ValueError, match="must be one of nx, native"):
+        program.lower(graph, mode="fast")

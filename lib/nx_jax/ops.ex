@@ -5,7 +5,8 @@ defmodule NxJax.Ops do
   or `{min, :infinity}`) and the options the worker reads.
 
   `NxJax` refuses a graph with a node whose op is not here, or whose number of inputs is not
-  the op's (`check_graph!/1`), before anything is sent. The worker's registry (`py_backend/ops.py`) declares the same
+  the op's (`check_graph!/1`), before anything is sent. The worker's registry
+  (`py_backend/registry.py`, collected from `py_backend/ops/<family>.py`) declares the same
   ops in the same families, with their checks and lowering; a test
   (`test_elixir/op_registry_test.exs`) holds this list, the worker's and PROTOCOL.md's tables
   equal.

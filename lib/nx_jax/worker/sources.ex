@@ -1,22 +1,26 @@
 defmodule NxJax.Worker.Sources.Digest do
   @moduledoc false
-  # MD5 over the files in name order, each as `name NUL content NUL` (py_backend/handshake.py);
-  # a module of its own so that NxJax.Worker.Sources can use it while it compiles
-  def of(files) do
+  # MD5 over the files under `dir`, in the order of their paths relative to it, each as
+  # `path NUL content NUL` (py_backend/handshake.py); a module of its own so that
+  # NxJax.Worker.Sources can use it while it compiles
+  def of(dir, files) do
     files
+    |> Enum.map(&{Path.relative_to(&1, dir), &1})
     |> Enum.sort()
-    |> Enum.map(&[Path.basename(&1), 0, File.read!(&1), 0])
+    |> Enum.map(fn {name, file} -> [name, 0, File.read!(file), 0] end)
     |> :erlang.md5()
     |> Base.encode16(case: :lower)
   end
 
-  def of_project(root), do: root |> Path.join("py_backend/*.py") |> Path.wildcard() |> of()
+  def files(root), do: root |> Path.join("py_backend/**/*.py") |> Path.wildcard()
+
+  def of_project(root), do: of(Path.join(root, "py_backend"), files(root))
 end
 
 defmodule NxJax.Worker.Sources do
   @moduledoc """
   The worker's Python code: the project directory it runs from and the digest of the
-  `py_backend/*.py` files this Elixir code was compiled with (docs/PROTOCOL.md 2.3,
+  `py_backend/**/*.py` files this Elixir code was compiled with (docs/PROTOCOL.md 2.3,
   "Handshake"). A worker started from other sources refuses work with a `"WorkerMismatch"`
   error naming both.
 
@@ -30,7 +34,7 @@ defmodule NxJax.Worker.Sources do
   alias NxJax.Worker.Sources.Digest
 
   @root Path.expand("../../..", __DIR__)
-  for file <- Path.wildcard(Path.join(@root, "py_backend/*.py")), do: @external_resource(file)
+  for file <- Digest.files(@root), do: @external_resource(file)
   @digest Digest.of_project(@root)
   @protocol 1
 
