@@ -233,8 +233,7 @@ def real_nx_loss(variant: str, layers: int, batch: int, width: int,
     lowered by py_backend), and whether the graph is byte for byte the one of the same chain
     without ``checkpoint/3``."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from py_backend.graph import decode_graph
-    from py_backend.lower import lower
+    from py_backend.program import decode_graph, lower
 
     chain = variant.removeprefix("real_nx_").removesuffix("_native")
     graph, parameters = real_nx_graph(chain, layers, batch, width, group)
