@@ -796,6 +796,15 @@ def _fast(data: bytes, i: int, depth: int) -> tuple[int, Any]:
         (count,) = _UNPACK_U32(data, i + 1)
         i += 5
         items = []
+        # a run of SMALL_BIG_EXT integers (a list of handles, as a free sends) read in one loop
+        while count and data[i] == 110:
+            size, start = data[i + 1], i + 3
+            end = start + size
+            if end > len(data):
+                raise _NotFast
+            value = int.from_bytes(data[start:end], "little")
+            items.append(-value if data[i + 2] == 1 else value)
+            i, count = end, count - 1
         for _ in range(count):
             i, item = _fast(data, i, depth)
             items.append(item)

@@ -177,3 +177,20 @@ def test_large_binaries_decode_as_views_into_the_frame() -> None:
     assert type(small) is Binary and small.value == b"small"
     view = binary_view(big)
     assert view is not None and np.frombuffer(view, np.uint8)[-1] == 255
+
+
+def test_lists_of_big_integers_decode_as_erlang_writes_them() -> None:
+    # a run of SMALL_BIG_EXT integers (handles, as a free sends them) is read in a loop of
+    # its own: signs, sizes that change, a run that ends before other terms, an empty run
+    handles = [(k << 40) | 12345 for k in (1, 255, 2**16, 2**23)]
+    expr = ("[[" + ",".join(str(h) for h in handles) + "], "
+            "[-1099511627776, 1099511627777, 2.5, 18446744073709551616, a], [], "
+            "[1, 1099511627776]]")
+    want = [handles, [-(2**40), 2**40 + 1, 2.5, 2**64, atom("a")], [], [1, 2**40]]
+    assert decode(erl_eval(expr)) == want
+    assert decode_fast(erl_eval(expr)) == want
+    # a digit count that runs past the frame is refused, not read
+    frame = bytearray(encode([[2**40]]))
+    frame[frame.index(110) + 1] = 200
+    with pytest.raises(CodecError):
+        decode(bytes(frame))
