@@ -414,12 +414,8 @@ class Worker:
             self._drop(handle)
         self._learnable = learnable
         if keep:
-            kept = self._kept_ref
-            refs = channel.encoded(b"".join([
-                b"l", _U32.pack(len(results)),
-                *[kept(r, o, n) for (o, r), n in zip(results, program.out_bytes, strict=True)],
-                b"j"
-            ]))
+            refs = self._kept_refs([(o, n, r) for (o, r), n
+                                    in zip(results, program.out_bytes, strict=True)])
             self._check_pressure()
             return refs
         return [encode_tensor(o, r) for o, r in results]
@@ -658,14 +654,10 @@ class Worker:
             return results
 
         if layout.keep:  # the reply of Worker.call's keep, by the same steps
-            kept_ref, count, check = self._kept_ref, _U32.pack(n_outs), self._check_pressure
+            kept_refs, check = self._kept_refs, self._check_pressure
 
             def keep(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
-                refs = channel.encoded(b"".join([
-                    b"l", count,
-                    *[kept_ref(r, o, n) for o, n, r in zip(outs, sizes, run(frame), strict=True)],
-                    b"j"
-                ]))
+                refs = kept_refs(list(zip(outs, sizes, run(frame), strict=True)))
                 check()
                 return channel.encode_chunks((atom("r"), fastcall.id_value(id_bytes), refs))
 
@@ -725,15 +717,25 @@ class Worker:
         self.resident_bytes += nbytes
         return handle
 
-    def _kept_ref(self, array: Any, out: TensorOut, nbytes: int) -> bytes:
-        """The encoding of ``{:ref, handle}``, or of ``{:ref, handle, data}`` with a copy of a
-        small result's bytes (waiting for the computation to finish, as reading it would);
-        ``nbytes``: the result's size (its program's ``out_bytes``)."""
-        handle = encode_handle(self._keep(array, out, nbytes))
-        if nbytes > SMALL_KEPT_BYTES:
-            return b"".join((_REF2, handle))
-        data = to_host(array, wire_dtype(out.type), out.shape).tobytes()
-        return b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
+    def _kept_refs(self, results: list[tuple[TensorOut, int, Any]]) -> Any:
+        """A run's ``(out, nbytes, array)`` results kept here, as the pre-encoded list of
+        ``{:ref, handle}``, or ``{:ref, handle, data}`` with a copy of a small result's bytes
+        (``nbytes``: its program's ``out_bytes``). Every result is kept and every large one's
+        ref written first, while the run may still compute; the copies, which wait for it to
+        finish (as reading a result would), come last."""
+        pieces: list[bytes] = []
+        small: list[tuple[int, bytes, Any, TensorOut]] = []
+        for out, nbytes, array in results:
+            handle = encode_handle(self._keep(array, out, nbytes))
+            if nbytes > SMALL_KEPT_BYTES:
+                pieces.append(b"".join((_REF2, handle)))
+            else:
+                small.append((len(pieces), handle, array, out))
+                pieces.append(b"")
+        for at, handle, array, out in small:
+            data = to_host(array, wire_dtype(out.type), out.shape).tobytes()
+            pieces[at] = b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
+        return channel.encoded(b"".join((b"l", _U32.pack(len(results)), *pieces, b"j")))
 
     def _drop(self, handle: Any, dying: list[Any] | None = None) -> bool:
         """Forget a resident tensor; with ``dying``, its array goes there, to be released

@@ -919,3 +919,27 @@ def test_a_reader_on_a_descriptor_says_whether_a_request_waits() -> None:
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_kept_results_large_and_small_keep_their_order_in_the_reply() -> None:
+    # large results' refs are written first and the small ones' copies last (they wait for
+    # the run): the reply still lists the results in the program's order, on both paths
+    g = GraphBuilder()
+    x, y = g.param(0, "f32", (100,)), g.param(1, "f32", (2,))
+    two = g.const(2, "f32", ())
+    graph = g.binary([x, y, g.op("multiply", two, x, out=("f32", (100,))),
+                      g.op("multiply", two, y, out=("f32", (2,)))])
+    key = key_of(graph)
+    a, b = np.arange(100, dtype=np.float32), np.array([1.5, -2.0], np.float32)
+    worker = Worker()
+    for i in range(4):  # loaded, learned, then the fast paths
+        reply = decode(reply_bytes(worker.handle(
+            elixir_call(i, key, graph if i == 0 else None, [a, b], keep=True))))
+        assert reply[0] == atom("r")
+        refs = reply[2]
+        assert [len(r) for r in refs] == [2, 3, 2, 3]
+        for ref, want in zip(refs, [a, b, 2 * a, 2 * b], strict=True):
+            np.testing.assert_array_equal(np.asarray(worker.resident[ref[1]][0]), want)
+            if len(ref) == 3:
+                assert channel.binary_bytes(ref[2]) == want.tobytes()
+    assert fast_count(worker) == 2
