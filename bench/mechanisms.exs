@@ -7,6 +7,7 @@
 #
 # Rewrites section 8 of docs/BENCHMARKS.md and prints it.
 Code.require_file("lib.exs", __DIR__)
+Code.require_file("section.exs", __DIR__)
 
 {n_small, n_mlp} =
   case System.argv() do
@@ -137,25 +138,6 @@ MLP step of section 3 (default worker, #{n_mlp} steps in 4 interleaved rounds; p
 #{mlp_row.(:shipped, "nx_jax, weights shipped each step")}
 """
 
-path = Path.join(Path.expand("..", __DIR__), "docs/BENCHMARKS.md")
-text = File.read!(path)
-
-text =
-  case :binary.match(text, "\n## 8. ") do
-    {at, _} ->
-      rest = binary_part(text, at + 1, byte_size(text) - at - 1)
-      # keep any section after this one
-      tail =
-        case :binary.match(rest, "\n## ") do
-          {next, _} -> binary_part(rest, next, byte_size(rest) - next)
-          :nomatch -> ""
-        end
-
-      binary_part(text, 0, at + 1) <> section <> tail
-
-    :nomatch ->
-      String.trim_trailing(text) <> "\n\n" <> section
-  end
-
-File.write!(path, text)
+# (section 8 replaced in place; the sections around it, written by other commands, stay)
+BenchSection.replace!(8, section)
 IO.puts(section)

@@ -9,6 +9,7 @@
 # runs each training loop right after its Python twin (bench/train_loop.py), so that each
 # ratio to the twin compares runs seconds apart. Both builds must be compiled (the make target
 # does it). A plain `elixir` script: it only starts the others and reads what they print.
+Code.require_file("section.exs", __DIR__)
 root = Path.expand("..", __DIR__)
 real_nx = System.get_env("REAL_NX", "_build/real-nx-src")
 
@@ -169,23 +170,6 @@ and #{verdict.(med.(train_ratio.(:real, :compile)) <= 1.5)} through `compile` in
 #{cache.evictions} evictions.
 """
 
-path = Path.join(root, "docs/BENCHMARKS.md")
-old = File.read!(path)
-
-# (section 13 replaced in place: the sections after it, written by other commands, stay)
-{kept, after_} =
-  case :binary.match(old, "\n## 13. ") do
-    {at, _} ->
-      rest = binary_part(old, at + 1, byte_size(old) - at - 1)
-
-      case :binary.match(rest, "\n## ") do
-        {next, _} -> {binary_part(old, 0, at), binary_part(rest, next, byte_size(rest) - next)}
-        :nomatch -> {binary_part(old, 0, at), ""}
-      end
-
-    :nomatch ->
-      {String.trim_trailing(old), ""}
-  end
-
-File.write!(path, kept <> "\n\n" <> String.trim_trailing(section) <> "\n" <> after_)
+# (section 13 replaced in place; the sections around it, written by other commands, stay)
+BenchSection.replace!(13, section)
 IO.puts(section)

@@ -11,7 +11,7 @@
 # placed on the same 2 workers. The second node (`:peer`, this node's code paths) runs nx_jax
 # with a pool of its own, also of 2 workers.
 
-root = Path.expand("..", __DIR__)
+Code.require_file("section.exs", __DIR__)
 
 {rounds, seconds} =
   case Enum.map(System.argv(), &String.to_integer/1) do
@@ -384,23 +384,6 @@ This node's trace cache at the end (`NxJax.trace_cache_stats/0`): #{traces.trace
 batch sizes, and the checks' shapes), #{traces.hits} hits.
 """
 
-path = Path.join(root, "docs/BENCHMARKS.md")
-old = File.read!(path)
-
-# (section 14 replaced in place, or added at the end)
-{kept, after_} =
-  case :binary.match(old, "\n## 14. ") do
-    {at, _} ->
-      rest = binary_part(old, at + 1, byte_size(old) - at - 1)
-
-      case :binary.match(rest, "\n## ") do
-        {next, _} -> {binary_part(old, 0, at), binary_part(rest, next, byte_size(rest) - next)}
-        :nomatch -> {binary_part(old, 0, at), ""}
-      end
-
-    :nomatch ->
-      {String.trim_trailing(old), ""}
-  end
-
-File.write!(path, kept <> "\n\n" <> String.trim_trailing(section) <> "\n" <> after_)
+# (section 14 replaced in place; the sections around it, written by other commands, stay)
+BenchSection.replace!(14, section)
 IO.puts(section)

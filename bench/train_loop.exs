@@ -13,6 +13,7 @@
 # asserts a timing.
 Code.require_file("lib.exs", __DIR__)
 Code.require_file("train_step.exs", __DIR__)
+Code.require_file("section.exs", __DIR__)
 
 {steps, rounds, long} =
   case System.argv() |> Enum.map(&String.to_integer/1) do
@@ -210,23 +211,6 @@ call in us over #{chain_calls} calls, #{rounds} rounds: `:nx` #{join.(chain_line
 (`reply_spin_us: 0`) #{join.(chain_line.(:still))}; in-process JAX #{join.(chain_line.(:jax))}.
 """
 
-path = Path.join(Path.expand("..", __DIR__), "docs/BENCHMARKS.md")
-old = File.read!(path)
-
-# (section 12 replaced in place: the sections after it, written by other commands, stay)
-{kept, after_} =
-  case :binary.match(old, "\n## 12. ") do
-    {at, _} ->
-      rest = binary_part(old, at + 1, byte_size(old) - at - 1)
-
-      case :binary.match(rest, "\n## ") do
-        {next, _} -> {binary_part(old, 0, at), binary_part(rest, next, byte_size(rest) - next)}
-        :nomatch -> {binary_part(old, 0, at), ""}
-      end
-
-    :nomatch ->
-      {String.trim_trailing(old), ""}
-  end
-
-File.write!(path, kept <> "\n\n" <> String.trim_trailing(section) <> "\n" <> after_)
+# (section 12 replaced in place; the sections around it, written by other commands, stay)
+BenchSection.replace!(12, section)
 IO.puts(section)
