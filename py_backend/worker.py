@@ -737,15 +737,13 @@ class Worker:
             pieces[at] = b"".join((_REF3, handle, b"m", _U32.pack(len(data)), data))
         return channel.encoded(b"".join((b"l", _U32.pack(len(results)), *pieces, b"j")))
 
-    def _drop(self, handle: Any, dying: list[Any] | None = None) -> bool:
-        """Forget a resident tensor; with ``dying``, its array goes there, to be released
-        later (:meth:`bury`), else at once."""
+    def _drop(self, handle: Any) -> bool:
+        """Forget a resident tensor and let go of its array (``free`` does the same, inline,
+        but hands the arrays to :meth:`bury`)."""
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
         self.resident_bytes -= entry[2]
-        if dying is not None:
-            dying.append(entry[0])
         return True
 
     def bury(self) -> None:
