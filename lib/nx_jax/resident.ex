@@ -33,7 +33,7 @@ defmodule NxJax.Resident do
       :armed ->
         copy
 
-      :foreign ->
+      {:foreign, _node} ->
         fetch(tensor)
 
       _gone ->
@@ -89,12 +89,13 @@ defmodule NxJax.Resident do
                 "cannot be read any more"
         }
 
-      :foreign ->
+      {:foreign, node} ->
         %{
           error
           | message:
-              "a resident tensor of this call was made on another node (#{Kernel.inspect(node_of_guard(tensors))}), which freed it once its own processes let go of it: a resident tensor " <>
-                "lives as long as references to it on the node that made it; send " <>
+              "a resident tensor of this call was made on another node (#{inspect(node)}), " <>
+                "which freed it once its own processes let go of it: a resident tensor lives " <>
+                "as long as references to it on the node that made it; send " <>
                 "Nx.backend_copy(tensor, Nx.BinaryBackend) across nodes instead"
         }
 
@@ -105,17 +106,10 @@ defmodule NxJax.Resident do
 
   def explain_unknown(error, _tensors), do: error
 
-  # A guard's status (NxJax.Guard.status/1), or :foreign for one made on another node (a NIF
-  # resource is only valid on its own node; elsewhere it is an opaque reference)
+  # A guard's status (NxJax.Guard.status/1), or {:foreign, node} for one made on another node
+  # (a NIF resource is only valid on its own node; elsewhere it is an opaque reference)
   defp guard_status(guard) when node(guard) == node(), do: NxJax.Guard.status(guard)
-  defp guard_status(_guard), do: :foreign
-
-  defp node_of_guard(tensors) do
-    Enum.find_value(tensors, fn
-      %Nx.Tensor{data: %NxJax.Backend{guard: guard}} when node(guard) != node() -> node(guard)
-      _other -> nil
-    end)
-  end
+  defp guard_status(guard), do: {:foreign, node(guard)}
 
   @doc "Makes a concrete tensor resident on the least busy worker."
   def put(%Nx.Tensor{type: type, shape: shape} = tensor) do
