@@ -78,15 +78,15 @@ defmodule NxJax.MixProject do
   # what does not compile against real Nx 0.7.2: the clean room's compiler, backend, toolbox
   # and graph pictures read its internals (docs/ARCHITECTURE.md, "Two projects"); real Nx has
   # its own of the first three in lib/nx_jax/real_nx (the toolbox's checks,
-  # lib/nx_jax/defn/checks.ex, compile under both)
-  @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/defn.ex
-                      lib/nx_jax/defn/implicit.ex lib/nx_jax/defn/checkpoint.ex
+  # lib/nx_jax/autodiff/checks.ex, compile under both)
+  @clean_room_only ~w(lib/nx_jax.ex lib/nx_jax/backend.ex lib/nx_jax/autodiff.ex
+                      lib/nx_jax/autodiff/implicit.ex lib/nx_jax/autodiff/checkpoint.ex
                       lib/nx_jax/picture.ex lib/mix/tasks/nx_jax.picture.ex
                       lib/nx_jax/graph.ex lib/mix/tasks/nx_jax.graph.ex)
 
   # what compiles only against real Nx 0.7.2 (hex's, or NX_JAX_NX=DIR): the compiler of real
   # Nx's expressions, which defines the module NxJax there in place of lib/nx_jax.ex, and the
-  # toolbox NxJax.Defn written with real Nx's own reverse mode
+  # toolbox NxJax.Autodiff written with real Nx's own reverse mode
   @real_nx_only ~w(lib/nx_jax/real_nx)
 
   def project do

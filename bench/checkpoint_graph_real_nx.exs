@@ -1,6 +1,6 @@
 # The wire graph that NxJax's compiler sends under real Nx 0.7.2 for the gradient of the tanh
 # chain of bench/checkpoint_memory.py (x <- tanh(x . w_i), the gradient of sum(chain(x)) with
-# respect to every w_i), with NxJax.Defn.checkpoint/3 around each group of layers or without.
+# respect to every w_i), with NxJax.Autodiff.checkpoint/3 around each group of layers or without.
 # bench/checkpoint_memory.py runs it (its variants real_nx_*) and has the worker's lowering
 # compile the graph, to read XLA's memory analysis as it does for the clean room's graphs.
 #
@@ -14,7 +14,7 @@
 
 defmodule CheckpointChainRealNx do
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
 
   # `size` layers from the weight `first` (a number, or a scalar tensor inside the loop)
   deftransform group(x, ws, first, size) do
@@ -66,6 +66,6 @@ loss =
 ws = Nx.template({layers, width, width}, :f32)
 x = Nx.template({batch, width}, :f32)
 expr = Nx.Defn.debug_expr(fn ws, x -> Nx.Defn.grad(ws, &loss.(&1, x)) end).(ws, x)
-{graph, parameters, _hooks} = NxJax.ExprGraph.encode(expr)
+{graph, parameters, _hooks} = NxJax.WireEncoder.encode(expr)
 File.write!(out, :erlang.term_to_binary(graph))
 IO.puts("parameters: " <> Enum.map_join(parameters, ",", &Integer.to_string/1))

@@ -1,4 +1,4 @@
-# NxJax.Defn's functions under whichever Nx this build has, timed: the clean room
+# NxJax.Autodiff's functions under whichever Nx this build has, timed: the clean room
 # (`mix run bench/toolbox_front_ends.exs`, where JAX differentiates the graph's nodes) or real
 # Nx 0.7.2 with NxJax as its compiler (`NX_JAX_NX=_build/real-nx-src mix run
 # bench/toolbox_front_ends.exs`, where real Nx writes the derivative before our compiler sees
@@ -8,7 +8,7 @@
 # timing; docs/DIFFERENTIATION.md quotes one run.
 defmodule ToolboxBench do
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
 
   defn newton_sqrt(a) do
     custom_root(

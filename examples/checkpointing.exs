@@ -1,12 +1,12 @@
 # Checkpointing a deep tanh chain: the same gradient, and the worker's peak memory with and
-# without `NxJax.Defn.checkpoint/3` (each group of 4 layers keeps only its input; the layers
+# without `NxJax.Autodiff.checkpoint/3` (each group of 4 layers keeps only its input; the layers
 # inside are recomputed in the backward pass). On CPU the saving is real inside a loop, as
 # here; see docs/CHECKPOINTING.md for why an unrolled checkpoint saves nothing there.
 #
 #     mix run examples/checkpointing.exs
 defmodule Chain do
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
 
   @groups 8
   @per_group 4

@@ -1,5 +1,5 @@
 # A fixed-point ("deep equilibrium") layer: z = tanh(W z + x), found by iterating, and its
-# gradient by implicit differentiation (NxJax.Defn.Implicit.custom_root/4): the solver's
+# gradient by implicit differentiation (NxJax.Autodiff.Implicit.custom_root/4): the solver's
 # iterations are never differentiated, so they cost nothing in the backward pass and may run
 # as long as they need (an unbounded while).
 #
@@ -9,7 +9,7 @@
 # is printed beside it.
 defmodule ImplicitLayer do
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
 
   defn residual(z, w, x), do: Nx.tanh(Nx.dot(w, z) + x) - z
 

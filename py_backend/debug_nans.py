@@ -131,7 +131,7 @@ def _check_grad(low: Lowering, node: Node, args: list[Value], value: Value,
         f"the gradient rule of {rule.op} {{node {rule.id}}} turned a finite incoming gradient "
         f"({summary(incoming)}) into {produced}; its forward inputs: "
         f"{_inputs_summary(forward_inputs)}. The forward values are finite: consider "
-        "custom_grad/3 (or NxJax.Defn.custom_jvp/3) to give that expression a gradient that "
+        "custom_grad/3 (or NxJax.Autodiff.custom_jvp/3) to give that expression a gradient that "
         "stays finite there"
     )
 

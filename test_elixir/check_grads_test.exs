@@ -44,7 +44,7 @@ defmodule NxJax.CheckGradsTest do
     assert error.message =~ "rev-mode derivative of order 1 is off"
 
     wrong_jvp = fn x ->
-      NxJax.Defn.custom_jvp(Nx.sin(x), [x], fn [t] -> Nx.multiply(t, 3.0) end)
+      NxJax.Autodiff.custom_jvp(Nx.sin(x), [x], fn [t] -> Nx.multiply(t, 3.0) end)
     end
 
     error =

@@ -5,9 +5,9 @@ defmodule NxJax.CheckpointTest do
   use ExUnit.Case, async: true
 
   import Nx.Defn
-  import NxJax.Defn.Checkpoint
+  import NxJax.Autodiff.Checkpoint
 
-  doctest NxJax.Defn.Checkpoint
+  doctest NxJax.Autodiff.Checkpoint
 
   @policies [
     nil,

@@ -4,10 +4,10 @@ defmodule NxJax.ImplicitDiffTest do
   # the errors raised at trace time.
   use ExUnit.Case, async: true
 
-  doctest NxJax.Defn.Implicit
+  doctest NxJax.Autodiff.Implicit
 
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
 
   # x = sqrt(a) by Newton from 1.0, in a while loop with no bound
   defn newton_sqrt(a) do

@@ -1,7 +1,7 @@
 defmodule NxJax.TestModulesTest do
   # Two test files that define the same module replace each other's code while the suite
   # loads: with async modules already running, the tests of one file vanish or run against
-  # the other's functions, depending on timing (nx_jax_defn_test.exs and defn_test.exs both
+  # the other's functions, depending on timing (autodiff_test.exs and defn_test.exs both
   # defined NxJax.DefnTest once).
   use ExUnit.Case, async: true
 

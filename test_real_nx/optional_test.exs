@@ -26,7 +26,7 @@ defmodule NxJax.RealNx.OptionalTest do
   end
 
   defp graph_ops(fun, args) do
-    {graph, _parameters, _hooks} = NxJax.ExprGraph.encode(Nx.Defn.debug_expr_apply(fun, args))
+    {graph, _parameters, _hooks} = NxJax.WireEncoder.encode(Nx.Defn.debug_expr_apply(fun, args))
     NxJax.Ops.check_graph!(graph)
     {:nx_jax_graph, 1, nodes, _outputs} = graph
     for {_, op, _, _, _} <- nodes, do: op

@@ -1,5 +1,5 @@
 defmodule NxJax.RealNx.ToolboxTest do
-  # NxJax.Defn (JAX's toolbox beyond Nx) under real Nx 0.7.2, with NxJax as the compiler:
+  # NxJax.Autodiff (JAX's toolbox beyond Nx) under real Nx 0.7.2, with NxJax as the compiler:
   # custom_root and custom_linear_solve by the implicit function theorem, custom_jvp's reverse
   # rule by transposing the user's JVP, forward mode and Jacobians by two reverse passes,
   # check_grads! and debug_nans. The expected numbers are JAX's (printed by
@@ -8,11 +8,11 @@ defmodule NxJax.RealNx.ToolboxTest do
   use ExUnit.Case, async: true
 
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
   import NxJax.GradCheck, only: [check_grads!: 3]
 
-  doctest NxJax.Defn
-  doctest NxJax.Defn.Implicit
+  doctest NxJax.Autodiff
+  doctest NxJax.Autodiff.Implicit
 
   setup do
     Nx.Defn.default_options(compiler: NxJax)
@@ -27,7 +27,7 @@ defmodule NxJax.RealNx.ToolboxTest do
     expr = apply(Nx.Defn.debug_expr(fun), args)
 
     {{:nx_jax_graph, _version, nodes, _outputs}, _parameters, _hooks} =
-      NxJax.ExprGraph.encode(expr)
+      NxJax.WireEncoder.encode(expr)
 
     for {_id, op, _inputs, _opts, _out} <- nodes, do: op
   end

@@ -314,7 +314,7 @@ def test_forward_mode_through_a_custom_grad_in_a_loop_body_is_refused_with_the_f
         run_graph(g, [tangent], F64(0.7), F64(1.0))
 
 
-# --- batch: vectorized values, one Jacobian per entry (NxJax.Defn with vectorized x) ----------
+# --- batch: vectorized values, one Jacobian per entry (NxJax.Autodiff with vectorized x) ----------
 
 def batched_fn(a: jax.Array, c: jax.Array) -> tuple[jax.Array]:
     """Entries along axis 0: y_i (shape {2}) of a_i (shape {3}) and c_i (shape {2, 2})."""

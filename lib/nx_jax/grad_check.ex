@@ -17,7 +17,7 @@ defmodule NxJax.GradCheck do
   """
 
   alias Nx.Defn.Composite
-  alias NxJax.Defn.Checks
+  alias NxJax.Autodiff.Checks
 
   defmodule Error do
     @moduledoc "Raised by `NxJax.GradCheck.check_grads!/4` when a gradient is off."
@@ -41,7 +41,7 @@ defmodule NxJax.GradCheck do
   and both values, else returns `:ok`.
 
     * `:fwd` - along a random tangent `v` (a seeded normal draw), the tangent of
-      `NxJax.Defn.jvp/3` equals `(fun(x + eps v) - fun(x - eps v)) / 2 eps`;
+      `NxJax.Autodiff.jvp/3` equals `(fun(x + eps v) - fun(x - eps v)) / 2 eps`;
     * `:rev` - for a random output cotangent `u`, the vector-Jacobian product (the `grad` of
       `<fun(x), u>`) paired with `v` equals `<u, finite difference along v>`.
 
@@ -114,7 +114,7 @@ defmodule NxJax.GradCheck do
     {u, seed} = random_like(y, seed)
 
     if :fwd in modes do
-      {_value, tangent} = NxJax.Defn.jvp(f, x, v)
+      {_value, tangent} = NxJax.Autodiff.jvp(f, x, v)
       close!(tangent, numerical_jvp(f, x, v, limits.eps), limits, "fwd", order)
     end
 
@@ -127,7 +127,7 @@ defmodule NxJax.GradCheck do
 
     if order > 1 do
       if :fwd in modes do
-        tangent_of = fn x -> elem(NxJax.Defn.jvp(f, x, v), 1) end
+        tangent_of = fn x -> elem(NxJax.Autodiff.jvp(f, x, v), 1) end
         check_orders(tangent_of, x, order - 1, modes, limits, seed)
       end
 

@@ -101,7 +101,7 @@ defmodule NxJax.Ops do
       {[:custom_grad], {1, :infinity}, [:cotangents, :grads, :tuple, :wrt]},
       {[:metadata], 1, [:keys]},
       {[:checkpoint_name], 1, [:name]},
-      # JAX's differentiation beyond Nx (NxJax.Defn)
+      # JAX's differentiation beyond Nx (NxJax.Autodiff)
       {[:jvp], {3, :infinity}, []},
       {~w(jacfwd jacrev hessian)a, {2, :infinity}, [:batch]},
       {[:custom_jvp], {2, :infinity}, [:jvp, :primals]}

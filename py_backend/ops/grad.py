@@ -1,5 +1,5 @@
 """Differentiation: grad (jax.vjp), stop_grad, custom_grad (jax.custom_vjp), metadata,
-checkpoint_name, and JAX's differentiation beyond Nx (NxJax.Defn): jvp, jacfwd, jacrev,
+checkpoint_name, and JAX's differentiation beyond Nx (NxJax.Autodiff): jvp, jacfwd, jacrev,
 hessian, custom_jvp.
 
 Each op's check, lowering and registration (``OPS``, :mod:`py_backend.ops.rules`), with the
@@ -210,7 +210,7 @@ FORWARD_THROUGH_VJP = (
     "forward-mode differentiation (jvp, jacfwd, hessian) reaches a rule that is reverse-mode "
     "only: a custom_grad/3, or the gradient of a while loop without max_iterations (both are "
     "jax.custom_vjp functions, which JAX cannot differentiate forward). Use jacrev or grad, "
-    "give the function a forward rule with NxJax.Defn.custom_jvp/3, or give the loop "
+    "give the function a forward rule with NxJax.Autodiff.custom_jvp/3, or give the loop "
     "max_iterations: n"
 )
 
@@ -527,7 +527,7 @@ OPS = family("grad", {
     "metadata": entry(1, lower_metadata, {"keys": wire.atom_list}),
     # a name for the policies of checkpoint (jax.ad_checkpoint.checkpoint_name)
     "checkpoint_name": entry(1, lower_checkpoint_name, {"name": wire.text}),
-    # JAX's differentiation beyond Nx (NxJax.Defn)
+    # JAX's differentiation beyond Nx (NxJax.Autodiff)
     "jvp": entry((3, None), lower_jvp, check=check_jvp),
     # batch: leading axes of y and every x that are independent entries (vectorized values)
     "jacfwd": entry((2, None), jacobian_lowering(forward=True), _BATCH, check_jacobian,

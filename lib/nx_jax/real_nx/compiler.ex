@@ -6,7 +6,7 @@ defmodule NxJax do
 
   or `Nx.Defn.jit(fun, compiler: NxJax)` runs `defn` code on the JAX worker. Real Nx traces
   (and differentiates) the function; this module writes the expression as the wire graph
-  (`NxJax.ExprGraph`), keeps it by the call's key and argument signature, and runs it on the
+  (`NxJax.WireEncoder`), keeps it by the call's key and argument signature, and runs it on the
   pool (`NxJax.Pool`, `NxJax.Worker.run_cached/5`: the graph travels to a worker once, its key
   afterwards). Arguments travel as their bytes, or as handles to the worker that holds them
   (`NxJax.Backend`); results stay resident there when an argument was or the caller's default
@@ -161,7 +161,7 @@ defmodule NxJax do
   defp trace(vars, fun) do
     outputs = fun.(vars)
     template = Nx.to_template(outputs)
-    {graph, parameters, hooks} = NxJax.ExprGraph.encode(outputs)
+    {graph, parameters, hooks} = NxJax.WireEncoder.encode(outputs)
     NxJax.Ops.check_graph!(graph)
     graph_bin = :erlang.term_to_binary(graph)
     outs = for t <- Composite.flatten_list([template]), do: full_out(t)

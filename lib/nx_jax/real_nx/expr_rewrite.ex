@@ -1,6 +1,6 @@
 defmodule NxJax.RealNx.ExprRewrite do
   @moduledoc false
-  # Two walks over real Nx's expressions that the toolbox (NxJax.Defn under real Nx) builds on:
+  # Two walks over real Nx's expressions that the toolbox (NxJax.Autodiff under real Nx) builds on:
   # the values an expression reads from outside a set of nodes, and the same expression with
   # some nodes replaced. Sub-graphs that read only their own parameters (while, fun, optional)
   # are not entered; cond's branches, which read their parents' nodes, are.

@@ -1,8 +1,8 @@
-defmodule NxJax.Defn.Implicit do
+defmodule NxJax.Autodiff.Implicit do
   @moduledoc """
   Implicit differentiation inside `defn` under real Nx 0.7.2: `custom_root/4` and
-  `custom_linear_solve/5`, the functions of the clean room's `NxJax.Defn.Implicit` with the
-  same arguments and options. Users reach them through `NxJax.Defn`.
+  `custom_linear_solve/5`, the functions of the clean room's `NxJax.Autodiff.Implicit` with the
+  same arguments and options. Users reach them through `NxJax.Autodiff`.
 
   Real Nx differentiates in Elixir (`Nx.Defn.Grad`) before the compiler sees the graph, so
   here the implicit function theorem is written with real Nx's own `custom_grad/3`: the
@@ -35,7 +35,7 @@ defmodule NxJax.Defn.Implicit do
   import Nx.Defn.Kernel, only: [custom_grad: 3, stop_grad: 1]
 
   alias Nx.Defn.Expr
-  alias NxJax.Defn.Checks
+  alias NxJax.Autodiff.Checks
   alias NxJax.RealNx.ExprRewrite
 
   @doc """
@@ -53,7 +53,7 @@ defmodule NxJax.Defn.Implicit do
   ## Examples
 
       iex> sqrt = fn a ->
-      ...>   NxJax.Defn.Implicit.custom_root(
+      ...>   NxJax.Autodiff.Implicit.custom_root(
       ...>     fn x -> Nx.subtract(Nx.multiply(x, x), a) end,
       ...>     1.0,
       ...>     fn f, x0 ->
@@ -103,7 +103,7 @@ defmodule NxJax.Defn.Implicit do
   trace does not take a tensor captured from outside it)
 
       iex> solve = fn a, b ->
-      ...>   NxJax.Defn.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
+      ...>   NxJax.Autodiff.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
       ...>     fn _matvec, b -> Nx.LinAlg.solve(a, b) end, nil, symmetric: true)
       ...> end
       iex> a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])

@@ -1,14 +1,14 @@
-defmodule NxJax.DefnTest do
-  # NxJax.Defn (JAX's differentiation beyond Nx) end to end on the worker: jvp, jacfwd,
+defmodule NxJax.AutodiffTest do
+  # NxJax.Autodiff (JAX's differentiation beyond Nx) end to end on the worker: jvp, jacfwd,
   # jacrev, hessian and custom_jvp inside defn, their composition with grad, while, cond,
   # stop_grad and custom_grad, and the errors for bad input.
   use ExUnit.Case, async: true
 
   import Nx.Defn
-  import NxJax.Defn
+  import NxJax.Autodiff
   import NxJax.TestAssertions, only: [assert_close: 3]
 
-  doctest NxJax.Defn
+  doctest NxJax.Autodiff
 
   defp f64(x), do: Nx.tensor(x, type: {:f, 64})
   defp number(t), do: Nx.to_number(t)
@@ -229,17 +229,17 @@ defmodule NxJax.DefnTest do
       u = Nx.tensor([2.0, -1.0], type: :f64)
       v = Nx.tensor([1.0, 0.5, -2.0], type: :f64)
       jacobian = jacrev_r3(x)
-      {value, pullback} = NxJax.Defn.vjp(&r3_to_r2/1, x)
+      {value, pullback} = NxJax.Autodiff.vjp(&r3_to_r2/1, x)
       assert value == r3_to_r2(x)
       assert_all_close(pullback.(u), Nx.dot(Nx.transpose(jacobian), u))
       assert vjp_in_defn(x, u) == {value, pullback.(u)}
-      {value, push} = NxJax.Defn.linearize(&r3_to_r2/1, x)
+      {value, push} = NxJax.Autodiff.linearize(&r3_to_r2/1, x)
       assert value == r3_to_r2(x)
       assert_all_close(push.(v), Nx.dot(jacfwd_r3(x), v))
     end
 
     test "a cotangent of another shape or container is refused" do
-      {_value, pullback} = NxJax.Defn.vjp(&r3_to_r2/1, Nx.tensor([0.3, -0.7, 0.5]))
+      {_value, pullback} = NxJax.Autodiff.vjp(&r3_to_r2/1, Nx.tensor([0.3, -0.7, 0.5]))
 
       assert_raise ArgumentError, ~r/output of shape \{2\} and a cotangent of shape \{3\}/, fn ->
         pullback.(Nx.tensor([1.0, 2.0, 3.0]))

@@ -1,10 +1,10 @@
-defmodule NxJax.Defn.Implicit do
+defmodule NxJax.Autodiff.Implicit do
   @moduledoc """
   Implicit differentiation inside `defn`: `custom_root/4` (`jax.lax.custom_root`) and
   `custom_linear_solve/5` (`jax.lax.custom_linear_solve`). Their gradients come from the
   equation the result satisfies, not from the iterations of the solver that found it, so a
   solver written with an unbounded `while` is never differentiated (and need not be
-  differentiable at all). Users reach them through `NxJax.Defn`.
+  differentiable at all). Users reach them through `NxJax.Autodiff`.
 
   Each function given here is traced once into a sub-graph of the node (as the branches of
   `if` and the bodies of `while` are, `Nx.Defn.ControlFlow`): the values it closes over become
@@ -20,7 +20,7 @@ defmodule NxJax.Defn.Implicit do
   """
 
   alias Nx.Defn.{ControlFlow, Expr}
-  alias NxJax.Defn.Checks
+  alias NxJax.Autodiff.Checks
 
   @doc """
   The root `x` of `f` (`f.(x) == 0`, `x` shaped like `initial_guess`) that
@@ -37,7 +37,7 @@ defmodule NxJax.Defn.Implicit do
   from `f`, not from the steps:
 
       iex> sqrt = fn a ->
-      ...>   NxJax.Defn.Implicit.custom_root(
+      ...>   NxJax.Autodiff.Implicit.custom_root(
       ...>     fn x -> Nx.subtract(Nx.multiply(x, x), a) end,
       ...>     1.0,
       ...>     fn f, x0 ->
@@ -92,7 +92,7 @@ defmodule NxJax.Defn.Implicit do
 
       iex> a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]])
       iex> solve = fn b ->
-      ...>   NxJax.Defn.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
+      ...>   NxJax.Autodiff.Implicit.custom_linear_solve(&Nx.dot(a, &1), b,
       ...>     fn _matvec, b -> Nx.LinAlg.solve(a, b) end, nil, symmetric: true)
       ...> end
       iex> Nx.Defn.jit(solve).(Nx.tensor([1.0, 2.0])) |> Nx.to_flat_list()

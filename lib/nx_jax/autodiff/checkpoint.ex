@@ -1,4 +1,4 @@
-defmodule NxJax.Defn.Checkpoint do
+defmodule NxJax.Autodiff.Checkpoint do
   @moduledoc """
   Gradient checkpointing inside `defn`: `checkpoint/3` (`jax.checkpoint`, also called
   `jax.remat`) and `checkpoint_name/2` (`jax.ad_checkpoint.checkpoint_name`).
@@ -22,12 +22,12 @@ defmodule NxJax.Defn.Checkpoint do
   """
 
   alias Nx.Defn.{Composite, ControlFlow, Expr}
-  alias NxJax.Defn.Checks
+  alias NxJax.Autodiff.Checks
 
   @doc """
   The names of the policies `checkpoint/3` takes as atoms, with what each saves.
 
-      iex> NxJax.Defn.Checkpoint.policies() |> Keyword.keys()
+      iex> NxJax.Autodiff.Checkpoint.policies() |> Keyword.keys()
       [:everything_saveable, :nothing_saveable, :dots_saveable, :dots_with_no_batch_dims_saveable]
   """
   @spec policies() :: keyword(String.t())
@@ -55,14 +55,14 @@ defmodule NxJax.Defn.Checkpoint do
 
   ## Examples
 
-      iex> loss = fn x -> Nx.sum(NxJax.Defn.Checkpoint.checkpoint(&Nx.sin/1, x)) end
+      iex> loss = fn x -> Nx.sum(NxJax.Autodiff.Checkpoint.checkpoint(&Nx.sin/1, x)) end
       iex> Nx.Defn.grad(Nx.tensor([0.0, 1.0]), loss)
       #Nx.Tensor<
         f32[2]
         [1.0, 0.5403022766113281]
       >
 
-  Inside `defn`, with `import NxJax.Defn.Checkpoint`:
+  Inside `defn`, with `import NxJax.Autodiff.Checkpoint`:
 
       defn loss(w1, w2, x) do
         h = checkpoint(fn {x, w1} -> Nx.tanh(Nx.dot(x, w1)) end, {x, w1}, policy: :dots_saveable)
@@ -105,7 +105,7 @@ defmodule NxJax.Defn.Checkpoint do
 
   ## Examples
 
-      iex> NxJax.Defn.Checkpoint.checkpoint_name(Nx.tensor([1.0, 2.0]), :h)
+      iex> NxJax.Autodiff.Checkpoint.checkpoint_name(Nx.tensor([1.0, 2.0]), :h)
       #Nx.Tensor<
         f32[2]
         [1.0, 2.0]

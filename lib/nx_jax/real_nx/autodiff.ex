@@ -1,11 +1,11 @@
-defmodule NxJax.Defn do
+defmodule NxJax.Autodiff do
   @moduledoc """
   JAX's differentiation toolbox beyond Nx, under real Nx 0.7.2: the functions of the clean
-  room's `NxJax.Defn` (the same names, arguments and options, so the same code runs under
+  room's `NxJax.Autodiff` (the same names, arguments and options, so the same code runs under
   both front ends): forward mode (`jvp/3`, `linearize/2`), `vjp/2`, Jacobians (`jacfwd/2`,
   `jacrev/2`), `hessian/2`, `custom_jvp/3`, implicit differentiation (`custom_root/4`,
-  `custom_linear_solve/5`, from `NxJax.Defn.Implicit`) and `checkpoint/3`. Use them inside
-  `defn` after `import NxJax.Defn`, or call them from plain Elixir (each runs as
+  `custom_linear_solve/5`, from `NxJax.Autodiff.Implicit`) and `checkpoint/3`. Use them inside
+  `defn` after `import NxJax.Autodiff`, or call them from plain Elixir (each runs as
   `Nx.Defn.jit_apply/3` would; inside a trace they join it).
 
   Under real Nx, `Nx.Defn.Grad` differentiates in Elixir before any compiler sees the graph,
@@ -36,7 +36,7 @@ defmodule NxJax.Defn do
   import Nx.Defn.Kernel, only: [custom_grad: 3]
 
   alias Nx.Defn.{Composite, Expr}
-  alias NxJax.Defn.Checks
+  alias NxJax.Autodiff.Checks
   alias NxJax.RealNx.ExprRewrite
 
   @doc """
@@ -49,7 +49,7 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> {value, tangent} = NxJax.Defn.jvp(&Nx.sin/1, 0.0, 2.0)
+      iex> {value, tangent} = NxJax.Autodiff.jvp(&Nx.sin/1, 0.0, 2.0)
       iex> {Nx.to_number(value), Nx.to_number(tangent)}
       {0.0, 2.0}
   """
@@ -122,7 +122,7 @@ defmodule NxJax.Defn do
   ## Examples
 
       iex> f = fn x -> Nx.multiply(Nx.sin(x), 2) end
-      iex> {value, pullback} = NxJax.Defn.vjp(f, Nx.tensor([0.0, 1.0]))
+      iex> {value, pullback} = NxJax.Autodiff.vjp(f, Nx.tensor([0.0, 1.0]))
       iex> Nx.to_flat_list(value)
       [0.0, 1.6829419136047363]
       iex> pullback.(Nx.tensor([1.0, 10.0])) |> Nx.to_flat_list()
@@ -154,7 +154,7 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> {value, push} = NxJax.Defn.linearize(&Nx.exp/1, Nx.tensor(0.0))
+      iex> {value, push} = NxJax.Autodiff.linearize(&Nx.exp/1, Nx.tensor(0.0))
       iex> {Nx.to_number(value), Nx.to_number(push.(Nx.tensor(3.0)))}
       {1.0, 3.0}
   """
@@ -171,7 +171,7 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> NxJax.Defn.jacfwd(fn x -> Nx.multiply(x, x) end, Nx.tensor([1.0, 2.0]))
+      iex> NxJax.Autodiff.jacfwd(fn x -> Nx.multiply(x, x) end, Nx.tensor([1.0, 2.0]))
       #Nx.Tensor<
         f32[2][2]
         [
@@ -190,7 +190,7 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> NxJax.Defn.jacrev(fn x -> Nx.sum(Nx.exp(x)) end, Nx.tensor([0.0, 1.0]))
+      iex> NxJax.Autodiff.jacrev(fn x -> Nx.sum(Nx.exp(x)) end, Nx.tensor([0.0, 1.0]))
       #Nx.Tensor<
         f32[2]
         [1.0, 2.7182817459106445]
@@ -208,7 +208,7 @@ defmodule NxJax.Defn do
   ## Examples
 
       iex> f = fn {a, b} -> Nx.multiply(Nx.multiply(a, a), b) end
-      iex> {{aa, ab}, {ba, bb}} = NxJax.Defn.hessian(f, {3.0, 5.0})
+      iex> {{aa, ab}, {ba, bb}} = NxJax.Autodiff.hessian(f, {3.0, 5.0})
       iex> Enum.map([aa, ab, ba, bb], &Nx.to_number/1)
       [10.0, 6.0, 6.0, 0.0]
   """
@@ -329,7 +329,7 @@ defmodule NxJax.Defn do
   ## Examples
 
       iex> log1pexp = fn x ->
-      ...>   NxJax.Defn.custom_jvp(Nx.log1p(Nx.exp(x)), [x], fn [x_dot] ->
+      ...>   NxJax.Autodiff.custom_jvp(Nx.log1p(Nx.exp(x)), [x], fn [x_dot] ->
       ...>     Nx.multiply(x_dot, Nx.subtract(1, Nx.divide(1, Nx.add(1, Nx.exp(x)))))
       ...>   end)
       ...> end
@@ -408,14 +408,14 @@ defmodule NxJax.Defn do
 
   ## Implicit differentiation
 
-  @doc "`NxJax.Defn.Implicit.custom_root/4`: a root differentiated by the implicit function theorem."
+  @doc "`NxJax.Autodiff.Implicit.custom_root/4`: a root differentiated by the implicit function theorem."
   deftransform(custom_root(f, initial_guess, solve, tangent_solve),
-    do: NxJax.Defn.Implicit.custom_root(f, initial_guess, solve, tangent_solve)
+    do: NxJax.Autodiff.Implicit.custom_root(f, initial_guess, solve, tangent_solve)
   )
 
-  @doc "`NxJax.Defn.Implicit.custom_linear_solve/5`: a linear solve differentiated as a solution."
+  @doc "`NxJax.Autodiff.Implicit.custom_linear_solve/5`: a linear solve differentiated as a solution."
   deftransform(custom_linear_solve(matvec, b, solve, transpose_solve, opts \\ []),
-    do: NxJax.Defn.Implicit.custom_linear_solve(matvec, b, solve, transpose_solve, opts)
+    do: NxJax.Autodiff.Implicit.custom_linear_solve(matvec, b, solve, transpose_solve, opts)
   )
 
   ## Checkpoints
@@ -428,7 +428,7 @@ defmodule NxJax.Defn do
 
   ## Examples
 
-      iex> loss = fn x -> Nx.sum(NxJax.Defn.checkpoint(&Nx.sin/1, [x])) end
+      iex> loss = fn x -> Nx.sum(NxJax.Autodiff.checkpoint(&Nx.sin/1, [x])) end
       iex> Nx.Defn.grad(Nx.tensor([0.0, 1.0]), loss)
       #Nx.Tensor<
         f32[2]

@@ -1,4 +1,4 @@
-defmodule NxJax.ExprGraph do
+defmodule NxJax.WireEncoder do
   @moduledoc """
   Real Nx 0.7.2's expressions (`%Nx.Defn.Expr{id, op, args, context}`, options inside `args`
   in the order of the `Nx.Backend` callback) written as the wire graph of docs/PROTOCOL.md
@@ -372,7 +372,7 @@ defmodule NxJax.ExprGraph do
     end
   end
 
-  # NxJax.Defn.jvp/3's tangent (lib/nx_jax/real_nx/defn.ex): written as two reverse passes
+  # NxJax.Autodiff.jvp/3's tangent (lib/nx_jax/real_nx/autodiff.ex): written as two reverse passes
   # (what other compilers run, and what real Nx's grad differentiates), marked with the
   # function's output, its primals and their tangents: here the wire's jvp node (jax.jvp on the
   # worker) in place of those passes

@@ -1,9 +1,9 @@
-defmodule NxJax.Defn.Checks do
+defmodule NxJax.Autodiff.Checks do
   @moduledoc false
   # The toolbox's checks of its arguments and options, with their messages, and the small
   # container helpers its functions share. Compiled under both front ends (mix.exs): the clean
-  # room's NxJax.Defn (lib/nx_jax/defn.ex, defn/implicit.ex, defn/checkpoint.ex) and real
-  # Nx's (lib/nx_jax/real_nx/defn.ex, implicit.ex) build their graphs each their own way and
+  # room's NxJax.Autodiff (lib/nx_jax/autodiff.ex, autodiff/implicit.ex, autodiff/checkpoint.ex) and real
+  # Nx's (lib/nx_jax/real_nx/autodiff.ex, implicit.ex) build their graphs each their own way and
   # call these for everything that does not depend on how, so each check exists once. Only
   # Nx's public API and Nx.Defn.Composite here: nothing of either Nx's expressions. Where a
   # leaf must become a tensor, the caller says how (`to_tensor`: an expression in the clean

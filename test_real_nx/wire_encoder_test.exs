@@ -1,5 +1,5 @@
-defmodule NxJax.RealNx.ExprGraphTest do
-  # the graphs NxJax.ExprGraph writes for real Nx's expressions (no worker)
+defmodule NxJax.RealNx.WireEncoderTest do
+  # the graphs NxJax.WireEncoder writes for real Nx's expressions (no worker)
   use ExUnit.Case, async: true
 
   import Nx.Defn
@@ -14,7 +14,7 @@ defmodule NxJax.RealNx.ExprGraphTest do
     end
   end
 
-  defp trace(fun, args), do: NxJax.ExprGraph.encode(Nx.Defn.debug_expr_apply(fun, args))
+  defp trace(fun, args), do: NxJax.WireEncoder.encode(Nx.Defn.debug_expr_apply(fun, args))
 
   defp ops({:nx_jax_graph, 1, nodes, _outputs}), do: for({_, op, _, _, _} <- nodes, do: op)
 
