@@ -59,9 +59,11 @@ defmodule Nx.Serving.Server do
       batch_keys: batch_keys
     })
 
+    # (the group of the name first: the scopes of other nodes learn of the joins in this
+    # order, so a client that saw this serving join Nx.Serving finds it by its name)
     members = List.duplicate(self(), max(1, config.weight * length(partitions)))
-    :ok = :pg.join(Nx.Serving.PG, Nx.Serving, members)
     :ok = :pg.join(Nx.Serving.PG, {Nx.Serving, name}, members)
+    :ok = :pg.join(Nx.Serving.PG, Nx.Serving, members)
 
     {:ok,
      %{
