@@ -91,6 +91,30 @@ defmodule NxJax.ServingBatchingTest do
       assert Nx.to_flat_list(result) == [1.0, :math.exp(1.0)] |> Nx.tensor() |> Nx.to_flat_list()
     end
 
+    test "rows resident on the worker are batched and answered as binary ones are", config do
+      start_serving!(config,
+        serving: Nx.Serving.jit(&Nx.multiply(&1, 3)),
+        batch_size: 3,
+        batch_timeout: 5_000
+      )
+
+      rows = [Nx.tensor([1.0, 2.0]), Nx.tensor([[3.0, 4.0], [5.0, 6.0]])]
+
+      [first, second] =
+        for {row, how} <- Enum.zip(rows, [:stack, :concatenate]) do
+          Task.async(fn ->
+            row = Nx.backend_transfer(row, NxJax.Backend)
+            batch = apply(Nx.Batch, how, [[row]])
+            result = Nx.Serving.batched_run(config.test, batch)
+            {result.data.__struct__, Nx.backend_copy(result, Nx.BinaryBackend)}
+          end)
+        end
+        |> Task.await_many(:infinity)
+
+      assert first == {NxJax.Backend, Nx.tensor([[3.0, 6.0]])}
+      assert second == {NxJax.Backend, Nx.tensor([[9.0, 12.0], [15.0, 18.0]])}
+    end
+
     test "containers go through whole, each tensor its own rows" do
       serving = Nx.Serving.jit(fn %{a: a, b: b} -> {Nx.add(a, b), Nx.multiply(a, b)} end)
 
@@ -103,6 +127,31 @@ defmodule NxJax.ServingBatchingTest do
       {sum, product} = Nx.Serving.run(serving, batch)
       assert sum == Nx.tensor([[11, 22], [33, 44]])
       assert product == Nx.tensor([[10, 40], [90, 160]])
+    end
+  end
+
+  describe "rows of a batch" do
+    test "joined, padded and split by bytes give what Nx's own ops give, for every type" do
+      for type <- [{:u, 8}, {:s, 16}, {:s, 64}, {:f, 16}, {:bf, 16}, {:f, 64}, {:c, 64}] do
+        a = Nx.iota({2, 3}, type: type)
+        b = Nx.iota({1, 3}, type: type) |> Nx.add(Nx.tensor(7, type: type))
+        batch = Nx.Batch.concatenate([a, b]) |> Nx.Batch.pad(2)
+        realized = Nx.Defn.jit_apply(&Function.identity/1, [batch])
+        zero = Nx.tensor(0, type: type)
+        expected = Nx.pad(Nx.concatenate([a, b]), zero, [{0, 2, 0}, {0, 0, 0}])
+        assert realized == expected, "#{inspect(type)}"
+
+        {first, rest} = Nx.Batch.split(batch, 1)
+        assert Nx.Defn.jit_apply(&Function.identity/1, [first]) == a[0..0]
+
+        assert Nx.Defn.jit_apply(&Function.identity/1, [rest]) ==
+                 Nx.slice_along_axis(expected, 1, 4)
+
+        stacked = Nx.Batch.stack([a[0], a[1]]) |> Nx.Batch.pad(1)
+
+        assert Nx.Defn.jit_apply(&Function.identity/1, [stacked]) ==
+                 Nx.concatenate([a, Nx.broadcast(zero, {1, 3})])
+      end
     end
   end
 

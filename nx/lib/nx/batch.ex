@@ -158,8 +158,7 @@ defmodule Nx.Batch do
     {[head | taken], Enum.reverse(older_first, [tail])}
   end
 
-  defp slice_rows(fun, start, len),
-    do: fn -> Nx.slice_along_axis(fun.(), start, len, axis: @axis) end
+  defp slice_rows(fun, start, len), do: fn -> Nx.Batch.Rows.slice(fun.(), start, len) end
 
   @doc """
   Adds `entries` to `batch` (a new one when none is given), each joined along its own first
@@ -244,7 +243,7 @@ defmodule Nx.Batch do
   defp entry_leaves(entry, :stack) do
     {template, funs} =
       Nx.LazyContainer.traverse(entry, [], fn leaf, fun, funs ->
-        {leaf, [fn -> Nx.new_axis(fun.(), @axis) end | funs]}
+        {leaf, [fn -> Nx.Batch.Rows.with_row_axis(fun.()) end | funs]}
       end)
 
     {template, 1, Enum.reverse(funs)}
@@ -294,7 +293,7 @@ defimpl Nx.LazyContainer, for: Nx.Batch do
       stack
       |> Enum.reverse()
       |> Enum.map(fn {funs, _rows} -> funs end)
-      |> Enum.zip_with(fn pieces -> fn -> join_rows(pieces, pad) end end)
+      |> Enum.zip_with(fn pieces -> fn -> build_leaf(pieces, pad) end end)
 
     {container, {acc, []}} =
       Nx.Defn.Composite.traverse(template, {acc, leaf_builders}, fn row, {acc, [build | rest]} ->
@@ -306,19 +305,76 @@ defimpl Nx.LazyContainer, for: Nx.Batch do
     {container, acc}
   end
 
-  defp join_rows(pieces, pad) do
-    tensor =
-      case pieces do
-        [one] -> one.()
-        many -> many |> Enum.map(& &1.()) |> Nx.concatenate(axis: 0)
-      end
+  # (the first axis unnamed, as in the template given to the compiler)
+  defp build_leaf(pieces, pad) do
+    tensor = pieces |> Enum.map(& &1.()) |> Nx.Batch.Rows.join(pad)
+    %{tensor | names: [nil | tl(tensor.names)]}
+  end
+end
 
-    if pad == 0 do
+defmodule Nx.Batch.Rows do
+  @moduledoc false
+  # The operations along the first axis (the rows) that batching makes on every request: a
+  # row axis for a stacked entry, the rows of an entry or of an output, the entries joined and
+  # padded. On tensors whose bytes are in Elixir memory (Nx.BinaryBackend, not vectorized)
+  # they are operations on the row-major bytes, with no call of the runtime (which would
+  # trace and compile one graph per offset and row count); other tensors (resident on a
+  # device) go through Nx's own operations.
+
+  alias Nx.Tensor, as: T
+
+  def with_row_axis(%T{data: %Nx.BinaryBackend{}, vectorized_axes: []} = tensor),
+    do: %{tensor | shape: Tuple.insert_at(tensor.shape, 0, 1), names: [nil | tensor.names]}
+
+  def with_row_axis(tensor), do: Nx.new_axis(tensor, 0)
+
+  # rows start..start + rows - 1
+  def slice(%T{data: %Nx.BinaryBackend{state: bytes}, vectorized_axes: []} = tensor, start, rows)
+      when elem(tensor.shape, 0) >= start + rows do
+    size = row_bytes(tensor)
+
+    %{
       tensor
+      | data: %Nx.BinaryBackend{state: binary_part(bytes, start * size, rows * size)},
+        shape: put_elem(tensor.shape, 0, rows)
+    }
+  end
+
+  def slice(tensor, start, rows), do: Nx.slice_along_axis(tensor, start, rows, axis: 0)
+
+  # the rows of `pieces` (tensors of one type and row shape), in order, then `pad` zero rows
+  def join([%T{} = first | _] = pieces, pad) do
+    if Enum.all?(pieces, &match?(%T{data: %Nx.BinaryBackend{}, vectorized_axes: []}, &1)) do
+      size = row_bytes(first)
+      rows = Enum.reduce(pieces, pad, &(elem(&1.shape, 0) + &2))
+      bytes = Enum.map(pieces, & &1.data.state)
+      bytes = if pad == 0, do: bytes, else: [bytes | :binary.copy(<<0>>, pad * size)]
+
+      %{
+        first
+        | data: %Nx.BinaryBackend{state: IO.iodata_to_binary(bytes)},
+          shape: put_elem(first.shape, 0, rows)
+      }
     else
-      zero = Nx.tensor(0, type: Nx.type(tensor), backend: Nx.BinaryBackend)
-      config = [{0, pad, 0} | List.duplicate({0, 0, 0}, Nx.rank(tensor) - 1)]
-      Nx.pad(tensor, zero, config)
+      joined =
+        case pieces do
+          [one] -> one
+          many -> Nx.concatenate(many, axis: 0)
+        end
+
+      if pad == 0 do
+        joined
+      else
+        zero = Nx.tensor(0, type: Nx.type(joined), backend: Nx.BinaryBackend)
+        Nx.pad(joined, zero, [{0, pad, 0} | List.duplicate({0, 0, 0}, Nx.rank(joined) - 1)])
+      end
     end
+  end
+
+  defp row_bytes(%T{type: type, shape: shape}) do
+    shape
+    |> Tuple.delete_at(0)
+    |> Tuple.to_list()
+    |> Enum.reduce(Nx.Type.byte_size(type), &(&1 * &2))
   end
 end

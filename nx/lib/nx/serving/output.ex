@@ -12,7 +12,7 @@ defmodule Nx.Serving.Output do
 
       if start == 0 and Nx.axis_size(tensor, @axis) == rows,
         do: tensor,
-        else: Nx.slice_along_axis(tensor, start, rows, axis: @axis)
+        else: Nx.Batch.Rows.slice(tensor, start, rows)
     end)
   end
 
@@ -26,7 +26,7 @@ defmodule Nx.Serving.Output do
       |> Enum.map(fn {output, start, rows} ->
         output |> rows(start, rows) |> Nx.Defn.Composite.reduce([], &[&1 | &2]) |> Enum.reverse()
       end)
-      |> Enum.zip_with(&Nx.concatenate(&1, axis: @axis))
+      |> Enum.zip_with(&Nx.Batch.Rows.join(&1, 0))
 
     {joined, []} =
       Nx.Defn.Composite.traverse(template, columns, fn _leaf, [column | rest] ->
