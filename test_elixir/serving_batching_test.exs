@@ -204,6 +204,60 @@ defmodule NxJax.ServingBatchingTest do
       assert computed_sizes() == [1]
     end
 
+    test "a batch that times out while no partition is free keeps taking rows", config do
+      parent = self()
+
+      # the first batch (rows of 100) is computed only when the test says so
+      serving =
+        Nx.Serving.new(fn opts ->
+          fn batch ->
+            x = Nx.Defn.jit_apply(&Function.identity/1, [batch], opts)
+            send(parent, {:computing, self(), Nx.to_flat_list(x)})
+
+            if Nx.to_flat_list(x) == [100, 100] do
+              receive do: (:go -> :ok)
+            end
+
+            Nx.Defn.jit_apply(&Nx.negate/1, [batch], opts)
+          end
+        end)
+
+      start_serving!(config, serving: serving, batch_size: 2, batch_timeout: 20)
+      state = fn -> :sys.get_state(config.test) end
+
+      request = fn values ->
+        Task.async(fn ->
+          Nx.Serving.batched_run(config.test, Nx.Batch.stack(Enum.map(values, &Nx.tensor/1)))
+        end)
+      end
+
+      first = request.([100, 100])
+      assert_receive {:computing, computing, [100, 100]}
+
+      # one row: an open batch with a timer, which fires while the partition is busy
+      second = request.([7])
+      wait_until(fn -> state.().keys.default.timer == :expired end)
+      assert %{count: 1} = state.().keys.default
+      assert :queue.to_list(state.().ready) == [:default]
+
+      # another row fills it: closed, and still once in `ready`
+      third = request.([8])
+      wait_until(fn -> state.().keys.default.count == 0 end)
+      assert %{timer: nil, entries: []} = state.().keys.default
+      assert :queue.len(state.().keys.default.closed) == 1
+      assert :queue.to_list(state.().ready) == [:default]
+
+      send(computing, :go)
+      assert Task.await(first) == Nx.tensor([-100, -100])
+      assert_receive {:computing, _, [7, 8]}
+      assert Task.await(second) == Nx.tensor([-7])
+      assert Task.await(third) == Nx.tensor([-8])
+      # (the task tells its clients before it tells the serving it is done)
+      wait_until(fn -> state.().running == %{} end)
+      assert :queue.is_empty(state.().ready)
+      assert :queue.to_list(state.().free) == [0]
+    end
+
     test "batch keys gather apart", config do
       serving =
         Nx.Serving.new(fn
