@@ -20,7 +20,8 @@ defmodule Nx.Serving.Hidden do
   # A :pg scope meets the scopes of the same name on the visible nodes it connects to, not on
   # hidden ones. This process introduces the scope to each hidden node connected (now and
   # later) with the message a scope sends to another one it meets, {:discover, scope_pid}
-  # (:pg's own protocol, of OTP 25 to 27), so that servings of hidden nodes are found too.
+  # (:pg's own protocol: the one place here that leans on an OTP internal), so that servings
+  # of hidden nodes are found too.
   use GenServer
 
   def start_link(scope), do: GenServer.start_link(__MODULE__, scope)
