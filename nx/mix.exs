@@ -19,6 +19,8 @@ defmodule Nx.CleanRoom.MixProject do
   def application do
     [
       extra_applications: [:logger],
+      # (the :pg scope of Nx.Serving's distribution)
+      mod: {Nx.Application, []},
       env: [
         # as in Nx: `config :nx, default_defn_options: [...]`
         default_defn_options: [],

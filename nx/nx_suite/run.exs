@@ -68,7 +68,12 @@ defmodule NxSuite do
     test/nx/container_test.exs
     test/nx/lazy_container_test.exs
     test/nx/defn/stream_test.exs
+    test/nx/serving_test.exs
+    test/nx/batch_test.exs
   )
+
+  # the test files whose :distributed tests need peer nodes (NxSuite.Peers)
+  @distributed_files ~w(test/nx/serving_test.exs)
 
   def main(argv) do
     src = System.get_env("NX_SRC") || abort("set NX_SRC to the nx/ folder of Nx v0.7.2")
@@ -80,12 +85,22 @@ defmodule NxSuite do
     :ets.new(:nx_suite_failures, [:public, :named_table, :bag])
     Code.require_file("support/helpers.ex", __DIR__)
     Code.require_file("support/containers.ex", __DIR__)
-    # the distributed tests need Nx's own peer nodes; the others run as Nx's suite runs them
+    Code.require_file("support/peers.ex", __DIR__)
+    start_telemetry(src)
+
+    # the distributed tests run on peer nodes, started as Nx's test_helper.exs starts them,
+    # where a file that has them is run and NX_SUITE_DISTRIBUTED is not 0
+    peers =
+      if Enum.any?(files, &(&1 in @distributed_files)) and
+           System.get_env("NX_SUITE_DISTRIBUTED") != "0",
+         do: NxSuite.Peers.start(src),
+         else: []
+
     ExUnit.start(
       autorun: false,
       formatters: formatters(),
       assert_receive_timeout: 1000,
-      exclude: [:distributed],
+      exclude: if(peers == [], do: [:distributed], else: []),
       timeout: 120_000
     )
 
@@ -94,8 +109,23 @@ defmodule NxSuite do
     rows =
       Enum.map(files, fn file -> File.cd!(src, fn -> run_file(Path.join(src, file), file) end) end)
 
+    NxSuite.Peers.stop(peers)
     print(rows)
     if path = System.get_env("NX_SUITE_FAILURES"), do: write_failures(path, rows)
+  end
+
+  # Nx 0.7.2 depends on :telemetry, which its serving tests attach handlers with; the clean
+  # room emits Nx.Serving's events where it is loaded. The telemetry that NX_SRC's own build
+  # fetched (_build/test or _build/dev) is put on the code path and started, where there is one.
+  defp start_telemetry(src) do
+    case Path.wildcard(Path.join(src, "_build/{test,dev}/lib/telemetry/ebin")) do
+      [ebin | _] ->
+        Code.prepend_path(ebin)
+        {:ok, _} = Application.ensure_all_started(:telemetry)
+
+      [] ->
+        IO.puts("nx_suite: no telemetry in #{src}/_build: the telemetry tests fail")
+    end
   end
 
   # NX_SUITE_VERBOSE=1 adds ExUnit's own report of each failure (left, right, stack)

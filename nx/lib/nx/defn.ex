@@ -678,8 +678,10 @@ defmodule Nx.Defn do
   end
 
   # Nx 0.7.2's messages: another container shape, then a tensor of another type or shape
+  # (an argument that is a lazy container, an Nx.Batch say, is checked by its templates)
   defp check_argument!(arg, template, i, expected, args) do
     skeleton = &Nx.Defn.Composite.traverse(&1, fn _ -> :tensor end)
+    arg = lazy_template(arg)
 
     unless skeleton.(arg) == skeleton.(template) do
       raise ArgumentError,
@@ -693,6 +695,11 @@ defmodule Nx.Defn do
             "argument at position #{i} is not compatible with compiled function template." <>
               "\n\nExpected:\n\n#{inspect(template)}\n\nGot:\n\n#{inspect(template_of(arg))}"
     end
+  end
+
+  defp lazy_template(arg) do
+    {template, :ok} = Nx.LazyContainer.traverse(arg, :ok, fn leaf, _build, :ok -> {leaf, :ok} end)
+    template
   end
 
   defp compatible_leaves?(arg, template) do
