@@ -19,8 +19,10 @@ defmodule Nx.CleanRoom.MixProject do
   def application do
     [
       extra_applications: [:logger],
+      # Nx's settings, with Nx 0.7.2's defaults: `config :nx, default_backend: ...` and
+      # `config :nx, default_defn_options: [...]` in a project's config/config.exs set them
       env: [
-        # as in Nx: `config :nx, default_defn_options: [...]`
+        default_backend: {Nx.BinaryBackend, []},
         default_defn_options: [],
         # the compiler that runs every graph (a module implementing Nx.Defn.Compiler's
         # callbacks); this project names no other and depends on none

@@ -2022,31 +2022,89 @@ defmodule Nx do
 
   ## Backends
 
+  @process_backend {Nx, :default_backend}
+  @global_backend {Nx, :global_default_backend}
+
   @doc type: :backend
   @doc """
-  The backend of new results in this process: `Nx.BinaryBackend` (the default: results come
-  back into Elixir memory) or `NxJax.Backend` (results stay resident on a worker).
+  The backend of new results in this process, as `{module, options}`: the one set by
+  `default_backend/1` (or `with_default_backend/2`) in this process, else the global one
+  (`config :nx, default_backend: ...`, `{Nx.BinaryBackend, []}` unless configured, or
+  `global_default_backend/1`).
+
+  `Nx.BinaryBackend` keeps results in Elixir memory; `NxJax.Backend` keeps them resident on a
+  worker.
+
+  The global default is read from the application environment once, at the first call that
+  needs it, and kept (every call of a jitted function reads it): after changing it with
+  `Application.put_env/3` at run time, call `global_default_backend/1` with the new value.
 
   ## Examples
 
       iex> Nx.default_backend()
-      Nx.BinaryBackend
+      {Nx.BinaryBackend, []}
 
   """
   def default_backend do
-    case Process.get({Nx, :default_backend}, Nx.BinaryBackend) do
-      {backend, _opts} -> backend
-      backend -> backend
-    end
+    Process.get(@process_backend) || global_backend()
   end
 
   @doc type: :backend
   @doc """
-  Sets the backend of new results in this process (see `default_backend/0`); returns the
-  previous one.
+  Sets the backend of new results in this process (a module, or `{module, options}`) and
+  returns the previous one as `{module, options}` (see `default_backend/0`). Other processes
+  keep theirs: in an application, prefer `config :nx, default_backend: ...`.
+
+  ## Examples
+
+      iex> previous = Nx.default_backend({NxJax.Backend, []})
+      iex> Nx.default_backend()
+      {NxJax.Backend, []}
+      iex> Nx.default_backend(previous)
+      {NxJax.Backend, []}
+      iex> Nx.default_backend()
+      {Nx.BinaryBackend, []}
+
   """
   def default_backend(backend) do
-    Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
+    Process.put(@process_backend, default_backend!(backend)) || global_backend()
+  end
+
+  @doc type: :backend
+  @doc """
+  Sets the backend of new results in every process that has not set its own (see
+  `default_backend/1`) and returns the previous global one as `{module, options}`.
+
+  It is kept in the application environment, as `config :nx, default_backend: ...` sets it.
+  Meant for scripts and notebooks; an application sets it in its config files.
+  """
+  def global_default_backend(backend) do
+    backend = default_backend!(backend)
+    previous = global_backend()
+    Application.put_env(:nx, :default_backend, backend)
+    :persistent_term.put(@global_backend, backend)
+    previous
+  end
+
+  # the global default: the application environment's, checked and kept in :persistent_term
+  # at the first read (global_default_backend/1 writes both), as Nx.Defn keeps its default
+  # options: jitted calls read it, and a lookup of the environment costs more
+  defp global_backend do
+    case :persistent_term.get(@global_backend, nil) do
+      nil ->
+        backend =
+          case Application.fetch_env(:nx, :default_backend) do
+            {:ok, configured} -> configured
+            :error -> Nx.BinaryBackend
+          end
+
+        backend = default_backend!(backend)
+        :persistent_term.put(@global_backend, backend)
+        backend
+
+      backend ->
+        backend
+    end
   end
 
   @doc type: :backend
@@ -2058,21 +2116,20 @@ defmodule Nx do
   ## Examples
 
       iex> Nx.with_default_backend(NxJax.Backend, fn -> Nx.default_backend() end)
-      NxJax.Backend
+      {NxJax.Backend, []}
       iex> Nx.default_backend()
-      Nx.BinaryBackend
+      {Nx.BinaryBackend, []}
 
   """
   def with_default_backend(backend, fun) do
-    backend!(backend)
-    previous = Process.put({Nx, :default_backend}, backend)
+    previous = Process.put(@process_backend, default_backend!(backend))
 
     try do
       fun.()
     after
       if previous,
-        do: Process.put({Nx, :default_backend}, previous),
-        else: Process.delete({Nx, :default_backend})
+        do: Process.put(@process_backend, previous),
+        else: Process.delete(@process_backend)
     end
   end
 
@@ -2083,6 +2140,16 @@ defmodule Nx do
   defp backend!(other) do
     raise ArgumentError,
           "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
+  end
+
+  # a default backend, as `{module, options}`: Nx.BinaryBackend or an Nx.Backend, so that a
+  # misspelt module fails where it is set rather than at the next result
+  defp default_backend!(backend) do
+    {module, _opts} = backend = backend!(backend)
+
+    if module == Nx.BinaryBackend or Nx.Backend.backend?(module),
+      do: backend,
+      else: unknown!(module)
   end
 
   @doc type: :backend
