@@ -2142,14 +2142,21 @@ defmodule Nx do
           "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
   end
 
-  # a default backend, as `{module, options}`: Nx.BinaryBackend or an Nx.Backend, so that a
-  # misspelt module fails where it is set rather than at the next result
+  # a default backend, as `{module, options}` of a module that exists, so that a misspelt or
+  # missing one (EXLA.Backend here) fails where it is set rather than being ignored (Nx 0.7.2
+  # calls the module's init/1 there; modules that are not an Nx.Backend, as Nx.Defn.Expr,
+  # are taken as in Nx)
   defp default_backend!(backend) do
     {module, _opts} = backend = backend!(backend)
 
-    if module == Nx.BinaryBackend or Nx.Backend.backend?(module),
-      do: backend,
-      else: unknown!(module)
+    unless Code.ensure_loaded?(module) do
+      raise ArgumentError,
+            "unknown backend #{inspect(module)}: no such module is loaded (tensors live in " <>
+              "Nx.BinaryBackend, Elixir memory, or in a backend that keeps them elsewhere, " <>
+              "an Nx.Backend such as NxJax.Backend)"
+    end
+
+    backend
   end
 
   @doc type: :backend
