@@ -1024,6 +1024,54 @@ defmodule Nx do
   end
 
   @doc type: :conversion
+  @doc ~S"""
+  Wraps a tensor of at least one axis in an `Nx.Heatmap`, which `inspect` draws as a heatmap:
+  the last two axes as rows and columns of cells (a vector as one row), each such slice
+  shaded from its smallest to its largest finite value, the axes before them as nested
+  brackets (see `Nx.Heatmap`). Vectorized axes are drawn as the leading axes.
+
+  With ANSI colours each cell is a background of the terminal's grey ramp; without them, a
+  digit from 0 (the smallest) to 9 (the largest). Windows consoles show ANSI colours once
+  virtual terminal processing is turned on for the user:
+  `reg add HKCU\Console /v VirtualTerminalLevel /t REG_DWORD /d 1`, then a new console.
+
+  ## Options
+
+    * `:ansi_enabled` - draw with ANSI colours or not; by default `IO.ANSI.enabled?/0`
+    * `:ansi_whitespace` - what fills a coloured cell; by default `"\u3000"`, the
+      ideographic space, as wide as two columns, so that cells come out nearly square
+
+  ## Examples
+
+      iex> Nx.tensor([[1, 2, 3], [4, 5, 6]]) |> Nx.to_heatmap(ansi_enabled: false) |> inspect()
+      "#Nx.Heatmap<\n  s64[2][3]\n  \n  024\n  579\n>"
+
+      iex> Nx.to_heatmap(Nx.tensor(1))
+      ** (ArgumentError) cannot show heatmap for scalar tensors, got: #Nx.Tensor<
+        s64
+        1
+      >
+
+  """
+  def to_heatmap(tensor, opts \\ []) when is_list(opts) do
+    tensor = to_tensor(tensor)
+
+    if tensor.shape == {} do
+      raise ArgumentError, "cannot show heatmap for scalar tensors, got: #{inspect(tensor)}"
+    end
+
+    # (Nx 0.7.2 takes a complex tensor and fails when it is inspected)
+    if match?({:c, _}, tensor.type) do
+      raise ArgumentError,
+            "cannot show heatmap for complex tensors (their values have no order), got a " <>
+              "tensor of type #{Nx.Type.to_string(tensor.type)}: take Nx.abs/1, " <>
+              "Nx.real/1 or Nx.phase/1 of it first"
+    end
+
+    %Nx.Heatmap{tensor: tensor, opts: opts}
+  end
+
+  @doc type: :conversion
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an
