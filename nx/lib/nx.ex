@@ -2200,8 +2200,8 @@ defmodule Nx do
     unless Code.ensure_loaded?(module) do
       raise ArgumentError,
             "unknown backend #{inspect(module)}: no such module is loaded (tensors live in " <>
-              "Nx.BinaryBackend, Elixir memory, or in a backend that keeps them elsewhere, " <>
-              "an Nx.Backend such as NxJax.Backend)"
+              "Nx.BinaryBackend, Elixir memory, or in an Nx.Backend that keeps them " <>
+              "elsewhere: is its application among your dependencies?)"
     end
 
     backend
