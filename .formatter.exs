@@ -1,5 +1,6 @@
 [
   inputs: ["{mix,.formatter}.exs", "{lib,test_elixir,test_real_nx,examples,bench}/**/*.{ex,exs}"],
   subdirectories: ["nx"],
-  locals_without_parens: [defn: 2, defnp: 2]
+  # the forms of Nx.Defn without parentheses, as the Nx we are built against exports them
+  import_deps: [:nx]
 ]

@@ -93,7 +93,7 @@ defmodule NxJax do
   # backend (or an argument is resident); else they come back as binary backend tensors
   @impl true
   def __to_backend__(_opts) do
-    if Nx.default_backend() == NxJax.Backend,
+    if match?({NxJax.Backend, _}, Nx.default_backend()),
       do: {NxJax.Backend, []},
       else: {Nx.BinaryBackend, []}
   end
@@ -108,7 +108,7 @@ defmodule NxJax do
   @impl true
   def __run__({graph_bin, key}, args, templates, hooks, opts) do
     home = home(args)
-    keep = home != nil or Nx.default_backend() == NxJax.Backend
+    keep = home != nil or match?({NxJax.Backend, _}, Nx.default_backend())
 
     NxJax.Pool.with_worker(
       Keyword.get(opts, :server) || home,

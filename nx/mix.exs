@@ -21,8 +21,10 @@ defmodule Nx.CleanRoom.MixProject do
       extra_applications: [:logger],
       # (the :pg scope of Nx.Serving's distribution)
       mod: {Nx.Application, []},
+      # Nx's settings, with Nx 0.7.2's defaults: `config :nx, default_backend: ...` and
+      # `config :nx, default_defn_options: [...]` in a project's config/config.exs set them
       env: [
-        # as in Nx: `config :nx, default_defn_options: [...]`
+        default_backend: {Nx.BinaryBackend, []},
         default_defn_options: [],
         # the compiler that runs every graph (a module implementing Nx.Defn.Compiler's
         # callbacks); this project names no other and depends on none

@@ -150,12 +150,13 @@ defmodule Nx.VectorsBackendsTest do
 
   describe "with_default_backend/2" do
     test "the backend is the default while the function runs, the previous one after" do
-      assert Nx.default_backend() == Nx.BinaryBackend
+      # as `{module, options}`, as in Nx 0.7.2
+      assert Nx.default_backend() == {Nx.BinaryBackend, []}
 
       assert Nx.with_default_backend(NxJax.Backend, fn -> Nx.default_backend() end) ==
-               NxJax.Backend
+               {NxJax.Backend, []}
 
-      assert Nx.default_backend() == Nx.BinaryBackend
+      assert Nx.default_backend() == {Nx.BinaryBackend, []}
 
       nested =
         Nx.with_default_backend(Nx.BinaryBackend, fn ->
@@ -168,7 +169,7 @@ defmodule Nx.VectorsBackendsTest do
         Nx.with_default_backend(NxJax.Backend, fn -> raise "boom" end)
       end
 
-      assert Nx.default_backend() == Nx.BinaryBackend
+      assert Nx.default_backend() == {Nx.BinaryBackend, []}
     end
 
     test "results of the function are computed as usual" do

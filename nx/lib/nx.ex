@@ -1024,6 +1024,54 @@ defmodule Nx do
   end
 
   @doc type: :conversion
+  @doc ~S"""
+  Wraps a tensor of at least one axis in an `Nx.Heatmap`, which `inspect` draws as a heatmap:
+  the last two axes as rows and columns of cells (a vector as one row), each such slice
+  shaded from its smallest to its largest finite value, the axes before them as nested
+  brackets (see `Nx.Heatmap`). Vectorized axes are drawn as the leading axes.
+
+  With ANSI colours each cell is a background of the terminal's grey ramp; without them, a
+  digit from 0 (the smallest) to 9 (the largest). Windows consoles show ANSI colours once
+  virtual terminal processing is turned on for the user:
+  `reg add HKCU\Console /v VirtualTerminalLevel /t REG_DWORD /d 1`, then a new console.
+
+  ## Options
+
+    * `:ansi_enabled` - draw with ANSI colours or not; by default `IO.ANSI.enabled?/0`
+    * `:ansi_whitespace` - what fills a coloured cell; by default `"\u3000"`, the
+      ideographic space, as wide as two columns, so that cells come out nearly square
+
+  ## Examples
+
+      iex> Nx.tensor([[1, 2, 3], [4, 5, 6]]) |> Nx.to_heatmap(ansi_enabled: false) |> inspect()
+      "#Nx.Heatmap<\n  s64[2][3]\n  \n  024\n  579\n>"
+
+      iex> Nx.to_heatmap(Nx.tensor(1))
+      ** (ArgumentError) cannot show heatmap for scalar tensors, got: #Nx.Tensor<
+        s64
+        1
+      >
+
+  """
+  def to_heatmap(tensor, opts \\ []) when is_list(opts) do
+    tensor = to_tensor(tensor)
+
+    if tensor.shape == {} do
+      raise ArgumentError, "cannot show heatmap for scalar tensors, got: #{inspect(tensor)}"
+    end
+
+    # (Nx 0.7.2 takes a complex tensor and fails when it is inspected)
+    if match?({:c, _}, tensor.type) do
+      raise ArgumentError,
+            "cannot show heatmap for complex tensors (their values have no order), got a " <>
+              "tensor of type #{Nx.Type.to_string(tensor.type)}: take Nx.abs/1, " <>
+              "Nx.real/1 or Nx.phase/1 of it first"
+    end
+
+    %Nx.Heatmap{tensor: tensor, opts: opts}
+  end
+
+  @doc type: :conversion
   @doc """
   A stream of batches of `batch_size` entries of the first axis. `:leftover` is `:repeat`
   (the default: the last batch is completed with the first entries) or `:discard` (an
@@ -2022,31 +2070,89 @@ defmodule Nx do
 
   ## Backends
 
+  @process_backend {Nx, :default_backend}
+  @global_backend {Nx, :global_default_backend}
+
   @doc type: :backend
   @doc """
-  The backend of new results in this process: `Nx.BinaryBackend` (the default: results come
-  back into Elixir memory) or `NxJax.Backend` (results stay resident on a worker).
+  The backend of new results in this process, as `{module, options}`: the one set by
+  `default_backend/1` (or `with_default_backend/2`) in this process, else the global one
+  (`config :nx, default_backend: ...`, `{Nx.BinaryBackend, []}` unless configured, or
+  `global_default_backend/1`).
+
+  `Nx.BinaryBackend` keeps results in Elixir memory; `NxJax.Backend` keeps them resident on a
+  worker.
+
+  The global default is read from the application environment once, at the first call that
+  needs it, and kept (every call of a jitted function reads it): after changing it with
+  `Application.put_env/3` at run time, call `global_default_backend/1` with the new value.
 
   ## Examples
 
       iex> Nx.default_backend()
-      Nx.BinaryBackend
+      {Nx.BinaryBackend, []}
 
   """
   def default_backend do
-    case Process.get({Nx, :default_backend}, Nx.BinaryBackend) do
-      {backend, _opts} -> backend
-      backend -> backend
-    end
+    Process.get(@process_backend) || global_backend()
   end
 
   @doc type: :backend
   @doc """
-  Sets the backend of new results in this process (see `default_backend/0`); returns the
-  previous one.
+  Sets the backend of new results in this process (a module, or `{module, options}`) and
+  returns the previous one as `{module, options}` (see `default_backend/0`). Other processes
+  keep theirs: in an application, prefer `config :nx, default_backend: ...`.
+
+  ## Examples
+
+      iex> previous = Nx.default_backend({NxJax.Backend, []})
+      iex> Nx.default_backend()
+      {NxJax.Backend, []}
+      iex> Nx.default_backend(previous)
+      {NxJax.Backend, []}
+      iex> Nx.default_backend()
+      {Nx.BinaryBackend, []}
+
   """
   def default_backend(backend) do
-    Process.put({Nx, :default_backend}, backend) || Nx.BinaryBackend
+    Process.put(@process_backend, default_backend!(backend)) || global_backend()
+  end
+
+  @doc type: :backend
+  @doc """
+  Sets the backend of new results in every process that has not set its own (see
+  `default_backend/1`) and returns the previous global one as `{module, options}`.
+
+  It is kept in the application environment, as `config :nx, default_backend: ...` sets it.
+  Meant for scripts and notebooks; an application sets it in its config files.
+  """
+  def global_default_backend(backend) do
+    backend = default_backend!(backend)
+    previous = global_backend()
+    Application.put_env(:nx, :default_backend, backend)
+    :persistent_term.put(@global_backend, backend)
+    previous
+  end
+
+  # the global default: the application environment's, checked and kept in :persistent_term
+  # at the first read (global_default_backend/1 writes both), as Nx.Defn keeps its default
+  # options: jitted calls read it, and a lookup of the environment costs more
+  defp global_backend do
+    case :persistent_term.get(@global_backend, nil) do
+      nil ->
+        backend =
+          case Application.fetch_env(:nx, :default_backend) do
+            {:ok, configured} -> configured
+            :error -> Nx.BinaryBackend
+          end
+
+        backend = default_backend!(backend)
+        :persistent_term.put(@global_backend, backend)
+        backend
+
+      backend ->
+        backend
+    end
   end
 
   @doc type: :backend
@@ -2058,21 +2164,20 @@ defmodule Nx do
   ## Examples
 
       iex> Nx.with_default_backend(NxJax.Backend, fn -> Nx.default_backend() end)
-      NxJax.Backend
+      {NxJax.Backend, []}
       iex> Nx.default_backend()
-      Nx.BinaryBackend
+      {Nx.BinaryBackend, []}
 
   """
   def with_default_backend(backend, fun) do
-    backend!(backend)
-    previous = Process.put({Nx, :default_backend}, backend)
+    previous = Process.put(@process_backend, default_backend!(backend))
 
     try do
       fun.()
     after
       if previous,
-        do: Process.put({Nx, :default_backend}, previous),
-        else: Process.delete({Nx, :default_backend})
+        do: Process.put(@process_backend, previous),
+        else: Process.delete(@process_backend)
     end
   end
 
@@ -2083,6 +2188,23 @@ defmodule Nx do
   defp backend!(other) do
     raise ArgumentError,
           "backend must be an atom or a tuple {backend, options}, got: #{inspect(other)}"
+  end
+
+  # a default backend, as `{module, options}` of a module that exists, so that a misspelt or
+  # missing one (EXLA.Backend here) fails where it is set rather than being ignored (Nx 0.7.2
+  # calls the module's init/1 there; modules that are not an Nx.Backend, as Nx.Defn.Expr,
+  # are taken as in Nx)
+  defp default_backend!(backend) do
+    {module, _opts} = backend = backend!(backend)
+
+    unless Code.ensure_loaded?(module) do
+      raise ArgumentError,
+            "unknown backend #{inspect(module)}: no such module is loaded (tensors live in " <>
+              "Nx.BinaryBackend, Elixir memory, or in an Nx.Backend that keeps them " <>
+              "elsewhere: is its application among your dependencies?)"
+    end
+
+    backend
   end
 
   @doc type: :backend

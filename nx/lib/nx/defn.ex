@@ -417,7 +417,7 @@ defmodule Nx.Defn do
         compiler.__to_backend__(opts)
 
       nil ->
-        backend = Nx.default_backend()
+        {backend, _options} = Nx.default_backend()
 
         if backend != Nx.BinaryBackend and Nx.Backend.backend?(backend),
           do: {backend, []},
