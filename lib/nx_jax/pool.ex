@@ -60,7 +60,7 @@ defmodule NxJax.Pool do
     {size, per_device} =
       case size do
         :per_device ->
-          python = NxJax.Worker.python_executable()
+          python = NxJax.Worker.Config.python_executable()
           {NxJax.Devices.count(python, Application.get_env(:nx_jax, :platform)), true}
 
         size ->
@@ -191,7 +191,7 @@ defmodule NxJax.Pool do
   """
   def reload_config do
     :persistent_term.put({__MODULE__, :remote}, Application.get_env(:nx_jax, :remote, false))
-    NxJax.Worker.load_config()
+    NxJax.Worker.Config.load()
 
     case Application.fetch_env(:nx_jax, :debug_nans) do
       {:ok, debug} when is_boolean(debug) ->

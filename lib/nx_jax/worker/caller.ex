@@ -46,13 +46,7 @@ defmodule NxJax.Worker.Caller do
   """
   def request(opts, message, lendable \\ false) do
     server = Keyword.get(opts, :server, NxJax.Worker)
-    timeout = Keyword.get_lazy(opts, :timeout, &NxJax.Worker.default_timeout/0)
-    spin_us = Keyword.get_lazy(opts, :reply_spin_us, &NxJax.Worker.reply_spin_us/0)
-
-    unless is_integer(spin_us) and spin_us >= 0 do
-      raise ArgumentError,
-            "reply_spin_us must be a non-negative integer (microseconds), got: #{inspect(spin_us)}"
-    end
+    {timeout, spin_us} = NxJax.Worker.Config.call(opts)
 
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)

@@ -22,66 +22,37 @@ defmodule NxJax.Worker.Server do
   use GenServer
   require Logger
   alias NxJax.Wire
-  alias NxJax.Worker.LentPort
+  alias NxJax.Worker.{Config, LentPort}
 
   # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
   # how many processes `holders` remembers (the most recent ones)
   @holders 64
-  # `default_numerics/0` as the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its
-  # own `:env` sets it
-  @numerics [:nx, :native]
 
   @impl true
   def init(opts) do
     Process.flag(:trap_exit, true)
-    python = NxJax.Worker.python_executable(opts)
-    spin_us = NxJax.Worker.spin_us(opts)
-
-    # (the limit max_frame/1 reads from the :env or decides, for the worker to read)
-    max_frame = NxJax.Worker.max_frame(opts)
-
-    given_env =
-      opts
-      |> Keyword.get(:env, [])
-      |> List.keystore("NX_JAX_MAX_FRAME", 0, {"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)})
-
-    # (the handshake's expectations first: an :env of the caller may override them, as tests do)
-    env =
-      Enum.reduce(NxJax.Worker.Sources.env() ++ NxJax.Devices.env(opts), given_env, fn {k, v},
-                                                                                       acc ->
-        if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
-      end)
-
-    env =
-      for {k, v} <-
-            env
-            |> numerics_env()
-            |> bytes_env(:resident_gc_bytes, "NX_JAX_RESIDENT_GC_BYTES")
-            |> bytes_env(:max_bytes, "NX_JAX_MAX_BYTES"),
-          do: {to_charlist(k), to_charlist(v)}
+    config = Config.new(opts)
 
     port =
-      Port.open({:spawn_executable, python}, [
+      Port.open({:spawn_executable, config.python}, [
         {:packet, 4},
         :binary,
         :nouse_stdio,
         :exit_status,
-        {:args, ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(spin_us)]},
+        {:args,
+         ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(config.spin_us)]},
         {:cd, NxJax.Worker.Sources.project_root()},
-        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
+        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | config.env]}
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)
-    if Keyword.get(opts, :group, false), do: NxJax.Distribution.join(self())
-
-    lend_port =
-      Keyword.get_lazy(opts, :lend_port, fn -> Application.get_env(:nx_jax, :lend_port, true) end)
+    if config.group, do: NxJax.Distribution.join(self())
 
     state = %{
       port: port,
+      config: config,
       pending: %{},
-      python: python,
       # the graph keys sent to this Python process (read by lent calls)
       known: :ets.new(NxJax.Worker.Known, [:set, :protected, read_concurrency: true]),
       # local processes that received resident results lately: pid => when (a count)
@@ -91,72 +62,17 @@ defmodule NxJax.Worker.Server do
       deadline_timer: nil,
       os_pid: os_pid,
       # the largest request frame the worker reads (callers check theirs before sending)
-      max_frame: max_frame,
+      max_frame: config.max_frame,
       # whether this GenServer killed its Python process (a deadline passed)
       replaced: false,
-      stdio_to: Keyword.get(opts, :stdio_to),
       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
     }
 
-    {:ok, Map.merge(state, LentPort.owner_state(port, lend_port))}
+    {:ok, Map.merge(state, LentPort.owner_state(port, config.lend_port))}
   end
 
-  defp numerics_env(env) do
-    if List.keymember?(env, "NX_JAX_NUMERICS", 0) do
-      env
-    else
-      [{"NX_JAX_NUMERICS", Atom.to_string(default_numerics())} | env]
-    end
-  end
-
-  @doc """
-  The numerics mode of a worker whose `:env` says none: `config :nx_jax, numerics:`, else the
-  node's `NX_JAX_NUMERICS`, else `:native` (XLA's own f32 math, as EXLA computes; `:nx`
-  rounds as Nx's binary backend does, bit for bit, and costs element-wise code several times
-  as much: docs/BENCHMARKS.md section 12). This project's own test suites run in `:nx`
-  (config/config.exs), as they compare with the numbers Nx 0.7.2 prints.
-  """
-  def default_numerics do
-    numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
-
-    unless numerics in @numerics do
-      raise ArgumentError,
-            "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
-              inspect(numerics)
-    end
-
-    numerics
-  end
-
-  # `config :nx_jax, <key>:`, a number of bytes, as the worker's variable `var` (the worker's
-  # default when unset), unless its own `:env` sets it: `resident_gc_bytes:` as
-  # NX_JAX_RESIDENT_GC_BYTES, `max_bytes:` (the byte budget, py_backend/budget.py) as
-  # NX_JAX_MAX_BYTES
-  defp bytes_env(env, key, var) do
-    case Application.get_env(:nx_jax, key) do
-      nil ->
-        env
-
-      bytes when is_integer(bytes) and bytes > 0 ->
-        if List.keymember?(env, var, 0),
-          do: env,
-          else: [{var, Integer.to_string(bytes)} | env]
-
-      other ->
-        raise ArgumentError,
-              "config :nx_jax, #{key}: must be a positive integer of bytes, got: " <>
-                inspect(other)
-    end
-  end
-
-  defp node_numerics do
-    case System.get_env("NX_JAX_NUMERICS") do
-      nil -> :native
-      "nx" -> :nx
-      "native" -> :native
-      other -> other
-    end
-  end
+  @doc false
+  defdelegate default_numerics, to: Config
 
   @impl true
   def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
@@ -432,7 +348,7 @@ defmodule NxJax.Worker.Server do
     line = Wire.to_text(line)
     text = "nx_jax worker #{state.os_pid} #{stream}: #{line}"
     if stream == "stderr", do: Logger.warning(text), else: Logger.info(text)
-    if state.stdio_to, do: send(state.stdio_to, {:nx_jax_stdio, stream, line})
+    if state.config.stdio_to, do: send(state.config.stdio_to, {:nx_jax_stdio, stream, line})
   end
 
   # the request the worker was running: the oldest one written to the port (requests are run in
