@@ -61,7 +61,7 @@ defmodule NxJax.Worker do
   A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
   back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
   worker's port for its own round trip, so its reply skips one process hop. The protocol, its
-  states and its invariants are `NxJax.Worker.LentPort`'s. The `lent_calls` counter of
+  states and its invariants are `NxJax.Worker.Lease`'s. The `lent_calls` counter of
   `stats/1` counts borrowed calls (they are also `key_calls`). `lend_port: false` (start
   option, or `config :nx_jax, lend_port: false`) turns it off.
 

@@ -93,13 +93,13 @@ defmodule NxJax.Worker.Caller do
   @doc """
   What callers on this node share with worker `pid` (its table of live handles, its port and
   its keeper, the atomics and the table of graph keys of the lent port, its OS pid), asked once
-  per calling process and worker; with this process's `NxJax.Worker.LentPort.pid_word/1`
+  per calling process and worker; with this process's `NxJax.Worker.Lease.pid_word/1`
   (`me`).
   """
   def local(pid) do
     case Process.get({__MODULE__, :local, pid}) do
       nil ->
-        local = Map.put(GenServer.call(pid, :local), :me, LentPort.pid_word(self()))
+        local = Map.put(GenServer.call(pid, :local), :me, NxJax.Worker.Lease.pid_word(self()))
         Process.put({__MODULE__, :local, pid}, local)
         local
 

@@ -4,8 +4,10 @@ defmodule NxJax.Worker.Server do
   each reply to its caller, enforces deadlines, resends graphs the Python side forgot, owns
   resident handles for their processes, logs what the Python side prints, and stops (for its
   supervisor to start a fresh worker) when the Python process exits. Started by
-  `NxJax.Worker.start_link/1`; what it shares with borrowers of its port is
-  `NxJax.Worker.LentPort`'s.
+  `NxJax.Worker.start_link/1` with its `NxJax.Worker.Config`. Who holds its port (itself, its
+  `NxJax.Worker.Keeper`, or a caller that borrowed it, `NxJax.Worker.LentPort`) is its
+  `NxJax.Worker.Lease`'s to say: the lease's transitions are pure, and this module performs
+  the actions they return (`perform/2`).
 
   Resident results are handed to a caller of this node wrapped in an `NxJax.Guard` (made here,
   before the reply is sent, so that a caller that dies before reading its reply frees them
@@ -16,13 +18,13 @@ defmodule NxJax.Worker.Server do
   even if they allocate too little to collect on their own.
 
   Requests come as `{:nx_jax_request, {alias, tag}, timeout, message}` from
-  `NxJax.Worker.Caller`; each is written with a fresh id (`LentPort.next_id/1`) and kept in
+  `NxJax.Worker.Caller`; each is written with a fresh id (`Lease.next_id/1`) and kept in
   `pending` as `{reply address, what to do with the reply, limit}` until its reply comes.
   """
   use GenServer
   require Logger
   alias NxJax.Wire
-  alias NxJax.Worker.{Config, LentPort}
+  alias NxJax.Worker.{Config, Keeper, Lease}
 
   # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
@@ -68,8 +70,64 @@ defmodule NxJax.Worker.Server do
       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
     }
 
-    {:ok, Map.merge(state, LentPort.owner_state(port, config.lend_port))}
+    lend = Lease.atomics()
+    keeper = if config.lend_port, do: Keeper.start(port)
+    state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil})
+    {:ok, lease(state, Lease.new(config.lend_port, now()))}
   end
+
+  ## The lease's actions (NxJax.Worker.Lease, "Actions"), performed in order
+
+  defp lease(state, {lease, actions}),
+    do: Enum.reduce(actions, %{state | lease: lease}, &perform/2)
+
+  defp perform({:write, frames}, state) do
+    Enum.each(frames, &(true = Port.command(state.port, &1)))
+    state
+  end
+
+  # port_connect/2 links nothing new: the GenServer opened the port, and linked the keeper
+  defp perform({:connect, :server}, state) do
+    :erlang.port_connect(state.port, self())
+    state
+  end
+
+  defp perform({:connect, :keeper}, state) do
+    :erlang.port_connect(state.port, state.keeper)
+    state
+  end
+
+  defp perform(:try_take, state),
+    do: lease(state, Lease.tried(state.lease, Lease.perform(state.lend, :try_take)))
+
+  defp perform({:reclaim, _word} = action, state) do
+    {seen, lent_id} = Lease.perform(state.lend, action)
+
+    if seen == :ok,
+      do: Logger.debug("nx_jax: took the worker's port back from a caller that died holding it")
+
+    lease(state, Lease.reclaimed(state.lease, seen, lent_id))
+  end
+
+  defp perform({:monitor, word}, state),
+    do: %{state | lease: Lease.monitored(state.lease, Process.monitor(Lease.pid_of_word(word)))}
+
+  defp perform({:demonitor, ref}, state) do
+    Process.demonitor(ref, [:flush])
+    state
+  end
+
+  defp perform({:drain_timer, due}, state) do
+    :erlang.start_timer(due, self(), {:nx_jax_drain, due}, abs: true)
+    state
+  end
+
+  defp perform(lock_action, state) do
+    Lease.perform(state.lend, lock_action)
+    state
+  end
+
+  defp now, do: System.monotonic_time(:millisecond)
 
   @doc false
   defdelegate default_numerics, to: Config
@@ -80,9 +138,9 @@ defmodule NxJax.Worker.Server do
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
 
   def handle_call(:client_stats, _from, state) do
-    lent = LentPort.lent_calls(state)
+    lent = Lease.lent_calls(state.lend)
     counts = %{state.counts | key_calls: state.counts.key_calls + lent}
-    counts = Map.merge(counts, %{lent_calls: lent, fast_replies: LentPort.fast_replies(state)})
+    counts = Map.merge(counts, %{lent_calls: lent, fast_replies: Lease.fast_replies(state.lend)})
     {:reply, counts, state}
   end
 
@@ -121,25 +179,30 @@ defmodule NxJax.Worker.Server do
         {graph_bin, update_in(state.counts.graph_sends, &(&1 + 1))}
       end
 
-    id = LentPort.next_id(state)
+    id = Lease.next_id(state.lend)
     enter(state, id, Wire.graph_call_frame(id, key, graph, args, keep, donate), entry)
   end
 
   # `entry`: {reply address, what to do with the reply, limit}
   defp send_request(state, function, body, entry) do
-    id = LentPort.next_id(state)
+    id = Lease.next_id(state.lend)
     enter(state, id, [Wire.request_header(id, function) | body], entry)
   end
 
   defp enter(state, id, frame, {_from, _kind, limit} = entry) do
     state = arm_deadline(state, limit)
-    LentPort.write(%{state | pending: Map.put(state.pending, id, entry)}, frame)
+
+    lease(
+      %{state | pending: Map.put(state.pending, id, entry)},
+      Lease.request(state.lease, frame)
+    )
   end
 
   # Hands what the keeper holds to handle_info/2, in order (a reply-less frame of the port: a
   # log line, a stale reply; or the exit status of the Python process).
   defp drain_into(state) do
-    Enum.reduce_while(LentPort.drain(state), {:noreply, state}, fn message, {:noreply, state} ->
+    Enum.reduce_while(Keeper.drain(state.keeper), {:noreply, state}, fn message,
+                                                                        {:noreply, state} ->
       case handle_info(message, state) do
         {:noreply, state} -> {:cont, {:noreply, state}}
         stop -> {:halt, stop}
@@ -149,7 +212,7 @@ defmodule NxJax.Worker.Server do
 
   # (only when the keeper holds something: a log line must not pass one printed before it)
   defp drain_pending(state) do
-    if LentPort.kept?(state), do: drain_into(state), else: {:noreply, state}
+    if Keeper.kept?(state.keeper), do: drain_into(state), else: {:noreply, state}
   end
 
   # One timer serves every deadline: it is set for the earliest one and only moved when a
@@ -173,7 +236,8 @@ defmodule NxJax.Worker.Server do
         {:noreply, state}
 
       {id, reply} when is_integer(id) ->
-        {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
+        state = complete(state, id, reply)
+        {:noreply, lease(state, Lease.replied(state.lease, map_size(state.pending), now()))}
 
       {:log, stream, line} ->
         with {:noreply, state} <- drain_pending(state) do
@@ -218,11 +282,12 @@ defmodule NxJax.Worker.Server do
     end
   end
 
-  # The keeper's drain (LentPort.next_drain/1).
-  def handle_info({:timeout, timer, :nx_jax_drain}, state) do
-    if LentPort.drain_timer?(state, timer),
-      do: drain_pending(LentPort.next_drain(state)),
-      else: {:noreply, state}
+  # The keeper's drain (Lease.drain_tick/4).
+  def handle_info({:timeout, _timer, {:nx_jax_drain, due}}, state) do
+    case Lease.drain_tick(state.lease, due, Lease.lent_calls(state.lend), now()) do
+      :stale -> {:noreply, state}
+      next -> drain_pending(lease(state, next))
+    end
   end
 
   # The earliest deadline passed: answer every request past its deadline with a timeout and
@@ -277,12 +342,11 @@ defmodule NxJax.Worker.Server do
     end
   end
 
-  def handle_info(:nx_jax_port_back, state), do: {:noreply, LentPort.port_back(state)}
+  def handle_info(:nx_jax_port_back, state),
+    do: {:noreply, lease(state, Lease.port_back(state.lease))}
 
   def handle_info({:DOWN, monitor, :process, _pid, _reason}, state) do
-    if LentPort.borrower_monitor?(state, monitor),
-      do: {:noreply, LentPort.borrower_down(state)},
-      else: {:noreply, state}
+    {:noreply, lease(state, Lease.borrower_down(state.lease, monitor))}
   end
 
   # resident tensors collected (NxJax.Worker.Collector) or deallocated: free them, dropping the
@@ -301,7 +365,7 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_info({:EXIT, pid, reason}, state) do
-    if LentPort.keeper?(state, pid),
+    if state.keeper != nil and state.keeper == pid,
       do: {:stop, {:shutdown, {:keeper_exited, reason}}, state},
       else: {:noreply, state}
   end
@@ -311,7 +375,7 @@ defmodule NxJax.Worker.Server do
   @impl true
   def terminate(_reason, state) do
     if Port.info(state.port) != nil, do: Port.close(state.port)
-    LentPort.stop(state)
+    Keeper.stop(state.keeper)
     :ok
   end
 
@@ -354,8 +418,8 @@ defmodule NxJax.Worker.Server do
   # the request the worker was running: the oldest one written to the port (requests are run in
   # the order they arrive), when this GenServer holds the port; none while a borrower has it
   # (the borrowed call is the one running, LentPort.settle/4)
-  defp served_id(%{holding: true, held_back: [], pending: pending}) when map_size(pending) > 0,
-    do: pending |> Map.keys() |> Enum.min()
+  defp served_id(%{pending: pending} = state) when map_size(pending) > 0,
+    do: if(Lease.held?(state.lease), do: pending |> Map.keys() |> Enum.min())
 
   defp served_id(_state), do: nil
 
@@ -373,11 +437,11 @@ defmodule NxJax.Worker.Server do
   defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
       {nil, _} ->
-        case LentPort.stale_reply(state, id) do
-          {true, state} ->
-            state
+        case Lease.stale_reply(state.lease, id) do
+          {true, lease} ->
+            %{state | lease: lease}
 
-          {false, state} ->
+          {false, _lease} ->
             Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
             state
         end
