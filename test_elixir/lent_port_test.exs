@@ -499,9 +499,15 @@ defmodule NxJax.LentPortTest do
     assert :atomics.get(:sys.get_state(w).lend, 1) == 0
   end
 
-  test "a borrowed call past its timeout: a Timeout error, and the worker is replaced" do
+  # One deadline for both paths (NxJax.Worker.Deadline): the caller keeping it while it holds
+  # the port, the GenServer for its own requests; the same error either way.
+  test "a borrowed call past its timeout: the Timeout error of a call through the GenServer, " <>
+         "and the worker is replaced and serves on" do
     w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
+    held = start_worker(lend_port: false)
+    slow_call(held, 1)
+    held_os_pid = NxJax.Worker.os_pid(held)
 
     capture_log(fn ->
       # (a hundred thousand products: many seconds)
@@ -509,10 +515,23 @@ defmodule NxJax.LentPortTest do
       assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, :infinity)
       assert message =~ "within 300 ms"
       assert message =~ "replaced"
+
+      # the same call on a worker that lends no port: its GenServer times it out
+      lent = lent_calls(held)
+
+      assert %NxJax.WorkerError{class: "Timeout", message: through_gen_server} =
+               catch_error(slow_call(held, 100_000, timeout: 300))
+
+      assert through_gen_server ==
+               String.replace(message, "OS pid #{os_pid}", "OS pid #{held_os_pid}")
+
+      assert lent == 0
     end)
 
     assert replaced?(w, os_pid)
+    assert replaced?(held, held_os_pid)
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
+    assert slow_call(w, 1) == Nx.broadcast(1.0, {200, 200})
   end
 
   test "the Python process killed during a borrowed call: the call fails with WorkerDied, " <>

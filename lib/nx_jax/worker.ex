@@ -68,8 +68,11 @@ defmodule NxJax.Worker do
   ## Modules
 
   This module is the client API. `NxJax.Worker.Caller` is the calling process's side of a
-  request (the reply wait, hooks, retries), `NxJax.Worker.Server` the GenServer that owns the
-  port, `NxJax.Worker.LentPort` the lent port, and `NxJax.Wire` the frames' encoding.
+  request (the reply wait, hooks), `NxJax.Worker.LentPort` the borrower's side of the lent
+  port, `NxJax.Worker.Server` the GenServer that owns the port, `NxJax.Worker.Lease` who holds
+  the port now, `NxJax.Worker.Deadline` a call's deadline, `NxJax.Worker.Config` the settings,
+  `NxJax.Worker.Backoff` restart pacing and the one retry, and `NxJax.Wire` the frames'
+  encoding; none calls one named before it (docs/ARCHITECTURE.md, "The runtime's layers").
 
   ## Resident tensors
 
@@ -203,14 +206,7 @@ defmodule NxJax.Worker do
   end
 
   @doc false
-  # A ref of `worker` as the worker answered it (`{:ref, handle}`, or `{:ref, handle, data}`
-  # for a small result that came with a copy of its bytes), with a guard added:
-  # `{:ref, handle, guard}` or `{:ref, handle, guard, data}`.
-  def guard({:ref, handle}, worker),
-    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle)}
-
-  def guard({:ref, handle, data}, worker) when is_binary(data),
-    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle), data}
+  defdelegate guard(ref, worker), to: NxJax.Worker.Collector, as: :guard_ref
 
   @doc "The data of resident `handles`, as wire tensors."
   def fetch(handles, opts \\ []) when is_list(handles), do: call(:fetch, [handles], opts)

@@ -20,16 +20,19 @@ defmodule NxJax.Worker.LentPort do
   the instant before an unlink, closes the port (a test of 3,000 kills closed it within 30).
   """
   alias NxJax.Wire
-  alias NxJax.Worker.{Caller, Lease}
+  alias NxJax.Worker.Lease
 
   ## Borrower (the calling process)
 
   @doc """
   Makes the call `message` (a request of `NxJax.Worker.Caller`) by borrowing the port of
-  worker `dest` (`local`: `NxJax.Worker.Caller.local/1` of it), if it may (see the
-  moduledoc), and returns its reply; nil where the call goes through the GenServer instead.
+  worker `dest` (`local`: its shared state, `NxJax.Worker.Caller.local/1`), if it may (see
+  the moduledoc), and returns its reply; nil where the call goes through the GenServer
+  instead. `wait.(port, lent)` is the caller's waiting loop: it waits for the reply on the
+  port, handing each message from it to `settle/4` with `lent` (`{id, os_pid, lend}`), until
+  the call's deadline, past which it returns `{:expired, error}`.
   """
-  def call(dest, local, {:graph_call, key, _graph, args, false, _owner, []}, limits)
+  def call(dest, local, {:graph_call, key, _graph, args, false, _owner, []}, wait)
       when is_pid(dest) and node(dest) == node() do
     with %{lend: lend, me: me} when me != nil <- local,
          true <- known?(local.known, key),
@@ -37,8 +40,8 @@ defmodule NxJax.Worker.LentPort do
       reply =
         if take_port(local.keeper, local.port, Wire.graph_call_frame(id, key, nil, args, false)) do
           Lease.count_lent(lend)
-          # (no grace: the caller enforces the deadline of its own request, after_lent/3)
-          Caller.wait_reply(local.port, dest, limits, 0, nil, {id, local.os_pid, lend})
+          # (the borrower enforces the deadline of its own request, after_lent/3)
+          wait.(local.port, {id, local.os_pid, lend})
         end
 
       give_back(dest, local, me)
@@ -48,7 +51,7 @@ defmodule NxJax.Worker.LentPort do
     end
   end
 
-  def call(_dest, _local, _message, _limits), do: nil
+  def call(_dest, _local, _message, _wait), do: nil
 
   # (the table is gone with its worker)
   defp known?(known, key) do

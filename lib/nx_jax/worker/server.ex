@@ -24,7 +24,7 @@ defmodule NxJax.Worker.Server do
   use GenServer
   require Logger
   alias NxJax.Wire
-  alias NxJax.Worker.{Config, Keeper, Lease}
+  alias NxJax.Worker.{Config, Deadline, Keeper, Lease}
 
   # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
@@ -149,8 +149,7 @@ defmodule NxJax.Worker.Server do
     {:reply, local, state}
   end
 
-  # A request from NxJax.Worker.Caller. `limit` is `:infinity` or `{deadline, timeout}`, the
-  # deadline in monotonic milliseconds of this node.
+  # A request from NxJax.Worker.Caller. `limit` is its NxJax.Worker.Deadline.
   defp dispatch({:call, function, body}, from, limit, state) do
     send_request(state, function, body, {from, :plain, limit})
   end
@@ -298,25 +297,15 @@ defmodule NxJax.Worker.Server do
     now = System.monotonic_time(:millisecond)
 
     {expired, pending} =
-      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> passed?(limit, now) end)
+      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> Deadline.passed?(limit, now) end)
 
     state = %{state | pending: Map.new(pending), deadline_timer: nil}
 
     for {_id, {from, _, {_, timeout}}} <- expired, from != nil do
-      GenServer.reply(
-        from,
-        {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, state.os_pid), ""}}
-      )
+      GenServer.reply(from, {:error, Deadline.expired(timeout, state.os_pid)})
     end
 
-    # (killed by us: the exit that follows is no call's own doing)
-    state =
-      if expired != [] do
-        replace_python(state)
-        %{state | replaced: true}
-      else
-        state
-      end
+    state = if expired != [], do: replace_python(state), else: state
 
     case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
       [] -> {:noreply, state}
@@ -327,10 +316,7 @@ defmodule NxJax.Worker.Server do
   def handle_info({:timeout, _stale, :nx_jax_deadlines}, state), do: {:noreply, state}
 
   # a call that borrowed the port passed its deadline
-  def handle_info(:nx_jax_lent_expired, state) do
-    replace_python(state)
-    {:noreply, %{state | replaced: true}}
-  end
+  def handle_info(:nx_jax_lent_expired, state), do: {:noreply, replace_python(state)}
 
   # a borrowed call found that the Python side forgot the graph `key`
   def handle_info({:nx_jax_forget, key}, state) do
@@ -356,12 +342,7 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
-    limit =
-      if timeout == :infinity,
-        do: :infinity,
-        else: {System.monotonic_time(:millisecond) + timeout, timeout}
-
-    {:noreply, dispatch(message, from, limit, state)}
+    {:noreply, dispatch(message, from, Deadline.new(timeout, now()), state)}
   end
 
   def handle_info({:EXIT, pid, reason}, state) do
@@ -400,11 +381,13 @@ defmodule NxJax.Worker.Server do
     {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
-  # kills the Python process: its exit status then fails the pending calls and stops this
-  # GenServer, and the supervisor starts a new worker
+  # A call passed its deadline (NxJax.Worker.Deadline): kills the Python process; its exit
+  # status then fails the pending calls and stops this GenServer, and the supervisor starts a
+  # new worker. (Killed by us: the exit that follows is no call's own doing, `replaced`.)
   defp replace_python(state) do
     Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
     System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+    %{state | replaced: true}
   end
 
   defp log_line(state, stream, line) do
@@ -430,9 +413,6 @@ defmodule NxJax.Worker.Server do
       {id, {from, _, _}} -> GenServer.reply(from, {:error, error_of.(id)})
     end)
   end
-
-  defp passed?(:infinity, _now), do: false
-  defp passed?({deadline, _timeout}, now), do: deadline <= now
 
   defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
@@ -508,7 +488,7 @@ defmodule NxJax.Worker.Server do
   # the message, and the tensors are freed. A caller on another node makes its guards itself
   # (a guard sends to its own node's collector; NxJax.Worker.guarded/2).
   defp guarded(refs, owner) when node(owner) == node(),
-    do: for(ref <- refs, do: NxJax.Worker.guard(ref, self()))
+    do: for(ref <- refs, do: NxJax.Worker.Collector.guard_ref(ref, self()))
 
   defp guarded(refs, _owner), do: refs
 
