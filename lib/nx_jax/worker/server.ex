@@ -72,7 +72,8 @@ defmodule NxJax.Worker.Server do
 
     lend = Lease.atomics()
     keeper = if config.lend_port, do: Keeper.start(port)
-    state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil})
+    # (the keeper's drain timer: the lease knows when it is due, this the timer to cancel)
+    state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil, drain_timer: nil})
     {:ok, lease(state, Lease.new(config.lend_port, now()))}
   end
 
@@ -117,9 +118,10 @@ defmodule NxJax.Worker.Server do
     state
   end
 
+  # (a timer moved earlier is cancelled; one whose message is already sent is stale to the lease)
   defp perform({:drain_timer, due}, state) do
-    :erlang.start_timer(due, self(), {:nx_jax_drain, due}, abs: true)
-    state
+    if state.drain_timer, do: :erlang.cancel_timer(state.drain_timer)
+    %{state | drain_timer: :erlang.start_timer(due, self(), {:nx_jax_drain, due}, abs: true)}
   end
 
   defp perform(lock_action, state) do
