@@ -31,7 +31,7 @@ workers =
 local = fn name -> NxJax.Worker.Caller.local(workers[name]) end
 limits = {NxJax.Worker.default_timeout(), NxJax.Worker.reply_spin_us()}
 
-# the lock and the request-id counter of the lent port's atomics (NxJax.Worker.LentPort, "State")
+# the lock and the request-id counter of the lent port's atomics (NxJax.Worker.Lease, "The lock")
 lent_round_trip = fn name, wait ->
   %{me: me, lend: lend, port: port, keeper: keeper} = l = local.(name)
 
@@ -95,7 +95,10 @@ rows = [
      lent_round_trip.(:wait, true)},
   lent:
     {"`LentPort.call/4` (its checks and counters, give back, forwarding)",
-     fn -> {:ok, [_]} = NxJax.Worker.LentPort.call(workers.lent, lent_local, message, limits) end},
+     fn ->
+       wait = &NxJax.Worker.Caller.wait_reply(&1, workers.lent, limits, 0, nil, &2)
+       {:ok, [_]} = NxJax.Worker.LentPort.call(workers.lent, lent_local, message, wait)
+     end},
   api:
     {"`NxJax.Worker.run_cached/5` (options, size check, hook choice)",
      fn -> [_] = NxJax.Worker.run_cached(key, graph, [wire_x], false, server: workers.api) end},

@@ -173,7 +173,7 @@ defmodule NxJax.LentPortTest do
 
   # the worker's drain of its keeper: its timer, and the keeper's answers (to Process.info/2
   # and to the drain request)
-  defp drain_message?({:timeout, _timer, :nx_jax_drain}), do: true
+  defp drain_message?({:timeout, _timer, {:nx_jax_drain, _due}}), do: true
   defp drain_message?({ref, _answer}) when is_reference(ref), do: true
   defp drain_message?(_other), do: false
 
@@ -319,7 +319,7 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == lent + 2
   end
 
-  # Invariants 3 and 5 of NxJax.Worker.LentPort: frames held back while a call holds the port
+  # Invariants 3 and 5 of NxJax.Worker.Lease: frames held back while a call holds the port
   # are written in the order they came, and at rest the port is free, with its keeper.
   test "requests held back while a call holds the port are written in order" do
     w = busy_worker()
@@ -335,7 +335,7 @@ defmodule NxJax.LentPortTest do
         send(parent, {:answers, for({i, t} <- tasks, do: {i, Task.await(t, :infinity)})})
       end)
 
-    assert wait_until(fn -> length(:sys.get_state(w).held_back) >= 1 end, 10_000)
+    assert wait_until(fn -> length(:sys.get_state(w).lease.held_back) >= 1 end, 10_000)
     assert Task.await(slow, :infinity) == Nx.broadcast(1.0, {200, 200})
     assert_receive {:answers, answers}, 30_000
     assert answers == for(i <- 1..5, do: {i, :pong})
@@ -379,7 +379,7 @@ defmodule NxJax.LentPortTest do
   test "a worker that lends no port holds it for good" do
     w = start_worker(lend_port: false)
     state = :sys.get_state(w)
-    assert state.keeper == nil and state.holding
+    assert state.keeper == nil and NxJax.Worker.Lease.held?(state.lease)
     for _ <- 1..5, do: assert([{_, {2}, _}] = exp_call(w, [@zeros]))
     state = :sys.get_state(w)
     assert :atomics.get(state.lend, 1) == -1
@@ -401,12 +401,14 @@ defmodule NxJax.LentPortTest do
     assert :atomics.get(state.lend, 1) == 0
     assert :atomics.get(state.lend, 3) == 0
     assert Port.info(state.port, :connected) == {:connected, state.keeper}
-    assert state.holding == false and state.waiting == nil and state.held_back == []
+
+    assert %NxJax.Worker.Lease{state: :free, borrower: nil, monitor: nil, held_back: []} =
+             state.lease
   end
 
   defp at_rest?(state) do
     :atomics.get(state.lend, 1) == 0 and :atomics.get(state.lend, 3) == 0 and
-      not state.holding and state.waiting == nil and state.held_back == []
+      state.lease.state == :free and state.lease.held_back == []
   end
 
   test "a caller killed while it holds the port: the worker serves on, its tensors intact" do
@@ -472,7 +474,7 @@ defmodule NxJax.LentPortTest do
     if System.monotonic_time(:microsecond) < until, do: wait_until_us(until)
   end
 
-  # The lock names its holder (NxJax.Worker.LentPort.pid_word/1), so the GenServer monitors it: a
+  # The lock names its holder (NxJax.Worker.Lease.pid_word/1), so the GenServer monitors it: a
   # holder that dies before it connects the port, or after it connected it back but before it
   # freed it, leaves the port free for the GenServer; a live one is waited for.
   test "a port held by a caller that died is taken back; one held by a live caller is not" do
@@ -482,13 +484,13 @@ defmodule NxJax.LentPortTest do
     dead = spawn(fn -> :ok end)
     ref = Process.monitor(dead)
     assert_receive {:DOWN, ^ref, :process, ^dead, _}
-    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.LentPort.pid_word(dead))
+    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.Lease.pid_word(dead))
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
     # (the GenServer replies, then frees the port in the same step: its next message sees it)
     assert :atomics.get(:sys.get_state(w).lend, 1) == 0
 
     holder = spawn(fn -> Process.sleep(:infinity) end)
-    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.LentPort.pid_word(holder))
+    :ok = :atomics.compare_exchange(lend, 1, 0, NxJax.Worker.Lease.pid_word(holder))
     ping = Task.async(fn -> NxJax.Worker.call(:ping, [], server: w) end)
     # (a window to see it wait in, as refute_receive's: not scaled)
     assert Task.yield(ping, 300) == nil
@@ -497,9 +499,15 @@ defmodule NxJax.LentPortTest do
     assert :atomics.get(:sys.get_state(w).lend, 1) == 0
   end
 
-  test "a borrowed call past its timeout: a Timeout error, and the worker is replaced" do
+  # One deadline for both paths (NxJax.Worker.Deadline): the caller keeping it while it holds
+  # the port, the GenServer for its own requests; the same error either way.
+  test "a borrowed call past its timeout: the Timeout error of a call through the GenServer, " <>
+         "and the worker is replaced and serves on" do
     w = busy_worker()
     os_pid = NxJax.Worker.os_pid(w)
+    held = start_worker(lend_port: false)
+    slow_call(held, 1)
+    held_os_pid = NxJax.Worker.os_pid(held)
 
     capture_log(fn ->
       # (a hundred thousand products: many seconds)
@@ -507,10 +515,23 @@ defmodule NxJax.LentPortTest do
       assert %NxJax.WorkerError{class: "Timeout", message: message} = Task.await(slow, :infinity)
       assert message =~ "within 300 ms"
       assert message =~ "replaced"
+
+      # the same call on a worker that lends no port: its GenServer times it out
+      lent = lent_calls(held)
+
+      assert %NxJax.WorkerError{class: "Timeout", message: through_gen_server} =
+               catch_error(slow_call(held, 100_000, timeout: 300))
+
+      assert through_gen_server ==
+               String.replace(message, "OS pid #{os_pid}", "OS pid #{held_os_pid}")
+
+      assert lent == 0
     end)
 
     assert replaced?(w, os_pid)
+    assert replaced?(held, held_os_pid)
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
+    assert slow_call(w, 1) == Nx.broadcast(1.0, {200, 200})
   end
 
   test "the Python process killed during a borrowed call: the call fails with WorkerDied, " <>

@@ -46,6 +46,7 @@ defmodule NxJax.Pool do
       #=> 2
   """
   use Supervisor
+  alias NxJax.Worker.Backoff
 
   @doc "Starts the pool. Options: `:size` (default: `config :nx_jax, pool_size`, else 1)."
   def start_link(opts \\ []) do
@@ -60,7 +61,7 @@ defmodule NxJax.Pool do
     {size, per_device} =
       case size do
         :per_device ->
-          python = NxJax.Worker.python_executable()
+          python = NxJax.Worker.Config.python_executable()
           {NxJax.Devices.count(python, Application.get_env(:nx_jax, :platform)), true}
 
         size ->
@@ -75,16 +76,14 @@ defmodule NxJax.Pool do
     :persistent_term.put({__MODULE__, :size}, size)
     :persistent_term.put({__MODULE__, :in_flight}, :atomics.new(size, signed: true))
 
-    :persistent_term.put(
-      {__MODULE__, :names},
-      List.to_tuple(Enum.map(0..(size - 1), &make_name/1))
-    )
+    names = List.to_tuple(Enum.map(0..(size - 1), &make_name/1))
+    :persistent_term.put({__MODULE__, :names}, names)
 
     worker_env = Application.get_env(:nx_jax, :worker_env, [])
     # restarts are paced (NxJax.Worker.Backoff), so the supervisor's intensity is not what
     # bounds a crash loop: workers dying cannot stop the pool or the application
-    backoff = NxJax.Worker.Backoff.new(size)
-    :persistent_term.put({__MODULE__, :backoff}, backoff)
+    backoff = Backoff.new(size)
+    Backoff.register(names, backoff)
 
     children =
       for index <- 0..(size - 1) do
@@ -155,26 +154,7 @@ defmodule NxJax.Pool do
   For the pool worker registered as `name`: `{quick, ms}` while it waits to start again after
   `quick` quick deaths in a row (`ms` until its start), else `nil`.
   """
-  def restart_wait(name) do
-    with backoff when backoff != nil <- :persistent_term.get({__MODULE__, :backoff}, nil),
-         names = :persistent_term.get({__MODULE__, :names}, {}),
-         index when index != nil <- Enum.find_index(Tuple.to_list(names), &(&1 == name)),
-         true <- index < div(:atomics.info(backoff).size, 2) do
-      NxJax.Worker.Backoff.waiting({backoff, index})
-    else
-      _ -> nil
-    end
-  end
-
-  @doc false
-  # restart_wait/1 when the wait is over a second: then a call is not retried on the worker
-  # (NxJax.Worker.Caller and retried/5 below), its caller gets the error at once
-  def long_restart_wait(name) do
-    case restart_wait(name) do
-      {_quick, ms} = wait when ms > 1_000 -> wait
-      _ -> nil
-    end
-  end
+  defdelegate restart_wait(name), to: Backoff
 
   @doc "The number of workers (1 when no pool was started)."
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
@@ -191,7 +171,7 @@ defmodule NxJax.Pool do
   """
   def reload_config do
     :persistent_term.put({__MODULE__, :remote}, Application.get_env(:nx_jax, :remote, false))
-    NxJax.Worker.load_config()
+    NxJax.Worker.Config.load()
 
     case Application.fetch_env(:nx_jax, :debug_nans) do
       {:ok, debug} when is_boolean(debug) ->
@@ -357,10 +337,13 @@ defmodule NxJax.Pool do
 
   # A retry goes to the worker registered after `old` (or, if none came in 10 s, to the name:
   # its call then fails with a clear error); none while the worker waits more than a second to
-  # start again after quick deaths (NxJax.Worker.Backoff): the error is raised at once.
+  # start again after quick deaths: the error is raised at once (NxJax.Worker.Backoff.retry/3).
   defp retried(name, old, error, stack, again) do
-    case long_restart_wait(name) do
-      {quick, ms} ->
+    case Backoff.retry(name, old, fn -> again.(name) end) do
+      {:retried, value} ->
+        value
+
+      {:waits, quick, ms} ->
         message =
           error.message <>
             "; not retried: the worker died #{quick} time(s) in a row soon after starting " <>
@@ -368,8 +351,7 @@ defmodule NxJax.Pool do
 
         reraise %{error | message: message}, stack
 
-      _ ->
-        NxJax.Worker.Caller.await_restart(name, old)
+      :none_came ->
         again.(name)
     end
   end

@@ -61,15 +61,18 @@ defmodule NxJax.Worker do
   A repeated graph call (`run_cached/5` with a known key, wire-tensor arguments, results coming
   back, no hooks) to a worker of this node whose GenServer has nothing in flight borrows the
   worker's port for its own round trip, so its reply skips one process hop. The protocol, its
-  states and its invariants are `NxJax.Worker.LentPort`'s. The `lent_calls` counter of
+  states and its invariants are `NxJax.Worker.Lease`'s. The `lent_calls` counter of
   `stats/1` counts borrowed calls (they are also `key_calls`). `lend_port: false` (start
   option, or `config :nx_jax, lend_port: false`) turns it off.
 
   ## Modules
 
   This module is the client API. `NxJax.Worker.Caller` is the calling process's side of a
-  request (the reply wait, hooks, retries), `NxJax.Worker.Server` the GenServer that owns the
-  port, `NxJax.Worker.LentPort` the lent port, and `NxJax.Wire` the frames' encoding.
+  request (the reply wait, hooks), `NxJax.Worker.LentPort` the borrower's side of the lent
+  port, `NxJax.Worker.Server` the GenServer that owns the port, `NxJax.Worker.Lease` who holds
+  the port now, `NxJax.Worker.Deadline` a call's deadline, `NxJax.Worker.Config` the settings,
+  `NxJax.Worker.Backoff` restart pacing and the one retry, and `NxJax.Wire` the frames'
+  encoding; none calls one named before it (docs/ARCHITECTURE.md, "The runtime's layers").
 
   ## Resident tensors
 
@@ -88,15 +91,7 @@ defmodule NxJax.Worker do
   and checks that its sources are the ones this code was compiled with
   (`NxJax.Worker.Sources`).
   """
-  alias NxJax.Worker.Caller
-
-  # the worker polls for the next request this long after answering (bench/run.exs section 1)
-  @default_spin_us 100
-  # the same for a caller awaiting its reply (NxJax.Worker.Caller)
-  @default_reply_spin_us 100
-  @reply_spin_us {__MODULE__, :reply_spin_us}
-  @default_timeout 60_000
-  @timeout {__MODULE__, :timeout}
+  alias NxJax.Worker.{Caller, Config}
 
   @doc """
   Starts a worker. Options: `:name`, `:python`, `:env` (extra environment variables for the
@@ -104,7 +99,7 @@ defmodule NxJax.Worker do
   `NxJax.Distribution`, so clients on other nodes can use it), `:stdio_to` (a pid that also
   receives `{:nx_jax_stdio, stream, line}` for each forwarded output line), `:spin_us` (after
   answering, the worker polls for the next request this many microseconds before it sleeps;
-  default `config :nx_jax, spin_us: #{@default_spin_us}`; 0 never spins; docs/DEPLOYMENT.md),
+  default `config :nx_jax, spin_us: 100`; 0 never spins; docs/DEPLOYMENT.md),
   `:lend_port` (default `config :nx_jax, lend_port: true`; see "Lent port").
   """
   def start_link(opts \\ []) do
@@ -211,14 +206,7 @@ defmodule NxJax.Worker do
   end
 
   @doc false
-  # A ref of `worker` as the worker answered it (`{:ref, handle}`, or `{:ref, handle, data}`
-  # for a small result that came with a copy of its bytes), with a guard added:
-  # `{:ref, handle, guard}` or `{:ref, handle, guard, data}`.
-  def guard({:ref, handle}, worker),
-    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle)}
-
-  def guard({:ref, handle, data}, worker) when is_binary(data),
-    do: {:ref, handle, NxJax.Worker.Collector.guard(worker, handle), data}
+  defdelegate guard(ref, worker), to: NxJax.Worker.Collector, as: :guard_ref
 
   @doc "The data of resident `handles`, as wire tensors."
   def fetch(handles, opts \\ []) when is_list(handles), do: call(:fetch, [handles], opts)
@@ -263,114 +251,39 @@ defmodule NxJax.Worker do
   @doc "The number of requests sent and not yet answered (used by `NxJax.Pool` placement)."
   def pending(server \\ __MODULE__), do: GenServer.call(server, :pending)
 
-  @header_max 4_294_967_295
-
   @doc """
   The largest request frame, in bytes, a worker started with `opts` accepts: its `:env`'s
   `NX_JAX_MAX_FRAME` if it sets one, else `config :nx_jax, max_frame: bytes`, else a quarter
-  of this machine's physical memory (at most #{@header_max}, the most a frame's 4-byte length
+  of this machine's physical memory (at most 4294967295, the most a frame's 4-byte length
   can say). The worker is started with it as `NX_JAX_MAX_FRAME`, and a caller refuses a
   larger request before sending anything (`NxJax.WorkerError` of class `"FrameTooLarge"`).
   """
-  def max_frame(opts \\ []) do
-    env = Keyword.get(opts, :env, [])
-
-    value =
-      case List.keyfind(env, "NX_JAX_MAX_FRAME", 0) do
-        {_, given} ->
-          given |> to_string() |> Integer.parse() |> then(&(match?({_, ""}, &1) && elem(&1, 0)))
-
-        nil ->
-          Application.get_env(:nx_jax, :max_frame) || default_max_frame()
-      end
-
-    unless is_integer(value) and value > 0 and value <= @header_max do
-      raise ArgumentError,
-            "the worker's frame limit (config :nx_jax, max_frame: or NX_JAX_MAX_FRAME) must " <>
-              "be an integer of bytes in 1..#{@header_max}, got: #{inspect(value)}"
-    end
-
-    value
-  end
-
-  # a quarter of MemTotal (Linux); the 4-byte length's range where that cannot be read
-  defp default_max_frame do
-    with {:ok, text} <- File.read("/proc/meminfo"),
-         [_, kb] <- Regex.run(~r/^MemTotal:\s+(\d+) kB/m, text) do
-      min(@header_max, max(div(String.to_integer(kb) * 1024, 4), 1_048_576))
-    else
-      _ -> @header_max
-    end
-  end
+  defdelegate max_frame(opts \\ []), to: Config
 
   @doc "How long a worker started with `opts` polls for the next request (`:spin_us`)."
-  def spin_us(opts \\ []) do
-    Keyword.get_lazy(opts, :spin_us, fn ->
-      Application.get_env(:nx_jax, :spin_us, @default_spin_us)
-    end)
-  end
+  defdelegate spin_us(opts \\ []), to: Config
 
   @doc false
   defdelegate poll_reductions, to: Caller
 
   @doc """
   How long a caller polls for its reply before it sleeps, in microseconds
-  (`config :nx_jax, reply_spin_us: #{@default_reply_spin_us}`, the default, read when the
-  application starts or by `NxJax.Pool.reload_config/0`; 0 never polls; per call, the
-  `:reply_spin_us` option; docs/DEPLOYMENT.md). A process whose replies came after its
-  polling was over twice in a row (long steps, a queue of calls ahead of its own) stops polling
-  until a reply comes within it again, trying again every 16th call.
+  (`config :nx_jax, reply_spin_us: 100`, the default, read when the application starts or by
+  `NxJax.Pool.reload_config/0`; 0 never polls; per call, the `:reply_spin_us` option;
+  docs/DEPLOYMENT.md). A process whose replies came after its polling was over twice in a
+  row (long steps, a queue of calls ahead of its own) stops polling until a reply comes within
+  it again, trying again every 16th call.
   """
-  def reply_spin_us do
-    # (read when the application starts, NxJax.Pool.reload_config/0; the environment itself
-    # where it did not start)
-    case :persistent_term.get(@reply_spin_us, :unset) do
-      :unset -> :application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
-      us -> us
-    end
-  end
+  defdelegate reply_spin_us, to: Config
 
   @doc """
   The timeout of a call that gives none, in milliseconds: `config :nx_jax, timeout: ms`
-  (default #{@default_timeout}; read when the application starts or by
-  `NxJax.Pool.reload_config/0`). It bounds every call made without a `:timeout` option, eager
-  `Nx` operations among them; past it the caller gets a `"Timeout"` error and the worker is
-  replaced.
+  (default 60000; read when the application starts or by `NxJax.Pool.reload_config/0`). It
+  bounds every call made without a `:timeout` option, eager `Nx` operations among them; past
+  it the caller gets a `"Timeout"` error and the worker is replaced.
   """
-  def default_timeout do
-    case :persistent_term.get(@timeout, :unset) do
-      :unset -> checked_timeout(:application.get_env(:nx_jax, :timeout, @default_timeout))
-      ms -> ms
-    end
-  end
+  defdelegate default_timeout, to: Config
 
-  defp checked_timeout(ms) when (is_integer(ms) and ms > 0) or ms == :infinity, do: ms
-
-  defp checked_timeout(other) do
-    raise ArgumentError,
-          "config :nx_jax, timeout: must be a positive integer of milliseconds or :infinity, " <>
-            "got: #{inspect(other)}"
-  end
-
-  @doc false
-  def load_config do
-    us = Application.get_env(:nx_jax, :reply_spin_us, @default_reply_spin_us)
-    :persistent_term.put(@reply_spin_us, us)
-    timeout = checked_timeout(Application.get_env(:nx_jax, :timeout, @default_timeout))
-    :persistent_term.put(@timeout, timeout)
-  end
-
-  @doc "The Python executable a worker started now would use."
-  def python_executable(opts \\ []) do
-    venv = Path.join(NxJax.Worker.Sources.project_root(), ".venv/bin/python")
-
-    Keyword.get(opts, :python) ||
-      Application.get_env(:nx_jax, :python) ||
-      System.get_env("NX_JAX_PYTHON") ||
-      if(File.exists?(venv), do: venv) ||
-      System.find_executable("python3") ||
-      raise ArgumentError,
-            "no Python found for the nx_jax worker: run `make deps` to create .venv, " <>
-              "or set NX_JAX_PYTHON / config :nx_jax, python: \"/path/to/python\""
-  end
+  @doc "The Python executable a worker started now would use (see the moduledoc)."
+  defdelegate python_executable(opts \\ []), to: Config
 end

@@ -10,10 +10,15 @@ defmodule NxJax.Worker.Backoff do
   row waits twice as long as the one before, from 100 ms up to 5 s. The state is two
   `:atomics` slots per pool index (count of quick starts in a row, time of the last start),
   made by `NxJax.Pool`, so that it outlives the worker processes.
+
+  It is also where a call interrupted by its worker's exit is retried (`retry/3`), the one
+  place for `NxJax.Worker.Caller` (a call to a registered name) and `NxJax.Pool` (a call it
+  placed): no retry onto a worker that waits long to start again.
   """
 
   require Logger
 
+  @pool {__MODULE__, :pool}
   @stable_ms 3_000
   @base_ms 100
   @max_ms 5_000
@@ -47,6 +52,62 @@ defmodule NxJax.Worker.Backoff do
     end
 
     quick
+  end
+
+  @doc """
+  Records the pool's worker names (a tuple, index order) and its pacing state (`new/1`), for
+  `restart_wait/1`; `NxJax.Pool` does it when it starts.
+  """
+  def register(names, ref) when is_tuple(names), do: :persistent_term.put(@pool, {names, ref})
+
+  @doc """
+  For the pool worker registered as `name`: `{quick, ms}` while it waits to start again after
+  `quick` quick deaths in a row (`ms` until its start), else `nil`.
+  """
+  def restart_wait(name) do
+    with {names, ref} <- :persistent_term.get(@pool, nil),
+         index when index != nil <- Enum.find_index(Tuple.to_list(names), &(&1 == name)),
+         true <- index < div(:atomics.info(ref).size, 2) do
+      waiting({ref, index})
+    else
+      _ -> nil
+    end
+  end
+
+  @doc "`restart_wait/1` when the wait is over a second (a call is then not retried)."
+  def long_restart_wait(name) do
+    case restart_wait(name) do
+      {_quick, ms} = wait when ms > 1_000 -> wait
+      _ -> nil
+    end
+  end
+
+  @doc """
+  The one retry of a call to the worker registered as `name` that failed because the worker
+  `old` exited: `{:waits, quick, ms}` when that worker waits more than a second to start again
+  (no retry: its caller gets the error now); else, once a worker other than `old` is
+  registered under `name` (up to 10 s), `{:retried, again.()}`; `:none_came` if none was.
+  """
+  def retry(name, old, again) when is_function(again, 0) do
+    case long_restart_wait(name) do
+      {quick, ms} -> {:waits, quick, ms}
+      nil -> if await_restart(name, old, 500), do: {:retried, again.()}, else: :none_came
+    end
+  end
+
+  # a worker other than `before` registered under the name `server` (every 20 ms, `tries` times)
+  defp await_restart(server, before, tries) do
+    case GenServer.whereis(server) do
+      pid when is_pid(pid) and pid != before ->
+        true
+
+      _ when tries > 0 ->
+        Process.sleep(20)
+        await_restart(server, before, tries - 1)
+
+      _ ->
+        false
+    end
   end
 
   @doc "The wait before the `quick`-th quick start in a row, in milliseconds."

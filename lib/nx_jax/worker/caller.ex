@@ -24,11 +24,8 @@ defmodule NxJax.Worker.Caller do
   every 64th poll. A process whose replies came after its polling was over twice in a row
   stops polling, trying again every 16th call.
   """
-  alias NxJax.Worker.LentPort
+  alias NxJax.Worker.{Backoff, Deadline, LentPort}
 
-  # the extra wait past a call's timeout for a GenServer that cannot answer at all (the worker
-  # enforces the deadline itself)
-  @deadline_grace 5_000
   # (a per-process count of late replies in a row; see spin_until/3)
   @late_replies {__MODULE__, :late_replies}
   # (the process's kept reply alias, and whether a hook function of a call runs; see reply_to/0)
@@ -46,13 +43,7 @@ defmodule NxJax.Worker.Caller do
   """
   def request(opts, message, lendable \\ false) do
     server = Keyword.get(opts, :server, NxJax.Worker)
-    timeout = Keyword.get_lazy(opts, :timeout, &NxJax.Worker.default_timeout/0)
-    spin_us = Keyword.get_lazy(opts, :reply_spin_us, &NxJax.Worker.reply_spin_us/0)
-
-    unless is_integer(spin_us) and spin_us >= 0 do
-      raise ArgumentError,
-            "reply_spin_us must be a non-negative integer (microseconds), got: #{inspect(spin_us)}"
-    end
+    {timeout, spin_us} = NxJax.Worker.Config.call(opts)
 
     # (a retry waits for a worker other than this one under the name)
     dest = GenServer.whereis(server)
@@ -65,7 +56,13 @@ defmodule NxJax.Worker.Caller do
 
     reply =
       if lendable and on_hook == nil and local != nil,
-        do: LentPort.call(dest, local, message, {timeout, spin_us})
+        do:
+          LentPort.call(
+            dest,
+            local,
+            message,
+            &wait_reply(&1, dest, {timeout, spin_us}, 0, nil, &2)
+          )
 
     case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
       {:ok, result} ->
@@ -75,17 +72,26 @@ defmodule NxJax.Worker.Caller do
         :erlang.raise(kind, reason, stacktrace)
 
       {:error, {"WorkerExited", text, traceback}} ->
-        if retry?(opts, server) and not waiting_long?(server) do
-          unless await_restart(server, dest) do
+        retried =
+          if retry?(opts, server),
+            do:
+              Backoff.retry(server, dest, fn ->
+                request([{:retry, false} | opts], message, lendable)
+              end)
+
+        case retried do
+          {:retried, result} ->
+            result
+
+          :none_came ->
             raise NxJax.WorkerError,
               class: "WorkerExited",
               message: text <> "; no new worker was registered as #{inspect(server)} to retry on",
               traceback: traceback
-          end
 
-          request([{:retry, false} | opts], message, lendable)
-        else
-          raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
+          # (not retried, or the worker waits long to start again: why/1 said so)
+          _ ->
+            raise NxJax.WorkerError, class: "WorkerExited", message: text, traceback: traceback
         end
 
       {:error, {class, text, traceback}} ->
@@ -99,13 +105,13 @@ defmodule NxJax.Worker.Caller do
   @doc """
   What callers on this node share with worker `pid` (its table of live handles, its port and
   its keeper, the atomics and the table of graph keys of the lent port, its OS pid), asked once
-  per calling process and worker; with this process's `NxJax.Worker.LentPort.pid_word/1`
+  per calling process and worker; with this process's `NxJax.Worker.Lease.pid_word/1`
   (`me`).
   """
   def local(pid) do
     case Process.get({__MODULE__, :local, pid}) do
       nil ->
-        local = Map.put(GenServer.call(pid, :local), :me, LentPort.pid_word(self()))
+        local = Map.put(GenServer.call(pid, :local), :me, NxJax.Worker.Lease.pid_word(self()))
         Process.put({__MODULE__, :local, pid}, local)
         local
 
@@ -126,7 +132,9 @@ defmodule NxJax.Worker.Caller do
         {to, own} = reply_to()
         tag = make_ref()
         send(dest, {:nx_jax_request, {to, tag}, timeout, message})
-        reply = wait_reply(tag, dest, limits, @deadline_grace, on_hook, nil)
+        # (the GenServer keeps the deadline: the caller waits past it only for one that cannot
+        # answer at all, Deadline)
+        reply = wait_reply(tag, dest, limits, Deadline.grace(), on_hook, nil)
         if own, do: :erlang.unalias(to)
         reply
     end
@@ -139,7 +147,8 @@ defmodule NxJax.Worker.Caller do
   """
   def wait_reply(tag, dest, {timeout, spin_us}, grace, on_hook, lent) do
     now = System.monotonic_time(:microsecond)
-    limit = if timeout == :infinity, do: :infinity, else: div(now, 1000) + timeout + grace
+    deadline = Deadline.new(timeout, div(now, 1000))
+    limit = with {at, _} <- deadline, do: at + grace
     spin = spin_until(spin_us, now, limit)
 
     wait = %{
@@ -147,7 +156,7 @@ defmodule NxJax.Worker.Caller do
       monitor: nil,
       limit: limit,
       # (the call's own deadline: hooks that run in a process of their own end by it)
-      deadline: if(timeout == :infinity, do: :infinity, else: limit - grace),
+      deadline: with({at, _} <- deadline, do: at),
       timeout: timeout,
       on_hook: on_hook,
       lent: lent
@@ -250,11 +259,11 @@ defmodule NxJax.Worker.Caller do
   defp settle(%{lent: lent, dest: dest}, port, message),
     do: LentPort.settle(lent, dest, port, message)
 
-  defp timed_out(%{lent: nil, timeout: timeout}),
-    do: {:error, {"Timeout", "no reply from the worker within #{timeout} ms", ""}}
+  defp timed_out(%{lent: nil, timeout: timeout}), do: {:error, Deadline.unanswered(timeout)}
 
+  # (a borrowed call keeps its own deadline: its worker is then replaced, LentPort)
   defp timed_out(%{lent: {_id, os_pid, _lend}, timeout: timeout}),
-    do: {:expired, {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, os_pid), ""}}}
+    do: {:expired, {:error, Deadline.expired(timeout, os_pid)}}
 
   defp watch(wait), do: %{wait | monitor: Process.monitor(wait.dest)}
 
@@ -386,8 +395,7 @@ defmodule NxJax.Worker.Caller do
     end
   end
 
-  defp remaining(:infinity), do: :infinity
-  defp remaining(limit), do: max(limit - System.monotonic_time(:millisecond), 0)
+  defp remaining(at), do: Deadline.remaining(at, System.monotonic_time(:millisecond))
 
   defp down_error(:noproc, dest),
     do: {"WorkerExited", "no worker is running (#{inspect(dest)})", ""}
@@ -439,9 +447,9 @@ defmodule NxJax.Worker.Caller do
 
   defp request_size(_message), do: 0
 
-  # a pool worker waiting to start again after quick deaths (NxJax.Worker.Backoff)
+  # a pool worker waiting to start again after quick deaths
   defp why(server) when is_atom(server) do
-    case NxJax.Pool.restart_wait(server) do
+    case Backoff.restart_wait(server) do
       {quick, ms} ->
         ": it died #{quick} time(s) in a row soon after starting and starts again in " <>
           "#{ms} ms; the calls it was serving may be the cause (see the log)"
@@ -453,33 +461,7 @@ defmodule NxJax.Worker.Caller do
 
   defp why(_server), do: ""
 
-  # no retry onto a worker that will not start for a while: the caller gets the error now
-  defp waiting_long?(server) when is_atom(server) do
-    NxJax.Pool.long_restart_wait(server) != nil
-  end
-
-  defp waiting_long?(_server), do: false
-
   defp retry?(opts, server) do
     is_atom(server) and Keyword.get(opts, :retry, true) and Keyword.get(opts, :retryable, true)
-  end
-
-  @doc """
-  Waits (up to 10 s) until a worker other than `before` is registered under the name
-  `server`: the one wait before a retry on a restarted worker (this module's and
-  `NxJax.Pool`'s). Returns whether one came.
-  """
-  def await_restart(server, before, tries \\ 500) do
-    case GenServer.whereis(server) do
-      pid when is_pid(pid) and pid != before ->
-        true
-
-      _ when tries > 0 ->
-        Process.sleep(20)
-        await_restart(server, before, tries - 1)
-
-      _ ->
-        false
-    end
   end
 end

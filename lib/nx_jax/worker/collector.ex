@@ -32,6 +32,16 @@ defmodule NxJax.Worker.Collector do
     NxJax.Guard.new(collector, {:nx_jax_collected, worker, handle})
   end
 
+  @doc """
+  A ref of `worker` as the worker answered it (`{:ref, handle}`, or `{:ref, handle, data}`
+  for a small result that came with a copy of its bytes), with a guard added:
+  `{:ref, handle, guard}` or `{:ref, handle, guard, data}`.
+  """
+  def guard_ref({:ref, handle}, worker), do: {:ref, handle, guard(worker, handle)}
+
+  def guard_ref({:ref, handle, data}, worker) when is_binary(data),
+    do: {:ref, handle, guard(worker, handle), data}
+
   @impl true
   def init(_opts) do
     # {worker => [handle]} gathered since the last flush; whether a flush is queued

@@ -4,8 +4,10 @@ defmodule NxJax.Worker.Server do
   each reply to its caller, enforces deadlines, resends graphs the Python side forgot, owns
   resident handles for their processes, logs what the Python side prints, and stops (for its
   supervisor to start a fresh worker) when the Python process exits. Started by
-  `NxJax.Worker.start_link/1`; what it shares with borrowers of its port is
-  `NxJax.Worker.LentPort`'s.
+  `NxJax.Worker.start_link/1` with its `NxJax.Worker.Config`. Who holds its port (itself, its
+  `NxJax.Worker.Keeper`, or a caller that borrowed it, `NxJax.Worker.LentPort`) is its
+  `NxJax.Worker.Lease`'s to say: the lease's transitions are pure, and this module performs
+  the actions they return (`perform/2`).
 
   Resident results are handed to a caller of this node wrapped in an `NxJax.Guard` (made here,
   before the reply is sent, so that a caller that dies before reading its reply frees them
@@ -16,72 +18,43 @@ defmodule NxJax.Worker.Server do
   even if they allocate too little to collect on their own.
 
   Requests come as `{:nx_jax_request, {alias, tag}, timeout, message}` from
-  `NxJax.Worker.Caller`; each is written with a fresh id (`LentPort.next_id/1`) and kept in
+  `NxJax.Worker.Caller`; each is written with a fresh id (`Lease.next_id/1`) and kept in
   `pending` as `{reply address, what to do with the reply, limit}` until its reply comes.
   """
   use GenServer
   require Logger
   alias NxJax.Wire
-  alias NxJax.Worker.LentPort
+  alias NxJax.Worker.{Config, Deadline, Keeper, Lease}
 
   # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
   # how many processes `holders` remembers (the most recent ones)
   @holders 64
-  # `default_numerics/0` as the worker's NX_JAX_NUMERICS (py_backend/numerics.py), unless its
-  # own `:env` sets it
-  @numerics [:nx, :native]
 
   @impl true
   def init(opts) do
     Process.flag(:trap_exit, true)
-    python = NxJax.Worker.python_executable(opts)
-    spin_us = NxJax.Worker.spin_us(opts)
-
-    # (the limit max_frame/1 reads from the :env or decides, for the worker to read)
-    max_frame = NxJax.Worker.max_frame(opts)
-
-    given_env =
-      opts
-      |> Keyword.get(:env, [])
-      |> List.keystore("NX_JAX_MAX_FRAME", 0, {"NX_JAX_MAX_FRAME", Integer.to_string(max_frame)})
-
-    # (the handshake's expectations first: an :env of the caller may override them, as tests do)
-    env =
-      Enum.reduce(NxJax.Worker.Sources.env() ++ NxJax.Devices.env(opts), given_env, fn {k, v},
-                                                                                       acc ->
-        if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
-      end)
-
-    env =
-      for {k, v} <-
-            env
-            |> numerics_env()
-            |> bytes_env(:resident_gc_bytes, "NX_JAX_RESIDENT_GC_BYTES")
-            |> bytes_env(:max_bytes, "NX_JAX_MAX_BYTES"),
-          do: {to_charlist(k), to_charlist(v)}
+    config = Config.new(opts)
 
     port =
-      Port.open({:spawn_executable, python}, [
+      Port.open({:spawn_executable, config.python}, [
         {:packet, 4},
         :binary,
         :nouse_stdio,
         :exit_status,
-        {:args, ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(spin_us)]},
+        {:args,
+         ["-m", "py_backend", "--forward-stdio", "--spin-us", Integer.to_string(config.spin_us)]},
         {:cd, NxJax.Worker.Sources.project_root()},
-        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | env]}
+        {:env, [{~c"PYTHONUNBUFFERED", ~c"1"} | config.env]}
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)
-    if Keyword.get(opts, :group, false), do: NxJax.Distribution.join(self())
-
-    lend_port =
-      Keyword.get_lazy(opts, :lend_port, fn -> Application.get_env(:nx_jax, :lend_port, true) end)
+    if config.group, do: NxJax.Distribution.join(self())
 
     state = %{
       port: port,
+      config: config,
       pending: %{},
-      python: python,
       # the graph keys sent to this Python process (read by lent calls)
       known: :ets.new(NxJax.Worker.Known, [:set, :protected, read_concurrency: true]),
       # local processes that received resident results lately: pid => when (a count)
@@ -91,72 +64,75 @@ defmodule NxJax.Worker.Server do
       deadline_timer: nil,
       os_pid: os_pid,
       # the largest request frame the worker reads (callers check theirs before sending)
-      max_frame: max_frame,
+      max_frame: config.max_frame,
       # whether this GenServer killed its Python process (a deadline passed)
       replaced: false,
-      stdio_to: Keyword.get(opts, :stdio_to),
       counts: %{graph_sends: 0, key_calls: 0, graph_resends: 0}
     }
 
-    {:ok, Map.merge(state, LentPort.owner_state(port, lend_port))}
+    lend = Lease.atomics()
+    keeper = if config.lend_port, do: Keeper.start(port)
+    # (the keeper's drain timer: the lease knows when it is due, this the timer to cancel)
+    state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil, drain_timer: nil})
+    {:ok, lease(state, Lease.new(config.lend_port, now()))}
   end
 
-  defp numerics_env(env) do
-    if List.keymember?(env, "NX_JAX_NUMERICS", 0) do
-      env
-    else
-      [{"NX_JAX_NUMERICS", Atom.to_string(default_numerics())} | env]
-    end
+  ## The lease's actions (NxJax.Worker.Lease, "Actions"), performed in order
+
+  defp lease(state, {lease, actions}),
+    do: Enum.reduce(actions, %{state | lease: lease}, &perform/2)
+
+  defp perform({:write, frames}, state) do
+    Enum.each(frames, &(true = Port.command(state.port, &1)))
+    state
   end
 
-  @doc """
-  The numerics mode of a worker whose `:env` says none: `config :nx_jax, numerics:`, else the
-  node's `NX_JAX_NUMERICS`, else `:native` (XLA's own f32 math, as EXLA computes; `:nx`
-  rounds as Nx's binary backend does, bit for bit, and costs element-wise code several times
-  as much: docs/BENCHMARKS.md section 12). This project's own test suites run in `:nx`
-  (config/config.exs), as they compare with the numbers Nx 0.7.2 prints.
-  """
-  def default_numerics do
-    numerics = Application.get_env(:nx_jax, :numerics) || node_numerics()
-
-    unless numerics in @numerics do
-      raise ArgumentError,
-            "config :nx_jax, numerics: must be one of #{inspect(@numerics)}, got: " <>
-              inspect(numerics)
-    end
-
-    numerics
+  # port_connect/2 links nothing new: the GenServer opened the port, and linked the keeper
+  defp perform({:connect, :server}, state) do
+    :erlang.port_connect(state.port, self())
+    state
   end
 
-  # `config :nx_jax, <key>:`, a number of bytes, as the worker's variable `var` (the worker's
-  # default when unset), unless its own `:env` sets it: `resident_gc_bytes:` as
-  # NX_JAX_RESIDENT_GC_BYTES, `max_bytes:` (the byte budget, py_backend/budget.py) as
-  # NX_JAX_MAX_BYTES
-  defp bytes_env(env, key, var) do
-    case Application.get_env(:nx_jax, key) do
-      nil ->
-        env
-
-      bytes when is_integer(bytes) and bytes > 0 ->
-        if List.keymember?(env, var, 0),
-          do: env,
-          else: [{var, Integer.to_string(bytes)} | env]
-
-      other ->
-        raise ArgumentError,
-              "config :nx_jax, #{key}: must be a positive integer of bytes, got: " <>
-                inspect(other)
-    end
+  defp perform({:connect, :keeper}, state) do
+    :erlang.port_connect(state.port, state.keeper)
+    state
   end
 
-  defp node_numerics do
-    case System.get_env("NX_JAX_NUMERICS") do
-      nil -> :native
-      "nx" -> :nx
-      "native" -> :native
-      other -> other
-    end
+  defp perform(:try_take, state),
+    do: lease(state, Lease.tried(state.lease, Lease.perform(state.lend, :try_take)))
+
+  defp perform({:reclaim, _word} = action, state) do
+    {seen, lent_id} = Lease.perform(state.lend, action)
+
+    if seen == :ok,
+      do: Logger.debug("nx_jax: took the worker's port back from a caller that died holding it")
+
+    lease(state, Lease.reclaimed(state.lease, seen, lent_id))
   end
+
+  defp perform({:monitor, word}, state),
+    do: %{state | lease: Lease.monitored(state.lease, Process.monitor(Lease.pid_of_word(word)))}
+
+  defp perform({:demonitor, ref}, state) do
+    Process.demonitor(ref, [:flush])
+    state
+  end
+
+  # (a timer moved earlier is cancelled; one whose message is already sent is stale to the lease)
+  defp perform({:drain_timer, due}, state) do
+    if state.drain_timer, do: :erlang.cancel_timer(state.drain_timer)
+    %{state | drain_timer: :erlang.start_timer(due, self(), {:nx_jax_drain, due}, abs: true)}
+  end
+
+  defp perform(lock_action, state) do
+    Lease.perform(state.lend, lock_action)
+    state
+  end
+
+  defp now, do: System.monotonic_time(:millisecond)
+
+  @doc false
+  defdelegate default_numerics, to: Config
 
   @impl true
   def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
@@ -164,9 +140,9 @@ defmodule NxJax.Worker.Server do
   def handle_call(:pending, _from, state), do: {:reply, map_size(state.pending), state}
 
   def handle_call(:client_stats, _from, state) do
-    lent = LentPort.lent_calls(state)
+    lent = Lease.lent_calls(state.lend)
     counts = %{state.counts | key_calls: state.counts.key_calls + lent}
-    counts = Map.merge(counts, %{lent_calls: lent, fast_replies: LentPort.fast_replies(state)})
+    counts = Map.merge(counts, %{lent_calls: lent, fast_replies: Lease.fast_replies(state.lend)})
     {:reply, counts, state}
   end
 
@@ -175,8 +151,7 @@ defmodule NxJax.Worker.Server do
     {:reply, local, state}
   end
 
-  # A request from NxJax.Worker.Caller. `limit` is `:infinity` or `{deadline, timeout}`, the
-  # deadline in monotonic milliseconds of this node.
+  # A request from NxJax.Worker.Caller. `limit` is its NxJax.Worker.Deadline.
   defp dispatch({:call, function, body}, from, limit, state) do
     send_request(state, function, body, {from, :plain, limit})
   end
@@ -205,25 +180,30 @@ defmodule NxJax.Worker.Server do
         {graph_bin, update_in(state.counts.graph_sends, &(&1 + 1))}
       end
 
-    id = LentPort.next_id(state)
+    id = Lease.next_id(state.lend)
     enter(state, id, Wire.graph_call_frame(id, key, graph, args, keep, donate), entry)
   end
 
   # `entry`: {reply address, what to do with the reply, limit}
   defp send_request(state, function, body, entry) do
-    id = LentPort.next_id(state)
+    id = Lease.next_id(state.lend)
     enter(state, id, [Wire.request_header(id, function) | body], entry)
   end
 
   defp enter(state, id, frame, {_from, _kind, limit} = entry) do
     state = arm_deadline(state, limit)
-    LentPort.write(%{state | pending: Map.put(state.pending, id, entry)}, frame)
+
+    lease(
+      %{state | pending: Map.put(state.pending, id, entry)},
+      Lease.request(state.lease, frame)
+    )
   end
 
   # Hands what the keeper holds to handle_info/2, in order (a reply-less frame of the port: a
   # log line, a stale reply; or the exit status of the Python process).
   defp drain_into(state) do
-    Enum.reduce_while(LentPort.drain(state), {:noreply, state}, fn message, {:noreply, state} ->
+    Enum.reduce_while(Keeper.drain(state.keeper), {:noreply, state}, fn message,
+                                                                        {:noreply, state} ->
       case handle_info(message, state) do
         {:noreply, state} -> {:cont, {:noreply, state}}
         stop -> {:halt, stop}
@@ -233,7 +213,7 @@ defmodule NxJax.Worker.Server do
 
   # (only when the keeper holds something: a log line must not pass one printed before it)
   defp drain_pending(state) do
-    if LentPort.kept?(state), do: drain_into(state), else: {:noreply, state}
+    if Keeper.kept?(state.keeper), do: drain_into(state), else: {:noreply, state}
   end
 
   # One timer serves every deadline: it is set for the earliest one and only moved when a
@@ -257,7 +237,8 @@ defmodule NxJax.Worker.Server do
         {:noreply, state}
 
       {id, reply} when is_integer(id) ->
-        {:noreply, state |> complete(id, reply) |> LentPort.free_port()}
+        state = complete(state, id, reply)
+        {:noreply, lease(state, Lease.replied(state.lease, map_size(state.pending), now()))}
 
       {:log, stream, line} ->
         with {:noreply, state} <- drain_pending(state) do
@@ -302,11 +283,12 @@ defmodule NxJax.Worker.Server do
     end
   end
 
-  # The keeper's drain (LentPort.next_drain/1).
-  def handle_info({:timeout, timer, :nx_jax_drain}, state) do
-    if LentPort.drain_timer?(state, timer),
-      do: drain_pending(LentPort.next_drain(state)),
-      else: {:noreply, state}
+  # The keeper's drain (Lease.drain_tick/4).
+  def handle_info({:timeout, _timer, {:nx_jax_drain, due}}, state) do
+    case Lease.drain_tick(state.lease, due, Lease.lent_calls(state.lend), now()) do
+      :stale -> {:noreply, state}
+      next -> drain_pending(lease(state, next))
+    end
   end
 
   # The earliest deadline passed: answer every request past its deadline with a timeout and
@@ -317,25 +299,15 @@ defmodule NxJax.Worker.Server do
     now = System.monotonic_time(:millisecond)
 
     {expired, pending} =
-      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> passed?(limit, now) end)
+      Enum.split_with(state.pending, fn {_id, {_, _, limit}} -> Deadline.passed?(limit, now) end)
 
     state = %{state | pending: Map.new(pending), deadline_timer: nil}
 
     for {_id, {from, _, {_, timeout}}} <- expired, from != nil do
-      GenServer.reply(
-        from,
-        {:error, {"Timeout", NxJax.WorkerError.busy_text(timeout, state.os_pid), ""}}
-      )
+      GenServer.reply(from, {:error, Deadline.expired(timeout, state.os_pid)})
     end
 
-    # (killed by us: the exit that follows is no call's own doing)
-    state =
-      if expired != [] do
-        replace_python(state)
-        %{state | replaced: true}
-      else
-        state
-      end
+    state = if expired != [], do: replace_python(state), else: state
 
     case for {_id, {_, _, {_, _} = limit}} <- pending, do: limit do
       [] -> {:noreply, state}
@@ -346,10 +318,7 @@ defmodule NxJax.Worker.Server do
   def handle_info({:timeout, _stale, :nx_jax_deadlines}, state), do: {:noreply, state}
 
   # a call that borrowed the port passed its deadline
-  def handle_info(:nx_jax_lent_expired, state) do
-    replace_python(state)
-    {:noreply, %{state | replaced: true}}
-  end
+  def handle_info(:nx_jax_lent_expired, state), do: {:noreply, replace_python(state)}
 
   # a borrowed call found that the Python side forgot the graph `key`
   def handle_info({:nx_jax_forget, key}, state) do
@@ -361,12 +330,11 @@ defmodule NxJax.Worker.Server do
     end
   end
 
-  def handle_info(:nx_jax_port_back, state), do: {:noreply, LentPort.port_back(state)}
+  def handle_info(:nx_jax_port_back, state),
+    do: {:noreply, lease(state, Lease.port_back(state.lease))}
 
   def handle_info({:DOWN, monitor, :process, _pid, _reason}, state) do
-    if LentPort.borrower_monitor?(state, monitor),
-      do: {:noreply, LentPort.borrower_down(state)},
-      else: {:noreply, state}
+    {:noreply, lease(state, Lease.borrower_down(state.lease, monitor))}
   end
 
   # resident tensors collected (NxJax.Worker.Collector) or deallocated: free them, dropping the
@@ -376,16 +344,11 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
-    limit =
-      if timeout == :infinity,
-        do: :infinity,
-        else: {System.monotonic_time(:millisecond) + timeout, timeout}
-
-    {:noreply, dispatch(message, from, limit, state)}
+    {:noreply, dispatch(message, from, Deadline.new(timeout, now()), state)}
   end
 
   def handle_info({:EXIT, pid, reason}, state) do
-    if LentPort.keeper?(state, pid),
+    if state.keeper != nil and state.keeper == pid,
       do: {:stop, {:shutdown, {:keeper_exited, reason}}, state},
       else: {:noreply, state}
   end
@@ -395,7 +358,7 @@ defmodule NxJax.Worker.Server do
   @impl true
   def terminate(_reason, state) do
     if Port.info(state.port) != nil, do: Port.close(state.port)
-    LentPort.stop(state)
+    Keeper.stop(state.keeper)
     :ok
   end
 
@@ -420,11 +383,13 @@ defmodule NxJax.Worker.Server do
     {:stop, {:shutdown, {:port_closed, reason}}, %{state | pending: %{}}}
   end
 
-  # kills the Python process: its exit status then fails the pending calls and stops this
-  # GenServer, and the supervisor starts a new worker
+  # A call passed its deadline (NxJax.Worker.Deadline): kills the Python process; its exit
+  # status then fails the pending calls and stops this GenServer, and the supervisor starts a
+  # new worker. (Killed by us: the exit that follows is no call's own doing, `replaced`.)
   defp replace_python(state) do
     Logger.warning("nx_jax: a call passed its deadline; killing the worker #{state.os_pid}")
     System.cmd("kill", ["-KILL", Integer.to_string(state.os_pid)], stderr_to_stdout: true)
+    %{state | replaced: true}
   end
 
   defp log_line(state, stream, line) do
@@ -432,14 +397,14 @@ defmodule NxJax.Worker.Server do
     line = Wire.to_text(line)
     text = "nx_jax worker #{state.os_pid} #{stream}: #{line}"
     if stream == "stderr", do: Logger.warning(text), else: Logger.info(text)
-    if state.stdio_to, do: send(state.stdio_to, {:nx_jax_stdio, stream, line})
+    if state.config.stdio_to, do: send(state.config.stdio_to, {:nx_jax_stdio, stream, line})
   end
 
   # the request the worker was running: the oldest one written to the port (requests are run in
   # the order they arrive), when this GenServer holds the port; none while a borrower has it
   # (the borrowed call is the one running, LentPort.settle/4)
-  defp served_id(%{holding: true, held_back: [], pending: pending}) when map_size(pending) > 0,
-    do: pending |> Map.keys() |> Enum.min()
+  defp served_id(%{pending: pending} = state) when map_size(pending) > 0,
+    do: if(Lease.held?(state.lease), do: pending |> Map.keys() |> Enum.min())
 
   defp served_id(_state), do: nil
 
@@ -451,17 +416,14 @@ defmodule NxJax.Worker.Server do
     end)
   end
 
-  defp passed?(:infinity, _now), do: false
-  defp passed?({deadline, _timeout}, now), do: deadline <= now
-
   defp complete(state, id, reply) do
     case Map.pop(state.pending, id) do
       {nil, _} ->
-        case LentPort.stale_reply(state, id) do
-          {true, state} ->
-            state
+        case Lease.stale_reply(state.lease, id) do
+          {true, lease} ->
+            %{state | lease: lease}
 
-          {false, state} ->
+          {false, _lease} ->
             Logger.warning("nx_jax worker replied to unknown request #{inspect(id)}")
             state
         end
@@ -528,7 +490,7 @@ defmodule NxJax.Worker.Server do
   # the message, and the tensors are freed. A caller on another node makes its guards itself
   # (a guard sends to its own node's collector; NxJax.Worker.guarded/2).
   defp guarded(refs, owner) when node(owner) == node(),
-    do: for(ref <- refs, do: NxJax.Worker.guard(ref, self()))
+    do: for(ref <- refs, do: NxJax.Worker.Collector.guard_ref(ref, self()))
 
   defp guarded(refs, _owner), do: refs
 
