@@ -182,7 +182,10 @@ defmodule NxJax.CompilerBehaviourTest do
     end)
 
     assert Wrapping.__partitions_options__(a: 1) == [[a: 1], [a: 1]]
-    assert NxJax.__partitions_options__(a: 1) == [[a: 1]]
+    # one partition per pool worker, pinned to it (test_elixir/serving_partitions_test.exs)
+    assert NxJax.__partitions_options__(a: 1) ==
+             for(i <- 0..(NxJax.Pool.size() - 1), do: [server: NxJax.Pool.name(i), a: 1])
+
     assert Nx.Defn.Evaluator.__partitions_options__(max_concurrency: 3) |> length() == 3
   end
 

@@ -49,27 +49,27 @@ defmodule NxJax.DevicesTest do
   end
 
   test "settings of the wrong kind are refused before a worker starts" do
-    assert NxJax.Devices.env(platform: :cuda, device: 1) ==
+    assert NxJax.Worker.Placement.env(platform: :cuda, device: 1) ==
              [{"NX_JAX_PLATFORM", "cuda"}, {"NX_JAX_DEVICE", "1"}]
 
     assert_raise ArgumentError, ~r/platform must be a name/, fn ->
-      NxJax.Devices.env(platform: 7)
+      NxJax.Worker.Placement.env(platform: 7)
     end
 
     assert_raise ArgumentError, ~r/device must be a non-negative index/, fn ->
-      NxJax.Devices.env(device: -1)
+      NxJax.Worker.Placement.env(device: -1)
     end
   end
 
   test "pool_size: :per_device counts the platform's devices, or says why it cannot" do
     python = NxJax.Worker.python_executable()
-    assert NxJax.Devices.count(python, "cpu") == 1
-    assert NxJax.Devices.count(python, nil) == 1
+    assert NxJax.Worker.Placement.count(python, "cpu") == 1
+    assert NxJax.Worker.Placement.count(python, nil) == 1
 
     assert_raise ArgumentError,
                  ~r/pool_size: :per_device needs the devices of platform "tpu"/,
                  fn ->
-                   NxJax.Devices.count(python, "tpu")
+                   NxJax.Worker.Placement.count(python, "tpu")
                  end
   end
 end

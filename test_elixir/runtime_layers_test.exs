@@ -1,7 +1,8 @@
 defmodule NxJax.RuntimeLayersTest do
   # The runtime's modules call one another one way (docs/ARCHITECTURE.md, "The runtime's
-  # layers"): no two of NxJax.Worker, NxJax.Worker.*, NxJax.Wire and NxJax.Pool call each other,
-  # directly or around a circle. The calls are read from the compiled beams (each module's
+  # layers"): no two of NxJax.Worker, NxJax.Worker.*, NxJax.Wire, NxJax.Pool and NxJax.Devices
+  # (which asks a running worker; a worker's placement at its start is NxJax.Worker.Placement)
+  # call each other, directly or around a circle. The calls are read from the compiled beams (each module's
   # imports: every remote call and external fun it makes), as tests/test_module_layers.py reads
   # py_backend's imports.
   use ExUnit.Case, async: true
@@ -9,7 +10,12 @@ defmodule NxJax.RuntimeLayersTest do
   defp runtime_module?(module) do
     name = Atom.to_string(module)
 
-    name in ["Elixir.NxJax.Worker", "Elixir.NxJax.Wire", "Elixir.NxJax.Pool"] or
+    name in [
+      "Elixir.NxJax.Worker",
+      "Elixir.NxJax.Wire",
+      "Elixir.NxJax.Pool",
+      "Elixir.NxJax.Devices"
+    ] or
       String.starts_with?(name, "Elixir.NxJax.Worker.")
   end
 
@@ -66,8 +72,10 @@ defmodule NxJax.RuntimeLayersTest do
           NxJax.Worker.Lease,
           NxJax.Worker.LentPort,
           NxJax.Worker.Config,
+          NxJax.Worker.Placement,
           NxJax.Wire,
-          NxJax.Pool
+          NxJax.Pool,
+          NxJax.Devices
         ],
         do: assert(m in modules)
 
@@ -87,11 +95,16 @@ defmodule NxJax.RuntimeLayersTest do
   test "the lower layers call no upper one" do
     graph = calls(runtime_modules())
     # the lease and the wire call no runtime module; the worker's settings only its sources
+    # and its placement, which calls only the sources
     assert graph[NxJax.Worker.Lease] == MapSet.new()
     assert graph[NxJax.Wire] == MapSet.new()
-    assert graph[NxJax.Worker.Config] == MapSet.new([NxJax.Worker.Sources])
 
-    for lower <- Map.keys(graph) -- [NxJax.Pool, NxJax.Worker] do
+    assert graph[NxJax.Worker.Config] ==
+             MapSet.new([NxJax.Worker.Sources, NxJax.Worker.Placement])
+
+    assert graph[NxJax.Worker.Placement] == MapSet.new([NxJax.Worker.Sources])
+
+    for lower <- Map.keys(graph) -- [NxJax.Devices, NxJax.Pool, NxJax.Worker] do
       refute NxJax.Worker in graph[lower], "#{inspect(lower)} calls up into NxJax.Worker"
       refute NxJax.Pool in graph[lower], "#{inspect(lower)} calls up into NxJax.Pool"
     end

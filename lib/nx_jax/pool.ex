@@ -62,7 +62,7 @@ defmodule NxJax.Pool do
       case size do
         :per_device ->
           python = NxJax.Worker.Config.python_executable()
-          {NxJax.Devices.count(python, Application.get_env(:nx_jax, :platform)), true}
+          {NxJax.Worker.Placement.count(python, Application.get_env(:nx_jax, :platform)), true}
 
         size ->
           {size, false}

@@ -12,7 +12,7 @@ defmodule NxJax.Worker.Config do
     options override them, resolved in `call/1` alone.
 
   Nothing here calls another runtime module but `NxJax.Worker.Sources` and
-  `NxJax.Devices.env/1` (pure functions of the options).
+  `NxJax.Worker.Placement.env/1` (pure functions of the options).
   """
 
   # the worker polls for the next request this long after answering (docs/BENCHMARKS.md)
@@ -59,10 +59,13 @@ defmodule NxJax.Worker.Config do
 
     # (the handshake's expectations first: an :env of the caller may override them, as tests do)
     env =
-      Enum.reduce(NxJax.Worker.Sources.env() ++ NxJax.Devices.env(opts), given_env, fn {k, v},
-                                                                                       acc ->
-        if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
-      end)
+      Enum.reduce(
+        NxJax.Worker.Sources.env() ++ NxJax.Worker.Placement.env(opts),
+        given_env,
+        fn {k, v}, acc ->
+          if List.keymember?(acc, k, 0), do: acc, else: [{k, v} | acc]
+        end
+      )
 
     env =
       for {k, v} <-
