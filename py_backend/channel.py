@@ -304,11 +304,18 @@ class FrameReader:
     CPU-bound process only takes time from the process that would answer; and the reader
     moves to another CPU if the machine has an idle one (:func:`move_off_this_cpu`). During a
     pause the descriptor is in blocking mode and each read waits in ``read`` itself, which wakes
-    sooner than ``select`` on a busy machine (docs/BENCHMARKS.md section 9).
+    sooner than ``select`` on a busy machine.
+
+    Each of the spin's rules can be switched off, to measure what it is worth (``make
+    bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads the switches
+    from ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`): ``pause=False`` keeps a
+    spin that lost its CPU spinning to its end, ``move=False`` never moves it to spin on
+    elsewhere, ``idle_move=False`` never moves a paused reader to an idle CPU.
     """
 
     def __init__(
-        self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0
+        self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0,
+        *, pause: bool = True, move: bool = True, idle_move: bool = True,
     ) -> None:
         self._raw = _raw_reader(source)
         self.max_frame = max_frame_from_env() if max_frame is None else max_frame
@@ -320,6 +327,7 @@ class FrameReader:
         self._poll_fd = source if isinstance(source, int) else None
         self._spin_ns = spin_us * 1000
         self._pause = SpinPause()
+        self._pausing, self._moving, self._idle_moving = pause, move, idle_move
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
@@ -361,16 +369,19 @@ class FrameReader:
             n = self._raw.readinto(view)
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
-                if self._pause.may_move(now) and move_off_this_cpu(busy_too=True):
+                if (self._moving and self._pause.may_move(now)
+                        and move_off_this_cpu(busy_too=True)):
                     if n is not None:
                         return n
                     last = time.perf_counter_ns()  # spins on, on the other CPU
                     continue
-                self._pause.lost()
-                move_off_this_cpu()
-                if self._fd is not None:
-                    os.set_blocking(self._fd, True)
-                return n
+                if self._pausing:
+                    self._pause.lost()
+                    if self._idle_moving:
+                        move_off_this_cpu()
+                    if self._fd is not None:
+                        os.set_blocking(self._fd, True)
+                    return n
             if n is not None:
                 self._pause.kept()
                 return n

@@ -21,6 +21,10 @@ py_backend/budget.py) before it runs: resident tensors, the arguments it ships, 
 XLA's temporary memory, the last two measured once per compiled signature. A call over it gets
 an ``OverBudget`` error and runs nothing; so does a ``put`` whose tensors would take the
 resident bytes over it.
+
+``NX_JAX_OFF`` (read once, as the worker starts) switches latency mechanisms off by name, each
+on its own, to measure what it is worth (``MECHANISMS``; ``make bench-mechanisms``); unset, all
+are on. ``NX_JAX_FAST_PATHS=0`` switches off the learned byte layouts (py_backend/fastcall.py).
 """
 
 from __future__ import annotations
@@ -213,18 +217,23 @@ class Worker:
     like any other unknown function. ``fast_paths`` (default: ``NX_JAX_FAST_PATHS`` is not
     ``"0"``): whether repeated calls are learned as byte layouts (py_backend/fastcall.py);
     without, every request takes the generic path (for measuring the fast paths, and as a
-    switch should one ever be suspected). ``refusal``: why this worker must not compute (its
-    handshake failed, :mod:`py_backend.handshake`): then every function but ``ping`` and
-    ``info`` answers a ``WorkerMismatch`` error saying so.
+    switch should one ever be suspected). ``off``: the latency mechanisms switched off, to
+    measure each (:func:`mechanisms_off`; default: from ``NX_JAX_OFF``). ``refusal``: why this
+    worker must not compute (its handshake failed, :mod:`py_backend.handshake`): then every
+    function but ``ping`` and ``info`` answers a ``WorkerMismatch`` error saying so.
     """
 
     def __init__(self, test_functions: bool | None = None,
-                 fast_paths: bool | None = None, refusal: str | None = None) -> None:
+                 fast_paths: bool | None = None, refusal: str | None = None,
+                 off: frozenset[str] | None = None) -> None:
         if test_functions is None:
             test_functions = os.environ.get("NX_JAX_TEST") == "1"
         if fast_paths is None:
             fast_paths = os.environ.get("NX_JAX_FAST_PATHS", "1") != "0"
         self.fast_paths = fast_paths
+        if off is None:
+            off = mechanisms_off(os.environ)
+        self.off = off
         self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
         # the small-call fast path (py_backend/fastcall.py): layouts of key-only calls served
@@ -503,8 +512,9 @@ class Worker:
                              self._runner(layout, program, use.footprint))
                 self._runners[id(layout)] = kept
             if self._hot_kept is not kept:
-                self._hot, self._hot_kept = self._hot_path(kept), kept
-                self._one = self._hot_one(kept)
+                self._hot_kept = kept
+                self._hot = None if "fast_hot" in self.off else self._hot_path(kept)
+                self._one = None if "fast_one" in self.off else self._hot_one(kept)
             return kept.run(frame, id_bytes)
         except Unfit:
             return None
@@ -570,6 +580,7 @@ class Worker:
         # of one type, dtype and shape. Not for a dtype the buffer protocol does not carry
         # (bfloat16) or one that is not the wire's.
         direct: bool | None = None
+        free_after_reply = "free_after_reply" not in self.off
 
         def hot(frame: Chunk) -> bytes | list[Chunk] | None:
             nonlocal direct
@@ -585,7 +596,8 @@ class Worker:
                 results = jitted(argument)
                 self.bury()
                 stats.runs += 1
-                self.spent = results  # (freed after the reply is written, off its path)
+                if free_after_reply:  # (freed after the reply is written, off its path)
+                    self.spent = results
                 if direct:
                     return join(
                         (lengths[len(id_bytes)], head, id_bytes, one, header, results[0], tail)
@@ -641,6 +653,7 @@ class Worker:
         n_outs = len(outs)
         shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
         fixed = shipped + footprint.need  # what a call needs besides the resident tensors
+        free_after_reply = "free_after_reply" not in self.off
 
         def run(frame: Chunk) -> Any:
             if self.resident_bytes + fixed > self.max_bytes:
@@ -648,7 +661,8 @@ class Worker:
             results = jitted(*arguments(frame))
             self.bury()
             stats.runs += 1
-            self.spent = results
+            if free_after_reply:
+                self.spent = results
             if len(results) != n_outs:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
@@ -799,7 +813,7 @@ class Worker:
                 nbytes += entry[2]
                 dying.append(entry[0])
         self.resident_bytes -= nbytes
-        if len(dying) > MAX_DYING:
+        if len(dying) > MAX_DYING or "free_later" in self.off:
             self.bury()
         # (the next notice comes once the bytes have grown again from here)
         self.pressure_mark = min(self.pressure_mark, self.resident_bytes + self.resident_gc_bytes)
@@ -939,6 +953,36 @@ def encode_handle(handle: int) -> bytes:
     digits)."""
     digits = (handle.bit_length() + 7) >> 3
     return b"".join((b"n", bytes((digits, 0)), handle.to_bytes(digits, "little")))
+
+
+# The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
+# what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
+# the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
+# layouts (Worker._hot_one, Worker._hot_path), and the frees and results released off a
+# reply's path (Worker.bury, Worker.spent).
+MECHANISMS = {
+    "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
+    "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
+    "idle_move": "a paused reader moves to an idle CPU (channel.move_off_this_cpu)",
+    "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
+    "fast_hot": "the layout served last, in one call (Worker._hot_path)",
+    "free_later": "freed tensors released between calls (Worker.bury)",
+    "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
+}
+
+
+def mechanisms_off(environ: Any) -> frozenset[str]:
+    """The mechanisms ``environ``'s ``NX_JAX_OFF`` switches off: a comma-separated list of
+    names of ``MECHANISMS`` (empty or unset: none). Read once, as the worker starts; an
+    unknown name is an error that lists the known ones."""
+    raw = environ.get("NX_JAX_OFF") or ""
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(names - MECHANISMS.keys())
+    if unknown:
+        raise ValueError(
+            f"NX_JAX_OFF names unknown mechanisms {unknown}; known: {', '.join(MECHANISMS)}"
+        )
+    return names
 
 
 def resident_gc_bytes() -> int:
@@ -1101,10 +1145,14 @@ def serve(
     spin_us: int = 0,
 ) -> int:
     """Serve until EOF on the request stream; return the exit status (0). ``spin_us``: see
-    :class:`~py_backend.channel.FrameReader`."""
-    frames = reader if isinstance(reader, FrameReader) else FrameReader(reader, spin_us=spin_us)
-    replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
+    :class:`~py_backend.channel.FrameReader`, whose spin follows the rules ``worker.off``
+    leaves on."""
     worker = worker or Worker()
+    off = worker.off
+    frames = reader if isinstance(reader, FrameReader) else FrameReader(
+        reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off,
+        idle_move="idle_move" not in off)
+    replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker.emit = replies.write_frame
     worker.reader = frames
     reply: bytes | list[Chunk]
