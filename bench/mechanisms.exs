@@ -1,11 +1,13 @@
-# Each latency mechanism of the small call, switched off one at a time, measured on a quiet
-# machine and again with one CPU-bound process (a Python busy loop) running beside the benchmark;
-# the MLP step with resident and with shipped weights in the same two conditions. Every figure is
-# a ratio to a baseline measured in the same condition of the same run.
+# Each latency mechanism that can be switched off without editing the code, switched off one
+# at a time, measured on the machine as it is ("quiet") and again with one CPU-bound process (a
+# Python busy loop) running beside the benchmark ("hog"): the small call, and a resident
+# training step on the same workers; then the MLP step of section 3, resident and shipped. Every
+# figure is a ratio to a baseline, or a difference to a row, of the same condition of one run.
 #
 #   mix run bench/mechanisms.exs [small_calls] [mlp_steps]     (make bench-mechanisms)
 #
-# Rewrites section 8 of docs/BENCHMARKS.md and prints it.
+# Rewrites sections 8 ("Latency mechanisms") and 9 (its reading) of docs/BENCHMARKS.md and
+# prints them.
 Code.require_file("lib.exs", __DIR__)
 Code.require_file("section.exs", __DIR__)
 
@@ -19,41 +21,116 @@ Code.require_file("section.exs", __DIR__)
 Bench.restart_pool(1)
 x = Nx.tensor(1.5)
 Bench.small(x)
-no_fast = [{"NX_JAX_FAST_PATHS", "0"}]
 
-# {row, worker options, jit options}: each row one worker of its own, started alike
+# the worker's switches (py_backend/worker.py MECHANISMS)
+off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
+no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
+
+all_python = ~w(spin_pause spin_move idle_move fast_one fast_hot free_later free_after_reply)
+
+# {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
-  all_on: {[], []},
-  no_reply_spin: {[], [reply_spin_us: 0]},
-  no_worker_spin: {[spin_us: 0], []},
-  no_lent_port: {[lend_port: false], []},
-  no_fast_paths: {[env: no_fast], []},
-  none: {[spin_us: 0, lend_port: false, env: no_fast], [reply_spin_us: 0]}
+  {:all_on, nil, [], [], "nothing (every mechanism on: the defaults)"},
+  {:reply_spin, "Elixir", [], [reply_spin_us: 0],
+   "the caller's reply polling (`reply_spin_us: 0`: it sleeps in `receive` at once)"},
+  {:lent_port, "Elixir", [lend_port: false], [],
+   "the lent port (`lend_port: false`: every call through the GenServer)"},
+  {:worker_spin, "Python", [spin_us: 0], [],
+   "the worker's spin (`spin_us: 0`: it sleeps in `read` at once)"},
+  {:spin_pause, "Python", off.(~w(spin_pause)), [],
+   "the spin's pause after it lost its CPU (`NX_JAX_OFF=spin_pause`)"},
+  {:spin_move, "Python", off.(~w(spin_move)), [],
+   "the spin's move to another CPU to spin on (`NX_JAX_OFF=spin_move`)"},
+  {:idle_move, "Python", off.(~w(idle_move)), [],
+   "a paused reader's move to an idle CPU (`NX_JAX_OFF=idle_move`)"},
+  {:fast_one, "Python", off.(~w(fast_one)), [],
+   "tier 1: one tensor in, one small out, the reply frame in one call (`NX_JAX_OFF=fast_one`)"},
+  {:fast_hot, "Python", off.(~w(fast_hot)), [],
+   "tier 2: the layout served last, in one call (`NX_JAX_OFF=fast_hot`)"},
+  {:fast_one_hot, "Python", off.(~w(fast_one fast_hot)), [],
+   "tiers 1 and 2: the learned layouts looked up (tier 3) serve every call " <>
+     "(`NX_JAX_OFF=fast_one,fast_hot`)"},
+  {:layouts, "Python", no_layouts, [],
+   "the learned byte layouts, all three tiers (`NX_JAX_FAST_PATHS=0`: the generic decoder)"},
+  {:free_later, "Python", off.(~w(free_later)), [],
+   "freed tensors released between calls (`NX_JAX_OFF=free_later`: at once)"},
+  {:free_after_reply, "Python", off.(~w(free_after_reply)), [],
+   "a call's results released after its reply is written (`NX_JAX_OFF=free_after_reply`)"},
+  {:none, nil,
+   [spin_us: 0, lend_port: false, env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]],
+   [reply_spin_us: 0], "all of the above"}
 ]
 
+names = for {name, _, _, _, _} <- variants, do: name
+label = Map.new(variants, fn {name, _, _, _, text} -> {name, text} end)
+side = Map.new(variants, fn {name, s, _, _, _} -> {name, s} end)
+
+# the training step of section 3 with its weights resident on `pid`, the old ones freed each
+# step as a loop's garbage would be (Bench.mlp_samples/1's :resident row)
+put_on = fn t, pid ->
+  [{:ref, handle, guard}] = NxJax.Worker.put([{t.type, t.shape, Nx.to_binary(t)}], server: pid)
+
+  %Nx.Tensor{t | data: %NxJax.Backend{worker: pid, handle: handle, guard: guard}}
+end
+
+xs = Nx.iota({64, 256}, type: :f32) |> Nx.remainder(17) |> Nx.subtract(8) |> Nx.divide(8)
+ys = Nx.divide(Nx.iota({64, 1}, type: :f32), 64)
+w1 = Nx.iota({256, 256}, type: :f32) |> Nx.remainder(13) |> Nx.subtract(6) |> Nx.divide(120)
+w2 = Nx.iota({256, 1}, type: :f32) |> Nx.remainder(7) |> Nx.subtract(3) |> Nx.divide(60)
+
 started =
-  for {name, {worker_opts, jit_opts}} <- variants do
+  for {name, _side, worker_opts, jit_opts, _} <- variants do
     {:ok, pid} = NxJax.Worker.start_link(worker_opts)
-    fun = Nx.Defn.jit(&Bench.small/1, [server: pid] ++ jit_opts)
-    fun.(x)
-    {name, pid, fun}
+    small = Nx.Defn.jit(&Bench.small/1, [server: pid] ++ jit_opts)
+    small.(x)
+    step = Nx.Defn.jit(&Bench.step/3, [server: pid] ++ jit_opts)
+    {rx, ry} = {put_on.(xs, pid), put_on.(ys, pid)}
+    state = step.({put_on.(w1, pid), put_on.(w2, pid)}, rx, ry)
+    {name, pid, small, fn w -> step.(w, rx, ry) end, state}
   end
 
 spin = Integer.to_string(NxJax.Worker.spin_us())
 echo_port = Bench.open_port("bench/port_echo.py", ["--spin-us", spin])
 echo_frame = <<"e", 0::64>>
 
+train_samples = fn name, step, k ->
+  Bench.samples(k, fn ->
+    {old1, old2} = old = Process.get({:mech_state, name})
+    Process.put({:mech_state, name}, step.(old))
+    :ok = Nx.backend_deallocate(old1)
+    :ok = Nx.backend_deallocate(old2)
+  end)
+end
+
+for {name, _pid, _small, _step, state} <- started, do: Process.put({:mech_state, name}, state)
+
+loadavg = fn ->
+  case File.read("/proc/loadavg") do
+    {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.join(" ")
+    _ -> "unknown"
+  end
+end
+
 measure = fn ->
+  load = loadavg.()
+
   calls =
     [echo: fn -> Bench.port_call_polling(echo_port, echo_frame) end] ++
-      for {name, _pid, fun} <- started, do: {name, fn -> fun.(x) end}
+      for {name, _pid, small, _step, _} <- started, do: {name, fn -> small.(x) end}
 
   rows =
     Bench.interleaved(for({name, f} <- calls, do: {name, &Bench.samples(&1, f)}), n_small, 20)
 
+  train =
+    Bench.interleaved(
+      for({name, _pid, _small, step, _} <- started, do: {name, &train_samples.(name, step, &1)}),
+      n_mlp,
+      20
+    )
+
   jax = Bench.inprocess(n_small)["scalar"]
   mlp = Bench.mlp_rows(n_mlp)
-  %{rows: rows, jax: jax, mlp: mlp}
+  %{load: load, rows: rows, train: train, jax: jax, mlp: mlp}
 end
 
 quiet = measure.()
@@ -67,69 +144,112 @@ loaded = measure.()
 Bench.close_port(hog)
 
 Bench.close_port(echo_port)
-for {_name, pid, _fun} <- started, do: GenServer.stop(pid)
+for {_name, pid, _, _, _} <- started, do: GenServer.stop(pid)
 
 f = fn v, d -> :erlang.float_to_binary(v / 1, decimals: d) end
 baseline = fn r -> r.rows.echo.p50 + r.jax.p50 end
-
-labels = [
-  all_on: "every mechanism on (the defaults)",
-  no_reply_spin: "caller sleeps in `receive` at once (`reply_spin_us: 0`)",
-  no_worker_spin: "worker sleeps in `read` at once (`spin_us: 0`)",
-  no_lent_port: "no lent port (`lend_port: false`: every call through the GenServer)",
-  no_fast_paths: "no byte-matched requests (`NX_JAX_FAST_PATHS=0`: the generic decoder)",
-  none: "none of the four"
-]
 
 row = fn name ->
   q = quiet.rows[name]
   l = loaded.rows[name]
 
-  "| #{labels[name]} | #{f.(q.p50, 1)} | #{f.(q.p99, 1)} | #{f.(q.p50 / baseline.(quiet), 2)} | " <>
+  what =
+    if name == :all_on, do: "every mechanism on (the defaults)", else: "without #{label[name]}"
+
+  "| #{what} | #{f.(q.p50, 1)} | #{f.(q.p99, 1)} | #{f.(q.p50 / baseline.(quiet), 2)} | " <>
     "#{f.(l.p50, 1)} | #{f.(l.p99, 1)} | #{f.(l.p50 / baseline.(loaded), 2)} |"
 end
 
-saves = fn name ->
-  q = quiet.rows[name].p50 - quiet.rows.all_on.p50
-  l = loaded.rows[name].p50 - loaded.rows.all_on.p50
-  "| #{labels[name]} | #{f.(q, 1)} | #{f.(l, 1)} |"
+# What switching a mechanism off costs, in one condition: {us, % of the row with all on}: row
+# `name` minus row `with` (all on, or for a tier the row that leaves it the only fast path).
+saving = fn r, key, name, with ->
+  us = r[key][name].p50 - r[key][with].p50
+  {us, 100 * us / r[key].all_on.p50}
 end
 
-mlp_row = fn name, label ->
+# the small call quiet and hog, then the training step quiet and hog
+savings = fn name, with ->
+  for key <- [:rows, :train], r <- [quiet, loaded], do: saving.(r, key, name, with)
+end
+
+pays? = fn name, with -> Enum.any?(savings.(name, with), fn {_us, pct} -> pct >= 5 end) end
+
+saves_row = fn {name, with, text} ->
+  cells =
+    Enum.map_join(savings.(name, with), " | ", fn {us, pct} ->
+      "#{f.(us, 1)} (#{f.(pct, 0)}%)"
+    end)
+
+  verdict = if pays?.(name, with), do: "5% or more", else: "**under 5%**"
+  "| #{text} | #{side[name] || ""} | #{cells} | #{verdict} |"
+end
+
+# each row against all on, and two tiers each against the row below which it is the fastest
+saves_rows =
+  for(name <- names -- [:all_on], do: {name, :all_on, label[name]}) ++
+    [
+      {:fast_one_hot, :fast_one,
+       "tier 2 alone, where tier 1 does not serve (row " <>
+         "\"tiers 1 and 2\" minus row \"tier 1\")"},
+      {:layouts, :fast_one_hot,
+       "tier 3 alone (row \"the learned byte layouts\" minus " <>
+         "row \"tiers 1 and 2\")"}
+    ]
+
+train_row = fn name ->
+  q = quiet.train[name]
+  l = loaded.train[name]
+
+  "| #{if name == :all_on, do: "every mechanism on", else: "without #{label[name]}"} | " <>
+    "#{f.(q.p50, 0)} | #{f.(l.p50, 0)} |"
+end
+
+mlp_row = fn name, text ->
   q = quiet.mlp[name].p50
   l = loaded.mlp[name].p50
 
-  "| #{label} | #{f.(q, 0)} | #{f.(q / quiet.mlp.jax.p50, 2)} | #{f.(l, 0)} | " <>
+  "| #{text} | #{f.(q, 0)} | #{f.(q / quiet.mlp.jax.p50, 2)} | #{f.(l, 0)} | " <>
     "#{f.(l / loaded.mlp.jax.p50, 2)} |"
 end
 
 {:ok, now} = DateTime.now("Etc/UTC")
 
-section = """
+section8 = """
 ## 8. Latency mechanisms, each on its own, quiet and beside a CPU hog
 
-`mix run bench/mechanisms.exs #{n_small} #{n_mlp}` (`make bench-mechanisms`), #{Calendar.strftime(now, "%Y-%m-%d %H:%M")} UTC.
+`mix run bench/mechanisms.exs #{n_small} #{n_mlp}` (`make bench-mechanisms`), #{Calendar.strftime(now, "%Y-%m-%d %H:%M")} UTC, on this
+#{System.schedulers_online()}-core machine; load average (1, 5, 15 min) #{quiet.load} as the quiet measurement began,
+#{loaded.load} as the hog's began (the machine is shared: "quiet" is whatever else ran then).
 Each row is the small defn of section 1 on a worker of its own with one mechanism switched
 off; all rows and the baseline's echo in 20 interleaved rounds of #{div(n_small, 20)} calls. The
 "hog" columns are the same measurement again with one CPU-bound process (`python -c "while
-True: pass"`) running beside it for its whole duration, on this #{System.schedulers_online()}-core machine. Baseline: the
-polling raw port echo (`bench/port_echo.py --spin-us`, caller polling) plus the in-process
-jitted JAX call, both measured in the same condition.
+True: pass"`) running beside it for its whole duration. Baseline: the polling raw port echo
+(`bench/port_echo.py --spin-us`, caller polling) plus the in-process jitted JAX call, both
+measured in the same condition. Section 9 says what each row switches off and the rule a
+mechanism is kept by.
 
 | small call | quiet p50 (us) | quiet p99 | quiet / baseline | hog p50 (us) | hog p99 | hog / baseline |
 | --- | --- | --- | --- | --- | --- | --- |
 | baseline: echo + in-process JAX | #{f.(baseline.(quiet), 1)} | | 1.00 | #{f.(baseline.(loaded), 1)} | | 1.00 |
 | — the polling raw port echo | #{f.(quiet.rows.echo.p50, 1)} | #{f.(quiet.rows.echo.p99, 1)} | | #{f.(loaded.rows.echo.p50, 1)} | #{f.(loaded.rows.echo.p99, 1)} | |
 | — the in-process jitted JAX call | #{f.(quiet.jax.p50, 1)} | #{f.(quiet.jax.p99, 1)} | | #{f.(loaded.jax.p50, 1)} | #{f.(loaded.jax.p99, 1)} | |
-#{Enum.map_join(Keyword.keys(variants), "\n", row)}
+#{Enum.map_join(names, "\n", row)}
 
-What each mechanism saves (p50 without it minus p50 with all on, us; negative: it costs):
+The training step of section 3 on the same workers, its weights resident and the old ones
+freed each step (#{n_mlp} steps in 20 interleaved rounds; p50 in us):
 
-| switched off | quiet | hog |
+| training step | quiet | hog |
 | --- | --- | --- |
-#{Enum.map_join(Keyword.keys(variants) -- [:all_on], "\n", saves)}
+#{Enum.map_join(names, "\n", train_row)}
 
-MLP step of section 3 (default worker, #{n_mlp} steps in 4 interleaved rounds; p50 in us):
+What each mechanism saves: p50 without it minus p50 with every mechanism on, in us and as a %
+of the latter, for the small call and the training step (negative: it costs):
+
+| switched off | side | small call, quiet | small call, hog | training step, quiet | training step, hog | the most it saves |
+| --- | --- | --- | --- | --- | --- | --- |
+#{Enum.map_join(saves_rows, "\n", saves_row)}
+
+MLP step of section 3 on the pool's default worker (#{n_mlp} steps in 4 interleaved rounds; p50 in us):
 
 | | quiet | / in-process JAX | hog | / in-process JAX |
 | --- | --- | --- | --- | --- |
@@ -138,6 +258,59 @@ MLP step of section 3 (default worker, #{n_mlp} steps in 4 interleaved rounds; p
 #{mlp_row.(:shipped, "nx_jax, weights shipped each step")}
 """
 
-# (section 8 replaced in place; the sections around it, written by other commands, stay)
-BenchSection.replace!(8, section)
-IO.puts(section)
+under =
+  for {name, with, text} <- saves_rows, side[name] == "Python", not pays?.(name, with), do: text
+
+section9 = """
+## 9. Reading the latency mechanisms table
+
+Written by `make bench-mechanisms` with section 8 (#{Calendar.strftime(now, "%Y-%m-%d %H:%M")} UTC). What each row of
+section 8 switches off:
+
+- **The caller's reply polling** (`NxJax.Worker.Caller`): after sending a request the caller
+  polls its mailbox for `reply_spin_us` (100 us) before it sleeps in `receive`; a sleeping
+  BEAM process wakes tens of microseconds late on a virtual machine.
+- **The lent port** (`NxJax.Worker.LentPort`): the port is connected to the calling process
+  for the call, so the request and the reply skip the worker's GenServer.
+- **The worker's spin** (`py_backend.channel.FrameReader`, `spin_us`): after a reply the worker
+  polls its pipe for `spin_us` (100 us) before it sleeps in `read`.
+- **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
+  ran there) stops spinning for the next 8 to 256 reads, which block at once.
+- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu(busy_too=True)`): a spin that
+  lost its CPU moves its thread to another CPU and spins on there, at most once a millisecond.
+- **The idle move** (`move_off_this_cpu()` with a pause): a pausing reader moves to another CPU
+  where the machine has fewer tasks ready to run than CPUs.
+- **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.worker.Worker`):
+  tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply
+  frame built in one function; tier 2 (`Worker._hot_path`) tests the frame against the layout
+  served last; tier 3 (`fastcall.Layouts.match`) looks the frame's learned byte layout up. A
+  row that switches a tier off leaves the tiers below it to serve the call; the learned
+  layouts off, every request is decoded and checked the generic way.
+- **Freed tensors released between calls** (`Worker.bury`): a `free` hands the arrays over,
+  released while the next run computes or when no request waits.
+- **A call's results released after its reply** (`Worker.spent`): their buffers are freed once
+  the reply is written, not before.
+
+Tier 1 serves the small call whole, so the row that switches tier 2 alone off measures it on
+the training step only (its calls keep their results: never tier 1); the table's last two rows
+measure tiers 2 and 3 on the small call as the tiers that serve it when those above are off.
+
+The rule: a mechanism stays while it saves 5% or more of the small call or of the training
+step in at least one of the two conditions; a Python-side one that saves less in every
+column, in two runs, is removed with its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more somewhere", else: "under 5% everywhere: " <> Enum.join(under, "; ")}.
+Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
+hog); differences within one run are what count.
+
+Not switchable yet (no start or jit option; measured only together with the row that
+switches their whole mechanism off): in the lent port, the kept alias, the atomics lock holding
+a packed pid, the suspended keeper, the held-back frames and the stale ids
+(`NxJax.Worker.LentPort`); in the reply polling, `bump_reductions` and the late-reply counter
+(`NxJax.Worker.Caller`); the per-process plans of repeated jitted calls (`Nx.Defn.Compiler`,
+"Planned calls"; measured at about 3% of the small call when built); the hand decoder of small
+terms (`py_backend.channel.decode_fast`, on the generic path only).
+"""
+
+BenchSection.replace!(8, section8)
+BenchSection.replace!(9, section9)
+IO.puts(section8)
+IO.puts(section9)
