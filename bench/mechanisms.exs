@@ -26,7 +26,7 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_pause spin_move idle_move fast_one fast_hot free_later free_after_reply)
+all_python = ~w(spin_pause spin_move idle_move fast_one fast_hot free_after_reply)
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -52,8 +52,6 @@ variants = [
      "(`NX_JAX_OFF=fast_one,fast_hot`)"},
   {:layouts, "Python", no_layouts, [],
    "the learned byte layouts, all three tiers (`NX_JAX_FAST_PATHS=0`: the generic decoder)"},
-  {:free_later, "Python", off.(~w(free_later)), [],
-   "freed tensors released between calls (`NX_JAX_OFF=free_later`: at once)"},
   {:free_after_reply, "Python", off.(~w(free_after_reply)), [],
    "a call's results released after its reply is written (`NX_JAX_OFF=free_after_reply`)"},
   {:none, nil,
@@ -286,8 +284,6 @@ section 8 switches off:
   served last; tier 3 (`fastcall.Layouts.match`) looks the frame's learned byte layout up. A
   row that switches a tier off leaves the tiers below it to serve the call; the learned
   layouts off, every request is decoded and checked the generic way.
-- **Freed tensors released between calls** (`Worker.bury`): a `free` hands the arrays over,
-  released while the next run computes or when no request waits.
 - **A call's results released after its reply** (`Worker.spent`): their buffers are freed once
   the reply is written, not before.
 

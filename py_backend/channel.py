@@ -324,7 +324,6 @@ class FrameReader:
         self._start = 0  # buffered, unread bytes are self._buf[self._start:self._end]
         self._end = 0
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
-        self._poll_fd = source if isinstance(source, int) else None
         self._spin_ns = spin_us * 1000
         self._pause = SpinPause()
         self._pausing, self._moving, self._idle_moving = pause, move, idle_move
@@ -388,16 +387,6 @@ class FrameReader:
             last = now
         self._pause.kept()
         return None
-
-    def waiting(self) -> bool:
-        """Whether a frame (or part of one) is ready to be read without blocking: bytes are
-        buffered, or the source is a file descriptor and readable."""
-        if self._end > self._start:
-            return True
-        fd = self._poll_fd
-        if fd is None:
-            return False
-        return bool(select.select([fd], [], [], 0)[0])
 
     @property
     def paused_spins(self) -> int:

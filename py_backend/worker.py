@@ -70,8 +70,6 @@ DEFAULT_RESIDENT_GC_BYTES = 64 << 20
 # a kept result of at most this many bytes comes back with a copy of its data (a loss read
 # after every step then costs no request of its own)
 SMALL_KEPT_BYTES = 64
-# freed arrays held back at most (Worker.bury): past this many, a free releases them at once
-MAX_DYING = 256
 # a handle: a count in the high bits (never reused), 40 random bits below (never guessed)
 HANDLE_RANDOM_BITS = 40
 READ_FD = 3
@@ -268,8 +266,6 @@ class Worker:
         # the results of the call being answered, which serve() lets go of once the reply is
         # written: their buffers are freed while the caller reads its reply, not before
         self.spent: Any = None
-        # arrays of freed tensors, released later (Worker.bury)
-        self.dying: list[Any] = []
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -461,7 +457,6 @@ class Worker:
             if self.resident_bytes + shipped + footprint.need > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
         results = executable(*tensors)
-        self.bury()
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
@@ -594,7 +589,6 @@ class Worker:
                     raise self._over_budget(shipped, footprint)
                 cache.touch(program, use)
                 results = jitted(argument)
-                self.bury()
                 stats.runs += 1
                 if free_after_reply:  # (freed after the reply is written, off its path)
                     self.spent = results
@@ -659,7 +653,6 @@ class Worker:
             if self.resident_bytes + fixed > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
             results = jitted(*arguments(frame))
-            self.bury()
             stats.runs += 1
             if free_after_reply:
                 self.spent = results
@@ -752,21 +745,12 @@ class Worker:
         return channel.encoded(b"".join((b"l", _U32.pack(len(results)), *pieces, b"j")))
 
     def _drop(self, handle: Any) -> bool:
-        """Forget a resident tensor and let go of its array (``free`` does the same, inline,
-        but hands the arrays to :meth:`bury`)."""
+        """Forget a resident tensor and let go of its array (``free`` does the same, inline)."""
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
         self.resident_bytes -= entry[2]
         return True
-
-    def bury(self) -> None:
-        """Release the arrays of the tensors freed since the last time (``free`` hands them
-        here instead of releasing them, about 1 to 3 us each: a loop's frees come between its
-        steps, while its next call already waits). Called right after a run was dispatched,
-        while it computes, and by :func:`serve` when no request is waiting."""
-        if self.dying:
-            self.dying = []
 
     def _check_pressure(self) -> None:
         """After results were kept: a ``{:pressure, bytes}`` notice when the resident bytes
@@ -804,17 +788,14 @@ class Worker:
     def free(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
         _arity("free", args, 1)
-        resident, dying = self.resident, self.dying
+        resident = self.resident
         freed = nbytes = 0
         for handle in _list_arg("free", args[0]):  # (_drop's steps, inline: a loop frees many)
             entry = resident.pop(handle, None) if type(handle) is int else None
             if entry is not None:
                 freed += 1
                 nbytes += entry[2]
-                dying.append(entry[0])
         self.resident_bytes -= nbytes
-        if len(dying) > MAX_DYING or "free_later" in self.off:
-            self.bury()
         # (the next notice comes once the bytes have grown again from here)
         self.pressure_mark = min(self.pressure_mark, self.resident_bytes + self.resident_gc_bytes)
         return freed
@@ -958,15 +939,14 @@ def encode_handle(handle: int) -> bytes:
 # The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
 # what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
 # the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
-# layouts (Worker._hot_one, Worker._hot_path), and the frees and results released off a
-# reply's path (Worker.bury, Worker.spent).
+# layouts (Worker._hot_one, Worker._hot_path), and the results released off a reply's path
+# (Worker.spent).
 MECHANISMS = {
     "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
     "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
     "idle_move": "a paused reader moves to an idle CPU (channel.move_off_this_cpu)",
     "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
     "fast_hot": "the layout served last, in one call (Worker._hot_path)",
-    "free_later": "freed tensors released between calls (Worker.bury)",
     "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
 }
 
@@ -1188,8 +1168,6 @@ def serve(
         # (freeing a JAX array takes a while: docs/BENCHMARKS.md section 9)
         del reply
         worker.spent = None
-        if worker.dying and not frames.waiting():
-            worker.bury()
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -18,11 +18,8 @@ from py_backend.worker import MECHANISMS, Worker, mechanisms_off
 from .helpers import from_wire
 from .test_channel import frame
 from .test_fastcall import (
-    axpy_graph,
     elixir_call,
-    free_request,
     key_of,
-    put,
     reply_bytes,
     scale_graph,
 )
@@ -31,7 +28,7 @@ from .test_fastcall import (
 def test_nx_jax_off_names_mechanisms_and_refuses_unknown_ones() -> None:
     assert mechanisms_off({}) == frozenset()
     assert mechanisms_off({"NX_JAX_OFF": ""}) == frozenset()
-    assert mechanisms_off({"NX_JAX_OFF": " fast_one, free_later ,"}) == {"fast_one", "free_later"}
+    assert mechanisms_off({"NX_JAX_OFF": " fast_one, fast_hot ,"}) == {"fast_one", "fast_hot"}
     assert mechanisms_off({"NX_JAX_OFF": ",".join(MECHANISMS)}) == set(MECHANISMS)
     with pytest.raises(ValueError, match=r"unknown mechanisms \['fast_tier'\]; known: spin_pause"):
         mechanisms_off({"NX_JAX_OFF": "fast_one,fast_tier"})
@@ -86,19 +83,6 @@ def test_each_fast_tier_switched_off_leaves_the_calls_to_the_tiers_below_it(
         assert reply[0] == channel.atom("r")
     assert _tier_counts(kept) == keep
     assert len(kept.resident) == 7
-
-
-def test_free_later_off_releases_freed_arrays_at_once() -> None:
-    graph = axpy_graph()
-    key = key_of(graph)
-    for off, dying in ((frozenset(), 2), (frozenset({"free_later"}), 0)):
-        worker = Worker(off=off)
-        handles = put(worker, [np.full(3, float(k), np.float32) for k in range(4)])
-        assert decode(reply_bytes(worker.handle(free_request(5, handles[:2]))))[2] == 2
-        assert len(worker.dying) == dying and handles[0] not in worker.resident
-        reply = decode(reply_bytes(worker.handle(elixir_call(6, key, graph, handles[2:]))))
-        np.testing.assert_array_equal(from_wire(reply[2][0]), np.full(3, 7.0, np.float32))
-        assert worker.dying == []
 
 
 def test_free_after_reply_off_holds_no_results_past_the_run() -> None:
