@@ -26,7 +26,7 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_pause spin_move idle_move fast_one fast_hot free_after_reply)
+all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply)
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -41,8 +41,6 @@ variants = [
    "the spin's pause after it lost its CPU (`NX_JAX_OFF=spin_pause`)"},
   {:spin_move, "Python", off.(~w(spin_move)), [],
    "the spin's move to another CPU to spin on (`NX_JAX_OFF=spin_move`)"},
-  {:idle_move, "Python", off.(~w(idle_move)), [],
-   "a paused reader's move to an idle CPU (`NX_JAX_OFF=idle_move`)"},
   {:fast_one, "Python", off.(~w(fast_one)), [],
    "tier 1: one tensor in, one small out, the reply frame in one call (`NX_JAX_OFF=fast_one`)"},
   {:fast_hot, "Python", off.(~w(fast_hot)), [],
@@ -274,10 +272,8 @@ section 8 switches off:
   polls its pipe for `spin_us` (100 us) before it sleeps in `read`.
 - **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
   ran there) stops spinning for the next 8 to 256 reads, which block at once.
-- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu(busy_too=True)`): a spin that
+- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that
   lost its CPU moves its thread to another CPU and spins on there, at most once a millisecond.
-- **The idle move** (`move_off_this_cpu()` with a pause): a pausing reader moves to another CPU
-  where the machine has fewer tasks ready to run than CPUs.
 - **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.worker.Worker`):
   tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply
   frame built in one function; tier 2 (`Worker._hot_path`) tests the frame against the layout

@@ -226,20 +226,16 @@ class SpinPause:
             self.pause //= 2
 
 
-def move_off_this_cpu(busy_too: bool = False) -> bool:
-    """Moves the calling thread to another CPU, once, if the machine has a CPU with nothing to
-    run (or, with ``busy_too``, whatever the other CPUs run); True if it moved. Called when a
-    spin lost its CPU (:class:`SpinPause`).
+def move_off_this_cpu() -> bool:
+    """Moves the calling thread to another of the CPUs it may use, whatever they run; True if
+    it moved. Called when a spin lost its CPU (:meth:`SpinPause.may_move`).
 
-    Seen on a quiet 2-core machine: a worker woken by its caller's write can land on the CPU
-    of the caller, which keeps that CPU busy while it polls for the reply; the two then take
-    turns on one CPU while the other has nothing to do, and stay that way for hundreds of
-    calls. Moving once (the thread's affinity set without the current CPU, then set back as
-    it was) ended that in our measurements. Without ``busy_too``, done only where the tasks
-    ready to run (``/proc/loadavg``) are no more than the CPUs this thread may use (the move
-    that goes with a pause, which a busy CPU would make no better); a spin that moves to spin
-    on (:meth:`SpinPause.may_move`) moves whatever the other CPUs run. False, and nothing
-    changed, where any of this cannot be read or set (not Linux, one allowed CPU).
+    A worker woken by its caller's write can land on the CPU of the caller, which keeps that
+    CPU busy while it polls for the reply; the two then take turns on one CPU for every call.
+    Moved (the thread's affinity set without the current CPU, then set back as it was), the
+    worker shares the other CPU, if at all, with a process that takes whole time slices, and
+    answers at full speed in between. False, and nothing changed, where this cannot be read or
+    set (not Linux, one allowed CPU).
     """
     try:
         allowed = os.sched_getaffinity(0)
@@ -248,10 +244,6 @@ def move_off_this_cpu(busy_too: bool = False) -> bool:
     cpu = _current_cpu()
     if cpu not in allowed or len(allowed) < 2:
         return False
-    if not busy_too:
-        running = _running_tasks()
-        if running is None or running > len(allowed):
-            return False
     try:
         os.sched_setaffinity(0, allowed - {cpu})
         return True
@@ -269,15 +261,6 @@ def _current_cpu() -> int | None:
     try:
         with open("/proc/thread-self/stat", "rb") as f:
             return int(f.read().rsplit(b")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _running_tasks() -> int | None:
-    """How many tasks of the machine are running or ready to run (``/proc/loadavg``)."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -301,8 +284,7 @@ class FrameReader:
     there, at most once a millisecond (:meth:`SpinPause.may_move`); a loss sooner than that
     stops the spin and the next reads block, 8 of them at first and up to 256 while it keeps
     happening (:class:`SpinPause`; ``paused_spins`` counts such pauses), as a spin beside a
-    CPU-bound process only takes time from the process that would answer; and the reader
-    moves to another CPU if the machine has an idle one (:func:`move_off_this_cpu`). During a
+    CPU-bound process only takes time from the process that would answer. During a
     pause the descriptor is in blocking mode and each read waits in ``read`` itself, which wakes
     sooner than ``select`` on a busy machine.
 
@@ -310,12 +292,12 @@ class FrameReader:
     bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads the switches
     from ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`): ``pause=False`` keeps a
     spin that lost its CPU spinning to its end, ``move=False`` never moves it to spin on
-    elsewhere, ``idle_move=False`` never moves a paused reader to an idle CPU.
+    elsewhere.
     """
 
     def __init__(
         self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0,
-        *, pause: bool = True, move: bool = True, idle_move: bool = True,
+        *, pause: bool = True, move: bool = True,
     ) -> None:
         self._raw = _raw_reader(source)
         self.max_frame = max_frame_from_env() if max_frame is None else max_frame
@@ -326,7 +308,7 @@ class FrameReader:
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
         self._spin_ns = spin_us * 1000
         self._pause = SpinPause()
-        self._pausing, self._moving, self._idle_moving = pause, move, idle_move
+        self._pausing, self._moving = pause, move
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
@@ -368,16 +350,13 @@ class FrameReader:
             n = self._raw.readinto(view)
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
-                if (self._moving and self._pause.may_move(now)
-                        and move_off_this_cpu(busy_too=True)):
+                if self._moving and self._pause.may_move(now) and move_off_this_cpu():
                     if n is not None:
                         return n
                     last = time.perf_counter_ns()  # spins on, on the other CPU
                     continue
                 if self._pausing:
                     self._pause.lost()
-                    if self._idle_moving:
-                        move_off_this_cpu()
                     if self._fd is not None:
                         os.set_blocking(self._fd, True)
                     return n

@@ -944,7 +944,6 @@ def encode_handle(handle: int) -> bytes:
 MECHANISMS = {
     "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
     "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
-    "idle_move": "a paused reader moves to an idle CPU (channel.move_off_this_cpu)",
     "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
     "fast_hot": "the layout served last, in one call (Worker._hot_path)",
     "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
@@ -1130,8 +1129,7 @@ def serve(
     worker = worker or Worker()
     off = worker.off
     frames = reader if isinstance(reader, FrameReader) else FrameReader(
-        reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off,
-        idle_move="idle_move" not in off)
+        reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off)
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker.emit = replies.write_frame
     worker.reader = frames

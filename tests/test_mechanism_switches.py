@@ -103,11 +103,10 @@ def test_free_after_reply_off_holds_no_results_past_the_run() -> None:
 @pytest.mark.parametrize(
     ("switches", "moves", "paused"),
     [
-        # every spin "loses its CPU": it moves to spin on, loses again, pauses and moves
-        # where a CPU is idle (the defaults), or without one rule or another
-        ({}, [True, False], 1),
-        ({"move": False}, [False], 1),
-        ({"idle_move": False}, [True], 1),
+        # every spin "loses its CPU": it moves to spin on, loses again and pauses (the
+        # defaults), or without one rule or another
+        ({}, [True], 1),
+        ({"move": False}, [], 1),
         ({"pause": False}, [True], 0),
         ({"pause": False, "move": False}, [], 0),
     ],
@@ -119,8 +118,8 @@ def test_each_spin_rule_switched_off_no_longer_fires(
     monkeypatch.setattr(channel, "MOVE_GAP_NS", 10**18)
     made: list[bool] = []
 
-    def move(busy_too: bool = False) -> bool:
-        made.append(busy_too)
+    def move() -> bool:
+        made.append(True)
         return True
 
     monkeypatch.setattr(channel, "move_off_this_cpu", move)
