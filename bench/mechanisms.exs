@@ -26,7 +26,7 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_move fast_one fast_hot free_after_reply)
+all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply)
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -37,6 +37,8 @@ variants = [
    "the lent port (`lend_port: false`: every call through the GenServer)"},
   {:worker_spin, "Python", [spin_us: 0], [],
    "the worker's spin (`spin_us: 0`: it sleeps in `read` at once)"},
+  {:spin_pause, "Python", off.(~w(spin_pause)), [],
+   "the spin's pause after it lost its CPU (`NX_JAX_OFF=spin_pause`)"},
   {:spin_move, "Python", off.(~w(spin_move)), [],
    "the spin's move to another CPU to spin on (`NX_JAX_OFF=spin_move`)"},
   {:fast_one, "Python", off.(~w(fast_one)), [],
@@ -268,7 +270,9 @@ section 8 switches off:
   for the call, so the request and the reply skip the worker's GenServer.
 - **The worker's spin** (`py_backend.channel.FrameReader`, `spin_us`): after a reply the worker
   polls its pipe for `spin_us` (100 us) before it sleeps in `read`.
-- **The spin's move** (`py_backend.channel.SpinMoves`, `move_off_this_cpu`): a spin that
+- **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
+  ran there) stops spinning for the next 8 to 256 reads, which block at once.
+- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that
   lost its CPU moves its thread to another CPU and spins on there, at most once a millisecond.
 - **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.worker.Worker`):
   tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply

@@ -8,8 +8,9 @@ port, with nothing of ours in between.
 
 ``--spin-us N``: after each frame, poll the request pipe for up to N microseconds before blocking,
 as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like: with
-the worker's rule for a spin that loses its CPU (``py_backend.channel.SpinMoves``: it moves to
-another CPU and spins on there, at most once a millisecond).
+the worker's rule for a spin that loses its CPU (``py_backend.channel.SpinPause``: it moves to
+another CPU and spins on there, or, lost again within a millisecond, it stops and the next waits
+block at once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import struct
 import sys
 import time
 
-from py_backend.channel import PREEMPTED_NS, SpinMoves, move_off_this_cpu
+from py_backend.channel import PREEMPTED_NS, SpinPause, move_off_this_cpu
 
 HEADER = struct.Struct(">I")
 
@@ -45,11 +46,18 @@ class RawPort:
             except (OSError, ValueError):
                 pass
         self.spin_ns = spin_ns
-        self.moves = SpinMoves()
+        self.pause = SpinPause()
         if spin_ns:
             os.set_blocking(3, False)
 
     def _read_some(self, view: memoryview) -> int | None:
+        pause = self.pause
+        if pause.left:  # a pause of the spin: fd 3 blocks, as the worker's (FrameReader)
+            pause.left -= 1
+            n = self.rd.readinto(view)
+            if not pause.left:
+                os.set_blocking(3, False)
+            return n
         n = self.rd.readinto(view)
         if n is None:  # non-blocking and nothing there yet: spin, then sleep in select
             last = time.perf_counter_ns()
@@ -58,13 +66,16 @@ class RawPort:
                 os.sched_yield()
                 n = self.rd.readinto(view)
                 now = time.perf_counter_ns()
-                # the spin lost its CPU: it moves and spins on, at most once a MOVE_GAP_NS, as
-                # the worker's does
-                if (now - last > PREEMPTED_NS and self.moves.may_move(now)
-                        and move_off_this_cpu()):
-                    last = time.perf_counter_ns()
-                    continue
+                if now - last > PREEMPTED_NS:  # the spin lost its CPU: it moves and spins
+                    # on, or (a second loss within MOVE_GAP_NS) a pause begins, as the worker's
+                    if pause.may_move(now) and move_off_this_cpu():
+                        last = time.perf_counter_ns()
+                        continue
+                    pause.lost()
+                    os.set_blocking(3, True)
+                    return n if n is not None else self._read_some(view)
                 last = now
+            pause.kept()
             while n is None:
                 select.select([3], [], [])
                 n = self.rd.readinto(view)

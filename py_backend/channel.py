@@ -59,12 +59,16 @@ _HEADER = struct.Struct(">I")
 _DISCARD_CHUNK = 1 << 20
 _BUFFER = 1 << 16  # read buffer; frames up to this size are also written in one piece
 _IOV_MAX = 1024
-# A spin that finds itself descheduled for this long (another runnable task had the CPU) has
-# lost its CPU (SpinMoves). Under the caller's own reply polling (NxJax.Worker.reply_spin_us/0,
-# 100 us by default), so that a spin sharing one CPU with the very caller it waits for notices.
+# A spin that finds itself descheduled for this long (another runnable task had the CPU: the
+# machine has more work than cores) stops, and the next reads block (SpinPause). Under the
+# caller's own reply polling (NxJax.Worker.reply_spin_us/0, 100 us by default), so that a
+# spin sharing one CPU with the very caller it waits for notices.
 PREEMPTED_NS = 50_000
-# a spin that lost its CPU moves to another one at most once in this long; a loss sooner spins
-# on where it is
+PAUSE_MIN = 8
+PAUSE_MAX = 256
+KEPT_TO_HALVE = 16
+# a spin that lost its CPU moves to another one and spins on at most once in this long; a
+# second loss sooner pauses (SpinPause)
 MOVE_GAP_NS = 1_000_000
 
 
@@ -171,36 +175,60 @@ def _raw_writer(sink: int | _Writable) -> _Writable:
     return sink
 
 
-class SpinMoves:
-    """When a spin of a reader (``FrameReader``'s ``spin_us``) that lost its CPU moves to
-    another CPU and spins on there (:meth:`may_move`), and how many losses stayed where they
-    were (``stayed``: a second loss within ``MOVE_GAP_NS``, or nowhere to move to)."""
+class SpinPause:
+    """When a reader that spins (``FrameReader``'s ``spin_us``) blocks at once instead.
 
-    __slots__ = ("stayed", "last_move_ns")
+    A spin that loses its CPU first moves to another CPU and spins on there (``may_move``);
+    one that loses it again within ``MOVE_GAP_NS``, or cannot move, starts a pause (``lost``):
+    the reader's next ``pause`` reads block without spinning. The pause doubles each time that
+    happens, from ``PAUSE_MIN`` up to ``PAUSE_MAX`` reads, and halves after every
+    ``KEPT_TO_HALVE`` spins that keep their CPU to their end (``kept``: data came, or the spin
+    ran out). Where every CPU keeps being taken from the reader the pauses soon last
+    ``PAUSE_MAX`` reads, and the reader spins about once in that many; a passing preemption
+    costs ``PAUSE_MIN`` blocking reads at most. With one fixed pause of 256 reads, a benchmark
+    that switches workers every 100 calls paused most of its calls (docs/BENCHMARKS.md
+    section 9).
+    """
+
+    __slots__ = ("pause", "left", "paused", "kept_spins", "last_move_ns")
 
     def __init__(self) -> None:
-        self.stayed = 0
+        self.pause = PAUSE_MIN  # the length of the next pause, in reads
+        self.left = 0  # reads left in the current pause (the reader counts them down)
+        self.paused = 0  # pauses so far
+        self.kept_spins = 0
         self.last_move_ns = -MOVE_GAP_NS
 
     def may_move(self, now_ns: int) -> bool:
-        """Whether a spin that lost its CPU at ``now_ns`` moves to another CPU: the first loss
-        in ``MOVE_GAP_NS`` does.
+        """Whether a spin that lost its CPU at ``now_ns`` should move to another CPU and spin on
+        there instead of pausing: the first loss in ``MOVE_GAP_NS`` does.
 
         The CPU is most often lost to the very caller the reader waits for, woken next to it
         (a write to a pipe wakes the reader on the writer's CPU) and polling for the answer:
-        beside a CPU-bound process the two then take turns on one CPU for every request. Moved,
-        the reader spins on the other CPU; where a CPU-bound process runs there, it shares that
-        CPU in whole time slices and answers at full speed in its own (what this saves:
-        docs/BENCHMARKS.md "Latency mechanisms")."""
+        beside a CPU-bound process the two then take turns on one CPU for every request, and a
+        pause keeps them there, as each blocking read is woken on the caller's CPU again.
+        Moved, the reader spins on the other CPU; where a CPU-bound process runs there, it
+        shares that CPU in whole time slices and answers at full speed in its own
+        (docs/BENCHMARKS.md section 9)."""
         if now_ns - self.last_move_ns >= MOVE_GAP_NS:
             self.last_move_ns = now_ns
             return True
         return False
 
+    def lost(self) -> None:
+        self.left = self.pause
+        self.pause = min(2 * self.pause, PAUSE_MAX)
+        self.paused += 1
+
+    def kept(self) -> None:
+        self.kept_spins += 1
+        if self.pause > PAUSE_MIN and self.kept_spins % KEPT_TO_HALVE == 0:
+            self.pause //= 2
+
 
 def move_off_this_cpu() -> bool:
     """Moves the calling thread to another of the CPUs it may use, whatever they run; True if
-    it moved. Called when a spin lost its CPU (:meth:`SpinMoves.may_move`).
+    it moved. Called when a spin lost its CPU (:meth:`SpinPause.may_move`).
 
     A worker woken by its caller's write can land on the CPU of the caller, which keeps that
     CPU busy while it polls for the reply; the two then take turns on one CPU for every call.
@@ -250,19 +278,26 @@ class FrameReader:
     that many microseconds before blocking. On machines where waking a sleeping process costs
     tens of microseconds (virtual machines) this takes that wake-up off the next request's
     latency, at the price of up to ``spin_us`` of CPU after each burst of requests; an idle
-    reader does not spin. 0 (the default) always blocks. When one poll of the spin comes more
-    than 50 us after the one before (another task ran on this CPU meanwhile), the reader moves
-    to another CPU and spins on there, at most once a millisecond (:class:`SpinMoves`;
-    ``lost_spins`` counts the losses that stayed where they were).
+    reader does not spin. 0 (the default) always blocks. Spinning only pays while this process
+    has a CPU to itself: when one poll of the spin comes more than 50 us after the one before
+    (another task ran on this CPU meanwhile), the reader moves to another CPU and spins on
+    there, at most once a millisecond (:meth:`SpinPause.may_move`); a loss sooner than that
+    stops the spin and the next reads block, 8 of them at first and up to 256 while it keeps
+    happening (:class:`SpinPause`; ``paused_spins`` counts such pauses), as a spin beside a
+    CPU-bound process only takes time from the process that would answer. During a
+    pause the descriptor is in blocking mode and each read waits in ``read`` itself, which wakes
+    sooner than ``select`` on a busy machine.
 
-    ``move=False`` never moves a spin, to measure what the move is worth (``make
-    bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads it from
-    ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`).
+    Each of the spin's rules can be switched off, to measure what it is worth (``make
+    bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads the switches
+    from ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`): ``pause=False`` keeps a
+    spin that lost its CPU spinning to its end, ``move=False`` never moves it to spin on
+    elsewhere.
     """
 
     def __init__(
         self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0,
-        *, move: bool = True,
+        *, pause: bool = True, move: bool = True,
     ) -> None:
         self._raw = _raw_reader(source)
         self.max_frame = max_frame_from_env() if max_frame is None else max_frame
@@ -272,19 +307,32 @@ class FrameReader:
         self._end = 0
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
         self._spin_ns = spin_us * 1000
-        self._moves = SpinMoves()
-        self._moving = move
+        self._pause = SpinPause()
+        self._pausing, self._moving = pause, move
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
     def _read_into(self, view: memoryview) -> int:
-        """One read into ``view`` (0 at EOF): spinning and then blocking while nothing is
-        ready."""
+        """One read into ``view`` (0 at EOF): spinning and then blocking while nothing is ready,
+        or, during a pause of the spin (:class:`SpinPause`), a plain blocking read: the
+        descriptor blocks for the pause, as waking from ``read`` itself costs less than waking
+        from ``select`` when the machine is busy (docs/BENCHMARKS.md section 9)."""
+        pause = self._pause
+        fd = self._fd
+        if pause.left and fd is not None:
+            pause.left -= 1
+            n = self._raw.readinto(view)
+            if not pause.left:
+                os.set_blocking(fd, False)
+            if n is not None:
+                return n
         n = self._raw.readinto(view)
         if n is not None:
             return n
         if self._fd is not None:
             n = self._spin(view)
+            if n is None and pause.left:  # the spin lost its CPU: this wait is the pause's
+                return self._read_into(view)
             while n is None:
                 select.select([self._fd], [], [])
                 n = self._raw.readinto(view)
@@ -302,21 +350,27 @@ class FrameReader:
             n = self._raw.readinto(view)
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
-                if self._moving and self._moves.may_move(now) and move_off_this_cpu():
+                if self._moving and self._pause.may_move(now) and move_off_this_cpu():
                     if n is not None:
                         return n
                     last = time.perf_counter_ns()  # spins on, on the other CPU
                     continue
-                self._moves.stayed += 1
+                if self._pausing:
+                    self._pause.lost()
+                    if self._fd is not None:
+                        os.set_blocking(self._fd, True)
+                    return n
             if n is not None:
+                self._pause.kept()
                 return n
             last = now
+        self._pause.kept()
         return None
 
     @property
-    def lost_spins(self) -> int:
-        """How many times a spin lost its CPU and spun on where it was (:class:`SpinMoves`)."""
-        return self._moves.stayed
+    def paused_spins(self) -> int:
+        """How many times a spin lost its CPU and paused (:class:`SpinPause`)."""
+        return self._pause.paused
 
     def _buffer_at_least(self, want: int) -> int:
         """Read until ``want`` bytes (at most ``_BUFFER``) are buffered or the stream ends;

@@ -338,9 +338,7 @@ class Worker:
             atom("resident"): len(self.resident),
             atom("resident_bytes"): self.resident_bytes,
             atom("pressure_notices"): self.pressure_notices,
-            # (the protocol's name for the spins that lost their CPU and stayed, from when
-            # such a spin paused; docs/PROTOCOL.md section 2, :stats)
-            atom("paused_spins"): self.reader.lost_spins if self.reader is not None else 0,
+            atom("paused_spins"): self.reader.paused_spins if self.reader is not None else 0,
         }
 
     def run(self, args: list[Any]) -> Any:
@@ -944,7 +942,8 @@ def encode_handle(handle: int) -> bytes:
 # layouts (Worker._hot_one, Worker._hot_path), and the results released off a reply's path
 # (Worker.spent).
 MECHANISMS = {
-    "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinMoves)",
+    "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
+    "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
     "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
     "fast_hot": "the layout served last, in one call (Worker._hot_path)",
     "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
@@ -1130,7 +1129,7 @@ def serve(
     worker = worker or Worker()
     off = worker.off
     frames = reader if isinstance(reader, FrameReader) else FrameReader(
-        reader, spin_us=spin_us, move="spin_move" not in off)
+        reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off)
     replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker.emit = replies.write_frame
     worker.reader = frames

@@ -403,6 +403,28 @@ def test_write_framed_writes_a_whole_frame_as_write_frame_does() -> None:
         os.close(w)
 
 
+def test_spin_pause_doubles_while_spins_keep_losing_and_halves_after_kept_ones() -> None:
+    pause = channel.SpinPause()
+    lengths = []
+    for _ in range(7):
+        pause.lost()
+        lengths.append(pause.left)
+    assert lengths == [8, 16, 32, 64, 128, 256, 256]
+    assert pause.paused == 7
+    # each KEPT_TO_HALVE spins that keep their CPU halve the next pause, down to PAUSE_MIN
+    for _ in range(channel.KEPT_TO_HALVE - 1):
+        pause.kept()
+    assert pause.pause == 256
+    pause.kept()
+    assert pause.pause == 128
+    for _ in range(10 * channel.KEPT_TO_HALVE):
+        pause.kept()
+    assert pause.pause == channel.PAUSE_MIN
+    pause.lost()
+    assert pause.left == channel.PAUSE_MIN
+
+
+
 T = TypeVar("T")
 
 
@@ -471,23 +493,28 @@ def test_move_off_this_cpu_stays_where_only_one_cpu_is_allowed() -> None:
 
 
 def test_a_lost_spin_may_move_and_spin_on_once_per_move_gap() -> None:
-    moves = channel.SpinMoves()
+    pause = channel.SpinPause()
     t = 10 * channel.MOVE_GAP_NS
-    assert moves.may_move(t) is True
-    assert moves.may_move(t + 1) is False
-    assert moves.may_move(t + channel.MOVE_GAP_NS - 1) is False
-    assert moves.may_move(t + channel.MOVE_GAP_NS) is True
+    assert pause.may_move(t) is True
+    assert pause.may_move(t + 1) is False
+    assert pause.may_move(t + channel.MOVE_GAP_NS - 1) is False
+    assert pause.may_move(t + channel.MOVE_GAP_NS) is True
+    assert pause.paused == 0 and pause.left == 0  # a move is not a pause
 
 
 def test_current_cpu_reads_proc() -> None:
     assert channel._current_cpu() in os.sched_getaffinity(0)
 
-def test_a_spin_that_keeps_losing_its_cpu_moves_once_per_gap_and_spins_on(
+def test_a_paused_reader_blocks_in_read_and_spins_again_after_the_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # every poll "loses its CPU" (no gap is short enough): at each wait the reader moves once
-    # and spins on (a second move only a MOVE_GAP_NS later), counting the losses that stayed;
-    # nothing is lost or reordered, and the descriptor stays non-blocking
+    # every spin "loses its CPU" (no gap is short enough): at its first wait the reader moves
+    # and spins on, loses again at once and pauses, reads with the descriptor blocking for
+    # PAUSE_MIN reads, then spins again, moves, loses again and pauses for twice as long;
+    # nothing is lost or reordered on the way. (Time between losses is the test's, not the
+    # machine's: within a wait every loss is within MOVE_GAP_NS of the move before, and the
+    # second wait starts as if the last move were long ago; beside a CPU-bound process a spin
+    # descheduled for over a real millisecond moved twice.)
     monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
     monkeypatch.setattr(channel, "MOVE_GAP_NS", 10**18)
     moves: list[bool] = []
@@ -500,35 +527,39 @@ def test_a_spin_that_keeps_losing_its_cpu_moves_once_per_gap_and_spins_on(
     r, w = os.pipe()
     try:
         reader = FrameReader(r, spin_us=1_000_000)
+        assert not os.get_blocking(r)
         timer = threading.Timer(0.05, lambda: os.write(w, frame(b"first")))
         timer.start()
-        assert reader.read_frame() == b"first"
+        assert reader.read_frame() == b"first"  # waited in a blocking read, after the spin
         timer.join()
-        assert moves == [True] and reader.lost_spins > 0 and not os.get_blocking(r)
-        stayed = reader.lost_spins
+        assert reader.paused_spins == 1 and os.get_blocking(r)
         got = []
-        for i in range(3):
+        for i in range(channel.PAUSE_MIN - 1):  # one read each: the pause's remaining reads
             os.write(w, frame(b"p%d" % i))
             got.append(reader.read_frame())
-        assert got == [b"p0", b"p1", b"p2"]
-        reader._moves.last_move_ns = -channel.MOVE_GAP_NS
+        assert got == [b"p%d" % i for i in range(channel.PAUSE_MIN - 1)]
+        assert not os.get_blocking(r)  # the pause is over
+        reader._pause.last_move_ns = -channel.MOVE_GAP_NS
         timer = threading.Timer(0.05, lambda: os.write(w, frame(b"second")))
         timer.start()
         assert reader.read_frame() == b"second"
         timer.join()
-        assert moves == [True, True] and reader.lost_spins > stayed
+        assert reader.paused_spins == 2 and os.get_blocking(r)
+        assert reader._pause.left == 2 * channel.PAUSE_MIN - 1
+        # each wait's first lost spin moved to spin on, the second, within MOVE_GAP_NS, paused
+        assert moves == [True, True]
         os.close(w)
         w = -1
-        assert reader.read_frame() is None  # EOF
+        assert reader.read_frame() is None  # EOF in a blocking read
     finally:
         os.close(r)
         if w >= 0:
             os.close(w)
 
 
-def test_a_spin_that_loses_its_only_cpu_spins_on_and_gets_its_frames() -> None:
+def test_a_spin_that_loses_its_cpu_stops_spinning_for_a_while() -> None:
     # a CPU-bound process on the reader's only CPU: the spin's yield lets it run a whole time
-    # slice, the spin notices the gap, cannot move (one CPU allowed) and spins on
+    # slice, the spin notices the gap and stops, and the waits after it block without spinning
     cpu = min(os.sched_getaffinity(0))
     hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n"
                             "while True: pass"])
@@ -542,10 +573,14 @@ def test_a_spin_that_loses_its_only_cpu_spins_on_and_gets_its_frames() -> None:
         timer.start()
         reader = FrameReader(r, spin_us=2_000_000)
         assert reader.read_frame() == b"late"
-        assert reader.lost_spins >= 1
+        assert reader.paused_spins == 1
         timer.join()
-        assert reader.read_frame() == b"next"
-        assert os.sched_getaffinity(0) == {cpu}
+        # a wait that spun would find the hog again and count a second pause
+        timer = threading.Timer(0.1, lambda: os.write(w, frame(b"after")))
+        timer.start()
+        assert [reader.read_frame(), reader.read_frame()] == [b"next", b"after"]
+        timer.join()
+        assert reader.paused_spins == 1
     finally:
         os.sched_setaffinity(0, before)
         hog.kill()

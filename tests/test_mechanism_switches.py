@@ -30,7 +30,7 @@ def test_nx_jax_off_names_mechanisms_and_refuses_unknown_ones() -> None:
     assert mechanisms_off({"NX_JAX_OFF": ""}) == frozenset()
     assert mechanisms_off({"NX_JAX_OFF": " fast_one, fast_hot ,"}) == {"fast_one", "fast_hot"}
     assert mechanisms_off({"NX_JAX_OFF": ",".join(MECHANISMS)}) == set(MECHANISMS)
-    with pytest.raises(ValueError, match=r"unknown mechanisms \['fast_tier'\]; known: spin_move"):
+    with pytest.raises(ValueError, match=r"unknown mechanisms \['fast_tier'\]; known: spin_pause"):
         mechanisms_off({"NX_JAX_OFF": "fast_one,fast_tier"})
 
 
@@ -100,30 +100,41 @@ def test_free_after_reply_off_holds_no_results_past_the_run() -> None:
         assert _tier_counts(worker) == (2, 0, 1)
 
 
-@pytest.mark.parametrize(("move", "moves"), [(True, [True]), (False, [])])
-def test_a_spin_that_may_not_move_spins_on_where_it_is(
-    monkeypatch: pytest.MonkeyPatch, move: bool, moves: list[bool]
+@pytest.mark.parametrize(
+    ("switches", "moves", "paused"),
+    [
+        # every spin "loses its CPU": it moves to spin on, loses again and pauses (the
+        # defaults), or without one rule or another
+        ({}, [True], 1),
+        ({"move": False}, [], 1),
+        ({"pause": False}, [True], 0),
+        ({"pause": False, "move": False}, [], 0),
+    ],
+)
+def test_each_spin_rule_switched_off_no_longer_fires(
+    monkeypatch: pytest.MonkeyPatch, switches: dict[str, bool], moves: list[bool], paused: int
 ) -> None:
-    # every poll "loses its CPU": the spin moves once and spins on (the default), or, switched
-    # off, spins on where it is; either way it runs to its end, then the read blocks
     monkeypatch.setattr(channel, "PREEMPTED_NS", -1)
     monkeypatch.setattr(channel, "MOVE_GAP_NS", 10**18)
     made: list[bool] = []
 
-    def moved() -> bool:
+    def move() -> bool:
         made.append(True)
         return True
 
-    monkeypatch.setattr(channel, "move_off_this_cpu", moved)
+    monkeypatch.setattr(channel, "move_off_this_cpu", move)
     r, w = os.pipe()
     try:
-        reader = FrameReader(r, spin_us=50_000, move=move)
+        # (a spin of 50 ms, not paused, still ends: then the read blocks in select)
+        reader = FrameReader(r, spin_us=50_000, **switches)
         timer = threading.Timer(0.1, lambda: os.write(w, frame(b"late") + frame(b"next")))
         timer.start()
         assert reader.read_frame() == b"late"
         assert reader.read_frame() == b"next"
         timer.join()
-        assert made == moves and reader.lost_spins > 0
+        assert made == moves
+        assert reader.paused_spins == paused
+        assert os.get_blocking(r) == (paused == 1)
     finally:
         os.close(r)
         os.close(w)
