@@ -139,21 +139,49 @@ Process.sleep(500)
 loaded = measure.()
 Bench.close_port(hog)
 
+# pinned: the BEAM, the workers and the echo on one CPU, a CPU-bound process on another
+# (Bench.colocated/2; nil where taskset or a second CPU is missing): a worker that may use one
+# CPU only cannot move off its caller's
+{:os_pid, echo_os} = Port.info(echo_port, :os_pid)
+
+os_pids =
+  [System.pid(), echo_os | for({_, pid, _, _, _} <- started, do: NxJax.Worker.os_pid(pid))] ++
+    for w <- NxJax.Pool.workers(), do: NxJax.Worker.os_pid(w)
+
+pinned = Bench.colocated(Enum.map(os_pids, &to_string/1), measure)
+
 Bench.close_port(echo_port)
 for {_name, pid, _, _, _} <- started, do: GenServer.stop(pid)
 
+conds = [quiet: quiet, hog: loaded] ++ if(pinned, do: [pinned: pinned], else: [])
+cond_names = Keyword.keys(conds)
 f = fn v, d -> :erlang.float_to_binary(v / 1, decimals: d) end
 baseline = fn r -> r.rows.echo.p50 + r.jax.p50 end
 
+what = fn name ->
+  if name == :all_on, do: "every mechanism on (the defaults)", else: "without #{label[name]}"
+end
+
+head = fn cells -> "| " <> Enum.join(cells, " | ") <> " |" end
+rule = fn n -> head.(List.duplicate("---", n)) end
+
 row = fn name ->
-  q = quiet.rows[name]
-  l = loaded.rows[name]
+  cells =
+    for {_c, r} <- conds do
+      x = r.rows[name]
+      "#{f.(x.p50, 1)} | #{f.(x.p99, 1)} | #{f.(x.p50 / baseline.(r), 2)}"
+    end
 
-  what =
-    if name == :all_on, do: "every mechanism on (the defaults)", else: "without #{label[name]}"
+  "| #{what.(name)} | " <> Enum.join(cells, " | ") <> " |"
+end
 
-  "| #{what} | #{f.(q.p50, 1)} | #{f.(q.p99, 1)} | #{f.(q.p50 / baseline.(quiet), 2)} | " <>
-    "#{f.(l.p50, 1)} | #{f.(l.p99, 1)} | #{f.(l.p50 / baseline.(loaded), 2)} |"
+part_row = fn text, pick ->
+  cells =
+    Enum.map_join(conds, " | ", fn {_c, r} ->
+      "#{f.(pick.(r).p50, 1)} | #{f.(pick.(r).p99, 1)} | "
+    end)
+
+  "| #{text} | " <> cells <> "|"
 end
 
 # What switching a mechanism off costs, in one condition: {us, % of the row with all on}: row
@@ -163,92 +191,89 @@ saving = fn r, key, name, with ->
   {us, 100 * us / r[key].all_on.p50}
 end
 
-# the small call quiet and hog, then the training step quiet and hog
-savings = fn name, with ->
-  for key <- [:rows, :train], r <- [quiet, loaded], do: saving.(r, key, name, with)
+# the small call in each condition (what the rule reads), then the training step in each
+small_savings = fn name, with -> for {_c, r} <- conds, do: saving.(r, :rows, name, with) end
+train_savings = fn name, with -> for {_c, r} <- conds, do: saving.(r, :train, name, with) end
+
+pays? = fn name, with ->
+  Enum.any?(small_savings.(name, with), fn {_us, pct} -> pct >= 5 end)
 end
 
-pays? = fn name, with -> Enum.any?(savings.(name, with), fn {_us, pct} -> pct >= 5 end) end
+cell = fn {us, pct} -> "#{f.(us, 1)} (#{f.(pct, 0)}%)" end
 
 saves_row = fn {name, with, text} ->
-  cells =
-    Enum.map_join(savings.(name, with), " | ", fn {us, pct} ->
-      "#{f.(us, 1)} (#{f.(pct, 0)}%)"
-    end)
-
+  cells = Enum.map(small_savings.(name, with) ++ train_savings.(name, with), cell)
   verdict = if pays?.(name, with), do: "5% or more", else: "**under 5%**"
-  "| #{text} | #{side[name] || ""} | #{cells} | #{verdict} |"
+  "| #{text} | #{side[name] || ""} | #{Enum.join(cells, " | ")} | #{verdict} |"
 end
 
-# each row against all on, and two tiers each against the row below which it is the fastest
+# each row against all on (tier 2 alone serves no small call: tier 1 does), and two tiers each
+# against the row below which it is the fastest
 saves_rows =
-  for(name <- names -- [:all_on], do: {name, :all_on, label[name]}) ++
+  for(name <- names -- [:all_on, :fast_hot], do: {name, :all_on, label[name]}) ++
     [
       {:fast_one_hot, :fast_one,
-       "tier 2 alone, where tier 1 does not serve (row " <>
-         "\"tiers 1 and 2\" minus row \"tier 1\")"},
+       "tier 2, where tier 1 does not serve (row \"tiers 1 and 2\" minus row \"tier 1\")"},
       {:layouts, :fast_one_hot,
-       "tier 3 alone (row \"the learned byte layouts\" minus " <>
-         "row \"tiers 1 and 2\")"}
+       "tier 3 (row \"the learned byte layouts\" minus row \"tiers 1 and 2\")"}
     ]
 
 train_row = fn name ->
-  q = quiet.train[name]
-  l = loaded.train[name]
-
-  "| #{if name == :all_on, do: "every mechanism on", else: "without #{label[name]}"} | " <>
-    "#{f.(q.p50, 0)} | #{f.(l.p50, 0)} |"
+  "| #{what.(name)} | " <>
+    Enum.map_join(conds, " | ", fn {_c, r} -> f.(r.train[name].p50, 0) end) <> " |"
 end
 
 mlp_row = fn name, text ->
-  q = quiet.mlp[name].p50
-  l = loaded.mlp[name].p50
-
-  "| #{text} | #{f.(q, 0)} | #{f.(q / quiet.mlp.jax.p50, 2)} | #{f.(l, 0)} | " <>
-    "#{f.(l / loaded.mlp.jax.p50, 2)} |"
+  "| #{text} | " <>
+    Enum.map_join(conds, " | ", fn {_c, r} ->
+      "#{f.(r.mlp[name].p50, 0)} | #{f.(r.mlp[name].p50 / r.mlp.jax.p50, 2)}"
+    end) <> " |"
 end
 
 {:ok, now} = DateTime.now("Etc/UTC")
+at = Calendar.strftime(now, "%Y-%m-%d %H:%M")
+loads = Enum.map_join(conds, "; ", fn {c, r} -> "#{c} #{r.load}" end)
 
 section8 = """
-## 8. Latency mechanisms, each on its own, quiet and beside a CPU hog
+## 8. Latency mechanisms, each on its own, quiet, beside a CPU hog and pinned
 
-`mix run bench/mechanisms.exs #{n_small} #{n_mlp}` (`make bench-mechanisms`), #{Calendar.strftime(now, "%Y-%m-%d %H:%M")} UTC, on this
-#{System.schedulers_online()}-core machine; load average (1, 5, 15 min) #{quiet.load} as the quiet measurement began,
-#{loaded.load} as the hog's began (the machine is shared: "quiet" is whatever else ran then).
-Each row is the small defn of section 1 on a worker of its own with one mechanism switched
-off; all rows and the baseline's echo in 20 interleaved rounds of #{div(n_small, 20)} calls. The
-"hog" columns are the same measurement again with one CPU-bound process (`python -c "while
-True: pass"`) running beside it for its whole duration. Baseline: the polling raw port echo
-(`bench/port_echo.py --spin-us`, caller polling) plus the in-process jitted JAX call, both
-measured in the same condition. Section 9 says what each row switches off and the rule a
-mechanism is kept by.
+`mix run bench/mechanisms.exs #{n_small} #{n_mlp}` (`make bench-mechanisms`), #{at} UTC, on this
+#{System.schedulers_online()}-core machine; load average (1, 5, 15 min) as each condition began: #{loads}
+(the machine is shared: "quiet" is whatever else ran then). Each row is the small defn of
+section 1 on a worker of its own with one mechanism switched off; all rows and the baseline's
+echo in 20 interleaved rounds of #{div(n_small, 20)} calls. Conditions: "quiet"; "hog", the same
+with one CPU-bound process (`python -c "while True: pass"`) running beside it;#{if pinned, do: " \"pinned\", the BEAM, every worker and the echo pinned to CPU 0 with `taskset` and a CPU-bound process to CPU 1 (a worker that may use one CPU only, beside its caller);", else: ""} each for its whole
+duration. Baseline: the polling raw port echo (`bench/port_echo.py --spin-us`, caller
+polling) plus the in-process jitted JAX call, both measured in the same condition. Section 9
+says what each row switches off and the rule a mechanism is kept by.
 
-| small call | quiet p50 (us) | quiet p99 | quiet / baseline | hog p50 (us) | hog p99 | hog / baseline |
-| --- | --- | --- | --- | --- | --- | --- |
-| baseline: echo + in-process JAX | #{f.(baseline.(quiet), 1)} | | 1.00 | #{f.(baseline.(loaded), 1)} | | 1.00 |
-| — the polling raw port echo | #{f.(quiet.rows.echo.p50, 1)} | #{f.(quiet.rows.echo.p99, 1)} | | #{f.(loaded.rows.echo.p50, 1)} | #{f.(loaded.rows.echo.p99, 1)} | |
-| — the in-process jitted JAX call | #{f.(quiet.jax.p50, 1)} | #{f.(quiet.jax.p99, 1)} | | #{f.(loaded.jax.p50, 1)} | #{f.(loaded.jax.p99, 1)} | |
+#{head.(["small call" | Enum.flat_map(cond_names, &["#{&1} p50 (us)", "p99", "/ baseline"])])}
+#{rule.(1 + 3 * length(conds))}
+| baseline: echo + in-process JAX | #{Enum.map_join(conds, " | ", fn {_c, r} -> "#{f.(baseline.(r), 1)} | | 1.00" end)} |
+#{part_row.("— the polling raw port echo", & &1.rows.echo)}
+#{part_row.("— the in-process jitted JAX call", & &1.jax)}
 #{Enum.map_join(names, "\n", row)}
 
 The training step of section 3 on the same workers, its weights resident and the old ones
-freed each step (#{n_mlp} steps in 20 interleaved rounds; p50 in us):
+freed each step (#{n_mlp} steps in 20 interleaved rounds; p50 in us). A check that nothing
+slows it: its p50 moves by 15-40% between workers of the same code from run to run here, far
+more than the 5% the rule reads.
 
-| training step | quiet | hog |
-| --- | --- | --- |
+#{head.(["training step" | Enum.map(cond_names, &to_string/1)])}
+#{rule.(1 + length(conds))}
 #{Enum.map_join(names, "\n", train_row)}
 
 What each mechanism saves: p50 without it minus p50 with every mechanism on, in us and as a %
-of the latter, for the small call and the training step (negative: it costs):
+of the latter (negative: it costs); the verdict reads the small call's columns:
 
-| switched off | side | small call, quiet | small call, hog | training step, quiet | training step, hog | the most it saves |
-| --- | --- | --- | --- | --- | --- | --- |
+#{head.(["switched off", "side" | Enum.map(cond_names, &"small call, #{&1}") ++ Enum.map(cond_names, &"training step, #{&1}") ++ ["the most the small call saves"]])}
+#{rule.(3 + 2 * length(conds))}
 #{Enum.map_join(saves_rows, "\n", saves_row)}
 
 MLP step of section 3 on the pool's default worker (#{n_mlp} steps in 4 interleaved rounds; p50 in us):
 
-| | quiet | / in-process JAX | hog | / in-process JAX |
-| --- | --- | --- | --- | --- |
+#{head.(["" | Enum.flat_map(cond_names, &["#{&1}", "/ in-process JAX"])])}
+#{rule.(1 + 2 * length(conds))}
 #{mlp_row.(:jax, "in-process JAX (bench/inprocess.py)")}
 #{mlp_row.(:resident, "nx_jax, resident weights")}
 #{mlp_row.(:shipped, "nx_jax, weights shipped each step")}
@@ -260,8 +285,8 @@ under =
 section9 = """
 ## 9. Reading the latency mechanisms table
 
-Written by `make bench-mechanisms` with section 8 (#{Calendar.strftime(now, "%Y-%m-%d %H:%M")} UTC). What each row of
-section 8 switches off:
+Written by `make bench-mechanisms` with section 8 (#{at} UTC). What each row of section 8
+switches off:
 
 - **The caller's reply polling** (`NxJax.Worker.Caller`): after sending a request the caller
   polls its mailbox for `reply_spin_us` (100 us) before it sleeps in `receive`; a sleeping
@@ -269,27 +294,28 @@ section 8 switches off:
 - **The lent port** (`NxJax.Worker.LentPort`): the port is connected to the calling process
   for the call, so the request and the reply skip the worker's GenServer.
 - **The worker's spin** (`py_backend.channel.FrameReader`, `spin_us`): after a reply the worker
-  polls its pipe for `spin_us` (100 us) before it sleeps in `read`.
+  polls its pipe for `spin_us` (100 us) before it sleeps.
 - **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
-  ran there) stops spinning for the next 8 to 256 reads, which block at once.
-- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that
-  lost its CPU moves its thread to another CPU and spins on there, at most once a millisecond.
+  ran there) and cannot move, or loses it again within a millisecond, stops, and the next 8 to
+  256 reads block at once: what keeps a worker that may use one CPU only from taking turns
+  with its polling caller on it ("pinned").
+- **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that lost its CPU
+  moves its thread to another CPU and spins on there, at most once a millisecond.
 - **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.worker.Worker`):
   tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply
   frame built in one function; tier 2 (`Worker._hot_path`) tests the frame against the layout
   served last; tier 3 (`fastcall.Layouts.match`) looks the frame's learned byte layout up. A
   row that switches a tier off leaves the tiers below it to serve the call; the learned
-  layouts off, every request is decoded and checked the generic way.
+  layouts off, every request is decoded and checked the generic way. Tier 1 serves the small
+  call whole, so the row that switches tier 2 alone off shows only that (its calls that keep
+  their results, as the training step's, never take tier 1); the savings table measures tiers
+  2 and 3 on the small call as the tier that serves it when those above are off.
 - **A call's results released after its reply** (`Worker.spent`): their buffers are freed once
   the reply is written, not before.
 
-Tier 1 serves the small call whole, so the row that switches tier 2 alone off measures it on
-the training step only (its calls keep their results: never tier 1); the table's last two rows
-measure tiers 2 and 3 on the small call as the tiers that serve it when those above are off.
-
-The rule: a mechanism stays while it saves 5% or more of the small call or of the training
-step in at least one of the two conditions; a Python-side one that saves less in every
-column, in two runs, is removed with its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more somewhere", else: "under 5% everywhere: " <> Enum.join(under, "; ")}.
+The rule: a mechanism stays while it saves 5% or more of the small call in at least one
+condition; a Python-side one that saves less in every condition, in two runs, is removed with
+its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
 hog); differences within one run are what count.
 
