@@ -185,9 +185,10 @@ class SpinPause:
     ``KEPT_TO_HALVE`` spins that keep their CPU to their end (``kept``: data came, or the spin
     ran out). Where every CPU keeps being taken from the reader the pauses soon last
     ``PAUSE_MAX`` reads, and the reader spins about once in that many; a passing preemption
-    costs ``PAUSE_MIN`` blocking reads at most. With one fixed pause of 256 reads, a benchmark
-    that switches workers every 100 calls paused most of its calls (docs/BENCHMARKS.md
-    section 9).
+    costs ``PAUSE_MIN`` blocking reads at most (one fixed pause of 256 reads took the spin from
+    most calls of a benchmark that switches workers every 100 calls). The pause is what keeps a
+    worker that may use one CPU only from taking turns on it with its polling caller: what it
+    saves, docs/BENCHMARKS.md "Latency mechanisms" (its "pinned" condition).
     """
 
     __slots__ = ("pause", "left", "paused", "kept_spins", "last_move_ns")
@@ -208,8 +209,8 @@ class SpinPause:
         beside a CPU-bound process the two then take turns on one CPU for every request, and a
         pause keeps them there, as each blocking read is woken on the caller's CPU again.
         Moved, the reader spins on the other CPU; where a CPU-bound process runs there, it
-        shares that CPU in whole time slices and answers at full speed in its own
-        (docs/BENCHMARKS.md section 9)."""
+        shares that CPU in whole time slices and answers at full speed in its own (what this
+        saves: docs/BENCHMARKS.md "Latency mechanisms")."""
         if now_ns - self.last_move_ns >= MOVE_GAP_NS:
             self.last_move_ns = now_ns
             return True
@@ -316,7 +317,9 @@ class FrameReader:
         """One read into ``view`` (0 at EOF): spinning and then blocking while nothing is ready,
         or, during a pause of the spin (:class:`SpinPause`), a plain blocking read: the
         descriptor blocks for the pause, as waking from ``read`` itself costs less than waking
-        from ``select`` when the machine is busy (docs/BENCHMARKS.md section 9)."""
+        from ``select`` when the machine is busy (measured when built: ``git show
+        19d163f:docs/BENCHMARKS.md``, "The worker's spin pauses: short at first, and in `read`
+        itself")."""
         pause = self._pause
         fd = self._fd
         if pause.left and fd is not None:
