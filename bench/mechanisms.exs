@@ -313,7 +313,9 @@ The rule: a mechanism stays while it saves 5% or more of the small call in at le
 condition; a Python-side one that saves less in every condition, in two runs, is removed with
 its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
-hog); differences within one run are what count.
+hog); differences within one run are what count. Removed under this rule, each in a commit
+that gives its figures: the release of freed arrays between calls, a paused spin's move to an
+idle CPU, and a call's results held until its reply is written (`git log py_backend`).
 
 Not switchable yet (no start or jit option; measured only together with the row that
 switches their whole mechanism off): in the lent port, the kept alias, the atomics lock holding
