@@ -26,7 +26,7 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_pause spin_move fast_one fast_hot)
+all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply)
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -50,6 +50,8 @@ variants = [
      "(`NX_JAX_OFF=fast_one,fast_hot`)"},
   {:layouts, "Python", no_layouts, [],
    "the learned byte layouts, all three tiers (`NX_JAX_FAST_PATHS=0`: the generic decoder)"},
+  {:free_after_reply, "Python", off.(~w(free_after_reply)), [],
+   "a call's results released after its reply is written (`NX_JAX_OFF=free_after_reply`)"},
   {:none, nil,
    [spin_us: 0, lend_port: false, env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]],
    [reply_spin_us: 0], "all of the above"}
@@ -308,14 +310,16 @@ switches off:
   call whole, so the row that switches tier 2 alone off shows only that (its calls that keep
   their results, as the training step's, never take tier 1); the savings table measures tiers
   2 and 3 on the small call as the tier that serves it when those above are off.
+- **A call's results released after its reply** (`Worker.spent`): their buffers are freed once
+  the reply is written, not before.
 
 The rule: a mechanism stays while it saves 5% or more of the small call in at least one
 condition; a Python-side one that saves less in every condition, in two runs, is removed with
 its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
 hog); differences within one run are what count. Removed under this rule, each in a commit
-that gives its figures: the release of freed arrays between calls, a paused spin's move to an
-idle CPU, and a call's results held until its reply is written (`git log py_backend`).
+that gives its figures: the release of freed arrays between calls and a paused spin's move to
+an idle CPU (`git log py_backend`).
 
 Not switchable yet (no start or jit option; measured only together with the row that
 switches their whole mechanism off): in the lent port, the kept alias, the atomics lock holding

@@ -263,6 +263,9 @@ class Worker:
         # with the id of the request being served
         self.emit: Callable[[list[Chunk]], None] | None = None
         self.reader: FrameReader | None = None  # (the request stream serve() reads, for stats)
+        # the results of the call being answered, which serve() lets go of once the reply is
+        # written: their buffers are freed while the caller reads its reply, not before
+        self.spent: Any = None
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -542,8 +545,7 @@ class Worker:
         ``FrameWriter.write_frame``, without their calls, and from the second run on without
         :func:`to_host`'s NumPy conversion of the result, whose buffer goes into the reply as
         it is where the first run showed it can (:func:`_joins_as`). What the byte-matched
-        path saves: docs/BENCHMARKS.md "Latency mechanisms". An error is an error reply
-        (chunks).
+        path saves: docs/BENCHMARKS.md section 8. An error is an error reply (chunks).
         ``None`` for any other request."""
         layout, program = kept.layout, kept.program
         read = self.layouts.one_reader(layout)
@@ -573,6 +575,7 @@ class Worker:
         # of one type, dtype and shape. Not for a dtype the buffer protocol does not carry
         # (bfloat16) or one that is not the wire's.
         direct: bool | None = None
+        free_after_reply = "free_after_reply" not in self.off
 
         def hot(frame: Chunk) -> bytes | list[Chunk] | None:
             nonlocal direct
@@ -587,6 +590,8 @@ class Worker:
                 cache.touch(program, use)
                 results = jitted(argument)
                 stats.runs += 1
+                if free_after_reply:  # (freed after the reply is written, off its path)
+                    self.spent = results
                 if direct:
                     return join(
                         (lengths[len(id_bytes)], head, id_bytes, one, header, results[0], tail)
@@ -642,12 +647,15 @@ class Worker:
         n_outs = len(outs)
         shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
         fixed = shipped + footprint.need  # what a call needs besides the resident tensors
+        free_after_reply = "free_after_reply" not in self.off
 
         def run(frame: Chunk) -> Any:
             if self.resident_bytes + fixed > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
             results = jitted(*arguments(frame))
             stats.runs += 1
+            if free_after_reply:
+                self.spent = results
             if len(results) != n_outs:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
@@ -931,12 +939,14 @@ def encode_handle(handle: int) -> bytes:
 # The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
 # what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
 # the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
-# layouts (Worker._hot_one, Worker._hot_path).
+# layouts (Worker._hot_one, Worker._hot_path), and the results released off a reply's path
+# (Worker.spent).
 MECHANISMS = {
     "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
     "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
     "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
     "fast_hot": "the layout served last, in one call (Worker._hot_path)",
+    "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
 }
 
 
@@ -1004,7 +1014,7 @@ def _call_argument(view: np.ndarray) -> Any:
     when small, else the view into the frame itself. The jitted call moves a NumPy array to
     the device in its C++ dispatch, as ``jax.device_put`` would (zero-copy on the CPU, the
     frame kept alive by the array), but without ``device_put``'s Python path (what that saves:
-    ``git show 19d163f:docs/BENCHMARKS.md``, "Large call arguments without `jax.device_put`")."""
+    docs/BENCHMARKS.md section 9, "Large call arguments without jax.device_put")."""
     return view.copy() if view.nbytes < SMALL_TENSOR else view
 
 
@@ -1152,6 +1162,10 @@ def serve(
                 replies.write_frame(reply)
         except BrokenPipeError:
             return 0
+        # the reply and the run's results are freed only now, once the caller has its answer
+        # (freeing a JAX array takes a while: docs/BENCHMARKS.md "Latency mechanisms")
+        del reply
+        worker.spent = None
 
 
 def main(argv: Sequence[str] = ()) -> int:

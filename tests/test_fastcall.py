@@ -5,6 +5,7 @@ answer a matched frame with exactly the bytes the generic path writes."""
 from __future__ import annotations
 
 import hashlib
+import io
 import random
 import struct
 import weakref
@@ -16,8 +17,8 @@ import pytest
 
 from py_backend import channel, fastcall
 from py_backend.cache import Cache
-from py_backend.channel import atom, decode, encode_chunks
-from py_backend.worker import Worker
+from py_backend.channel import FrameReader, FrameWriter, atom, decode, encode_chunks
+from py_backend.worker import Worker, serve
 
 from .helpers import GraphBuilder, from_wire, wire_tensor
 
@@ -675,6 +676,54 @@ def test_a_real_worker_serves_learned_calls_back_to_back_and_after_pauses(spin_u
             np.testing.assert_array_equal(from_wire(reply[2][1]), x)
     finally:
         assert w.close() == 0
+
+
+def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
+    # the buffers of a run's results are let go of once the reply is out (Worker.spent), so
+    # that freeing them is not on the caller's wait: on the layout's runner and on the
+    # one-tensor hot path (requests 10, then 11 and 12)
+
+
+    graph = scale_graph()
+    key = key_of(graph)
+    x = np.array([1.0, -2.5, 4.0], np.float32)
+    worker = primed_worker(graph, [x])
+    held: list[Any] = []
+
+    class Recorder(FrameWriter):  # what the worker still holds as each reply goes out
+        writing = False
+
+        def write_framed(self, data: Any) -> None:
+            if not self.writing:
+                held.append(worker.spent)
+            super().write_framed(data)
+
+        def write_frame(self, chunks: Any) -> None:
+            held.append(worker.spent)
+            self.writing = True  # (write_frame may hand a small frame to write_framed)
+            super().write_frame(chunks)
+            self.writing = False
+
+    values = [x * k for k in (2, 3, 4)]
+    requests = io.BytesIO(b"".join(
+        channel.frame_header(len(f)) + f
+        for f in (bytes(elixir_call(10 + i, key, None, [v])) for i, v in enumerate(values))
+    ))
+    out = io.BytesIO()
+    assert serve(FrameReader(requests), Recorder(out), worker) == 0
+    assert len(held) == 3
+    for results, value in zip(held, values, strict=True):
+        np.testing.assert_array_equal(np.asarray(results[0]), 3 * value)
+    assert worker.spent is None
+    # the replies themselves are the generic ones
+    replies = FrameReader(io.BytesIO(out.getvalue()))
+    for i, value in enumerate(values):
+        reply = decode(replies.read_frame())
+        assert reply[1] == 10 + i
+        np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * value)
+
+
+# --- resident arguments ({:ref, handle}) ------------------------------------------------------
 
 
 def put(worker: Worker, arrays: list[np.ndarray]) -> list[int]:

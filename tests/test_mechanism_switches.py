@@ -85,6 +85,21 @@ def test_each_fast_tier_switched_off_leaves_the_calls_to_the_tiers_below_it(
     assert len(kept.resident) == 7
 
 
+def test_free_after_reply_off_holds_no_results_past_the_run() -> None:
+    graph = scale_graph()
+    key = key_of(graph)
+    x = np.array([1.0, -2.5, 4.0], np.float32)
+    for off, held in ((frozenset(), True), (frozenset({"free_after_reply"}), False)):
+        worker = Worker(off=off)
+        # the third call through the layout's runner, the ones after it through tier 1
+        for i in range(5):
+            reply = _served(worker, elixir_call(i, key, graph if i == 0 else None, [x * i]))
+            np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * x * i)
+            if i >= 2:
+                assert (worker.spent is not None) == held
+        assert _tier_counts(worker) == (2, 0, 1)
+
+
 @pytest.mark.parametrize(
     ("switches", "moves", "paused"),
     [
