@@ -1014,7 +1014,7 @@ def _call_argument(view: np.ndarray) -> Any:
     when small, else the view into the frame itself. The jitted call moves a NumPy array to
     the device in its C++ dispatch, as ``jax.device_put`` would (zero-copy on the CPU, the
     frame kept alive by the array), but without ``device_put``'s Python path (what that saves:
-    docs/BENCHMARKS.md section 9, "Large call arguments without jax.device_put")."""
+    ``git show 19d163f:docs/BENCHMARKS.md``, "Large call arguments without `jax.device_put`")."""
     return view.copy() if view.nbytes < SMALL_TENSOR else view
 
 
