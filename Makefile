@@ -131,11 +131,13 @@ bench-plots: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/plots.exs
 
-# section 8 of docs/BENCHMARKS.md: each latency mechanism switched off, quiet and with a CPU hog
+# docs/BENCHMARKS.md "Latency mechanisms" and its reading (sections 8 and 9): each latency
+# mechanism switched off, quiet and with a CPU hog
 bench-mechanisms: deps
 	mix run bench/mechanisms.exs
 
-# the small call one client layer at a time, quiet and co-located with a CPU hog (section 9)
+# the small call one client layer at a time, quiet and co-located with a CPU hog (prints its
+# table; no section of docs/BENCHMARKS.md regenerates it)
 bench-layers: deps
 	mix run bench/layers.exs
 

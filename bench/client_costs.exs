@@ -1,6 +1,6 @@
 # What the primitive steps of one borrowed small call cost the BEAM, each alone, quiet, in ns
-# (no worker involved): the numbers behind docs/BENCHMARKS.md section 9, "What the Elixir
-# client's layers are made of".
+# (no worker involved). No section of docs/BENCHMARKS.md regenerates it (the runs of 2026-12-05
+# are in git: `git show 19d163f:docs/BENCHMARKS.md`, "What the Elixir client's layers are made of").
 #
 #   mix run bench/client_costs.exs [iterations]
 n = with [a] <- System.argv(), do: String.to_integer(a), else: (_ -> 200_000)

@@ -1,6 +1,8 @@
 # What a jitted closure's captured values cost each call: closures of the same small graph
 # capturing a tensor of 1, 1M and 10M f32 values that the graph does not use, and one whose
-# graph uses a 1M-value capture. docs/BENCHMARKS.md section 9 keeps the figures.
+# graph uses a 1M-value capture. No section of docs/BENCHMARKS.md regenerates it (the runs of
+# 2026-12-05 are in git: `git show 19d163f:docs/BENCHMARKS.md`, "A jitted closure's captured values, hashed
+# at every call").
 #
 #   mix run bench/closure_capture.exs [calls]
 Code.require_file("lib.exs", __DIR__)

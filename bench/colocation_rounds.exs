@@ -7,7 +7,8 @@
 #
 #   mix run bench/colocation_rounds.exs [rounds] [others]      (Linux: reads /proc)
 #
-# docs/BENCHMARKS.md section 9 ("A spin that lost its CPU moves and spins on") reads it.
+# No section of docs/BENCHMARKS.md regenerates it; the runs of 2026-12-05 are read in git
+# (`git show 19d163f:docs/BENCHMARKS.md`, "A spin that lost its CPU moves and spins on").
 Code.require_file("lib.exs", __DIR__)
 
 {rounds, others} =

@@ -8,8 +8,9 @@
 #
 # The "lent round trip" row takes its worker's port through the lent-port steps alone (lock,
 # request id, connect, write, poll, connect back, unlock), skipping the protocol's counters and
-# checks: safe here because nothing else calls that worker. docs/BENCHMARKS.md section 9 keeps
-# a table of it.
+# checks: safe here because nothing else calls that worker. No section of docs/BENCHMARKS.md
+# regenerates its table; the runs of 2026-12-05 are in git (`git show 19d163f:docs/BENCHMARKS.md`, "The client's
+# layers on a shared CPU, cut one by one").
 Code.require_file("lib.exs", __DIR__)
 
 n = with [a] <- System.argv(), do: String.to_integer(a), else: (_ -> 4000)

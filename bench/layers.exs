@@ -7,7 +7,9 @@
 #   mix run bench/layers.exs [calls]        (make bench-layers; the co-located half needs Linux,
 #                                             taskset and 2 or more CPUs)
 #
-# Prints a markdown table (docs/BENCHMARKS.md section 9 keeps one).
+# Prints a markdown table; no section of docs/BENCHMARKS.md regenerates it (the runs of
+# 2026-12-05 are in git: `git show 19d163f:docs/BENCHMARKS.md`, "Where the small call's time goes beside a
+# CPU hog, layer by layer").
 Code.require_file("lib.exs", __DIR__)
 
 n = with [a] <- System.argv(), do: String.to_integer(a), else: (_ -> 3000)

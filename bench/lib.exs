@@ -43,13 +43,16 @@ defmodule Bench do
 
   def best(n, fun), do: Enum.min(for _ <- 1..n, do: time_us(fun))
 
+  # (this project's py_backend first on PYTHONPATH, as a worker's: a script run by its path
+  # finds py_backend otherwise wherever the virtualenv's editable install points)
   def open_port(script, args \\ []) do
     Port.open({:spawn_executable, python()}, [
       {:packet, 4},
       :binary,
       :nouse_stdio,
       {:args, [Path.join(@root, script) | args]},
-      {:cd, @root}
+      {:cd, @root},
+      {:env, [{~c"PYTHONPATH", String.to_charlist(@root)}]}
     ])
   end
 

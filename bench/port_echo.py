@@ -10,7 +10,7 @@ port, with nothing of ours in between.
 as the worker does (``--spin-us`` of ``python -m py_backend``), to compare like with like: with
 the worker's rule for a spin that loses its CPU (``py_backend.channel.SpinPause``: it moves to
 another CPU and spins on there, or, lost again within a millisecond, it stops and the next waits
-block at once; ``move_off_this_cpu``: a pause also moves to another CPU if one is idle).
+block at once).
 """
 
 from __future__ import annotations
@@ -68,11 +68,10 @@ class RawPort:
                 now = time.perf_counter_ns()
                 if now - last > PREEMPTED_NS:  # the spin lost its CPU: it moves and spins
                     # on, or (a second loss within MOVE_GAP_NS) a pause begins, as the worker's
-                    if pause.may_move(now) and move_off_this_cpu(busy_too=True):
+                    if pause.may_move(now) and move_off_this_cpu():
                         last = time.perf_counter_ns()
                         continue
                     pause.lost()
-                    move_off_this_cpu()
                     os.set_blocking(3, True)
                     return n if n is not None else self._read_some(view)
                 last = now

@@ -3,7 +3,8 @@
 # (`reply_spin_us`), beside the floor (bench/jax_echo.py, spinning or not), quiet and then
 # with a CPU-bound process beside it: `pinned` (the default) puts the BEAM and the Python
 # processes on CPU 0 and the hog on CPU 1 (Linux, taskset); `hog` leaves placement to the OS.
-# docs/BENCHMARKS.md section 9, "What the Elixir client's layers are made of".
+# No section of docs/BENCHMARKS.md regenerates it (the runs of 2026-12-05 are in git:
+# `git show 19d163f:docs/BENCHMARKS.md`, "What the Elixir client's layers are made of").
 #
 #   mix run bench/spin_colocated.exs [calls] [pinned | hog]
 #

@@ -185,9 +185,10 @@ class SpinPause:
     ``KEPT_TO_HALVE`` spins that keep their CPU to their end (``kept``: data came, or the spin
     ran out). Where every CPU keeps being taken from the reader the pauses soon last
     ``PAUSE_MAX`` reads, and the reader spins about once in that many; a passing preemption
-    costs ``PAUSE_MIN`` blocking reads at most. With one fixed pause of 256 reads, a benchmark
-    that switches workers every 100 calls paused most of its calls (docs/BENCHMARKS.md
-    section 9).
+    costs ``PAUSE_MIN`` blocking reads at most (one fixed pause of 256 reads took the spin from
+    most calls of a benchmark that switches workers every 100 calls). The pause is what keeps a
+    worker that may use one CPU only from taking turns on it with its polling caller: what it
+    saves, docs/BENCHMARKS.md "Latency mechanisms" (its "pinned" condition).
     """
 
     __slots__ = ("pause", "left", "paused", "kept_spins", "last_move_ns")
@@ -208,8 +209,8 @@ class SpinPause:
         beside a CPU-bound process the two then take turns on one CPU for every request, and a
         pause keeps them there, as each blocking read is woken on the caller's CPU again.
         Moved, the reader spins on the other CPU; where a CPU-bound process runs there, it
-        shares that CPU in whole time slices and answers at full speed in its own
-        (docs/BENCHMARKS.md section 9)."""
+        shares that CPU in whole time slices and answers at full speed in its own (what this
+        saves: docs/BENCHMARKS.md "Latency mechanisms")."""
         if now_ns - self.last_move_ns >= MOVE_GAP_NS:
             self.last_move_ns = now_ns
             return True
@@ -226,20 +227,16 @@ class SpinPause:
             self.pause //= 2
 
 
-def move_off_this_cpu(busy_too: bool = False) -> bool:
-    """Moves the calling thread to another CPU, once, if the machine has a CPU with nothing to
-    run (or, with ``busy_too``, whatever the other CPUs run); True if it moved. Called when a
-    spin lost its CPU (:class:`SpinPause`).
+def move_off_this_cpu() -> bool:
+    """Moves the calling thread to another of the CPUs it may use, whatever they run; True if
+    it moved. Called when a spin lost its CPU (:meth:`SpinPause.may_move`).
 
-    Seen on a quiet 2-core machine: a worker woken by its caller's write can land on the CPU
-    of the caller, which keeps that CPU busy while it polls for the reply; the two then take
-    turns on one CPU while the other has nothing to do, and stay that way for hundreds of
-    calls. Moving once (the thread's affinity set without the current CPU, then set back as
-    it was) ended that in our measurements. Without ``busy_too``, done only where the tasks
-    ready to run (``/proc/loadavg``) are no more than the CPUs this thread may use (the move
-    that goes with a pause, which a busy CPU would make no better); a spin that moves to spin
-    on (:meth:`SpinPause.may_move`) moves whatever the other CPUs run. False, and nothing
-    changed, where any of this cannot be read or set (not Linux, one allowed CPU).
+    A worker woken by its caller's write can land on the CPU of the caller, which keeps that
+    CPU busy while it polls for the reply; the two then take turns on one CPU for every call.
+    Moved (the thread's affinity set without the current CPU, then set back as it was), the
+    worker shares the other CPU, if at all, with a process that takes whole time slices, and
+    answers at full speed in between. False, and nothing changed, where this cannot be read or
+    set (not Linux, one allowed CPU).
     """
     try:
         allowed = os.sched_getaffinity(0)
@@ -248,10 +245,6 @@ def move_off_this_cpu(busy_too: bool = False) -> bool:
     cpu = _current_cpu()
     if cpu not in allowed or len(allowed) < 2:
         return False
-    if not busy_too:
-        running = _running_tasks()
-        if running is None or running > len(allowed):
-            return False
     try:
         os.sched_setaffinity(0, allowed - {cpu})
         return True
@@ -269,15 +262,6 @@ def _current_cpu() -> int | None:
     try:
         with open("/proc/thread-self/stat", "rb") as f:
             return int(f.read().rsplit(b")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _running_tasks() -> int | None:
-    """How many tasks of the machine are running or ready to run (``/proc/loadavg``)."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -301,14 +285,20 @@ class FrameReader:
     there, at most once a millisecond (:meth:`SpinPause.may_move`); a loss sooner than that
     stops the spin and the next reads block, 8 of them at first and up to 256 while it keeps
     happening (:class:`SpinPause`; ``paused_spins`` counts such pauses), as a spin beside a
-    CPU-bound process only takes time from the process that would answer; and the reader
-    moves to another CPU if the machine has an idle one (:func:`move_off_this_cpu`). During a
+    CPU-bound process only takes time from the process that would answer. During a
     pause the descriptor is in blocking mode and each read waits in ``read`` itself, which wakes
-    sooner than ``select`` on a busy machine (docs/BENCHMARKS.md section 9).
+    sooner than ``select`` on a busy machine.
+
+    Each of the spin's rules can be switched off, to measure what it is worth (``make
+    bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads the switches
+    from ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`): ``pause=False`` keeps a
+    spin that lost its CPU spinning to its end, ``move=False`` never moves it to spin on
+    elsewhere.
     """
 
     def __init__(
-        self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0
+        self, source: int | _Readable, max_frame: int | None = None, spin_us: int = 0,
+        *, pause: bool = True, move: bool = True,
     ) -> None:
         self._raw = _raw_reader(source)
         self.max_frame = max_frame_from_env() if max_frame is None else max_frame
@@ -317,9 +307,9 @@ class FrameReader:
         self._start = 0  # buffered, unread bytes are self._buf[self._start:self._end]
         self._end = 0
         self._fd = source if isinstance(source, int) and spin_us > 0 else None
-        self._poll_fd = source if isinstance(source, int) else None
         self._spin_ns = spin_us * 1000
         self._pause = SpinPause()
+        self._pausing, self._moving = pause, move
         if self._fd is not None:
             os.set_blocking(self._fd, False)
 
@@ -327,7 +317,9 @@ class FrameReader:
         """One read into ``view`` (0 at EOF): spinning and then blocking while nothing is ready,
         or, during a pause of the spin (:class:`SpinPause`), a plain blocking read: the
         descriptor blocks for the pause, as waking from ``read`` itself costs less than waking
-        from ``select`` when the machine is busy (docs/BENCHMARKS.md section 9)."""
+        from ``select`` when the machine is busy (measured when built: ``git show
+        19d163f:docs/BENCHMARKS.md``, "The worker's spin pauses: short at first, and in `read`
+        itself")."""
         pause = self._pause
         fd = self._fd
         if pause.left and fd is not None:
@@ -361,32 +353,22 @@ class FrameReader:
             n = self._raw.readinto(view)
             now = time.perf_counter_ns()
             if now - last > PREEMPTED_NS:  # (data or not, this spin lost its CPU)
-                if self._pause.may_move(now) and move_off_this_cpu(busy_too=True):
+                if self._moving and self._pause.may_move(now) and move_off_this_cpu():
                     if n is not None:
                         return n
                     last = time.perf_counter_ns()  # spins on, on the other CPU
                     continue
-                self._pause.lost()
-                move_off_this_cpu()
-                if self._fd is not None:
-                    os.set_blocking(self._fd, True)
-                return n
+                if self._pausing:
+                    self._pause.lost()
+                    if self._fd is not None:
+                        os.set_blocking(self._fd, True)
+                    return n
             if n is not None:
                 self._pause.kept()
                 return n
             last = now
         self._pause.kept()
         return None
-
-    def waiting(self) -> bool:
-        """Whether a frame (or part of one) is ready to be read without blocking: bytes are
-        buffered, or the source is a file descriptor and readable."""
-        if self._end > self._start:
-            return True
-        fd = self._poll_fd
-        if fd is None:
-            return False
-        return bool(select.select([fd], [], [], 0)[0])
 
     @property
     def paused_spins(self) -> int:

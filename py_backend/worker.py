@@ -21,6 +21,10 @@ py_backend/budget.py) before it runs: resident tensors, the arguments it ships, 
 XLA's temporary memory, the last two measured once per compiled signature. A call over it gets
 an ``OverBudget`` error and runs nothing; so does a ``put`` whose tensors would take the
 resident bytes over it.
+
+``NX_JAX_OFF`` (read once, as the worker starts) switches latency mechanisms off by name, each
+on its own, to measure what it is worth (``MECHANISMS``; ``make bench-mechanisms``); unset, all
+are on. ``NX_JAX_FAST_PATHS=0`` switches off the learned byte layouts (py_backend/fastcall.py).
 """
 
 from __future__ import annotations
@@ -66,8 +70,6 @@ DEFAULT_RESIDENT_GC_BYTES = 64 << 20
 # a kept result of at most this many bytes comes back with a copy of its data (a loss read
 # after every step then costs no request of its own)
 SMALL_KEPT_BYTES = 64
-# freed arrays held back at most (Worker.bury): past this many, a free releases them at once
-MAX_DYING = 256
 # a handle: a count in the high bits (never reused), 40 random bits below (never guessed)
 HANDLE_RANDOM_BITS = 40
 READ_FD = 3
@@ -213,18 +215,23 @@ class Worker:
     like any other unknown function. ``fast_paths`` (default: ``NX_JAX_FAST_PATHS`` is not
     ``"0"``): whether repeated calls are learned as byte layouts (py_backend/fastcall.py);
     without, every request takes the generic path (for measuring the fast paths, and as a
-    switch should one ever be suspected). ``refusal``: why this worker must not compute (its
-    handshake failed, :mod:`py_backend.handshake`): then every function but ``ping`` and
-    ``info`` answers a ``WorkerMismatch`` error saying so.
+    switch should one ever be suspected). ``off``: the latency mechanisms switched off, to
+    measure each (:func:`mechanisms_off`; default: from ``NX_JAX_OFF``). ``refusal``: why this
+    worker must not compute (its handshake failed, :mod:`py_backend.handshake`): then every
+    function but ``ping`` and ``info`` answers a ``WorkerMismatch`` error saying so.
     """
 
     def __init__(self, test_functions: bool | None = None,
-                 fast_paths: bool | None = None, refusal: str | None = None) -> None:
+                 fast_paths: bool | None = None, refusal: str | None = None,
+                 off: frozenset[str] | None = None) -> None:
         if test_functions is None:
             test_functions = os.environ.get("NX_JAX_TEST") == "1"
         if fast_paths is None:
             fast_paths = os.environ.get("NX_JAX_FAST_PATHS", "1") != "0"
         self.fast_paths = fast_paths
+        if off is None:
+            off = mechanisms_off(os.environ)
+        self.off = off
         self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
         # the small-call fast path (py_backend/fastcall.py): layouts of key-only calls served
@@ -259,8 +266,6 @@ class Worker:
         # the results of the call being answered, which serve() lets go of once the reply is
         # written: their buffers are freed while the caller reads its reply, not before
         self.spent: Any = None
-        # arrays of freed tensors, released later (Worker.bury)
-        self.dying: list[Any] = []
         self.request_id = -1
         # the channel's pipe buffers, request and reply (main() grows them; info reports them)
         self.pipe_bytes: list[int | None] = [None, None]
@@ -452,7 +457,6 @@ class Worker:
             if self.resident_bytes + shipped + footprint.need > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
         results = executable(*tensors)
-        self.bury()
         tensors.clear()
         if program.graph.hooks:  # every {:hook, ...} frame goes out before the reply
             jax.block_until_ready(results)
@@ -503,8 +507,9 @@ class Worker:
                              self._runner(layout, program, use.footprint))
                 self._runners[id(layout)] = kept
             if self._hot_kept is not kept:
-                self._hot, self._hot_kept = self._hot_path(kept), kept
-                self._one = self._hot_one(kept)
+                self._hot_kept = kept
+                self._hot = None if "fast_hot" in self.off else self._hot_path(kept)
+                self._one = None if "fast_one" in self.off else self._hot_one(kept)
             return kept.run(frame, id_bytes)
         except Unfit:
             return None
@@ -570,6 +575,7 @@ class Worker:
         # of one type, dtype and shape. Not for a dtype the buffer protocol does not carry
         # (bfloat16) or one that is not the wire's.
         direct: bool | None = None
+        free_after_reply = "free_after_reply" not in self.off
 
         def hot(frame: Chunk) -> bytes | list[Chunk] | None:
             nonlocal direct
@@ -583,9 +589,9 @@ class Worker:
                     raise self._over_budget(shipped, footprint)
                 cache.touch(program, use)
                 results = jitted(argument)
-                self.bury()
                 stats.runs += 1
-                self.spent = results  # (freed after the reply is written, off its path)
+                if free_after_reply:  # (freed after the reply is written, off its path)
+                    self.spent = results
                 if direct:
                     return join(
                         (lengths[len(id_bytes)], head, id_bytes, one, header, results[0], tail)
@@ -641,14 +647,15 @@ class Worker:
         n_outs = len(outs)
         shipped = sum(count * dtype.itemsize for _, dtype, _, count in layout.tensors)
         fixed = shipped + footprint.need  # what a call needs besides the resident tensors
+        free_after_reply = "free_after_reply" not in self.off
 
         def run(frame: Chunk) -> Any:
             if self.resident_bytes + fixed > self.max_bytes:
                 raise self._over_budget(shipped, footprint)
             results = jitted(*arguments(frame))
-            self.bury()
             stats.runs += 1
-            self.spent = results
+            if free_after_reply:
+                self.spent = results
             if len(results) != n_outs:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
@@ -738,21 +745,12 @@ class Worker:
         return channel.encoded(b"".join((b"l", _U32.pack(len(results)), *pieces, b"j")))
 
     def _drop(self, handle: Any) -> bool:
-        """Forget a resident tensor and let go of its array (``free`` does the same, inline,
-        but hands the arrays to :meth:`bury`)."""
+        """Forget a resident tensor and let go of its array (``free`` does the same, inline)."""
         entry = self.resident.pop(handle, None) if isinstance(handle, int) else None
         if entry is None:
             return False
         self.resident_bytes -= entry[2]
         return True
-
-    def bury(self) -> None:
-        """Release the arrays of the tensors freed since the last time (``free`` hands them
-        here instead of releasing them, about 1 to 3 us each: a loop's frees come between its
-        steps, while its next call already waits). Called right after a run was dispatched,
-        while it computes, and by :func:`serve` when no request is waiting."""
-        if self.dying:
-            self.dying = []
 
     def _check_pressure(self) -> None:
         """After results were kept: a ``{:pressure, bytes}`` notice when the resident bytes
@@ -790,17 +788,14 @@ class Worker:
     def free(self, args: list[Any]) -> Any:
         """``[[handle]]`` -> how many of them were resident (unknown handles are ignored)."""
         _arity("free", args, 1)
-        resident, dying = self.resident, self.dying
+        resident = self.resident
         freed = nbytes = 0
         for handle in _list_arg("free", args[0]):  # (_drop's steps, inline: a loop frees many)
             entry = resident.pop(handle, None) if type(handle) is int else None
             if entry is not None:
                 freed += 1
                 nbytes += entry[2]
-                dying.append(entry[0])
         self.resident_bytes -= nbytes
-        if len(dying) > MAX_DYING:
-            self.bury()
         # (the next notice comes once the bytes have grown again from here)
         self.pressure_mark = min(self.pressure_mark, self.resident_bytes + self.resident_gc_bytes)
         return freed
@@ -941,6 +936,34 @@ def encode_handle(handle: int) -> bytes:
     return b"".join((b"n", bytes((digits, 0)), handle.to_bytes(digits, "little")))
 
 
+# The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
+# what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
+# the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
+# layouts (Worker._hot_one, Worker._hot_path), and the results released off a reply's path
+# (Worker.spent).
+MECHANISMS = {
+    "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
+    "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
+    "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
+    "fast_hot": "the layout served last, in one call (Worker._hot_path)",
+    "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
+}
+
+
+def mechanisms_off(environ: Any) -> frozenset[str]:
+    """The mechanisms ``environ``'s ``NX_JAX_OFF`` switches off: a comma-separated list of
+    names of ``MECHANISMS`` (empty or unset: none). Read once, as the worker starts; an
+    unknown name is an error that lists the known ones."""
+    raw = environ.get("NX_JAX_OFF") or ""
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(names - MECHANISMS.keys())
+    if unknown:
+        raise ValueError(
+            f"NX_JAX_OFF names unknown mechanisms {unknown}; known: {', '.join(MECHANISMS)}"
+        )
+    return names
+
+
 def resident_gc_bytes() -> int:
     """``NX_JAX_RESIDENT_GC_BYTES`` (the client sets it from ``config :nx_jax,
     resident_gc_bytes:``), else ``DEFAULT_RESIDENT_GC_BYTES``."""
@@ -991,7 +1014,7 @@ def _call_argument(view: np.ndarray) -> Any:
     when small, else the view into the frame itself. The jitted call moves a NumPy array to
     the device in its C++ dispatch, as ``jax.device_put`` would (zero-copy on the CPU, the
     frame kept alive by the array), but without ``device_put``'s Python path (what that saves:
-    docs/BENCHMARKS.md section 9, "Large call arguments without jax.device_put")."""
+    ``git show 19d163f:docs/BENCHMARKS.md``, "Large call arguments without `jax.device_put`")."""
     return view.copy() if view.nbytes < SMALL_TENSOR else view
 
 
@@ -1101,10 +1124,13 @@ def serve(
     spin_us: int = 0,
 ) -> int:
     """Serve until EOF on the request stream; return the exit status (0). ``spin_us``: see
-    :class:`~py_backend.channel.FrameReader`."""
-    frames = reader if isinstance(reader, FrameReader) else FrameReader(reader, spin_us=spin_us)
-    replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
+    :class:`~py_backend.channel.FrameReader`, whose spin follows the rules ``worker.off``
+    leaves on."""
     worker = worker or Worker()
+    off = worker.off
+    frames = reader if isinstance(reader, FrameReader) else FrameReader(
+        reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off)
+    replies = writer if isinstance(writer, FrameWriter) else FrameWriter(writer)
     worker.emit = replies.write_frame
     worker.reader = frames
     reply: bytes | list[Chunk]
@@ -1137,11 +1163,9 @@ def serve(
         except BrokenPipeError:
             return 0
         # the reply and the run's results are freed only now, once the caller has its answer
-        # (freeing a JAX array takes a while: docs/BENCHMARKS.md section 9)
+        # (freeing a JAX array takes a while: docs/BENCHMARKS.md "Latency mechanisms")
         del reply
         worker.spent = None
-        if worker.dying and not frames.waiting():
-            worker.bury()
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import random
 import struct
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -682,10 +682,7 @@ def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
     # the buffers of a run's results are let go of once the reply is out (Worker.spent), so
     # that freeing them is not on the caller's wait: on the layout's runner and on the
     # one-tensor hot path (requests 10, then 11 and 12)
-    import io
 
-    from py_backend.channel import FrameReader, FrameWriter
-    from py_backend.worker import serve
 
     graph = scale_graph()
     key = key_of(graph)
@@ -863,62 +860,22 @@ def free_request(request_id: int, handles: list[int]) -> bytearray:
                                      [handles])))
 
 
-def test_freed_arrays_are_released_by_the_next_run_and_at_most_max_dying_wait() -> None:
-    from py_backend.worker import MAX_DYING
-
+def test_a_free_releases_the_freed_arrays_at_once() -> None:
     worker = Worker()
     graph = axpy_graph()
     key = key_of(graph)
     handles = put(worker, [np.full(3, float(k), np.float32) for k in range(4)])
+    arrays = [weakref.ref(worker.resident[h][0]) for h in handles[:2]]
     before = worker.resident_bytes
     reply = decode(reply_bytes(worker.handle(free_request(5, handles[:2] + [12345]))))
     assert reply == (atom("r"), 5, 2)
-    # forgotten at once (bytes, handles), the arrays let go of later
+    # forgotten (bytes, handles) and let go of: nothing of the worker holds the arrays now
     assert worker.resident_bytes == before - 24 and handles[0] not in worker.resident
-    assert len(worker.dying) == 2
+    assert [a() for a in arrays] == [None, None]
     reply = decode(reply_bytes(worker.handle(elixir_call(6, key, graph, handles[2:]))))
     np.testing.assert_array_equal(from_wire(reply[2][0]), np.full(3, 7.0, np.float32))
-    assert worker.dying == []
-    # a free of a freed handle is harmless, and nothing waits for a run past MAX_DYING
+    # a free of a freed handle is harmless
     assert decode(reply_bytes(worker.handle(free_request(7, handles[:1]))))[2] == 0
-    many = put(worker, [np.zeros(1, np.float32)] * (MAX_DYING + 1))
-    worker.handle(free_request(8, many))
-    assert worker.dying == []
-
-
-def test_serve_releases_freed_arrays_when_no_request_waits() -> None:
-    worker = Worker()
-    handles = put(worker, [np.ones(3, np.float32), np.ones(3, np.float32)])
-    frames = [free_request(1, handles[:1]), free_request(2, handles[1:])]
-    requests = io.BytesIO(b"".join(channel.frame_header(len(f)) + bytes(f) for f in frames))
-    dying_at_write: list[int] = []
-
-    class Recorder(FrameWriter):
-        def write_frame(self, chunks: Any) -> None:
-            dying_at_write.append(len(worker.dying))
-            super().write_frame(chunks)
-
-    # the second request is read with the first (buffered): it waits, so the first one's
-    # array is still held when the second reply goes out; after it, nothing waits
-    assert serve(FrameReader(requests), Recorder(io.BytesIO()), worker) == 0
-    assert dying_at_write == [1, 2] and worker.dying == []
-
-
-def test_a_reader_on_a_descriptor_says_whether_a_request_waits() -> None:
-    read_fd, write_fd = os.pipe()
-    try:
-        reader = FrameReader(read_fd)
-        assert not reader.waiting()
-        two = b"".join(channel.frame_header(3) + b"abc" for _ in range(2))
-        os.write(write_fd, two)
-        assert reader.waiting()
-        assert bytes(reader.read_frame()) == b"abc"
-        assert reader.waiting()  # the second one is buffered
-        assert bytes(reader.read_frame()) == b"abc"
-        assert not reader.waiting()
-    finally:
-        os.close(read_fd)
-        os.close(write_fd)
 
 
 def test_kept_results_large_and_small_keep_their_order_in_the_reply() -> None:
