@@ -204,7 +204,7 @@ defmodule NxJax do
 
   # The worker of the first resident argument, nil if none; the arguments' wire forms. (Local
   # walks: this runs on every call, where each library function a call passes through costs
-  # more on a CPU shared with the worker, docs/BENCHMARKS.md section 9.)
+  # more on a CPU shared with the worker, `git show 19d163f:docs/BENCHMARKS.md`, "The client's layers on a shared CPU, cut one by one".)
   defp home([arg | rest]), do: NxJax.Backend.worker(arg) || home(rest)
   defp home([]), do: nil
 

@@ -545,7 +545,7 @@ class Worker:
         ``FrameWriter.write_frame``, without their calls, and from the second run on without
         :func:`to_host`'s NumPy conversion of the result, whose buffer goes into the reply as
         it is where the first run showed it can (:func:`_joins_as`). What the byte-matched
-        path saves: docs/BENCHMARKS.md section 8. An error is an error reply (chunks).
+        path saves: docs/BENCHMARKS.md "Latency mechanisms". An error is an error reply (chunks).
         ``None`` for any other request."""
         layout, program = kept.layout, kept.program
         read = self.layouts.one_reader(layout)

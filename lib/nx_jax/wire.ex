@@ -52,7 +52,7 @@ defmodule NxJax.Wire do
   `:erlang.term_to_binary/1` writes it, when every argument is a wire tensor `{type, shape,
   data}` (the repeated call's common case), by `small_body/1` otherwise. On a CPU shared with
   the worker, term_to_binary's code costs the call more than these few clauses
-  (docs/BENCHMARKS.md section 9).
+  (measured 2026-12-05: `git show 19d163f:docs/BENCHMARKS.md`, "The client's layers on a shared CPU, cut one by one").
 
   ## Examples
 

@@ -279,7 +279,7 @@ defmodule NxJax.Worker.Caller do
   # such late replies in a row is kept per process (@late_replies). One late reply alone does
   # not stop the polling (@late_to_stop): beside a CPU-bound process a preempted call comes
   # late now and then, and each such reply made the next 15 calls sleep, which took longer
-  # than polling there (docs/BENCHMARKS.md section 9). A spin never outlasts the caller's limit.
+  # than polling there (measured 2026-12-05: `git show 19d163f:docs/BENCHMARKS.md`, "Where the small call's time goes beside a CPU hog, layer by layer"). A spin never outlasts the caller's limit.
   defp spin_until(0, _now, _limit), do: nil
 
   defp spin_until(us, now, limit) do

@@ -285,7 +285,7 @@ defmodule Nx.Defn do
 
   # The global defaults: the application environment's, read once into :persistent_term
   # (global_default_options/1 writes both). Every call reads them, and on a CPU shared with
-  # the worker Application.get_env/3 costs a call more (docs/BENCHMARKS.md section 9).
+  # the worker Application.get_env/3 costs a call more (`git show 19d163f:docs/BENCHMARKS.md`, "The client's layers on a shared CPU, cut one by one").
   defp global_defaults do
     case :persistent_term.get(@global_key, :unset) do
       :unset ->

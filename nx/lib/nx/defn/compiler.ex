@@ -328,7 +328,7 @@ defmodule Nx.Defn.Compiler do
   # The trace cache's id of `fun`, worked out once by Nx.Defn.jit/2: the function itself when
   # it captures nothing, else the digest of its code and captured values, so that a call does
   # not hash and compare those values (a model's parameters, say) again every time, which
-  # grew with their size (docs/BENCHMARKS.md section 9). Equal closures get the same id.
+  # grew with their size (`git show 19d163f:docs/BENCHMARKS.md`, "A jitted closure's captured values, hashed at every call"). Equal closures get the same id.
   def jit_id(fun) do
     case Function.info(fun, :env) do
       {:env, []} -> {:jit, fun}
