@@ -4,7 +4,7 @@ bench/run.exs; prints one JSON object of microseconds (median of 5 rounds of n c
 argv: the request frame written by bench/run.exs (a ``call`` that carries the graph, then the
 same call by key only), and n.
 
-- ``handle``: ``Worker.handle`` on the key-only request once its layout is learned (the path
+- ``handle``: ``RequestLoop.handle`` on the key-only request once its layout is learned (the path
   every repeated call takes: py_backend/fastcall.py); ``match``: recognising the layout;
 - ``handle_generic``: the same request through the generic path (layouts switched off): decode,
   parse, check, run, encode;
@@ -26,7 +26,7 @@ import erlang
 import numpy as np
 
 from py_backend import channel, fastcall
-from py_backend.worker import Worker
+from py_backend.request_loop import RequestLoop
 
 
 class NoLayouts(fastcall.Layouts):
@@ -57,7 +57,7 @@ def main() -> None:
     with open(sys.argv[2], "rb") as f:
         by_key = f.read()
     n = int(sys.argv[3])
-    worker = Worker()
+    worker = RequestLoop()
     worker.handle(bytearray(with_graph))
     reply = channel.decode(b"".join(bytes(c) for c in worker.handle(bytearray(by_key))))
     term = channel.decode(by_key)
@@ -67,7 +67,7 @@ def main() -> None:
     worker.handle(bytearray(by_key))  # served once more: now learned
     frame = bytearray(by_key)
     assert worker.layouts.match(frame) is not None, "the key-only call was not learned"
-    generic = Worker()
+    generic = RequestLoop()
     generic.handle(bytearray(with_graph))
     generic.layouts = NoLayouts()
     out = {

@@ -22,7 +22,7 @@ Bench.restart_pool(1)
 x = Nx.tensor(1.5)
 Bench.small(x)
 
-# the worker's switches (py_backend/worker.py MECHANISMS)
+# the worker's switches (py_backend/request_loop.py MECHANISMS)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
@@ -301,7 +301,7 @@ switches off:
   with its polling caller on it ("pinned").
 - **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that lost its CPU
   moves its thread to another CPU and spins on there, at most once a millisecond.
-- **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.worker.Worker`):
+- **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.request_loop.RequestLoop`):
   tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply
   frame built in one function; tier 2 (`Worker._hot_path`) tests the frame against the layout
   served last; tier 3 (`fastcall.Layouts.match`) looks the frame's learned byte layout up. A

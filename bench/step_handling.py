@@ -41,7 +41,7 @@ import train_loop  # noqa: E402 (bench/train_loop.py: the state's formulas)
 
 from py_backend import channel  # noqa: E402
 from py_backend.channel import atom  # noqa: E402
-from py_backend.worker import Worker, graph_key  # noqa: E402
+from py_backend.request_loop import RequestLoop, graph_key  # noqa: E402
 
 
 def frame(function: str, args: list[Any]) -> bytearray:
@@ -61,7 +61,7 @@ def main() -> None:
     graph = Path(sys.argv[1]).read_bytes()
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     key = graph_key(graph)
-    worker = Worker()
+    worker = RequestLoop()
     (params, m, v, t), batches = train_loop.initial(np)
     arrays = [*params, *m, *v, np.asarray(t, np.int32)] + [a for b in batches for a in b]
     handles = reply_of(worker.handle(frame("put", [[wire(a) for a in arrays]])))[2]

@@ -2,7 +2,7 @@
 
 import sys
 
-from py_backend.worker import main
+from py_backend.request_loop import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

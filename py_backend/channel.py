@@ -291,7 +291,7 @@ class FrameReader:
 
     Each of the spin's rules can be switched off, to measure what it is worth (``make
     bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"; the worker reads the switches
-    from ``NX_JAX_OFF``, :func:`py_backend.worker.mechanisms_off`): ``pause=False`` keeps a
+    from ``NX_JAX_OFF``, :func:`py_backend.request_loop.mechanisms_off`): ``pause=False`` keeps a
     spin that lost its CPU spinning to its end, ``move=False`` never moves it to spin on
     elsewhere.
     """

@@ -341,7 +341,7 @@ def _is_shape(term: Any) -> bool:
 
 _REPLY = b"\x83h\x03" + channel.encode(channel.atom("r"))[1:]  # {:r, id, result}
 _ONE = b"l" + _U32.pack(1)  # the head of a one-element list
-REPLY_HEAD, ONE_ELEMENT = _REPLY, _ONE  # (py_backend.worker's one-tensor hot path)
+REPLY_HEAD, ONE_ELEMENT = _REPLY, _ONE  # (py_backend.request_loop's one-tensor hot path)
 
 
 def encode_tensor_reply(

@@ -1,7 +1,7 @@
 defmodule NxJax.FrameLimitTest do
   # A request over the worker's frame limit is refused by its caller before anything is sent,
   # with an error naming the limit and the setting; the worker and other calls go on. (A frame
-  # that reaches the worker anyway is answered under its own request id: tests/test_worker.py.)
+  # that reaches the worker anyway is answered under its own request id: tests/test_request_loop.py.)
   use ExUnit.Case, async: true
 
   @limit 100_000

@@ -407,7 +407,7 @@ defmodule NxJax.WorkerTest do
     assert %NxJax.WorkerError{class: "UnknownHandle", message: message, traceback: tb} = error
     assert message =~ "no resident tensor 12345"
     assert tb =~ "Traceback (most recent call last)"
-    assert tb =~ "py_backend/worker.py"
+    assert tb =~ "py_backend/request_loop.py"
     assert Exception.message(error) =~ "Python traceback:"
     assert NxJax.Worker.call(:ping, [], server: w) == :pong
   end

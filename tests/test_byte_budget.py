@@ -13,7 +13,7 @@ import pytest
 
 from py_backend import budget
 from py_backend.channel import Binary, atom, decode
-from py_backend.worker import Worker
+from py_backend.request_loop import RequestLoop
 
 from .helpers import GraphBuilder, WorkerProcess, atom_str, from_wire, request, wire_tensor
 
@@ -21,15 +21,15 @@ F32 = np.float32
 SETTING_NAMES = ("NX_JAX_MAX_BYTES", "config :nx_jax, max_bytes:")
 
 
-def handle(worker: Worker, payload: bytes) -> Any:
-    """The reply to ``payload`` as :func:`py_backend.worker.serve` gets it (every fast path)."""
+def handle(worker: RequestLoop, payload: bytes) -> Any:
+    """The reply to ``payload`` as ``request_loop.serve`` gets it (every fast path)."""
     reply = worker.handle_framed(bytearray(payload))
     if isinstance(reply, bytes):  # a whole frame, its 4-byte length first
         return decode(reply[4:])
     return decode(b"".join(bytes(c) for c in reply))
 
 
-def call(worker: Worker, request_id: int, graph_bin: bytes, args: list[Any],
+def call(worker: RequestLoop, request_id: int, graph_bin: bytes, args: list[Any],
          keep: bool = False, send_graph: bool = True, donate: list[int] | None = None) -> Any:
     key = Binary(hashlib.md5(graph_bin).digest() + len(graph_bin).to_bytes(8, "big"))
     extra = [] if donate is None else [donate]
@@ -70,7 +70,7 @@ def result(reply: Any, request_id: int) -> Any:
     return reply[2]
 
 
-def runs(worker: Worker) -> int:
+def runs(worker: RequestLoop) -> int:
     return worker.cache.stats.runs
 
 
@@ -102,9 +102,9 @@ def temporary_graph(n: int) -> bytes:
     return g.binary([g.op("sum", running, axes=None, keep_axes=False, out=("f32", ()))])
 
 
-def small_worker(monkeypatch: pytest.MonkeyPatch, max_bytes: int, **options: Any) -> Worker:
+def small_worker(monkeypatch: pytest.MonkeyPatch, max_bytes: int, **options: Any) -> RequestLoop:
     monkeypatch.setenv("NX_JAX_MAX_BYTES", str(max_bytes))
-    worker = Worker(**options)
+    worker = RequestLoop(**options)
     assert worker.max_bytes == max_bytes
     return worker
 
@@ -117,7 +117,7 @@ def test_the_setting_must_be_a_positive_integer_of_bytes(monkeypatch: pytest.Mon
                                                          raw: str) -> None:
     monkeypatch.setenv("NX_JAX_MAX_BYTES", raw)
     with pytest.raises(ValueError, match="NX_JAX_MAX_BYTES must be a positive integer") as info:
-        Worker()
+        RequestLoop()
     assert "config :nx_jax, max_bytes:" in str(info.value)
 
 
@@ -125,7 +125,7 @@ def test_unset_the_budget_is_three_quarters_of_the_machine(monkeypatch: pytest.M
     monkeypatch.delenv("NX_JAX_MAX_BYTES", raising=False)
     memory = budget.host_memory()
     assert memory is not None and memory > 0
-    assert Worker().max_bytes == memory * 3 // 4
+    assert RequestLoop().max_bytes == memory * 3 // 4
     # an accelerator that reports less memory than the host bounds it (the CPU reports none)
     assert budget.device_memory(jax.devices()[0]) is None
 

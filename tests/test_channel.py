@@ -385,7 +385,7 @@ def test_a_small_frame_partly_written_by_one_write_is_completed(full: bool) -> N
 
 
 def test_write_framed_writes_a_whole_frame_as_write_frame_does() -> None:
-    # Worker._hot_one builds its reply with the length header (channel.frame_header); on a bare
+    # RequestLoop._hot_one builds its reply with the length header (channel.frame_header); on a bare
     # fd and on a file-like sink the bytes that go out are those of write_frame(payload)
     payload = b"reply bytes \x00\xff" * 3
     framed = channel.frame_header(len(payload)) + payload

@@ -18,7 +18,7 @@ import pytest
 from py_backend import channel, fastcall
 from py_backend.cache import Cache
 from py_backend.channel import FrameReader, FrameWriter, atom, decode, encode_chunks
-from py_backend.worker import Worker, serve
+from py_backend.request_loop import RequestLoop, serve
 
 from .helpers import GraphBuilder, from_wire, wire_tensor
 
@@ -86,7 +86,7 @@ def reply_bytes(chunks: list[Any]) -> bytes:
     return b"".join(bytes(memoryview(c)) for c in chunks)
 
 
-def stats(worker: Worker) -> dict[str, int]:
+def stats(worker: RequestLoop) -> dict[str, int]:
     s = worker.cache.stats
     return {"compiles": s.compiles, "cache_hits": s.cache_hits, "runs": s.runs,
             "errors": s.errors, "graph_loads": s.graph_loads}
@@ -288,9 +288,9 @@ def sampler(type_name: str, shape: tuple[int, ...], scale: float,
     return kind, bits, lambda: (rng.standard_normal(shape) * scale).astype(dtype)
 
 
-def primed_worker(graph: bytes, arrays: list[np.ndarray], keep: bool = False) -> Worker:
+def primed_worker(graph: bytes, arrays: list[np.ndarray], keep: bool = False) -> RequestLoop:
     """A worker that has loaded ``graph`` and served one key-only call (learned)."""
-    worker = Worker()
+    worker = RequestLoop()
     key = key_of(graph)
     worker.handle(elixir_call(0, key, graph, arrays, keep))
     worker.handle(elixir_call(1, key, None, arrays, keep))
@@ -310,7 +310,7 @@ def test_fast_replies_equal_generic_replies(type_name: str, shape: tuple[int, ..
         x, y = sample(), sample()
         frame = elixir_call(request_id, key, None, [x, y])
         assert fast.layouts.match(frame) is not None
-        generic = Worker()  # learns nothing before this request: the generic path answers
+        generic = RequestLoop()  # learns nothing before this request: the generic path answers
         generic.handle(elixir_call(0, key, graph, [x, y]))
         expected = reply_bytes(generic.handle(bytearray(frame)))
         got = reply_bytes(fast.handle(bytearray(frame)))
@@ -336,7 +336,7 @@ def test_one_output_replies_equal_generic_replies(out_shape: tuple[int, ...]) ->
     for request_id, value in ((2, 0.5), (300, -7.25)):
         frame = elixir_call(request_id, key, None, [np.array(value, np.float32)])
         assert fast.layouts.match(frame) is not None
-        generic = Worker()
+        generic = RequestLoop()
         generic.handle(elixir_call(0, key, graph, [np.array(value, np.float32)]))
         expected = reply_bytes(generic.handle(bytearray(frame)))
         chunks = fast.handle(bytearray(frame))
@@ -352,7 +352,7 @@ def test_without_fast_paths_every_repeated_call_takes_the_generic_path(
     key = key_of(graph)
     x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
     monkeypatch.setenv("NX_JAX_FAST_PATHS", "0")
-    worker = Worker()
+    worker = RequestLoop()
     assert not worker.fast_paths
     worker.handle(elixir_call(0, key, graph, [x, y], False))
     replies = [decode(reply_bytes(worker.handle(elixir_call(i, key, None, [x, y], False))))
@@ -364,7 +364,7 @@ def test_without_fast_paths_every_repeated_call_takes_the_generic_path(
         np.testing.assert_allclose(from_wire(reply[2][0]), 2 * x + y)
     # the same calls on a default worker are served by the fast paths from the third on
     monkeypatch.delenv("NX_JAX_FAST_PATHS")
-    fast = Worker()
+    fast = RequestLoop()
     for i in range(6):
         fast.handle(elixir_call(i, key, graph if i == 0 else None, [x, y], False))
     s = fast.cache.stats
@@ -407,7 +407,7 @@ def test_a_forgotten_or_evicted_graph_is_unknown_on_the_fast_path_too() -> None:
 
 
 def test_the_hot_path_stops_when_the_cache_drops_its_program() -> None:
-    # the layout served last runs in one call (Worker._hot_path) without looking its program
+    # the layout served last runs in one call (RequestLoop._hot_path) without looking its program
     # up: once the cache evicts that program, the next call must be UnknownGraph as on the
     # generic path, and serving resumes after the graph is sent again
     graph = axpy_graph()
@@ -461,7 +461,7 @@ def test_the_hot_path_answers_resident_calls_and_errors_with_their_ids(
 
 
 def scale_graph(shape: tuple[int, ...] = (3,), type_name: str = "f32") -> bytes:
-    """One tensor in, one out: ``3 * x`` (the one-tensor hot path, Worker._hot_one)."""
+    """One tensor in, one out: ``3 * x`` (the one-tensor hot path, RequestLoop._hot_one)."""
     g = GraphBuilder()
     x = g.param(0, type_name, shape)
     three = g.const(3, type_name, ())
@@ -469,8 +469,8 @@ def scale_graph(shape: tuple[int, ...] = (3,), type_name: str = "f32") -> bytes:
     return g.binary([g.op("multiply", three, x, out=(type_name, shape))])
 
 
-def framed_reply(worker: Worker, frame: Any) -> bytes:
-    """The reply ``serve()`` would write for ``frame`` (``Worker.handle_framed``), without its
+def framed_reply(worker: RequestLoop, frame: Any) -> bytes:
+    """The reply ``serve()`` would write for ``frame`` (``RequestLoop.handle_framed``), without its
     length header, which must match its length."""
     reply = worker.handle_framed(frame)
     data = reply if type(reply) is bytes else b"".join([*(bytes(c) for c in reply)])
@@ -487,7 +487,7 @@ def test_the_one_tensor_hot_path_gives_the_generic_bytes_and_falls_back_on_anyth
     key = key_of(graph)
     x = np.array([1.0, -2.5, 4.0], np.float32)
     worker = primed_worker(graph, [x])
-    generic = Worker()
+    generic = RequestLoop()
     generic.handle(elixir_call(0, key, graph, [x]))
     for request_id in (2, 3, 255, 256, 70000, 2**31 - 1):
         value = x * request_id
@@ -527,9 +527,9 @@ def test_the_one_tensor_hot_path_gives_the_generic_bytes_and_falls_back_on_anyth
     assert channel.binary_bytes(reply[2][1]) == b"RuntimeError"
 
 
-def hot_direct(worker: Worker) -> bool | None:
+def hot_direct(worker: RequestLoop) -> bool | None:
     """Whether the worker's one-tensor hot path puts its results into replies as they are
-    (``Worker._hot_one``'s ``direct``: None before its first run)."""
+    (``RequestLoop._hot_one``'s ``direct``: None before its first run)."""
     hot = worker._one
     assert hot is not None and hot.__closure__ is not None
     cells = dict(zip(hot.__code__.co_freevars, hot.__closure__, strict=True))
@@ -551,7 +551,7 @@ def test_the_one_tensor_hot_path_replies_with_the_result_buffer_where_it_can(
     graph = scale_graph(shape, type_name)
     key = key_of(graph)
     worker = primed_worker(graph, [sample()])
-    generic = Worker()
+    generic = RequestLoop()
     generic.handle(elixir_call(0, key, graph, [sample()]))
     for request_id in range(2, 40):
         x = sample()
@@ -569,7 +569,7 @@ def test_results_go_into_replies_as_they_are_only_when_their_buffer_is_the_wire_
     import jax
     import jax.numpy as jnp
 
-    from py_backend.worker import _joins_as
+    from py_backend.request_loop import _joins_as
     f32 = np.dtype("<f4")
     value = jax.jit(lambda v: v * 3)(jnp.arange(4, dtype=jnp.float32))
     data = np.asarray(value).tobytes()
@@ -592,8 +592,8 @@ def test_a_result_whose_buffer_cannot_be_lent_takes_the_copy(
     import jax
     import jax.numpy as jnp
 
-    from py_backend import worker as worker_module
-    from py_backend.worker import _joins_as
+    from py_backend import request_loop as worker_module
+    from py_backend.request_loop import _joins_as
     value = jax.jit(lambda v: v * 3)(jnp.arange(4, dtype=jnp.float32))
     data = np.asarray(value).tobytes()
 
@@ -679,7 +679,7 @@ def test_a_real_worker_serves_learned_calls_back_to_back_and_after_pauses(spin_u
 
 
 def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
-    # the buffers of a run's results are let go of once the reply is out (Worker.spent), so
+    # the buffers of a run's results are let go of once the reply is out (RequestLoop.spent), so
     # that freeing them is not on the caller's wait: on the layout's runner and on the
     # one-tensor hot path (requests 10, then 11 and 12)
 
@@ -726,7 +726,7 @@ def test_serve_frees_a_call_s_results_only_after_writing_its_reply() -> None:
 # --- resident arguments ({:ref, handle}) ------------------------------------------------------
 
 
-def put(worker: Worker, arrays: list[np.ndarray]) -> list[int]:
+def put(worker: RequestLoop, arrays: list[np.ndarray]) -> list[int]:
     frame = bytearray(channel.encode((atom("C"), 1, atom("nx_jax"), atom("put"),
                                       [[wire_tensor(a) for a in arrays]])))
     reply = decode(reply_bytes(worker.handle(frame)))
@@ -734,12 +734,12 @@ def put(worker: Worker, arrays: list[np.ndarray]) -> list[int]:
     return list(reply[2])
 
 
-def fast_count(worker: Worker) -> int:
+def fast_count(worker: RequestLoop) -> int:
     s = worker.cache.stats
     return s.fast_one_calls + s.fast_hot_calls + s.fast_layout_calls
 
 
-def resident_loop(worker: Worker, steps: int) -> list[tuple[Any, ...]]:
+def resident_loop(worker: RequestLoop, steps: int) -> list[tuple[Any, ...]]:
     """A loop as NxJax sends it with resident state: each call names the previous call's
     results, ``(x, y) -> (2x + y, x)``; returns each reply."""
     graph = axpy_graph()
@@ -758,11 +758,11 @@ def resident_loop(worker: Worker, steps: int) -> list[tuple[Any, ...]]:
 def test_calls_naming_resident_tensors_take_the_fast_path_and_answer_as_the_generic_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fast = Worker()
+    fast = RequestLoop()
     fast_replies = resident_loop(fast, 8)
     assert fast_count(fast) == 6  # every call after the first two (loaded, then learned)
     monkeypatch.setenv("NX_JAX_FAST_PATHS", "0")
-    generic = Worker()
+    generic = RequestLoop()
     generic_replies = resident_loop(generic, 8)
     assert fast_count(generic) == 0
     # the same values (the copies of these small results), other handles
@@ -780,7 +780,7 @@ def test_calls_naming_resident_tensors_take_the_fast_path_and_answer_as_the_gene
 
 
 def test_a_freed_or_foreign_handle_on_the_fast_path_gets_the_generic_answer() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = axpy_graph()
     key = key_of(graph)
     replies = resident_loop(worker, 3)
@@ -811,7 +811,7 @@ def test_a_freed_or_foreign_handle_on_the_fast_path_gets_the_generic_answer() ->
 
 
 def test_a_call_mixing_resident_and_wire_tensors_is_learned_with_both_kinds_of_holes() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = axpy_graph()
     key = key_of(graph)
     (x,) = put(worker, [np.ones(3, np.float32)])
@@ -841,10 +841,10 @@ def test_a_call_mixing_resident_and_wire_tensors_is_learned_with_both_kinds_of_h
 
 
 def test_a_handle_is_encoded_as_the_generic_encoder_does() -> None:
-    from py_backend.worker import HANDLE_RANDOM_BITS, encode_handle
+    from py_backend.request_loop import HANDLE_RANDOM_BITS, encode_handle
 
     rng = random.Random(5)
-    worker = Worker()
+    worker = RequestLoop()
     handles = [worker._keep(None, None, 0) for _ in range(50)]  # type: ignore[arg-type]
     handles += [(count << HANDLE_RANDOM_BITS) | rng.getrandbits(HANDLE_RANDOM_BITS)
                 for count in (1, 255, 2**16, 2**23, 2**40, 2**200)]
@@ -861,7 +861,7 @@ def free_request(request_id: int, handles: list[int]) -> bytearray:
 
 
 def test_a_free_releases_the_freed_arrays_at_once() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = axpy_graph()
     key = key_of(graph)
     handles = put(worker, [np.full(3, float(k), np.float32) for k in range(4)])
@@ -888,7 +888,7 @@ def test_kept_results_large_and_small_keep_their_order_in_the_reply() -> None:
                       g.op("multiply", two, y, out=("f32", (2,)))])
     key = key_of(graph)
     a, b = np.arange(100, dtype=np.float32), np.array([1.5, -2.0], np.float32)
-    worker = Worker()
+    worker = RequestLoop()
     for i in range(4):  # loaded, learned, then the fast paths
         reply = decode(reply_bytes(worker.handle(
             elixir_call(i, key, graph if i == 0 else None, [a, b], keep=True))))

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from py_backend import channel
 from py_backend.channel import Atom, Binary, CodecError, _NotFast, decode, decode_fast, encode
-from py_backend.worker import Worker, graph_key
+from py_backend.request_loop import RequestLoop, graph_key
 from tests.helpers import GraphBuilder, request, scaled, wire_tensor
 
 
@@ -141,7 +141,7 @@ def test_every_truncation_and_byte_flip_of_a_request_agrees_with_erlang_py() -> 
 
 
 def test_a_malformed_request_still_gets_one_error_reply() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     data = call_request(5)
     # answered under the id in the frame's head when there is one (its caller waits for it)
     for bad, request_id in ((data[:-1], 5), (data[:20], 5), (data + b"\x00", 5),
@@ -157,7 +157,7 @@ def test_a_malformed_request_still_gets_one_error_reply() -> None:
 
 
 def test_repeated_calls_reuse_the_argument_layout_and_still_check_sizes() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     data = call_request(1)
     for _ in range(3):
         reply = decode(b"".join(bytes(c) for c in worker.handle(bytearray(data))))

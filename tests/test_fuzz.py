@@ -1,6 +1,6 @@
 """Hostile input: the decoder, the dispatcher and the graph validator never crash.
 
-Every case feeds the worker's request handler (``Worker.handle``, the function the loop calls
+Every case feeds the worker's request handler (``RequestLoop.handle``, the function the loop calls
 for each frame) and checks that exactly one well-formed reply comes back: ``{:r, id, _}`` for
 a valid request, ``{:e, id, {:python, class, message, traceback}}`` otherwise. The last test
 sends random frames to a real worker process and checks it keeps serving.
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from py_backend.channel import Binary, atom, decode, encode
-from py_backend.worker import FUNCTIONS, Worker
+from py_backend.request_loop import FUNCTIONS, RequestLoop
 from tests.helpers import GraphBuilder, WorkerProcess, atom_str, request, wire_tensor
 
 # NX_JAX_FUZZ_SCALE=10 runs ten times as many examples (a deeper run than `make test`'s)
@@ -40,11 +40,11 @@ def fuzz(max_examples: int) -> settings:
 
 
 @pytest.fixture(scope="module")
-def worker() -> Worker:
-    return Worker()
+def worker() -> RequestLoop:
+    return RequestLoop()
 
 
-def reply_of(worker: Worker, frame: bytes) -> Any:
+def reply_of(worker: RequestLoop, frame: bytes) -> Any:
     chunks = worker.handle(frame)
     return decode(b"".join(bytes(c) for c in chunks))
 
@@ -101,7 +101,7 @@ def requests(draw: st.DrawFn) -> tuple[int, str, str, bool, bytes]:
 
 @fuzz(1000)
 @given(frame=st.binary(max_size=200))
-def test_random_bytes_get_an_error_reply(worker: Worker, frame: bytes) -> None:
+def test_random_bytes_get_an_error_reply(worker: RequestLoop, frame: bytes) -> None:
     reply = reply_of(worker, frame)
     if atom_str(reply[0]) == "r":  # random bytes that happen to be a valid ping
         return
@@ -110,7 +110,7 @@ def test_random_bytes_get_an_error_reply(worker: Worker, frame: bytes) -> None:
 
 @fuzz(1000)
 @given(term=terms)
-def test_any_term_that_is_not_a_request_gets_bad_request(worker: Worker, term: Any) -> None:
+def test_any_term_that_is_not_a_request_gets_bad_request(worker: RequestLoop, term: Any) -> None:
     reply = reply_of(worker, encode(term))
     assert assert_error_reply(reply) == "BadRequest"
 
@@ -118,7 +118,7 @@ def test_any_term_that_is_not_a_request_gets_bad_request(worker: Worker, term: A
 @fuzz(800)
 @given(req=requests())
 def test_requests_to_anything_but_the_closed_table_are_refused(
-    worker: Worker, req: tuple[int, str, str, bool, bytes]
+    worker: RequestLoop, req: tuple[int, str, str, bool, bytes]
 ) -> None:
     request_id, module, function, no_args, frame = req
     reply = reply_of(worker, frame)
@@ -154,7 +154,7 @@ VALID = valid_run_request()
     ),
 )
 def test_truncated_and_corrupted_requests_get_one_reply(
-    worker: Worker, cuts: list[int], flips: list[tuple[int, int]]
+    worker: RequestLoop, cuts: list[int], flips: list[tuple[int, int]]
 ) -> None:
     data = bytearray(VALID)
     for position, value in flips:
@@ -203,7 +203,7 @@ def _zeros(shape: tuple[int, ...]) -> Any:
 @fuzz(700)
 @given(case=graphs())
 def test_random_graphs_are_refused_or_run_never_crash(
-    worker: Worker, case: tuple[Any, list[Any]]
+    worker: RequestLoop, case: tuple[Any, list[Any]]
 ) -> None:
     graph, args = case
     reply = reply_of(worker, request(3, "run", [Binary(encode(graph)), args]))

@@ -1,5 +1,5 @@
 """The switches that turn latency mechanisms off one by one (``NX_JAX_OFF``,
-py_backend/worker.py ``MECHANISMS``; measured by bench/mechanisms.exs): each switched-off
+py_backend/request_loop.py ``MECHANISMS``; measured by bench/mechanisms.exs): each switched-off
 mechanism no longer fires, and the replies stay the same."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from py_backend import channel
 from py_backend.channel import FrameReader, decode
-from py_backend.worker import MECHANISMS, Worker, mechanisms_off
+from py_backend.request_loop import MECHANISMS, RequestLoop, mechanisms_off
 
 from .helpers import from_wire
 from .test_channel import frame
@@ -36,19 +36,19 @@ def test_nx_jax_off_names_mechanisms_and_refuses_unknown_ones() -> None:
 
 def test_a_worker_reads_nx_jax_off_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NX_JAX_OFF", "fast_hot")
-    assert Worker().off == {"fast_hot"}
+    assert RequestLoop().off == {"fast_hot"}
     monkeypatch.delenv("NX_JAX_OFF")
-    assert Worker().off == frozenset()
-    assert Worker(off=frozenset({"fast_one"})).off == {"fast_one"}
+    assert RequestLoop().off == frozenset()
+    assert RequestLoop(off=frozenset({"fast_one"})).off == {"fast_one"}
 
 
-def _served(worker: Worker, request: bytearray) -> Any:
+def _served(worker: RequestLoop, request: bytearray) -> Any:
     """The decoded reply ``serve()`` would write for ``request``."""
     got = worker.handle_framed(request)
     return decode(got[4:] if type(got) is bytes else reply_bytes(got))
 
 
-def _tier_counts(worker: Worker) -> tuple[int, int, int]:
+def _tier_counts(worker: RequestLoop) -> tuple[int, int, int]:
     s = worker.cache.stats
     return s.fast_one_calls, s.fast_hot_calls, s.fast_layout_calls
 
@@ -70,14 +70,14 @@ def test_each_fast_tier_switched_off_leaves_the_calls_to_the_tiers_below_it(
     graph = scale_graph()
     key = key_of(graph)
     x = np.array([1.0, -2.5, 4.0], np.float32)
-    worker = Worker(off=off)
+    worker = RequestLoop(off=off)
     replies = [_served(worker, elixir_call(i, key, graph if i == 0 else None, [x * i]))
                for i in range(7)]
     assert _tier_counts(worker) == one_tensor
     for i, reply in enumerate(replies):
         np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * x * i)
     # a call that keeps its results: never tier 1
-    kept = Worker(off=off)
+    kept = RequestLoop(off=off)
     for i in range(7):
         reply = _served(kept, elixir_call(i, key, graph if i == 0 else None, [x * i], keep=True))
         assert reply[0] == channel.atom("r")
@@ -90,7 +90,7 @@ def test_free_after_reply_off_holds_no_results_past_the_run() -> None:
     key = key_of(graph)
     x = np.array([1.0, -2.5, 4.0], np.float32)
     for off, held in ((frozenset(), True), (frozenset({"free_after_reply"}), False)):
-        worker = Worker(off=off)
+        worker = RequestLoop(off=off)
         # the third call through the layout's runner, the ones after it through tier 1
         for i in range(5):
             reply = _served(worker, elixir_call(i, key, graph if i == 0 else None, [x * i]))

@@ -139,7 +139,7 @@ def test_each_layer_knows_only_the_layers_below() -> None:
     # the channel knows nothing of graphs or of what runs them
     assert reaches(graph, "py_backend.channel").isdisjoint(
         {*ops, "py_backend.registry", "py_backend.lower", "py_backend.program",
-         "py_backend.wire_graph", "py_backend.cache", "py_backend.worker"})
+         "py_backend.wire_graph", "py_backend.cache", "py_backend.request_loop"})
 
 
 def test_wire_graph_and_channel_import_no_jax() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from py_backend.channel import Binary, decode
-from py_backend.worker import Worker
+from py_backend.request_loop import RequestLoop
 from tests.helpers import GraphBuilder, atom_str, request, wire_tensor
 
 F32 = np.float32
 
 
-def call(worker: Worker, request_id: int, g: GraphBuilder, out: int, *arrays: Any) -> Any:
+def call(worker: RequestLoop, request_id: int, g: GraphBuilder, out: int, *arrays: Any) -> Any:
     frame = request(request_id, "run", [Binary(g.binary([out])), [wire_tensor(a) for a in arrays]])
     return decode(b"".join(bytes(c) for c in worker.handle(frame)))
 
@@ -31,7 +31,7 @@ def mismatched_middle_node() -> tuple[GraphBuilder, int]:
 
 
 def test_a_mismatch_inside_the_graph_is_refused_and_nothing_runs() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     g, out = mismatched_middle_node()
     reply = call(worker, 1, g, out, np.ones((2, 3), F32))
     assert atom_str(reply[0]) == "e"
@@ -50,7 +50,7 @@ def test_a_mismatch_inside_the_graph_is_refused_and_nothing_runs() -> None:
 
 
 def test_a_mismatched_elementwise_broadcast_is_refused() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     g = GraphBuilder()
     a = g.param(0, "f32", (2, 3))
     b = g.param(1, "f32", (4,))

@@ -14,7 +14,7 @@ import pytest
 
 from py_backend import channel
 from py_backend.channel import Binary, atom, decode, encode, text
-from py_backend.worker import Worker
+from py_backend.request_loop import RequestLoop
 
 from .helpers import (
     GraphBuilder,
@@ -266,12 +266,12 @@ def test_eof_inside_a_frame_ends_the_worker_with_status_0() -> None:
 # --- in-process --------------------------------------------------------------------------------
 
 
-def handle(worker: Worker, payload: bytes) -> Any:
+def handle(worker: RequestLoop, payload: bytes) -> Any:
     return decode(b"".join(bytes(c) for c in worker.handle(payload)))
 
 
 def test_in_process_every_request_gets_exactly_one_reply() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     assert_pong(handle(worker, request(1, "ping", [])), 1)
     error = handle(worker, run_request(2, b"\x83\x6a", np.zeros(3, F32)))
     assert_error(error, 2, "GraphError", "nx_jax_graph")
@@ -281,7 +281,7 @@ def test_in_process_every_request_gets_exactly_one_reply() -> None:
 def test_in_process_args_as_erlang_string_are_accepted() -> None:
     # [1, 2] would arrive as STRING_EXT: the dispatcher must not mistake it for a non-list.
     payload = encode((atom("C"), 3, atom("nx_jax"), atom("ping"), b"\x01\x02"))
-    assert_error(handle(Worker(), payload), 3, "BadRequest",
+    assert_error(handle(RequestLoop(), payload), 3, "BadRequest",
                  "takes 0 arguments")
 
 
@@ -294,7 +294,7 @@ def test_in_process_run_with_bf16_and_s64_tensors() -> None:
     payload = run_request(1, g.binary([g.op("multiply", x, x), g.op("add", n, n)]),
                           np.array([1.5, 3.0], ml_dtypes.bfloat16),
                           np.array([2**62, -(2**40)], np.int64))
-    reply = handle(Worker(), payload)
+    reply = handle(RequestLoop(), payload)
     sq, twice = reply[2]
     assert sq[0] == (atom("bf"), 16) and from_wire(sq).astype(np.float32).tolist() == [2.25, 9.0]
     assert from_wire(twice).tolist() == [-(2**63), -(2**41)]  # real s64: 2**63 wraps around
@@ -313,13 +313,13 @@ def call_request(request_id: int, graph_bin: bytes, send_graph: bool, args: list
     return request(request_id, "call", [key_of(graph_bin), graph, args, keep])
 
 
-def stats_of(worker: Worker) -> dict[str, int]:
+def stats_of(worker: RequestLoop) -> dict[str, int]:
     reply = handle(worker, request(99, "stats", []))
     return {atom_str(k): v for k, v in reply[2].items()}
 
 
 def test_call_by_key_runs_without_the_graph_once_it_was_sent() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     x = np.array([0.0, 1.0, 2.0], F32)
     first = handle(worker, call_request(1, graph, True, [wire_tensor(x)]))
@@ -331,7 +331,7 @@ def test_call_by_key_runs_without_the_graph_once_it_was_sent() -> None:
 
 
 def test_call_with_an_unknown_key_is_refused_with_unknown_graph() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     x = wire_tensor(np.zeros(3, F32))
     assert_error(handle(worker, call_request(1, graph, False, [x])), 1, "UnknownGraph",
@@ -344,14 +344,14 @@ def test_call_with_an_unknown_key_is_refused_with_unknown_graph() -> None:
 
 
 def test_call_refuses_a_key_that_is_not_the_graph_hash() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     payload = request(1, "call", [Binary(b"k" * 24), Binary(exp_graph((3,))),
                                   [wire_tensor(np.zeros(3, F32))], False])
     assert_error(handle(worker, payload), 1, "BadRequest", "md5")
 
 
 def test_resident_results_feed_later_calls_and_come_back_by_fetch() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     x = np.array([0.0, 0.5, 1.0], F32)
     kept = handle(worker, call_request(1, graph, True, [wire_tensor(x)], keep=True))[2]
@@ -373,7 +373,7 @@ def test_handles_cannot_be_guessed_and_are_never_given_out_twice() -> None:
     """A handle is a count over 40 random bits: a free (or fetch) of guessed, sequential
     handles from another sender touches no resident tensor, and a handle once freed never
     names another tensor (a late free of it is harmless)."""
-    worker = Worker()
+    worker = RequestLoop()
     x = np.arange(3, dtype=F32)
     handles = [worker.put([[wire_tensor(x)]])[0] for _ in range(50)]
     assert len(set(handles)) == 50 and all(0 < h < 2**64 for h in handles)
@@ -389,7 +389,7 @@ def test_handles_cannot_be_guessed_and_are_never_given_out_twice() -> None:
 
 
 def test_put_makes_tensors_resident_with_their_type() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     x = np.array([[1, -2], [3, 4]], np.int64)
     [h] = handle(worker, request(1, "put", [[wire_tensor(x)]]))[2]
     [back] = handle(worker, request(2, "fetch", [[h]]))[2]
@@ -400,7 +400,7 @@ def test_put_makes_tensors_resident_with_their_type() -> None:
 def test_a_small_kept_result_comes_with_its_bytes_and_a_large_one_without() -> None:
     """A kept result of at most 64 bytes (a loss) is answered ``{:ref, handle, data}``, so that
     reading it costs the client no request; a larger one ``{:ref, handle}``."""
-    worker = Worker()
+    worker = RequestLoop()
     for n, with_data in [(16, True), (17, False)]:
         graph = exp_graph((n,))
         x = np.linspace(0, 1, n, dtype=F32)
@@ -413,7 +413,7 @@ def test_a_small_kept_result_comes_with_its_bytes_and_a_large_one_without() -> N
 
 
 def test_a_resident_argument_of_another_type_or_shape_is_refused() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     for wrong in (np.zeros(4, F32), np.zeros(3, np.float64)):
         [h] = worker.put([[wire_tensor(wrong)]])
@@ -429,7 +429,7 @@ def test_large_handles_encode_as_erlang_py_encodes_them(n: int) -> None:
 
 
 def test_resident_bytes_follow_keep_put_and_free() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     [h1] = worker.put([[wire_tensor(np.zeros((4, 5), np.float64))]])
     kept = handle(worker, call_request(1, graph, True, [wire_tensor(np.zeros(3, F32))],
@@ -445,7 +445,7 @@ def test_a_pressure_notice_each_time_resident_bytes_grow_by_the_setting(
     the next mark is the setting above them, and a free brings it down to the setting above
     what is left."""
     monkeypatch.setenv("NX_JAX_RESIDENT_GC_BYTES", "4000")
-    worker = Worker()
+    worker = RequestLoop()
     sent: list[Any] = []
     worker.emit = lambda chunks: sent.append(decode(b"".join(bytes(c) for c in chunks)))
     x = wire_tensor(np.zeros(250, F32))  # 1000 bytes
@@ -466,14 +466,14 @@ def test_a_pressure_notice_each_time_resident_bytes_grow_by_the_setting(
 def test_the_pressure_setting_is_checked(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("NX_JAX_RESIDENT_GC_BYTES", raw)
     if raw == "100":
-        assert Worker().resident_gc_bytes == 100
+        assert RequestLoop().resident_gc_bytes == 100
     else:
         with pytest.raises(ValueError, match="NX_JAX_RESIDENT_GC_BYTES must be a positive"):
-            Worker()
+            RequestLoop()
 
 
 def test_a_donated_resident_argument_is_reused_and_no_longer_resident() -> None:
-    worker = Worker()
+    worker = RequestLoop()
     graph = exp_graph((3,))
     x = np.array([0.0, 0.5, 1.0], F32)
     [h] = worker.put([[wire_tensor(x)]])
@@ -502,7 +502,7 @@ def test_a_donated_resident_argument_is_reused_and_no_longer_resident() -> None:
     ([0], "twice", "also donated"),
 ])
 def test_donation_refuses_what_it_cannot_give(donate: Any, args: str, match: str) -> None:
-    worker = Worker()
+    worker = RequestLoop()
     g = GraphBuilder()
     a, b = g.param(0, "f32", (3,)), g.param(1, "f32", (3,))
     graph = g.binary([g.op("add", a, b)])
@@ -519,7 +519,7 @@ def test_donation_refuses_what_it_cannot_give(donate: Any, args: str, match: str
 def test_ten_thousand_kept_steps_with_frees_hold_one_tensor_and_bounded_rss() -> None:
     """The loop a client with garbage-collected tensors drives: each step keeps its result
     and frees the one before."""
-    worker = Worker()
+    worker = RequestLoop()
     g = GraphBuilder()
     p = g.param(0, "s32", (256, 256))
     graph = g.binary([g.op("add", p, g.const(1, "s32"))])
@@ -539,7 +539,7 @@ def test_ten_thousand_kept_steps_with_frees_hold_one_tensor_and_bounded_rss() ->
 
 
 def test_memory_reports_rss_and_peak() -> None:
-    reply = handle(Worker(), request(1, "memory", [True]))[2]
+    reply = handle(RequestLoop(), request(1, "memory", [True]))[2]
     mem = {atom_str(k): v for k, v in reply.items()}
     assert 0 < mem["rss"] <= mem["peak_rss"]
 
@@ -581,9 +581,9 @@ def test_split_lines_keeps_the_unfinished_rest_and_cuts_long_lines() -> None:
 
 def test_debug_print_is_refused_unless_nx_jax_test_is_set() -> None:
     payload = request(1, "debug_print", [atom("print"), text("hi")])
-    assert_error(handle(Worker(test_functions=False), payload), 1, "UnknownFunction",
+    assert_error(handle(RequestLoop(test_functions=False), payload), 1, "UnknownFunction",
                  "is not served")
-    assert atom_str(handle(Worker(test_functions=True), request(2, "info", []))[0]) == "r"
+    assert atom_str(handle(RequestLoop(test_functions=True), request(2, "info", []))[0]) == "r"
 
 
 def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies() -> None:
@@ -642,7 +642,7 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
 
 
 def test_to_host_converts_the_dtype_and_keeps_c_order_bytes() -> None:
-    from py_backend.worker import to_host
+    from py_backend.request_loop import to_host
 
     square = np.arange(6, dtype=np.float32).reshape(2, 3)
     # a transposed view (not C-contiguous) of another dtype: converted, bytes in C order

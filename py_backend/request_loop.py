@@ -180,7 +180,7 @@ Runner = Callable[[Chunk, bytes], list[Chunk]]
 
 
 class _Kept(NamedTuple):
-    """A fast-path runner and what it was built from (``Worker._fast_call``)."""
+    """A fast-path runner and what it was built from (``RequestLoop._fast_call``)."""
 
     layout: fastcall.Layout
     program: Any
@@ -195,7 +195,7 @@ class Unfit(Exception):
 
 
 def _joins_as(result: Any, data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> bool:
-    """Whether ``result``, a run's result, can go into a reply as it is (``Worker._hot_one``):
+    """Whether ``result``, a run's result, can go into a reply as it is (``RequestLoop._hot_one``):
     a JAX array of the wire's dtype and ``shape`` whose buffer gives the bytes ``data`` (its
     NumPy conversion's)."""
     # (a dtype of the other byte order is not the wire's: the dtype check covers it)
@@ -207,7 +207,7 @@ def _joins_as(result: Any, data: bytes, dtype: np.dtype, shape: tuple[int, ...])
         return False  # accelerator's, whose export raises its runtime's error) takes the copy
 
 
-class Worker:
+class RequestLoop:
     """Request handling, independent of where frames come from.
 
     ``test_functions`` (default: the environment variable ``NX_JAX_TEST`` is ``"1"``) adds the
@@ -238,14 +238,14 @@ class Worker:
         # before; ``_learnable`` says the request being served may be recorded as one
         self.layouts = fastcall.Layouts()
         self._learnable = False
-        # the signature and resident entries of the call served last (Worker._run)
+        # the signature and resident entries of the call served last (RequestLoop._run)
         self._served: tuple[Any, Sequence[TensorOut | None]] = ((), ())
         self._runners: dict[int, _Kept] = {}  # id(layout) -> its runner
         # the runner served last, as one call (_hot_path), and what it was made from
         self._hot: Callable[[Chunk], list[Chunk] | None] | None = None
         self._hot_kept: _Kept | None = None
         # the same for serve(), for one tensor in and one small one out: the whole reply frame
-        # with its length header (Worker._hot_one, Worker.handle_framed)
+        # with its length header (RequestLoop._hot_one, RequestLoop.handle_framed)
         self._one: Callable[[Chunk], bytes | list[Chunk] | None] | None = None
         # handle -> (array, its type and shape, its bytes)
         self.resident: dict[int, tuple[Any, TensorOut, int]] = {}
@@ -660,7 +660,7 @@ class Worker:
                 raise ValueError(f"the run gave {len(results)} results for {n_outs} outputs")
             return results
 
-        if layout.keep:  # the reply of Worker.call's keep, by the same steps
+        if layout.keep:  # the reply of RequestLoop.call's keep, by the same steps
             kept_refs, check = self._kept_refs, self._check_pressure
 
             def keep(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
@@ -930,7 +930,7 @@ _REF3 = b"h\x03" + channel.encode_leaf(atom("ref"))
 
 def encode_handle(handle: int) -> bytes:
     """A handle's encoding, as the generic encoder writes it: a handle is at least 2**40
-    (``Worker._keep``), so always a SMALL_BIG_EXT (its digit count, sign 0, little-endian
+    (``RequestLoop._keep``), so always a SMALL_BIG_EXT (its digit count, sign 0, little-endian
     digits)."""
     digits = (handle.bit_length() + 7) >> 3
     return b"".join((b"n", bytes((digits, 0)), handle.to_bytes(digits, "little")))
@@ -939,14 +939,14 @@ def encode_handle(handle: int) -> bytes:
 # The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
 # what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
 # the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
-# layouts (Worker._hot_one, Worker._hot_path), and the results released off a reply's path
-# (Worker.spent).
+# layouts (RequestLoop._hot_one, RequestLoop._hot_path), and the results released off a reply's path
+# (RequestLoop.spent).
 MECHANISMS = {
     "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
     "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
-    "fast_one": "one tensor in, one small out: the reply frame in one call (Worker._hot_one)",
-    "fast_hot": "the layout served last, in one call (Worker._hot_path)",
-    "free_after_reply": "a call's results released after its reply is written (Worker.spent)",
+    "fast_one": "one tensor in, one small out: the reply frame in one call (RequestLoop._hot_one)",
+    "fast_hot": "the layout served last, in one call (RequestLoop._hot_path)",
+    "free_after_reply": "a call's results released after its reply is written (RequestLoop.spent)",
 }
 
 
@@ -1120,13 +1120,13 @@ def check_arguments(parameters: dict[int, TensorOut] | Any, tensors: Sequence[np
 def serve(
     reader: FrameReader | int = READ_FD,
     writer: FrameWriter | int = WRITE_FD,
-    worker: Worker | None = None,
+    worker: RequestLoop | None = None,
     spin_us: int = 0,
 ) -> int:
     """Serve until EOF on the request stream; return the exit status (0). ``spin_us``: see
     :class:`~py_backend.channel.FrameReader`, whose spin follows the rules ``worker.off``
     leaves on."""
-    worker = worker or Worker()
+    worker = worker or RequestLoop()
     off = worker.off
     frames = reader if isinstance(reader, FrameReader) else FrameReader(
         reader, spin_us=spin_us, pause="spin_pause" not in off, move="spin_move" not in off)
@@ -1201,7 +1201,7 @@ def main(argv: Sequence[str] = ()) -> int:
     # a worker whose BEAM is gone ends within CHECK_EVERY_S, computing or not
     lifeline.tie_to_parent()
     device, misplaced = placement.apply(os.environ)
-    worker = Worker(refusal=handshake.mismatch(os.environ) or misplaced)
+    worker = RequestLoop(refusal=handshake.mismatch(os.environ) or misplaced)
     worker.device = device
     if device is not None:  # (an accelerator's memory may be the smaller: budget.py)
         worker.max_bytes = budget.max_bytes(os.environ, device)
