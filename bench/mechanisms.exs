@@ -302,15 +302,15 @@ switches off:
 - **The spin's move** (`SpinPause.may_move`, `move_off_this_cpu`): a spin that lost its CPU
   moves its thread to another CPU and spins on there, at most once a millisecond.
 - **The fast tiers** of a repeated `call` (py_backend/fastcall.py, `py_backend.request_loop.RequestLoop`):
-  tier 1 (`Worker._hot_one`) serves one tensor in and one small one out with the whole reply
-  frame built in one function; tier 2 (`Worker._hot_path`) tests the frame against the layout
+  tier 1 (`RequestLoop._hot_one`) serves one tensor in and one small one out with the whole reply
+  frame built in one function; tier 2 (`RequestLoop._hot_path`) tests the frame against the layout
   served last; tier 3 (`fastcall.Layouts.match`) looks the frame's learned byte layout up. A
   row that switches a tier off leaves the tiers below it to serve the call; the learned
   layouts off, every request is decoded and checked the generic way. Tier 1 serves the small
   call whole, so the row that switches tier 2 alone off shows only that (its calls that keep
   their results, as the training step's, never take tier 1); the savings table measures tiers
   2 and 3 on the small call as the tier that serves it when those above are off.
-- **A call's results released after its reply** (`Worker.spent`): their buffers are freed once
+- **A call's results released after its reply** (`RequestLoop.spent`): their buffers are freed once
   the reply is written, not before.
 
 The rule: a mechanism stays while it saves 5% or more of the small call in at least one

@@ -536,7 +536,7 @@ in-process, and on the port our worker's answer to fixed request bytes went from
 above the floor to 0.2-0.8 below it (paired blocks, before and after).
 
 **Python's reply, eighth session.** From the second run of a one-in, one-out call on
-(`Worker._hot_one`), a result whose buffer is the wire's bytes goes into the reply frame as it
+(`RequestLoop._hot_one`), a result whose buffer is the wire's bytes goes into the reply frame as it
 is: `b"".join` reads the JAX array through the buffer protocol, as `np.asarray` does, without
 making the NumPy array and its bytes, and the per-call checks of its dtype and shape are
 replaced by one check at the first run (`_joins_as/4`; bfloat16's buffer cannot be read that
@@ -594,7 +594,7 @@ interleaved rounds, every caller polling for its reply; p50):
     walk and its one-tensor result without the rebuild walk, the process's pid word kept with
     the worker's shared state.
   - **Python**: one function for the commonest loop, one wire tensor in and one small one out
-    (`Worker._hot_one`), whose reply is the whole frame with its length header
+    (`RequestLoop._hot_one`), whose reply is the whole frame with its length header
     (`Worker.handle_framed`, `FrameWriter.write_framed`): handling and writing the small call
     in a tight loop in-process, 12.1 -> 11.2 us. On the port the difference is below the noise
     of these runs (the sixth session saw none either for its version of it; this one is kept
@@ -651,7 +651,7 @@ interleaved rounds, every caller polling for its reply; p50):
   rebuilding the result) and the client 2 us, of which 0.6 are the alias and the request's size.
 - Python, in-process (`Worker.handle` of the learned request in a tight loop, against the floor's
   own work: `np.frombuffer`, the jitted call, `np.asarray(...).tobytes()`): 2.3 us above it, was
-  5.1. The layout served last is now tested and run in one call (`Worker._hot_path`,
+  5.1. The layout served last is now tested and run in one call (`RequestLoop._hot_path`,
   `fastcall.Layouts.matcher`), and the program cache stamps recency with a tick where it
   reordered two `OrderedDict`s and hashed the signature on every call (`Cache.touch`). On a port,
   paired blocks against the previous Python: 0.5-1.0 us faster.
