@@ -11,7 +11,7 @@ import zlib
 from py_backend.channel import Binary, encode, frame_header
 
 from .helpers import WorkerProcess, atom, atom_str, request, scaled
-from .test_worker import assert_error, assert_pong
+from .test_request_loop import assert_error, assert_pong
 
 MB = 1 << 20
 
