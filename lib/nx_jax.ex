@@ -77,17 +77,9 @@ defmodule NxJax do
     [Nx.Defn.Stream.start_link(input, acc, step, output: output, gone: :raise)]
   end
 
-  # one partition per worker of the pool, each pinned to its worker by the registered name
-  # (a restarted worker keeps its partition); options that name a worker stay on it
+  # one partition per worker of the pool, each pinned to it (NxJax.Pool.partitions/1)
   @impl true
-  def __partitions_options__(opts) when is_list(opts) do
-    if Keyword.has_key?(opts, :server) do
-      [opts]
-    else
-      for index <- 0..(NxJax.Pool.size() - 1)//1,
-          do: Keyword.put(opts, :server, NxJax.Pool.name(index))
-    end
-  end
+  def __partitions_options__(opts) when is_list(opts), do: NxJax.Pool.partitions(opts)
 
   # results stay resident on the worker (NxJax.Backend) when that is the caller's default
   # backend (or an argument is resident); else they come back as binary backend tensors

@@ -160,6 +160,20 @@ defmodule NxJax.Pool do
   def size, do: :persistent_term.get({__MODULE__, :size}, 1)
 
   @doc """
+  Compiler options `opts` as one entry per worker of the pool, each pinned to its worker by
+  its registered name (`:server`, so a restarted worker keeps its entry): the partitions
+  `Nx.Serving` asks a compiler for (`NxJax.__partitions_options__/1`, under either Nx).
+  Options that name a worker already are one entry, on that worker.
+  """
+  def partitions(opts) when is_list(opts) do
+    if Keyword.has_key?(opts, :server) do
+      [opts]
+    else
+      for index <- 0..(size() - 1)//1, do: Keyword.put(opts, :server, name(index))
+    end
+  end
+
+  @doc """
   Reads the settings of the application environment that every call uses (`:remote`,
   `:reply_spin_us` of `NxJax.Worker.reply_spin_us/0` and `:timeout` of
   `NxJax.Worker.default_timeout/0`) into `:persistent_term`; raises `ArgumentError` for a

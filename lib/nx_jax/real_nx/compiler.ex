@@ -121,14 +121,7 @@ defmodule NxJax do
   `:server` already are one partition, on that worker.
   """
   @impl true
-  def __partitions_options__(opts) when is_list(opts) do
-    if Keyword.has_key?(opts, :server) do
-      [opts]
-    else
-      for index <- 0..(NxJax.Pool.size() - 1)//1,
-          do: Keyword.put(opts, :server, NxJax.Pool.name(index))
-    end
-  end
+  def __partitions_options__(opts) when is_list(opts), do: NxJax.Pool.partitions(opts)
 
   # results come back as binary backend tensors
   @impl true
