@@ -342,13 +342,7 @@ class RequestLoop:
         }
 
     def run(self, args: list[Any]) -> Any:
-        _arity("run", args, 2)
-        graph_bin = channel.binary_view(args[0])
-        if graph_bin is None:
-            raise BadRequest("run: the first argument must be the graph binary")
-        raw_tensors = args[1]
-        if not isinstance(raw_tensors, list):
-            raise BadRequest("run: the second argument must be a list of tensors")
+        graph_bin, raw_tensors = _graph_and_tensors("run", args)
         key, program = self.cache.program(graph_bin)
         results = self._execute(key, program, raw_tensors)
         return [encode_tensor(o, r) for o, r in results]
@@ -356,13 +350,7 @@ class RequestLoop:
     def debug_run(self, args: list[Any]) -> Any:
         """``[graph_bin, args]``: as ``run``, but op by op outside ``jit``, stopping with a
         ``NonFinite`` error at the first NaN or infinity (``py_backend.debug_nans``)."""
-        _arity("debug_run", args, 2)
-        graph_bin = channel.binary_view(args[0])
-        if graph_bin is None:
-            raise BadRequest("debug_run: the first argument must be the graph binary")
-        raw_tensors = args[1]
-        if not isinstance(raw_tensors, list):
-            raise BadRequest("debug_run: the second argument must be a list of tensors")
+        graph_bin, raw_tensors = _graph_and_tensors("debug_run", args)
         _key, program = self.cache.program(graph_bin)
         outs: list[TensorOut | None] = []
         tensors = [self._argument(t, outs) for t in raw_tensors]
@@ -1027,6 +1015,17 @@ def graph_key(graph_bin: bytes | memoryview) -> bytes:
 def _arity(name: str, args: list[Any], n: int) -> None:
     if len(args) != n:
         raise BadRequest(f"{name} takes {n} arguments, got {len(args)}")
+
+
+def _graph_and_tensors(name: str, args: list[Any]) -> tuple[Any, list[Any]]:
+    """The graph binary and the list of tensors of a ``[graph_bin, tensors]`` request."""
+    _arity(name, args, 2)
+    graph_bin = channel.binary_view(args[0])
+    if graph_bin is None:
+        raise BadRequest(f"{name}: the first argument must be the graph binary")
+    if not isinstance(args[1], list):
+        raise BadRequest(f"{name}: the second argument must be a list of tensors")
+    return graph_bin, args[1]
 
 
 def _list_arg(name: str, term: Any) -> list[Any]:
