@@ -5,6 +5,7 @@ defmodule NxJax.ServingBatchingTest do
   use ExUnit.Case, async: true
 
   import Nx.Defn
+  import NxJax.TestAssertions, only: [wait_until: 1]
 
   doctest Nx.Batch
   doctest Nx.Serving
@@ -236,24 +237,24 @@ defmodule NxJax.ServingBatchingTest do
 
       # one row: an open batch with a timer, which fires while the partition is busy
       second = request.([7])
-      wait_until(fn -> state.().keys.default.timer == :expired end)
+      assert wait_until(fn -> state.().keys.default.timer == :expired end)
       assert %{count: 1} = state.().keys.default
       assert :queue.to_list(state.().ready) == [:default]
 
       # another row fills it: closed, and still once in `ready`
       third = request.([8])
-      wait_until(fn -> state.().keys.default.count == 0 end)
+      assert wait_until(fn -> state.().keys.default.count == 0 end)
       assert %{timer: nil, entries: []} = state.().keys.default
       assert :queue.len(state.().keys.default.closed) == 1
       assert :queue.to_list(state.().ready) == [:default]
 
       send(computing, :go)
-      assert Task.await(first) == Nx.tensor([-100, -100])
+      assert Task.await(first, NxJax.TestTime.ms(60_000)) == Nx.tensor([-100, -100])
       assert_receive {:computing, _, [7, 8]}
-      assert Task.await(second) == Nx.tensor([-7])
-      assert Task.await(third) == Nx.tensor([-8])
+      assert Task.await(second, NxJax.TestTime.ms(60_000)) == Nx.tensor([-7])
+      assert Task.await(third, NxJax.TestTime.ms(60_000)) == Nx.tensor([-8])
       # (the task tells its clients before it tells the serving it is done)
-      wait_until(fn -> state.().running == %{} end)
+      assert wait_until(fn -> state.().running == %{} end)
       assert :queue.is_empty(state.().ready)
       assert :queue.to_list(state.().free) == [0]
     end
@@ -471,18 +472,14 @@ defmodule NxJax.ServingBatchingTest do
         end)
 
       # (the request is in the open batch, which waits a minute for more rows)
-      wait_until(fn -> match?(%{keys: %{default: %{count: 1}}}, :sys.get_state(config.test)) end)
+      assert wait_until(fn ->
+               match?(%{keys: %{default: %{count: 1}}}, :sys.get_state(config.test))
+             end)
+
       stop_supervised!(config.test)
 
       assert_receive {:DOWN, ^ref, _, _, {:noproc, {Nx.Serving, :local_batched_run, [_, _]}}}
       assert computed_sizes() == []
-    end
-  end
-
-  defp wait_until(check) do
-    unless check.() do
-      Process.sleep(5)
-      wait_until(check)
     end
   end
 
