@@ -49,6 +49,10 @@ defmodule NxJax.ServingBatchingTest do
     start_supervised!({Nx.Serving, [name: config.test] ++ opts})
   end
 
+  # how long a test waits for a batch to be computed: its first computation compiles, which
+  # takes seconds on a loaded machine (ExUnit's default of assert_receive is not enough)
+  defp computing_ms, do: NxJax.TestTime.ms(60_000)
+
   defp computed_sizes do
     receive do
       {:computed, size, _key} -> [size | computed_sizes()]
@@ -174,8 +178,8 @@ defmodule NxJax.ServingBatchingTest do
         assert result == Nx.tensor([[2 * i + 1, -2 * i + 1]])
       end
 
-      assert_receive {:computed, 4, :default}
-      assert_receive {:computed, 4, :default}
+      assert_receive {:computed, 4, :default}, computing_ms()
+      assert_receive {:computed, 4, :default}, computing_ms()
       assert computed_sizes() == []
     end
 
@@ -186,9 +190,9 @@ defmodule NxJax.ServingBatchingTest do
       assert Nx.Serving.batched_run(config.test, Nx.Batch.concatenate([x])) ==
                x |> Nx.multiply(2) |> Nx.add(1)
 
-      assert_receive {:computed, 3, :default}
-      assert_receive {:computed, 3, :default}
-      assert_receive {:computed, 1, :default}
+      assert_receive {:computed, 3, :default}, computing_ms()
+      assert_receive {:computed, 3, :default}, computing_ms()
+      assert_receive {:computed, 1, :default}, computing_ms()
     end
 
     test "run/2 with batch_size/2 computes parts of that size at most" do
@@ -233,7 +237,7 @@ defmodule NxJax.ServingBatchingTest do
       end
 
       first = request.([100, 100])
-      assert_receive {:computing, computing, [100, 100]}
+      assert_receive {:computing, computing, [100, 100]}, computing_ms()
 
       # one row: an open batch with a timer, which fires while the partition is busy
       second = request.([7])
@@ -250,7 +254,7 @@ defmodule NxJax.ServingBatchingTest do
 
       send(computing, :go)
       assert Task.await(first, NxJax.TestTime.ms(60_000)) == Nx.tensor([-100, -100])
-      assert_receive {:computing, _, [7, 8]}
+      assert_receive {:computing, _, [7, 8]}, computing_ms()
       assert Task.await(second, NxJax.TestTime.ms(60_000)) == Nx.tensor([-7])
       assert Task.await(third, NxJax.TestTime.ms(60_000)) == Nx.tensor([-8])
       # (the task tells its clients before it tells the serving it is done)
@@ -325,8 +329,8 @@ defmodule NxJax.ServingBatchingTest do
         end
 
       # both batches are being computed before either may finish
-      assert_receive {:computing, first}
-      assert_receive {:computing, second}
+      assert_receive {:computing, first}, computing_ms()
+      assert_receive {:computing, second}, computing_ms()
       assert first != second
       send(first, :go)
       send(second, :go)
