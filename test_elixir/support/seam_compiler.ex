@@ -23,9 +23,9 @@ defmodule NxJax.Test.SeamCompiler do
       `:any`, `:mean`;
     * shapes: `:reshape`, `:broadcast`, `:transpose`, `:slice`, `:dynamic_slice`,
       `:concatenate`, `:reverse`; and `:dot`;
-    * control flow, a sub-graph evaluated each time it runs: `:cond` (the taken branch
-      only), `:while`, `:range_loop`, and the tuples they give (`:elem`); the identity of
-      `:metadata` (`stop_grad` and the like).
+    * sub-graphs, evaluated each time they run: the reducers of `:reduce` and
+      `:window_reduce`, `:cond` (the taken branch only), `:while`, `:range_loop`, and the
+      tuples they give (`:elem`); and the identity of `:metadata` (`stop_grad` and the like).
 
   Every value is rounded to its node's type after each op. Any other op is an
   `ArgumentError` naming it; so is `grad` (the clean room has the JAX worker differentiate
@@ -54,7 +54,7 @@ defmodule NxJax.Test.SeamCompiler do
          [:parameter, :constant, :tensor, :iota, :select, :clip, :as_type, :mean] ++
          [:reshape, :broadcast, :transpose, :slice, :dynamic_slice, :concatenate, :reverse] ++
          [:dot] ++
-         [:cond, :while, :range_loop, :elem, :metadata]
+         [:reduce, :window_reduce, :cond, :while, :range_loop, :elem, :metadata]
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
@@ -178,6 +178,9 @@ defmodule NxJax.Test.SeamCompiler do
 
   defp check!(_tensor), do: :ok
 
+  # (an argument's errors are its own)
+  defp compute(:parameter, [], tensor, params), do: op(tensor, [], params)
+
   defp compute(op, inputs, tensor, params) do
     tensor |> op(inputs, params) |> rounded(tensor.type)
   rescue
@@ -239,7 +242,7 @@ defmodule NxJax.Test.SeamCompiler do
     args
     |> broadcast_all(inputs, t.shape)
     |> Enum.map(fn list -> Enum.map(list, &cast(&1, t.type)) end)
-    |> Enum.zip_with(fn [x, low, high] -> x |> max(low) |> min(high) end)
+    |> Enum.zip_with(fn [x, low, high] -> computed(:min, [computed(:max, [x, low]), high]) end)
   end
 
   defp op(%{data: %{op: :as_type}} = t, [list], _), do: Enum.map(list, &cast(&1, t.type))
@@ -247,13 +250,40 @@ defmodule NxJax.Test.SeamCompiler do
   defp op(%{data: %{op: op, args: [arg], opts: opts}} = t, [list], _) when op in @reductions do
     list = Enum.map(list, &cast(&1, t.type))
     list = if op in [:all, :any], do: Enum.map(list, &if(&1 != 0, do: 1, else: 0)), else: list
-    folds(list, arg.shape, opts.axes, reducer(op), identity(op))
+    {init, fun} = reducer(op)
+    folds(list, arg.shape, opts.axes, init, fun)
+  end
+
+  # the reducer sub-graph, fun.(element, accumulator), folded from the accumulator given
+  defp op(%{data: %{op: :reduce, args: [arg | _], opts: opts}}, [list, [acc] | captures], _),
+    do: folds(list, arg.shape, opts.axes, acc, &reduced(opts.reducer, &1, &2, captures))
+
+  # each window's elements in row-major order, a padded position holding the accumulator
+  defp op(%{data: %{op: :window_reduce, args: [arg | _], opts: opts}} = t, inputs, _) do
+    [list, [init] | captures] = inputs
+    dims = Tuple.to_list(arg.shape)
+    elements = List.to_tuple(list)
+    window = [opts.strides, opts.window_dilations, opts.padding]
+
+    for anchor <- indices(t.shape) do
+      for offset <- indices(List.to_tuple(opts.window_dimensions)), reduce: init do
+        acc ->
+          at =
+            Enum.zip_with([anchor, offset | window], fn [a, o, stride, dilation, {low, _}] ->
+              a * stride + o * dilation - low
+            end)
+
+          inside = Enum.zip_with(at, dims, &(&1 >= 0 and &1 < &2)) |> Enum.all?()
+          x = if inside, do: elem(elements, flat(at, dims)), else: init
+          reduced(opts.reducer, x, acc, captures)
+      end
+    end
   end
 
   defp op(%{data: %{op: :mean, args: [arg], opts: opts}} = t, [list], _) do
     count = div(size(arg.shape), max(size(t.shape), 1))
     list = Enum.map(list, &cast(&1, t.type))
-    for sum <- folds(list, arg.shape, opts.axes, &+/2, 0), do: sum / count
+    for sum <- folds(list, arg.shape, opts.axes, 0, &+/2), do: sum / count
   end
 
   defp op(%{data: %{op: :reshape}}, [list], _), do: list
@@ -379,8 +409,8 @@ defmodule NxJax.Test.SeamCompiler do
   defp computed(:divide, [a, b]), do: divide(a, b)
   defp computed(:pow, [a, b]) when is_integer(a) and is_integer(b) and b >= 0, do: a ** b
   defp computed(:pow, [a, b]), do: :math.pow(a, b)
-  defp computed(:max, [a, b]), do: max(a, b)
-  defp computed(:min, [a, b]), do: min(a, b)
+  defp computed(:max, [a, b]), do: if(order(a) >= order(b), do: a, else: b)
+  defp computed(:min, [a, b]), do: if(order(a) <= order(b), do: a, else: b)
   defp computed(:remainder, [a, b]) when is_integer(a), do: rem(a, b)
   defp computed(:remainder, [a, b]), do: :math.fmod(a, b)
   defp computed(:quotient, [a, b]), do: div(a, b)
@@ -409,26 +439,33 @@ defmodule NxJax.Test.SeamCompiler do
 
   defp predicate(:equal, [a, b]), do: a == b
   defp predicate(:not_equal, [a, b]), do: a != b
-  defp predicate(:less, [a, b]), do: a < b
-  defp predicate(:less_equal, [a, b]), do: a <= b
-  defp predicate(:greater, [a, b]), do: a > b
-  defp predicate(:greater_equal, [a, b]), do: a >= b
+  defp predicate(:less, [a, b]), do: order(a) < order(b)
+  defp predicate(:less_equal, [a, b]), do: order(a) <= order(b)
+  defp predicate(:greater, [a, b]), do: order(a) > order(b)
+  defp predicate(:greater_equal, [a, b]), do: order(a) >= order(b)
   defp predicate(:logical_and, [a, b]), do: a != 0 and b != 0
   defp predicate(:logical_or, [a, b]), do: a != 0 or b != 0
   defp predicate(:logical_xor, [a, b]), do: a != 0 != (b != 0)
   defp predicate(:logical_not, [a]), do: a == 0
 
-  defp reducer(:sum), do: &+/2
-  defp reducer(:product), do: &*/2
-  defp reducer(:reduce_max), do: &max/2
-  defp reducer(:reduce_min), do: &min/2
-  defp reducer(:all), do: &min/2
-  defp reducer(:any), do: &max/2
+  # a named reduction's start and its fun.(element, accumulator) (nil: no element yet)
+  defp reducer(:sum), do: {0, &+/2}
+  defp reducer(:product), do: {1, &*/2}
+  defp reducer(:all), do: {1, &min/2}
+  defp reducer(:any), do: {0, &max/2}
+  defp reducer(:reduce_max), do: {nil, &if(&2, do: computed(:max, [&1, &2]), else: &1)}
+  defp reducer(:reduce_min), do: {nil, &if(&2, do: computed(:min, [&1, &2]), else: &1)}
 
-  # the value of a reduction over no element
-  defp identity(op) when op in [:sum, :any], do: 0
-  defp identity(op) when op in [:product, :all], do: 1
-  defp identity(_op), do: nil
+  # numbers and the infinities in their order (to Elixir, an atom is above every number)
+  defp order(:neg_infinity), do: {0, 0}
+  defp order(:infinity), do: {2, 0}
+  defp order(x) when is_number(x), do: {1, x}
+  defp order(:nan), do: raise(ArgumentError, "NaN has no order")
+
+  defp reduced(reducer, x, acc, captures) do
+    [[value]] = subgraph(reducer, [[x], [acc] | captures])
+    value
+  end
 
   # float division as IEEE 754 has it where the divisor is zero (a later op on the
   # non-finite result raises)
@@ -498,9 +535,9 @@ defmodule NxJax.Test.SeamCompiler do
       else: concatenated(parts, List.replace_at(index, axis, at - size), axis)
   end
 
-  # `list` of `shape` folded by `fun` over `axes` (nil: all), in the row-major order of the
-  # axes kept (keep_axes changes the shape only); `empty` where no element is folded
-  defp folds(list, shape, axes, fun, empty) do
+  # `list` of `shape` folded over `axes` (nil: all) by fun.(element, accumulator) from `init`,
+  # in the row-major order of the axes kept (keep_axes changes the shape only)
+  defp folds(list, shape, axes, init, fun) do
     dims = Tuple.to_list(shape)
     axes = axes || Enum.to_list(0..(length(dims) - 1)//1)
     kept = for {dim, axis} <- Enum.with_index(dims), axis not in axes, do: dim
@@ -511,9 +548,9 @@ defmodule NxJax.Test.SeamCompiler do
       |> Enum.zip(list)
       |> Enum.reduce(%{}, fn {index, x}, acc ->
         key = for {i, axis} <- Enum.with_index(index), axis not in axes, do: i
-        Map.update(acc, key, x, &fun.(&1, x))
+        Map.update(acc, key, fun.(x, init), &fun.(x, &1))
       end)
 
-    for index <- indices(kept), do: Map.get(totals, index, empty)
+    for index <- indices(kept), do: Map.get(totals, index, init)
   end
 end

@@ -6,9 +6,10 @@ defmodule NxJax.Test.SeamRun do
   `:seam`, one at a time. Every `defn`, `jit`, `compile` and stream step of those tests
   reaches `NxJax.Test.SeamCompiler` through this module, which checks two things:
 
-    * no worker request is made while the seam compiler traces or evaluates (the pool's
-      request counters are read before and after each entry: an eager `Nx` op outside `defn`
-      still runs on the worker, as everywhere in the clean room, but `defn` does not);
+    * nothing calls into nx_jax's runtime (`NxJax.__run__/5`, `NxJax.Pool`, `NxJax.Worker`:
+      the ways to a worker request) while the seam compiler traces or evaluates (`checked/1`;
+      an eager `Nx` op outside `defn` still runs on the worker, as everywhere in the clean
+      room, but `defn` does not);
     * each tagged test entered the seam compiler at least once (a test whose `defn` calls
       went elsewhere, its process's own default options naming another compiler say, fails
       in its `on_exit`).
@@ -44,7 +45,7 @@ defmodule NxJax.Test.SeamRun do
   @doc "Makes this module the default compiler of every process and starts the counts."
   def start do
     :ets.new(@table, [:named_table, :public, :set])
-    :ets.insert(@table, [{:entries, 0}, {:unattributed, 0}])
+    :ets.insert(@table, [{:entries, 0}, {:unattributed, 0}, {:runtime_calls, 0}])
     Nx.Defn.global_default_options(compiler: __MODULE__)
     ExUnit.after_suite(fn _results -> IO.puts(summary()) end)
     :ok
@@ -72,15 +73,19 @@ defmodule NxJax.Test.SeamRun do
     :ok
   end
 
-  @doc "The line printed after the run: tests watched, those that entered, entries."
+  @doc """
+  The line printed after the run: the tests watched and those that entered the seam compiler,
+  the entries, and how many of them called nx_jax's runtime (0, or their tests failed).
+  """
   def summary do
     tests = for {pid, n} <- :ets.tab2list(@table), is_pid(pid), do: n
     [{:entries, entries}] = :ets.lookup(@table, :entries)
     [{:unattributed, unattributed}] = :ets.lookup(@table, :unattributed)
+    [{:runtime_calls, runtime_calls}] = :ets.lookup(@table, :runtime_calls)
 
     "seam run: #{Enum.count(tests, &(&1 > 0))} of #{length(tests)} tagged tests ran defn " <>
-      "through NxJax.Test.SeamCompiler (#{entries} entries, #{unattributed} from no watched " <>
-      "test), with no worker request during any"
+      "through NxJax.Test.SeamCompiler (#{entries} entries, #{unattributed} of them from no " <>
+      "watched test); #{runtime_calls} entries called nx_jax's runtime"
   end
 
   ## Nx.Defn.Compiler, by the seam compiler, each entry checked
@@ -115,34 +120,110 @@ defmodule NxJax.Test.SeamRun do
   @impl true
   defdelegate __to_backend__(opts), to: SeamCompiler
 
-  # runs `fun` (a trace or an evaluation of the seam compiler), counted for the watched test of
-  # this process (or one it was started by), and raises if the pool's workers were sent a
-  # request meanwhile (the run has one test at a time: any request is this test's)
-  defp checked(fun) do
-    :ets.update_counter(@table, :entries, 1)
-    :ets.update_counter(@table, watched_test(), 1)
-    before = worker_requests()
+  @doc """
+  Runs `fun` and raises if it, or a process it starts, calls into nx_jax's runtime meanwhile:
+  `NxJax.__run__/5` or a function of `NxJax.Pool` or `NxJax.Worker`, the ways to a worker
+  request (Erlang call tracing of this process, so that the calls of other processes, a test
+  file compiling beside the run say, are not counted). In the seam run, each call is also
+  counted for the watched test it serves.
+  """
+  def checked(fun) do
+    if :ets.whereis(@table) != :undefined do
+      :ets.update_counter(@table, :entries, 1)
+      :ets.update_counter(@table, watched_test(), 1)
+    end
+
+    # (a call inside another, a nested jit, is watched by the outer one)
+    case Process.put({__MODULE__, :checking}, true) do
+      true -> fun.()
+      nil -> traced(fun)
+    end
+  end
+
+  @runtime [{NxJax, :__run__, 5}, {NxJax.Pool, :_, :_}, {NxJax.Worker, :_, :_}]
+
+  defp traced(fun) do
+    tracer = tracer()
+    # (calls reported since the last window, by a process it started that lives on, are not
+    # this one's)
+    take(tracer)
+    :erlang.trace(self(), true, [:call, :set_on_spawn, {:tracer, tracer}])
 
     try do
       fun.()
     after
-      now = worker_requests()
+      :erlang.trace(self(), false, [:call, :set_on_spawn])
+      Process.delete({__MODULE__, :checking})
+      ref = :erlang.trace_delivered(self())
 
-      if now != before do
-        raise "a worker request was made while the seam compiler ran: #{inspect(before)} " <>
-                "became #{inspect(now)}"
+      receive do
+        {:trace_delivered, _pid, ^ref} -> :ok
       end
+
+      case take(tracer) do
+        [] ->
+          :ok
+
+        calls ->
+          if :ets.whereis(@table) != :undefined,
+            do: :ets.update_counter(@table, :runtime_calls, 1)
+
+          raise "the seam compiler's run called nx_jax's runtime, the way to a worker " <>
+                  "request: #{Enum.map_join(calls, ", ", fn {m, f, a} -> Exception.format_mfa(m, f, a) end)}"
+      end
+    end
+  end
+
+  # the process that receives the trace of calls into the runtime (started once, by the first
+  # caller; only processes traced by traced/1 report calls)
+  defp tracer do
+    name = Module.concat(__MODULE__, Tracer)
+    Process.whereis(name) || start_tracer(name)
+  end
+
+  defp start_tracer(name) do
+    tracer = spawn(fn -> collect([]) end)
+
+    try do
+      Process.register(tracer, name)
+      # (a pattern holds for the code loaded when it is set: the modules are loaded first)
+      for {module, _, _} = mfa <- @runtime do
+        Code.ensure_loaded!(module)
+        :erlang.trace_pattern(mfa, true, [:global])
+      end
+
+      tracer
+    rescue
+      # (another process registered one first)
+      ArgumentError ->
+        Process.exit(tracer, :kill)
+        Process.whereis(name)
+    end
+  end
+
+  defp collect(calls) do
+    receive do
+      {:trace, _pid, :call, {module, function, args}} ->
+        collect([{module, function, length(args)} | calls])
+
+      {:take, from, ref} ->
+        send(from, {ref, Enum.reverse(calls)})
+        collect([])
+    end
+  end
+
+  # the calls reported so far, and none after them
+  defp take(tracer) do
+    ref = make_ref()
+    send(tracer, {:take, self(), ref})
+
+    receive do
+      {^ref, calls} -> calls
     end
   end
 
   defp watched_test do
     ancestry = [self() | Process.get(:"$callers", [])] ++ Process.get(:"$ancestors", [])
     Enum.find(ancestry, :unattributed, &(is_pid(&1) and :ets.member(@table, &1)))
-  end
-
-  # the requests the pool's workers have been sent (runs in Python, calls that carried a graph
-  # or its key, calls that borrowed the port)
-  defp worker_requests do
-    Map.take(NxJax.Pool.stats(), [:runs, :graph_sends, :key_calls, :lent_calls])
   end
 end
