@@ -25,7 +25,9 @@ defmodule NxJax.Test.SeamCompiler do
       `:concatenate`, `:reverse`; and `:dot`;
     * sub-graphs, evaluated each time they run: the reducers of `:reduce` and
       `:window_reduce`, `:cond` (the taken branch only), `:while`, `:range_loop`, and the
-      tuples they give (`:elem`); and the identity of `:metadata` (`stop_grad` and the like).
+      tuples they give (`:elem`); the identity of `:metadata` (`stop_grad` and the like);
+      hooks (`:hook`, its function called in the calling process when the node is computed,
+      the jit's `hooks:` option overriding it by name, and `:attach_token`).
 
   Every value is rounded to its node's type after each op. Any other op is an
   `ArgumentError` naming it; so is `grad` (the clean room has the JAX worker differentiate
@@ -54,27 +56,35 @@ defmodule NxJax.Test.SeamCompiler do
          [:parameter, :constant, :tensor, :iota, :select, :clip, :as_type, :mean] ++
          [:reshape, :broadcast, :transpose, :slice, :dynamic_slice, :concatenate, :reverse] ++
          [:dot] ++
-         [:reduce, :window_reduce, :cond, :while, :range_loop, :elem, :metadata]
+         [:reduce, :window_reduce, :cond, :while, :range_loop, :elem, :metadata, :hook] ++
+         [:attach_token]
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
 
   # traced once, evaluated on every list of arguments
   @impl true
-  def __compile__(_key, vars, fun, _opts) do
-    output = fun.(vars)
+  def __compile__(_key, vars, fun, opts) do
+    # (the clean room keeps the functions of a trace's hooks beside it, by node index)
+    {output, hooks} = Expr.with_hooks(fn -> fun.(vars) end)
+    given = opts[:hooks] || %{}
+
+    hooks =
+      Map.new(hooks, fn {index, {name, default, template}} ->
+        {index, {Map.get(given, name, default), template}}
+      end)
+
     templates = Composite.flatten_list(vars)
 
     fn args_list ->
       for args <- args_list do
         # (each argument read when the graph reads it, as Nx's compilers do)
-        params = templates |> Enum.zip(args) |> List.to_tuple()
+        run = %{args: templates |> Enum.zip(args) |> List.to_tuple(), hooks: hooks}
 
         {result, _values} =
           Composite.traverse(output, %{}, fn tensor, values ->
-            {list, values} = eval(tensor, params, values)
-            data = %Nx.BinaryBackend{state: Nx.BinaryBackend.from_list(list, tensor.type)}
-            {%Nx.Tensor{tensor | data: data}, values}
+            {list, values} = eval(tensor, run, values)
+            {concrete(tensor, list), values}
           end)
 
         result
@@ -138,24 +148,24 @@ defmodule NxJax.Test.SeamCompiler do
   ## Evaluation (values: a node's flat list of numbers, row-major, memoized by node id; a
   ## node of several results, {:tuple, [value]})
 
-  defp eval(%Nx.Tensor{data: %Expr{id: id, op: op}} = tensor, params, values) do
+  defp eval(%Nx.Tensor{data: %Expr{id: id, op: op}} = tensor, run, values) do
     case values do
       %{^id => value} ->
         {value, values}
 
       %{} ->
         check!(tensor)
-        {inputs, values} = Enum.map_reduce(tensor.data.args, values, &eval(&1, params, &2))
-        value = compute(op, inputs, tensor, params)
+        {inputs, values} = Enum.map_reduce(tensor.data.args, values, &eval(&1, run, &2))
+        value = compute(op, inputs, tensor, run)
         {value, Map.put(values, id, value)}
     end
   end
 
   # the values of a sub-graph's outputs, its parameters (those of its own, then the values of
   # the enclosing graph it captures) given `inputs`
-  defp subgraph({:subgraph, outputs, params}, inputs) do
+  defp subgraph({:subgraph, outputs, params}, inputs, run) do
     values = Map.new(Enum.zip(params, inputs), fn {param, value} -> {param.data.id, value} end)
-    {outputs, _values} = Enum.map_reduce(outputs, values, &eval(&1, {}, &2))
+    {outputs, _values} = Enum.map_reduce(outputs, values, &eval(&1, %{run | args: {}}, &2))
     outputs
   end
 
@@ -178,11 +188,12 @@ defmodule NxJax.Test.SeamCompiler do
 
   defp check!(_tensor), do: :ok
 
-  # (an argument's errors are its own)
-  defp compute(:parameter, [], tensor, params), do: op(tensor, [], params)
+  # (the errors of an argument and of a hook's function are their own)
+  defp compute(op, inputs, tensor, run) when op in [:parameter, :hook],
+    do: op(tensor, inputs, run)
 
-  defp compute(op, inputs, tensor, params) do
-    tensor |> op(inputs, params) |> rounded(tensor.type)
+  defp compute(op, inputs, tensor, run) do
+    tensor |> op(inputs, run) |> rounded(tensor.type)
   rescue
     # (:math's functions and float encoding raise ArgumentError on what they cannot hold)
     _ in [ArithmeticError, ArgumentError] ->
@@ -199,8 +210,8 @@ defmodule NxJax.Test.SeamCompiler do
 
   ## Ops: one clause each, or per family
 
-  defp op(%{data: %{op: :parameter, opts: %{index: index}}}, [], params) do
-    {template, make} = elem(params, index)
+  defp op(%{data: %{op: :parameter, opts: %{index: index}}}, [], run) do
+    {template, make} = elem(run.args, index)
     read_argument(template, make)
   end
 
@@ -255,11 +266,11 @@ defmodule NxJax.Test.SeamCompiler do
   end
 
   # the reducer sub-graph, fun.(element, accumulator), folded from the accumulator given
-  defp op(%{data: %{op: :reduce, args: [arg | _], opts: opts}}, [list, [acc] | captures], _),
-    do: folds(list, arg.shape, opts.axes, acc, &reduced(opts.reducer, &1, &2, captures))
+  defp op(%{data: %{op: :reduce, args: [arg | _], opts: opts}}, [list, [acc] | captures], run),
+    do: folds(list, arg.shape, opts.axes, acc, &reduced(opts.reducer, &1, &2, captures, run))
 
   # each window's elements in row-major order, a padded position holding the accumulator
-  defp op(%{data: %{op: :window_reduce, args: [arg | _], opts: opts}} = t, inputs, _) do
+  defp op(%{data: %{op: :window_reduce, args: [arg | _], opts: opts}} = t, inputs, run) do
     [list, [init] | captures] = inputs
     dims = Tuple.to_list(arg.shape)
     elements = List.to_tuple(list)
@@ -275,7 +286,7 @@ defmodule NxJax.Test.SeamCompiler do
 
           inside = Enum.zip_with(at, dims, &(&1 >= 0 and &1 < &2)) |> Enum.all?()
           x = if inside, do: elem(elements, flat(at, dims)), else: init
-          reduced(opts.reducer, x, acc, captures)
+          reduced(opts.reducer, x, acc, captures, run)
       end
     end
   end
@@ -368,22 +379,22 @@ defmodule NxJax.Test.SeamCompiler do
   end
 
   # the branch the scalar predicate picks (not zero: the first), given the captured values
-  defp op(%{data: %{op: :cond, opts: %{branches: [on_true, on_false]}}}, [[p] | captures], _),
-    do: {:tuple, subgraph(if(p != 0, do: on_true, else: on_false), captures)}
+  defp op(%{data: %{op: :cond, opts: %{branches: [yes, no]}}}, [[p] | captures], run),
+    do: {:tuple, subgraph(if(p != 0, do: yes, else: no), captures, run)}
 
   # the state (the first inputs, one per result), then the captured values
-  defp op(%{data: %{op: :while, opts: opts}, type: {:tuple, n}}, inputs, _) do
+  defp op(%{data: %{op: :while, opts: opts}, type: {:tuple, n}}, inputs, run) do
     {state, captures} = Enum.split(inputs, n)
-    {:tuple, loop(state, captures, opts, 0)}
+    {:tuple, loop(state, captures, opts, run, 0)}
   end
 
-  defp op(%{data: %{op: :range_loop, opts: opts}, type: {:tuple, n}}, inputs, _) do
+  defp op(%{data: %{op: :range_loop, opts: opts}, type: {:tuple, n}}, inputs, run) do
     %{body: body, first: first, step: step, count: count} = opts
     {state, captures} = Enum.split(inputs, n)
 
     {:tuple,
      Enum.reduce(0..(count - 1)//1, state, fn k, state ->
-       subgraph(body, state ++ [[first + k * step] | captures])
+       subgraph(body, state ++ [[first + k * step] | captures], run)
      end)}
   end
 
@@ -394,12 +405,23 @@ defmodule NxJax.Test.SeamCompiler do
   defp op(%{data: %{op: :elem, opts: %{index: index}}}, [{:tuple, values}], _),
     do: Enum.at(values, index)
 
+  # the identity, calling the hook's function (if any) on the container it hooks
+  defp op(%{data: %{op: :hook, args: args, opts: %{index: index}}}, inputs, run) do
+    with {fun, template} when fun != nil <- Map.fetch!(run.hooks, index),
+         do: fun.(Composite.fill(template, Enum.zip_with(args, inputs, &concrete/2)))
+
+    {:tuple, inputs}
+  end
+
+  # the value, once the hooks of the token are computed (they are its other inputs)
+  defp op(%{data: %{op: :attach_token}}, inputs, _), do: List.last(inputs)
+
   # the body while the condition holds, at most :max_iterations times
-  defp loop(state, captures, %{condition: condition, body: body} = opts, done) do
-    [[holds]] = subgraph(condition, state ++ captures)
+  defp loop(state, captures, %{condition: condition, body: body} = opts, run, done) do
+    [[holds]] = subgraph(condition, state ++ captures, run)
 
     if holds != 0 and (opts.max_iterations == nil or done < opts.max_iterations),
-      do: loop(subgraph(body, state ++ captures), captures, opts, done + 1),
+      do: loop(subgraph(body, state ++ captures, run), captures, opts, run, done + 1),
       else: state
   end
 
@@ -462,8 +484,8 @@ defmodule NxJax.Test.SeamCompiler do
   defp order(x) when is_number(x), do: {1, x}
   defp order(:nan), do: raise(ArgumentError, "NaN has no order")
 
-  defp reduced(reducer, x, acc, captures) do
-    [[value]] = subgraph(reducer, [[x], [acc] | captures])
+  defp reduced(reducer, x, acc, captures, run) do
+    [[value]] = subgraph(reducer, [[x], [acc] | captures], run)
     value
   end
 
@@ -483,6 +505,12 @@ defmodule NxJax.Test.SeamCompiler do
   defp cast(x, {:bf, _}) when is_integer(x), do: x * 1.0
   defp cast(x, {int, _}) when int in [:s, :u] and is_float(x), do: trunc(x)
   defp cast(x, _type), do: x
+
+  # the node `tensor` as a binary backend tensor of the values `list`
+  defp concrete(tensor, list) do
+    data = %Nx.BinaryBackend{state: Nx.BinaryBackend.from_list(list, tensor.type)}
+    %Nx.Tensor{tensor | data: data}
+  end
 
   ## Shapes and indices
 
