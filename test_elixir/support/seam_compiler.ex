@@ -53,11 +53,10 @@ defmodule NxJax.Test.SeamCompiler do
   @ops @computed ++
          @predicates ++
          @reductions ++
-         [:parameter, :constant, :tensor, :iota, :select, :clip, :as_type, :mean] ++
+         [:parameter, :constant, :tensor, :iota, :select, :clip, :as_type, :mean, :dot] ++
          [:reshape, :broadcast, :transpose, :slice, :dynamic_slice, :concatenate, :reverse] ++
-         [:dot] ++
-         [:reduce, :window_reduce, :cond, :while, :range_loop, :elem, :metadata, :hook] ++
-         [:attach_token]
+         [:reduce, :window_reduce, :cond, :while, :range_loop, :elem, :metadata] ++
+         [:hook, :attach_token]
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
