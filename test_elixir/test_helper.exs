@@ -148,13 +148,13 @@ end
 # alone) passed 120 s in 3 of 4 loaded full runs, waiting on a reply; a reply that never
 # comes now fails as the call's Timeout error, not as a test timeout.
 #
-# NX_JAX_TEST_COMPILER=seam (`make test-seam`) runs only the tests tagged :seam, one at a time,
-# with NxJax.Test.SeamCompiler (in Elixir, no worker) the default compiler of every defn
+# NX_JAX_TEST_COMPILER=seam (`make test-seam`) runs only the tests tagged :seam, with
+# NxJax.Test.SeamCompiler (in Elixir, no worker) the default compiler of every defn
 # (test_elixir/support/seam_run.ex); unset, every test runs on the default compiler, NxJax.
 seam_options =
   if NxJax.Test.SeamRun.active?() do
     NxJax.Test.SeamRun.start()
-    [include: [:seam], exclude: [:test], max_cases: 1]
+    [include: [:seam], exclude: [:test]]
   else
     []
   end

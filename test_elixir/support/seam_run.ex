@@ -3,7 +3,7 @@ defmodule NxJax.Test.SeamRun do
   The run of the suite's tagged tests under the seam compiler (`make test-seam`:
   `NX_JAX_TEST_COMPILER=seam mix test`). `test_helper.exs` then makes this module the global
   default compiler (`Nx.Defn.global_default_options/1`) and runs only the tests tagged
-  `:seam`, one at a time. Every `defn`, `jit`, `compile` and stream step of those tests
+  `:seam`. Every `defn`, `jit`, `compile` and stream step of those tests
   reaches `NxJax.Test.SeamCompiler` through this module, which checks two things:
 
     * nothing calls into nx_jax's runtime (`NxJax.__run__/5`, `NxJax.Pool`, `NxJax.Worker`:
@@ -14,9 +14,9 @@ defmodule NxJax.Test.SeamRun do
       went elsewhere, its process's own default options naming another compiler say, fails
       in its `on_exit`).
 
-  A module with tagged tests registers its tests with `setup context, do: NxJax.Test.SeamRun.watch(context)`
-  (a no-op in any other run). Once the run is over it prints how many tests entered the seam
-  compiler and how often.
+  A module with tagged tests registers its tests with
+  `setup context, do: NxJax.Test.SeamRun.watch(context)` (a no-op in any other run). Once the
+  run is over it prints how many tests entered the seam compiler and how often.
   """
 
   @behaviour Nx.Defn.Compiler
@@ -142,11 +142,11 @@ defmodule NxJax.Test.SeamRun do
 
   @runtime [{NxJax, :__run__, 5}, {NxJax.Pool, :_, :_}, {NxJax.Worker, :_, :_}]
 
+  # (each window has a tracer of its own, so that windows of concurrent processes, a test's
+  # tasks say, see only their own calls)
   defp traced(fun) do
-    tracer = tracer()
-    # (calls reported since the last window, by a process it started that lives on, are not
-    # this one's)
-    take(tracer)
+    patterns()
+    tracer = spawn(&collect/0)
     :erlang.trace(self(), true, [:call, :set_on_spawn, {:tracer, tracer}])
 
     try do
@@ -160,67 +160,48 @@ defmodule NxJax.Test.SeamRun do
         {:trace_delivered, _pid, ^ref} -> :ok
       end
 
-      case take(tracer) do
-        [] ->
+      send(tracer, {:take, self(), ref})
+
+      receive do
+        {^ref, []} ->
           :ok
 
-        calls ->
+        {^ref, calls} ->
           if :ets.whereis(@table) != :undefined,
             do: :ets.update_counter(@table, :runtime_calls, 1)
 
           raise "the seam compiler's run called nx_jax's runtime, the way to a worker " <>
-                  "request: #{Enum.map_join(calls, ", ", fn {m, f, a} -> Exception.format_mfa(m, f, a) end)}"
+                  "request: " <> Enum.map_join(calls, ", ", &mfa/1)
       end
     end
   end
 
-  # the process that receives the trace of calls into the runtime (started once, by the first
-  # caller; only processes traced by traced/1 report calls)
-  defp tracer do
-    name = Module.concat(__MODULE__, Tracer)
-    Process.whereis(name) || start_tracer(name)
-  end
-
-  defp start_tracer(name) do
-    tracer = spawn(fn -> collect([]) end)
-
-    try do
-      Process.register(tracer, name)
-      # (a pattern holds for the code loaded when it is set: the modules are loaded first)
+  # the calls of the runtime's functions are traced (for traced processes only), once; a
+  # pattern holds for the code loaded when it is set: the modules are loaded first
+  defp patterns do
+    unless :persistent_term.get({__MODULE__, :patterns}, false) do
       for {module, _, _} = mfa <- @runtime do
         Code.ensure_loaded!(module)
         :erlang.trace_pattern(mfa, true, [:global])
       end
 
-      tracer
-    rescue
-      # (another process registered one first)
-      ArgumentError ->
-        Process.exit(tracer, :kill)
-        Process.whereis(name)
+      :persistent_term.put({__MODULE__, :patterns}, true)
     end
   end
 
-  defp collect(calls) do
+  # a tracer: the calls reported to it, until it is asked for them (then it ends; a process
+  # still traced with it is traced no more)
+  defp collect(calls \\ []) do
     receive do
       {:trace, _pid, :call, {module, function, args}} ->
         collect([{module, function, length(args)} | calls])
 
       {:take, from, ref} ->
         send(from, {ref, Enum.reverse(calls)})
-        collect([])
     end
   end
 
-  # the calls reported so far, and none after them
-  defp take(tracer) do
-    ref = make_ref()
-    send(tracer, {:take, self(), ref})
-
-    receive do
-      {^ref, calls} -> calls
-    end
-  end
+  defp mfa({module, function, arity}), do: Exception.format_mfa(module, function, arity)
 
   defp watched_test do
     ancestry = [self() | Process.get(:"$callers", [])] ++ Process.get(:"$ancestors", [])
