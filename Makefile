@@ -10,7 +10,7 @@ PIP := $(VPY) -m pip install -q -c $(LOCK)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps elixir python-deps compile demo test pytest exunit lint clean lock nx-suite \
-	compile-real-nx test-real-nx test-debian13 test-debian13-real-nx serving-suite
+	compile-real-nx test-real-nx test-debian13 test-debian13-real-nx serving-suite test-seam
 
 deps: elixir python-deps compile
 
@@ -78,14 +78,24 @@ serving-suite: deps compile-real-nx
 	SERVING_SUITE_DEFAULT=$(SERVING_SUITE_DEFAULT) NX_JAX_NX=$(REAL_NX) \
 	  mix run --no-start test_real_nx/serving_suite/run.exs
 
-# The four suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
-# need no Python, nx_jax's ExUnit, and nx_jax's ExUnit under real Nx, test-real-nx), so every
-# summary line is printed; the target fails if any failed.
+# The tests of test_elixir/ tagged :seam with a second compiler, NxJax.Test.SeamCompiler (pure
+# Elixir, on the binary backend), the default one: the front end runs them knowing no JAX, and
+# no defn of theirs calls into nx_jax's runtime (test_elixir/support/seam_run.ex; under a
+# minute: only the files with a tagged test are loaded). Its own summary line: "seam run: N of N
+# tagged tests ran defn through ...".
+test-seam: deps
+	NX_JAX_TEST_COMPILER=seam mix test $$(grep -l -E '@(module)?tag :seam' test_elixir/*_test.exs)
+
+# The five suites always run (the worker's pytest, the clean-room Nx's own tests in nx/, which
+# need no Python, nx_jax's ExUnit, its tests tagged :seam under the seam compiler, test-seam,
+# and nx_jax's ExUnit under real Nx, test-real-nx), so every summary line is printed; the
+# target fails if any failed.
 test: deps
 	@rc=0; \
 	$(VPY) -m pytest -q tests || rc=1; \
 	(cd nx && mix test) || rc=1; \
 	mix test || rc=1; \
+	$(MAKE) --no-print-directory test-seam || rc=1; \
 	$(MAKE) --no-print-directory test-real-nx || rc=1; \
 	exit $$rc
 

@@ -2,6 +2,8 @@ defmodule NxJax.DefnContainersTest do
   # Tuples and maps as defn arguments and results, and grad/value_and_grad with respect to
   # them (inside and outside defn), checked against central differences in f64.
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import Nx.Defn
 
@@ -43,6 +45,7 @@ defmodule NxJax.DefnContainersTest do
   end
 
   describe "containers as arguments and results" do
+    @tag :seam
     test "tuples, maps and nestings of them round-trip" do
       assert swap({Nx.tensor(1), Nx.tensor([2.0])}) == {Nx.tensor([2.0]), Nx.tensor(1)}
 

@@ -2,6 +2,8 @@ defmodule NxJax.DefnControlFlowTest do
   # if/cond/while, reduce/window_reduce with defn functions, deftransform, tap/then/keyword!,
   # end to end on the worker; gradients against central differences in f64.
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import Nx.Defn
 
@@ -47,6 +49,7 @@ defmodule NxJax.DefnControlFlowTest do
   end
 
   describe "if and cond on a scalar condition" do
+    @tag :seam
     test "a variable bound in a cond condition is visible in its branch" do
       assert condition_binding(Nx.tensor([1, 2, 3])) == Nx.tensor([2, 3, 4])
       assert condition_binding(Nx.tensor([-1, -2, -3])) == Nx.tensor([-2, -3, -4])
@@ -85,6 +88,7 @@ defmodule NxJax.DefnControlFlowTest do
       end
     end
 
+    @tag :seam
     test "branches return containers; leaves get the merged type and broadcast shape" do
       x = Nx.tensor([1.0, 2.0])
       {value, %{a: a, b: b}} = branch_container(x, 3.0)
@@ -124,6 +128,7 @@ defmodule NxJax.DefnControlFlowTest do
     defn if_option(opts \\ []), do: if(opts[:flag], do: 1, else: -1)
 
     # regression: a missing option (nil) silently took the else branch; Nx 0.7.2 refuses it
+    @tag :seam
     test "an if on an option takes true/false statically and refuses nil" do
       assert if_option(flag: true) == Nx.tensor(1)
       assert if_option(flag: false) == Nx.tensor(-1)
@@ -136,6 +141,7 @@ defmodule NxJax.DefnControlFlowTest do
       assert Nx.Defn.ControlFlow.branch(Nx.tensor(:nan), fn -> 1 end, fn -> 2 end) == 1
     end
 
+    @tag :seam
     test "branches returning different containers raise at trace time" do
       assert_raise ArgumentError, ~r/same container/, fn ->
         Nx.Defn.jit(fn x ->
@@ -270,6 +276,7 @@ defmodule NxJax.DefnControlFlowTest do
   end
 
   describe "while" do
+    @tag :seam
     test "with a condition runs until it is false" do
       assert power(2.0) == Nx.tensor(16.0)
       assert bounded_power(2.0) == Nx.tensor(16.0)
@@ -284,6 +291,7 @@ defmodule NxJax.DefnControlFlowTest do
       :ok = NxJax.GradCheck.check_grads!(&newton_sqrt/1, &grad_newton_sqrt/1, f64(3.0))
     end
 
+    @tag :seam
     test "max_iterations stops a loop whose condition still holds" do
       assert stopped_early(1.0) == Nx.tensor(8.0)
     end
@@ -339,6 +347,7 @@ defmodule NxJax.DefnControlFlowTest do
     end
 
     # a CompileError naming the while's place in the source, as Nx raises
+    @tag :seam
     test "the body must keep the state's types and shapes" do
       assert_raise CompileError,
                    ~r/defn_control_flow_test.exs:\d+: the do-block in while must return tensors with the same shape, type, and names as the initial arguments: the body must keep the type of state leaf 0/,
@@ -359,6 +368,7 @@ defmodule NxJax.DefnControlFlowTest do
     defn if_without_else(x), do: if(x > 0, do: x * 2)
     defn mismatched_branches(x), do: if(x > 0, do: {x, x}, else: x)
 
+    @tag :seam
     test "cond/if: Nx's CompileErrors, and 0 for a missing else" do
       assert_raise CompileError,
                    ~r/cond\/if expects at least one branch to always evaluate to true/,
@@ -411,6 +421,7 @@ defmodule NxJax.DefnControlFlowTest do
   describe "reduce and window_reduce with a defn function" do
     # regression: these raised ArgumentError with another message; Nx 0.7.2 raises
     # RuntimeError naming the shape the function returned
+    @tag :seam
     test "a reducer that returns a non-scalar tensor raises RuntimeError" do
       assert_raise RuntimeError, "reduce function must return a scalar tensor, got: {1, 1}", fn ->
         reduce_to_matrix(Nx.tensor([1, 2, 3]))
@@ -421,12 +432,14 @@ defmodule NxJax.DefnControlFlowTest do
                    fn -> window_reduce_to_pair(Nx.tensor([1, 2, 3])) end
     end
 
+    @tag :seam
     test "a traced argument used as a dimension says to pass it as an option" do
       assert_raise ArgumentError,
                    ~r/invalid dimension in axis 0 found in shape.*pass a dimension or a shape as an argument to a defn function/s,
                    fn -> iota_of(10) end
     end
 
+    @tag :seam
     test "Nx.tensor/2 of data that is not a literal warns at compile time, and still works" do
       warning =
         ExUnit.CaptureIO.capture_io(:stderr, fn ->
@@ -453,6 +466,7 @@ defmodule NxJax.DefnControlFlowTest do
       assert module.negative(2) == Nx.tensor([-5.5, 0.5])
     end
 
+    @tag :seam
     test "reduce over axes, keep_axes and types" do
       t = Nx.tensor([[1.0, 2.0], [3.0, 4.0]])
       assert sum_squares(t) == Nx.tensor([5.0, 25.0])
@@ -478,6 +492,7 @@ defmodule NxJax.DefnControlFlowTest do
       :ok = NxJax.GradCheck.check_grads!(prod, grad_prod, t)
     end
 
+    @tag :seam
     test "window_reduce: strides, padding (holding acc) and dilations" do
       t = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 
@@ -520,6 +535,7 @@ defmodule NxJax.DefnControlFlowTest do
   end
 
   describe "deftransform, tap, then, keyword!" do
+    @tag :seam
     test "deftransform functions run at trace time with Kernel semantics" do
       assert axis_count(Nx.iota({2, 3})) == 2
       assert axis_count(Nx.iota({2, 3}), axes: [1]) == 1
@@ -528,6 +544,7 @@ defmodule NxJax.DefnControlFlowTest do
       assert_received {:tapped, {2, 3}}
     end
 
+    @tag :seam
     test "keyword! fills defaults and raises for unknown keys" do
       assert with_opts(Nx.tensor(3), power: 2) == Nx.tensor(9)
       assert with_opts(Nx.tensor(3), power: 2, scale: 2) == Nx.tensor(18)
@@ -585,6 +602,7 @@ defmodule NxJax.DefnControlFlowTest do
   end
 
   # the messages of Nx 0.7.2's defn_test
+  @tag :seam
   test "while refuses what Nx refuses: a pattern, a missing do-block, :unroll with a condition" do
     assert_raise ArgumentError,
                  ~r/invalid initial argument for "while". Expected a variable, a variable assignment, or a tuple of the same/,
@@ -619,6 +637,7 @@ defmodule NxJax.DefnControlFlowTest do
     {doubled, y, i}
   end
 
+  @tag :seam
   test "variables bound in a while's initial state are visible after it" do
     assert initial_binding(Nx.tensor(1.5)) == {Nx.tensor(12.0), Nx.tensor(1.5), Nx.tensor(0)}
   end

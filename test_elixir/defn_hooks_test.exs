@@ -3,6 +3,8 @@ defmodule NxJax.DefnHooksTest do
   # concrete value while the worker computes (a JAX host callback sends it as a {:hook, ...}
   # frame), and hooks are the identity for gradients.
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import ExUnit.CaptureIO
   import Nx.Defn
@@ -90,6 +92,7 @@ defmodule NxJax.DefnHooksTest do
 
   defp messages(tag), do: NxJax.TestMailbox.take(tag)
 
+  @tag :seam
   test "a hook runs in the calling process with the concrete value; the result is unchanged" do
     assert exp_hooked(Nx.tensor(0.0)) == Nx.tensor(2.0)
     assert_received {:hooked, value}
@@ -110,11 +113,13 @@ defmodule NxJax.DefnHooksTest do
     end
   end
 
+  @tag :seam
   test "a hook inside a range while loop fires once per iteration, in order" do
     assert loop_hooked(Nx.tensor(10.0)) == Nx.tensor(16.0)
     assert messages(:iteration) == [Nx.tensor(11.0), Nx.tensor(13.0), Nx.tensor(16.0)]
   end
 
+  @tag :seam
   test "only the taken branch of a cond fires" do
     assert cond_hooked(Nx.tensor(2.0)) == Nx.tensor(2.0)
     assert cond_hooked(Nx.tensor(-5.0)) == Nx.tensor(5.0)
@@ -162,6 +167,7 @@ defmodule NxJax.DefnHooksTest do
     assert messages(:backward) == []
   end
 
+  @tag :seam
   test "a hook by name runs the function the jit's hooks: option gives it" do
     test = self()
     assert named(Nx.tensor(1.0)) == Nx.tensor(2.0)
@@ -177,6 +183,7 @@ defmodule NxJax.DefnHooksTest do
     assert messages(:default) == []
   end
 
+  @tag :seam
   test "print_value prints the value when it is computed, with its label" do
     output = capture_io(fn -> assert printed(Nx.tensor([0.0, 0.0])) == Nx.tensor(2.0) end)
     assert output == "#Nx.Tensor<\n  f32[2]\n  [1.0, 1.0]\n>\n"
@@ -185,6 +192,7 @@ defmodule NxJax.DefnHooksTest do
     assert output == "plus one: #Nx.Tensor<\n  s64\n  2\n>\n"
   end
 
+  @tag :seam
   test "tuples and maps are hooked as one container" do
     assert tuple_hooked(Nx.tensor(2.0)) == Nx.tensor(7.0)
     assert messages(:pair) == [{Nx.tensor(3.0), Nx.tensor(4.0)}]
@@ -201,6 +209,7 @@ defmodule NxJax.DefnHooksTest do
     assert value == Nx.exp(x)
   end
 
+  @tag :seam
   test "a hook that raises fails the call once the result arrives; the worker serves on" do
     assert_raise ArgumentError, "hook failed on purpose", fn -> raising(Nx.tensor(0.0)) end
     assert messages(:after_failure) == []
@@ -208,6 +217,7 @@ defmodule NxJax.DefnHooksTest do
     assert messages(:hooked) == [Nx.tensor(1.0)]
   end
 
+  @tag :seam
   test "hooks of concurrent callers go to their own caller" do
     results =
       1..8
@@ -329,6 +339,7 @@ defmodule NxJax.DefnHooksTest do
     assert messages(:eager) == [Nx.tensor(1.0)]
   end
 
+  @tag :seam
   test "print_expr lists sub-graphs indented under their node, and hooks" do
     output = capture_io(fn -> printed_graph(Nx.tensor(4.0)) end)
 

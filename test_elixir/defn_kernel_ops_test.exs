@@ -3,6 +3,8 @@ defmodule NxJax.DefnKernelOpsTest do
   # ops, as in Nx 0.7.2 (they were Kernel's: max(x, 0) returned x unchanged). Expected values
   # are what real Nx 0.7.2 answers for the same calls.
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import Nx.Defn
 
@@ -21,6 +23,7 @@ defmodule NxJax.DefnKernelOpsTest do
     assert Nx.Defn.grad(Nx.tensor([-1.0, 2.0]), &Nx.sum(relu(&1))) == Nx.tensor([0.0, 1.0])
   end
 
+  @tag :seam
   test "and, or, not give u8 tensors; both sides are evaluated" do
     {conj, disj, neg} = logic(Nx.tensor([0, 1, 5]), Nx.tensor([1, 0, 3]))
     assert conj == Nx.tensor([0, 0, 1], type: :u8)
@@ -35,12 +38,14 @@ defmodule NxJax.DefnKernelOpsTest do
     assert not_false == Nx.tensor(1, type: :u8)
   end
 
+  @tag :seam
   test "rem/2 and div/2 are Nx.remainder and Nx.quotient (truncated towards zero)" do
     {r, q} = integer_division(Nx.tensor([0, 1, 5, -5]))
     assert r == Nx.tensor([0, 1, 1, -1])
     assert q == Nx.tensor([0, 0, 2, -2])
   end
 
+  @tag :seam
   test "the bitwise operators are Nx's bitwise ops" do
     {band, bor, shl, shr, bnot} = bits(Nx.tensor([12, -8]), Nx.tensor([10, 3]))
     assert band == Nx.tensor([8, 0])
@@ -50,6 +55,7 @@ defmodule NxJax.DefnKernelOpsTest do
     assert bnot == Nx.tensor([-13, 7])
   end
 
+  @tag :seam
   test "two numbers still fold with Kernel's functions at trace time" do
     assert folded_numbers(Nx.tensor(1)) == Nx.tensor(1 + 5 + 3 + 4)
     assert Nx.Defn.Kernel.max(7, 2) == 7 and Nx.Defn.Kernel.div(7, 2) == 3
@@ -68,6 +74,7 @@ defmodule NxJax.DefnKernelOpsTest do
 
   # Nx 0.7.2's defn_test "supports booleans in some operations": true/false count as 1/0 and
   # two numbers compare into a u8 scalar tensor (they were Kernel's booleans here)
+  @tag :seam
   test "comparisons of numbers and booleans give u8 tensors" do
     for l <- [true, false, 1, 0, 2.5], r <- [true, false, 1, 0] do
       ln = if l in [true, false], do: if(l, do: 1, else: 0), else: l
@@ -178,6 +185,7 @@ defmodule NxJax.DefnKernelOpsTest do
     acc
   end
 
+  @tag :seam
   test "`..` builds ranges as Kernel's, inside and outside defn (Nx.Defn.Kernel.\"..\"/2)" do
     assert Nx.Defn.Kernel.".."(1, 3) == 1..3
     assert Nx.Defn.Kernel."..//"(1, 5, 2) == 1..5//2

@@ -4,6 +4,8 @@ defmodule NxJax.DefnLiteralsTest do
   # printed by test_elixir/reference/defn_literals_reference.exs (which also defines the
   # defns and the cases run here).
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   @dir Path.join(__DIR__, "reference")
   @script Path.join(@dir, "defn_literals_reference.exs")
@@ -24,6 +26,7 @@ defmodule NxJax.DefnLiteralsTest do
 
   for {name, _fun} <- DefnLiteralsReference.cases() do
     @name name
+    @tag :seam
     test "#{name} as in Nx 0.7.2" do
       fun = Keyword.fetch!(DefnLiteralsReference.cases(), @name)
       assert DefnLiteralsReference.describe(fun.()) == Map.fetch!(@reference, @name)
@@ -46,6 +49,7 @@ defmodule NxJax.DefnLiteralsTest do
     assert Nx.Defn.Expr.expr?(traced)
   end
 
+  @tag :seam
   test "the branches of a cond known to be false are not traced" do
     f =
       Nx.Defn.jit(fn x ->

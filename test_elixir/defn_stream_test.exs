@@ -2,12 +2,15 @@ defmodule NxJax.DefnStreamTest do
   # Nx.Defn.stream/3: each send runs one jitted step on the worker, recv returns the outputs
   # in order, done the accumulator (the behaviour of Nx 0.7.2's stream_test.exs).
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
   import Nx.Defn
   alias NxJax.ContainerTest.{Layer, Lazy, Pair}
 
   defn running_sum(x, acc), do: {acc, acc + x}
   defn scaled_sum(x, acc, a, b), do: {acc * a, acc + x * b}
 
+  @tag :seam
   test "steps run in order; recv gives each output, done the accumulator" do
     stream = Nx.Defn.stream(&running_sum/2, [Nx.template({}, :s64), 0])
     assert Nx.Stream.send(stream, 1) == :ok
@@ -19,6 +22,7 @@ defmodule NxJax.DefnStreamTest do
     assert Nx.Stream.done(stream) == Nx.tensor(7)
   end
 
+  @tag :seam
   test "the arguments after the accumulator reach every step" do
     stream = Nx.Defn.stream(&scaled_sum/4, [0.0, 0.0, 10.0, 2.0])
     Nx.Stream.send(stream, 1.0)
@@ -28,6 +32,7 @@ defmodule NxJax.DefnStreamTest do
     assert Nx.Stream.done(stream) == Nx.tensor(8.0)
   end
 
+  @tag :seam
   test "containers as input, output and accumulator; numbers become tensors" do
     # as in Nx 0.7.2, each output has the accumulator's template
     step = fn %{a: a, b: b}, {s, p} ->
@@ -45,6 +50,7 @@ defmodule NxJax.DefnStreamTest do
              {Nx.tensor(2), Nx.tensor(3)}
   end
 
+  @tag :seam
   test "a struct's kept fields are those of the first argument, not of the data sent" do
     step = fn %Layer{w: w, b: b, activation: activation}, acc ->
       y = if activation == :tanh, do: Nx.tanh(Nx.add(w, b)), else: Nx.add(w, b)
@@ -59,6 +65,7 @@ defmodule NxJax.DefnStreamTest do
     assert Nx.Stream.done(stream) == Nx.tensor(2.0)
   end
 
+  @tag :seam
   test "a lazy container sent makes only the tensors the step reads" do
     step = fn %Pair{left: left}, acc -> {acc, Nx.add(acc, left)} end
     stream = Nx.Defn.stream(step, [%Lazy{left: 0.0, right: 0.0, owner: self()}, 0.0])
@@ -69,6 +76,7 @@ defmodule NxJax.DefnStreamTest do
     refute_received {:made, :right}
   end
 
+  @tag :seam
   test "a recv made before the send waits for it" do
     stream = Nx.Defn.stream(&running_sum/2, [0, 5])
     task = Task.async(fn -> Nx.Stream.recv(stream) end)
@@ -77,6 +85,7 @@ defmodule NxJax.DefnStreamTest do
     assert Task.await(task, 60_000) == Nx.tensor(5)
   end
 
+  @tag :seam
   test "incompatible inputs and outputs raise with the templates" do
     stream = Nx.Defn.stream(fn _, _ -> {0, 0} end, [1, {2, 3}])
 
@@ -104,6 +113,7 @@ defmodule NxJax.DefnStreamTest do
     assert Nx.Stream.recv(stream) == Nx.tensor(2)
   end
 
+  @tag :seam
   test "done refuses while outputs wait to be received; a done stream is gone" do
     stream = Nx.Defn.stream(&running_sum/2, [0, 0], compiler: NxJax)
     Nx.Stream.send(stream, 1)
@@ -127,6 +137,7 @@ defmodule NxJax.DefnStreamTest do
     assert {:noproc, _} = catch_exit(Nx.Stream.done(stream))
   end
 
+  @tag :seam
   test "a step that does not return a pair: an error at once (NxJax), or at the send" do
     assert_raise ArgumentError,
                  ~r/must return a tuple {output, accumulator}, got: #Nx.Tensor/,

@@ -1,6 +1,8 @@
 defmodule NxJax.DefnEndToEndTest do
   # defn, jit and the Kernel, end to end on the worker.
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import ExUnit.CaptureIO
   import Nx.Defn
@@ -81,41 +83,49 @@ defmodule NxJax.DefnEndToEndTest do
   defn(unquote(dynamic_name)(left, right), do: Nx.unquote(operator)(left, right))
 
   describe "defn" do
+    @tag :seam
     test "unquote fragments in the name and the body, as Nx's own tests write them" do
       assert dynamic_add_two(1, 2) == Nx.tensor(3)
     end
 
+    @tag :seam
     test "runs on numbers and tensors and returns concrete tensors" do
       assert add_mul(1, 2) == Nx.tensor(5)
       assert add_mul(Nx.tensor([1.0, 2.0]), 3.0) == Nx.tensor([7.0, 8.0])
       assert %Nx.Tensor{data: %Nx.BinaryBackend{}} = add_mul(1.0, 2.0)
     end
 
+    @tag :seam
     test "the Kernel operators fold numbers and use Nx for tensors" do
       assert folds(Nx.tensor([1, 2])) == Nx.tensor([5, 10])
       assert negate(Nx.tensor([1.0, -2.0])) == Nx.tensor([-1.0, 2.0])
       assert divide_power(2.0) == Nx.tensor(4.5)
     end
 
+    @tag :seam
     test "takes and returns tuples and maps" do
       assert swap({Nx.tensor(1), Nx.tensor(2.0)}) == {Nx.tensor(2.0), Nx.tensor(1)}
       assert map_arg(%{x: 5, y: 3}) == %{sum: Nx.tensor(8), diff: Nx.tensor(2)}
       assert second({1, 2.0, 3}) == Nx.tensor(2.0)
     end
 
+    @tag :seam
     test "passes non-tensor arguments as they are and supports defaults" do
       assert with_opts(2.0) == Nx.tensor(2.0)
       assert with_opts(2.0, scale: 3) == Nx.tensor(6.0)
     end
 
+    @tag :seam
     test "inlines defn and defnp calls made from inside defn" do
       assert calls_private(Nx.tensor([1, 2])) == Nx.tensor([3, 5])
     end
 
+    @tag :seam
     test "turns a number result into a tensor" do
       assert constant_result(1) == Nx.tensor(42.0)
     end
 
+    @tag :seam
     test "raises shape errors at trace time" do
       assert_raise ArgumentError, fn -> mismatched(Nx.tensor([1, 2]), Nx.tensor([1, 2, 3])) end
     end
@@ -128,6 +138,7 @@ defmodule NxJax.DefnEndToEndTest do
       assert grad_relu(-3.0) == Nx.tensor(0.0)
     end
 
+    @tag :seam
     test "if/2 on a non-tensor condition traces one branch" do
       assert maybe_double(3, double: false) == Nx.tensor(3)
       assert maybe_double(3, double: true) == Nx.tensor(6)
@@ -138,12 +149,14 @@ defmodule NxJax.DefnEndToEndTest do
       end
     end
 
+    @tag :seam
     test "comparison operators compare tensors element-wise" do
       assert compare(Nx.tensor([1, 2]), 2) ==
                {Nx.tensor([1, 0], type: {:u, 8}), Nx.tensor([0, 1], type: {:u, 8}),
                 Nx.tensor([0, 1], type: {:u, 8}), Nx.tensor([1, 0], type: {:u, 8})}
     end
 
+    @tag :seam
     test "then/2 runs Elixir on trace-time values (numbers come back as tensors)" do
       assert shapes(Nx.tensor([[1, 2, 3]])) == {Nx.tensor(1), Nx.tensor(3)}
     end
@@ -157,6 +170,7 @@ defmodule NxJax.DefnEndToEndTest do
       assert_received {:traced, {3}}
     end
 
+    @tag :seam
     test "print_expr/1 prints the expression and returns it" do
       output = capture_io(fn -> assert printed(0.0) == Nx.tensor(1.0) end)
       assert output =~ "Nx.Defn.Expr"
@@ -166,6 +180,7 @@ defmodule NxJax.DefnEndToEndTest do
   end
 
   describe "jit" do
+    @tag :seam
     test "jit/2 returns a function of the same arity" do
       jitted = Nx.Defn.jit(fn a, b -> Nx.multiply(a, b) end)
       assert is_function(jitted, 2)
@@ -173,10 +188,12 @@ defmodule NxJax.DefnEndToEndTest do
       assert Nx.Defn.jit(&add_mul/2).(1, 1) == Nx.tensor(3)
     end
 
+    @tag :seam
     test "jit_apply/3 applies right away" do
       assert Nx.Defn.jit_apply(&Nx.add/2, [1.0, 2.0]) == Nx.tensor(3.0)
     end
 
+    @tag :seam
     test "an expression inspected inside jit shows the listing" do
       # (a string is not a result, as in Nx: the listing leaves the trace in a message)
       Nx.Defn.jit(fn x ->
@@ -190,10 +207,12 @@ defmodule NxJax.DefnEndToEndTest do
       assert listing =~ "c = log1p b"
     end
 
+    @tag :seam
     test "a container without tensors comes back unchanged" do
       assert Nx.Defn.jit(fn _x -> {:ok, []} end).(1.0) == {:ok, []}
     end
 
+    @tag :seam
     test "an expression that escapes its trace cannot run" do
       escaped = Nx.Defn.jit(fn x -> send(self(), {:escaped, x}) && x end)
       escaped.(1.0)
@@ -204,6 +223,7 @@ defmodule NxJax.DefnEndToEndTest do
       end
     end
 
+    @tag :seam
     test "a template argument the graph reads cannot run, in Nx's words" do
       message = "cannot perform operations on a Nx.TemplateBackend tensor"
       template = Nx.template({3}, :f32)
@@ -226,6 +246,7 @@ defmodule NxJax.DefnEndToEndTest do
     end
   end
 
+  @tag :seam
   test "defn heads may be unquote fragments (defined in a for)" do
     assert times_two(Nx.tensor(5)) == Nx.tensor(10)
     assert times_three(Nx.tensor(5)) == Nx.tensor(15)
@@ -258,6 +279,7 @@ defmodule NxJax.DefnEndToEndTest do
       assert_receive :ran
     end
 
+    @tag :seam
     test "compile/3 checks its arguments against the templates" do
       scale =
         Nx.Defn.compile(fn x, {a, b} -> Nx.add(Nx.multiply(x, a), b) end, [
@@ -285,6 +307,7 @@ defmodule NxJax.DefnEndToEndTest do
     end
   end
 
+  @tag :seam
   test "a bodiless deftransform head gives the defaults of its clauses" do
     assert pick(5) == 5
     assert pick(3, 4) == 3
@@ -308,6 +331,7 @@ defmodule NxJax.DefnEndToEndTest do
   deftransformp(nested_reuse_transform(x), do: Nx.Defn.jit(&Nx.exp/1, on_conflict: :reuse).(x))
 
   # Nx 0.7.2: a jit while another function is traced raises unless :on_conflict says
+  @tag :seam
   test "a nested jit raises, runs now (:force) or joins the trace (:reuse)" do
     assert_raise RuntimeError,
                  "cannot invoke JITed function when there is a JIT compilation happening",
@@ -340,11 +364,13 @@ defmodule NxJax.DefnEndToEndTest do
     end
   end
 
+  @tag :seam
   test "the arithmetic operators can be captured" do
     assert sum_all(Nx.tensor([1, 2]), 3, Nx.tensor([10, 20])) == Nx.tensor([28, 50])
     assert Nx.Defn.jit(&Nx.Defn.Kernel.*/2).(Nx.tensor([2, 3]), 4) == Nx.tensor([8, 12])
   end
 
+  @tag :seam
   test "operators in guards are Kernel's, outside guards tensor-aware" do
     assert guarded(value: -2) == Nx.tensor(-1)
     assert guarded(value: 2) == Nx.tensor(1)

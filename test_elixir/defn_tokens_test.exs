@@ -3,6 +3,8 @@ defmodule NxJax.DefnTokensTest do
   # result need not use; attaching it to a value makes computing that value fire them, in the
   # order they were added (the worker computes the hooked values first: :attach_token nodes).
   use ExUnit.Case, async: true
+  # the tests tagged :seam run under NxJax.Test.SeamCompiler too (make test-seam)
+  setup context, do: NxJax.Test.SeamRun.watch(context)
 
   import ExUnit.CaptureIO
   import Nx.Defn
@@ -87,6 +89,7 @@ defmodule NxJax.DefnTokensTest do
 
   defp messages(tag), do: NxJax.TestMailbox.take(tag)
 
+  @tag :seam
   test "hooks added to a token fire in order though the result uses none of their values" do
     assert add_and_mult(Nx.tensor(1), Nx.tensor(2)) == Nx.tensor(-1)
     {:messages, messages} = Process.info(self(), :messages)
@@ -94,6 +97,7 @@ defmodule NxJax.DefnTokensTest do
     assert messages(:add) == [Nx.tensor(3)] and messages(:mult) == [Nx.tensor(2)]
   end
 
+  @tag :seam
   test "named token hooks take their functions from the jit's hooks: option" do
     assert named_only(1, 2) == {Nx.tensor(1), Nx.tensor(2)}
     refute_received _
@@ -110,6 +114,7 @@ defmodule NxJax.DefnTokensTest do
     refute_received _
   end
 
+  @tag :seam
   test "hook_token/4's default function runs unless hooks: overrides its name" do
     add_and_mult(3, 4)
     assert messages(:add) == [Nx.tensor(7)] and messages(:mult) == [Nx.tensor(12)]
@@ -120,6 +125,7 @@ defmodule NxJax.DefnTokensTest do
     assert messages(:mult) == [Nx.tensor(12)]
   end
 
+  @tag :seam
   test "hook_token/3 with a function is unnamed: hooks: cannot override it" do
     assert unnamed(Nx.tensor(1.5)) == Nx.tensor(1.5)
     assert messages(:unnamed) == [Nx.tensor(3.0)]
@@ -129,27 +135,32 @@ defmodule NxJax.DefnTokensTest do
     assert messages(:override) == []
   end
 
+  @tag :seam
   test "the token's hooks fire before the hooks of the value it is attached to" do
     assert before_own_hook(2) == Nx.tensor(6)
     assert messages(:order) == [{:token, Nx.tensor(3)}, {:own, Nx.tensor(6)}]
   end
 
+  @tag :seam
   test "a token attached to a container fires each hook once, with the hooked container" do
     assert container_attached(Nx.tensor(4)) == %{x: Nx.tensor(5), y: Nx.tensor(3)}
     assert messages(:pair) == [{Nx.tensor(4), Nx.tensor(8)}]
   end
 
+  @tag :seam
   test "a token never attached fires nothing, and the value hook_token returns is not hooked" do
     assert never_attached(1) == Nx.tensor(2)
     assert returned_value_is_not_hooked(1) == Nx.tensor(5)
     refute_received _
   end
 
+  @tag :seam
   test "a token attached inside a while body fires once per iteration" do
     assert in_loop(100) == Nx.tensor(103)
     assert messages(:step) == [Nx.tensor(0), Nx.tensor(10), Nx.tensor(20)]
   end
 
+  @tag :seam
   test "a token attached inside an if branch fires only when that branch is taken" do
     assert in_branches(Nx.tensor(2)) == Nx.tensor(2)
     assert messages(:positive) == [Nx.tensor(4)] and messages(:negative) == []
@@ -171,6 +182,7 @@ defmodule NxJax.DefnTokensTest do
     assert Nx.devectorize(hooked, keep_names: false) == Nx.tensor([2, 4])
   end
 
+  @tag :seam
   test "print_value/2,3 with a function print its result on the value and return the value" do
     output = capture_io(fn -> assert print_sum(Nx.tensor([1, 2, 3])) == Nx.tensor([2, 4, 6]) end)
     assert output == "#Nx.Tensor<\n  s64\n  6\n>\n"
@@ -208,6 +220,7 @@ defmodule NxJax.DefnTokensTest do
     end
   end
 
+  @tag :seam
   test "print_expr shows the attached token as an :attach_token node over the hooked values" do
     output =
       capture_io(fn ->

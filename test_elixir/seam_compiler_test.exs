@@ -5,7 +5,7 @@ defmodule NxJax.SeamCompilerTest do
   # async: false: the worker counters read here are the pool's, shared with other tests.
   use ExUnit.Case, async: false
 
-  alias NxJax.Test.SeamCompiler
+  alias NxJax.Test.{SeamCompiler, SeamRun}
 
   defmodule Programs do
     import Nx.Defn
@@ -194,13 +194,34 @@ defmodule NxJax.SeamCompilerTest do
     assert Nx.Stream.done(stream) == Nx.tensor(12)
   end
 
+  # (the check of `make test-seam`, which runs tagged tests of the suite with the seam
+  # compiler the default one)
+  test "the seam run's check, NxJax.Test.SeamRun.checked/1, sees a call into the runtime" do
+    x = Nx.tensor([1.0, 2.0, 2.0])
+
+    assert_raise RuntimeError, ~r/called nx_jax's runtime, .*NxJax.__run__\/5/, fn ->
+      SeamRun.checked(fn -> Nx.exp(x) end)
+    end
+
+    # from a process it starts too, and a defn on the default compiler
+    assert_raise RuntimeError, ~r/called nx_jax's runtime, .*NxJax.Pool/, fn ->
+      SeamRun.checked(fn -> Task.await(Task.async(fn -> Programs.log_norm(x) end)) end)
+    end
+
+    # none where the seam compiler runs, and the check is over when it returns
+    got = SeamRun.checked(fn -> Nx.Defn.jit_apply(&Programs.log_norm/1, [x], seam()) end)
+    assert_close(got, Nx.tensor(:math.log(9.0)))
+    assert Nx.exp(Nx.tensor(0.0)) == Nx.tensor(1.0)
+    assert {:flags, []} = :erlang.trace_info(self(), :flags)
+  end
+
   test "grad, an op outside its set and a resident argument are clear errors" do
     assert_raise ArgumentError, ~r/cannot run grad: .*differentiated by the JAX worker/, fn ->
       Nx.Defn.jit_apply(&Programs.grad_of_square/1, [Nx.tensor([1.0])], seam())
     end
 
-    assert_raise ArgumentError, ~r/does not implement the op :tanh/, fn ->
-      Nx.Defn.jit_apply(&Nx.tanh/1, [Nx.tensor(1.0)], seam())
+    assert_raise ArgumentError, ~r/does not implement the op :erf/, fn ->
+      Nx.Defn.jit_apply(&Nx.erf/1, [Nx.tensor(1.0)], seam())
     end
 
     assert_raise ArgumentError, ~r/computes on finite numbers only: :log/, fn ->

@@ -147,7 +147,19 @@ end
 # well past a call's own 60 s timeout: a table-driven test (nx_linalg, nx_names: 9-14 s
 # alone) passed 120 s in 3 of 4 loaded full runs, waiting on a reply; a reply that never
 # comes now fails as the call's Timeout error, not as a test timeout.
+#
+# NX_JAX_TEST_COMPILER=seam (`make test-seam`) runs only the tests tagged :seam, with
+# NxJax.Test.SeamCompiler (in Elixir, no worker) the default compiler of every defn
+# (test_elixir/support/seam_run.ex); unset, every test runs on the default compiler, NxJax.
+seam_options =
+  if NxJax.Test.SeamRun.active?() do
+    NxJax.Test.SeamRun.start()
+    [include: [:seam], exclude: [:test]]
+  else
+    []
+  end
+
 ExUnit.start(
-  timeout: NxJax.TestTime.ms(300_000),
-  assert_receive_timeout: NxJax.TestTime.ms(1_000)
+  [timeout: NxJax.TestTime.ms(300_000), assert_receive_timeout: NxJax.TestTime.ms(1_000)] ++
+    seam_options
 )
