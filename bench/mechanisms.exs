@@ -1,5 +1,6 @@
-# Each latency mechanism that can be switched off without editing the code, switched off one
-# at a time, measured on the machine as it is ("quiet") and again with one CPU-bound process (a
+# Each latency mechanism, switched off one at a time without editing the code (the worker's
+# start options, its `off:` for the Elixir side's and its NX_JAX_OFF for the Python side's; the
+# front end's `planned_calls: false`), measured on the machine as it is ("quiet") and again with one CPU-bound process (a
 # Python busy loop) running beside the benchmark ("hog"): the small call, and a resident
 # training step on the same workers; then the MLP step of section 3, resident and shipped. Every
 # figure is a ratio to a baseline, or a difference to a row, of the same condition of one run.
@@ -26,7 +27,9 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply)
+all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply decode_fast)
+# the Elixir side's (NxJax.Worker.Config.mechanisms/0)
+all_elixir = [:keeper, :kept_alias, :poll_reductions, :late_replies]
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -35,6 +38,19 @@ variants = [
    "the caller's reply polling (`reply_spin_us: 0`: it sleeps in `receive` at once)"},
   {:lent_port, "Elixir", [lend_port: false], [],
    "the lent port (`lend_port: false`: every call through the GenServer)"},
+  {:keeper, "Elixir", [off: [:keeper]], [],
+   "the suspended keeper (`off: [:keeper]`: the port rests with the GenServer, which each " <>
+     "borrowed call's connect wakes)"},
+  {:kept_alias, "Elixir", [lend_port: false, off: [:kept_alias]], [],
+   "the kept reply alias and the lent port (`lend_port: false, off: [:kept_alias]`: an alias " <>
+     "made and removed per call)"},
+  {:poll_reductions, "Elixir", [off: [:poll_reductions]], [],
+   "a poll's time slice (`off: [:poll_reductions]`: no `bump_reductions` per poll)"},
+  {:late_replies, "Elixir", [off: [:late_replies]], [],
+   "the count of late replies (`off: [:late_replies]`: a caller polls however late its " <>
+     "replies came)"},
+  {:plans, "nx/", [], [planned_calls: false],
+   "the plans of repeated jitted calls (`planned_calls: false`: every call by the general path)"},
   {:worker_spin, "Python", [spin_us: 0], [],
    "the worker's spin (`spin_us: 0`: it sleeps in `read` at once)"},
   {:spin_pause, "Python", off.(~w(spin_pause)), [],
@@ -50,11 +66,18 @@ variants = [
      "(`NX_JAX_OFF=fast_one,fast_hot`)"},
   {:layouts, "Python", no_layouts, [],
    "the learned byte layouts, all three tiers (`NX_JAX_FAST_PATHS=0`: the generic decoder)"},
+  {:decode_fast, "Python", [env: [{"NX_JAX_FAST_PATHS", "0"} | off.(~w(decode_fast))[:env]]], [],
+   "the learned byte layouts and the hand decoder of small requests (`NX_JAX_FAST_PATHS=0`, " <>
+     "`NX_JAX_OFF=decode_fast`: erlang-py decodes every request)"},
   {:free_after_reply, "Python", off.(~w(free_after_reply)), [],
    "a call's results released after its reply is written (`NX_JAX_OFF=free_after_reply`)"},
   {:none, nil,
-   [spin_us: 0, lend_port: false, env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]],
-   [reply_spin_us: 0], "all of the above"}
+   [
+     spin_us: 0,
+     lend_port: false,
+     off: all_elixir,
+     env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]
+   ], [reply_spin_us: 0, planned_calls: false], "all of the above"}
 ]
 
 names = for {name, _, _, _, _} <- variants, do: name
@@ -207,15 +230,26 @@ saves_row = fn {name, with, text} ->
   "| #{text} | #{side[name] || ""} | #{Enum.join(cells, " | ")} | #{verdict} |"
 end
 
-# each row against all on (tier 2 alone serves no small call: tier 1 does), and two tiers each
-# against the row below which it is the fastest
+# each row against all on (tier 2 alone serves no small call: tier 1 does; the kept alias and
+# the hand decoder serve only calls that the lent port and the learned layouts leave to them),
+# and two tiers, the kept alias and the hand decoder each against the row without what serves
+# the call before them
 saves_rows =
-  for(name <- names -- [:all_on, :fast_hot], do: {name, :all_on, label[name]}) ++
+  for(
+    name <- names -- [:all_on, :fast_hot, :kept_alias, :decode_fast],
+    do: {name, :all_on, label[name]}
+  ) ++
     [
       {:fast_one_hot, :fast_one,
        "tier 2, where tier 1 does not serve (row \"tiers 1 and 2\" minus row \"tier 1\")"},
       {:layouts, :fast_one_hot,
-       "tier 3 (row \"the learned byte layouts\" minus row \"tiers 1 and 2\")"}
+       "tier 3 (row \"the learned byte layouts\" minus row \"tiers 1 and 2\")"},
+      {:kept_alias, :lent_port,
+       "the kept reply alias, where calls go through the GenServer (row \"the kept reply " <>
+         "alias and the lent port\" minus row \"the lent port\")"},
+      {:decode_fast, :layouts,
+       "the hand decoder of small requests, on the generic path (row \"the learned byte " <>
+         "layouts and the hand decoder\" minus row \"the learned byte layouts\")"}
     ]
 
 train_row = fn name ->
@@ -279,8 +313,7 @@ MLP step of section 3 on the pool's default worker (#{n_mlp} steps in 4 interlea
 #{mlp_row.(:shipped, "nx_jax, weights shipped each step")}
 """
 
-under =
-  for {name, with, text} <- saves_rows, side[name] == "Python", not pays?.(name, with), do: text
+under = for {name, with, text} <- saves_rows, side[name], not pays?.(name, with), do: text
 
 section9 = """
 ## 9. Reading the latency mechanisms table
@@ -293,6 +326,21 @@ switches off:
   BEAM process wakes tens of microseconds late on a virtual machine.
 - **The lent port** (`NxJax.Worker.LentPort`): the port is connected to the calling process
   for the call, so the request and the reply skip the worker's GenServer.
+- **The suspended keeper** (`NxJax.Worker.Keeper`): the port's connected process at rest, kept
+  suspended, so that the port's answer to a borrower's connect (sent to the port's previous
+  owner) wakes no process; without it the port rests with the GenServer.
+- **The kept reply alias** (`NxJax.Worker.Caller`): a call through the GenServer is answered at
+  an alias the process keeps from call to call, not one made and removed per call. Only calls
+  that do not borrow the port take it (the training step's, whose results stay resident, do).
+- **A poll's time slice** (`NxJax.Worker.Caller`, `:erlang.bump_reductions/1`): each poll of a
+  polling caller counts a whole time slice, so that its scheduler checks the port's pollset
+  soon and other processes run as after a yield.
+- **The count of late replies** (`NxJax.Worker.Caller`): a process whose replies came after its
+  polling twice in a row stops polling (trying again every 16th call), where polling would
+  only take a scheduler from other processes.
+- **The plans of repeated jitted calls** (`Nx.Defn.Compiler`, "Planned calls", the front end's
+  own): from the third call of one signature a process follows its plan straight to the
+  compiler's `__run__/5`, past the options' merge, the signature and the trace cache's lookup.
 - **The worker's spin** (`py_backend.channel.FrameReader`, `spin_us`): after a reply the worker
   polls its pipe for `spin_us` (100 us) before it sleeps.
 - **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
@@ -310,24 +358,34 @@ switches off:
   call whole, so the row that switches tier 2 alone off shows only that (its calls that keep
   their results, as the training step's, never take tier 1); the savings table measures tiers
   2 and 3 on the small call as the tier that serves it when those above are off.
+- **The hand decoder of small requests** (`py_backend.channel.decode_fast`): on the generic
+  path (a request no learned layout serves), a request frame under 1 MB is read by a decoder
+  of the few tags requests use, not by erlang-py's.
 - **A call's results released after its reply** (`RequestLoop.spent`): their buffers are freed once
   the reply is written, not before.
 
 The rule: a mechanism stays while it saves 5% or more of the small call in at least one
-condition; a Python-side one that saves less in every condition, in two runs, is removed with
-its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
+condition; one that saves less in every condition, in two runs, is removed with its switch
+(one run's p50 moves by a few % by chance). A mechanism that serves only calls another one
+leaves to it (a tier, the kept alias, the hand decoder) is read where it serves: its row minus
+the row without what serves the call before it. This run: #{if under == [], do: "every mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
 hog); differences within one run are what count. Removed under this rule, each in a commit
 that gives its figures: the release of freed arrays between calls and a paused spin's move to
 an idle CPU (`git log py_backend`).
 
-Not switchable yet (no start or jit option; measured only together with the row that
-switches their whole mechanism off): in the lent port, the kept alias, the atomics lock holding
-a packed pid, the suspended keeper, the held-back frames and the stale ids
-(`NxJax.Worker.LentPort`); in the reply polling, `bump_reductions` and the late-reply counter
-(`NxJax.Worker.Caller`); the per-process plans of repeated jitted calls (`Nx.Defn.Compiler`,
-"Planned calls"; measured at about 3% of the small call when built); the hand decoder of small
-terms (`py_backend.channel.decode_fast`, on the generic path only).
+Not latency mechanisms, so with no switch of their own: the parts of the lent port that keep
+`NxJax.Worker.Lease`'s invariants, taken out only with the whole lent port (`lend_port: false`):
+
+- **The lock, an `:atomics` holding the borrower's packed pid**: only its holder writes to
+  the port (invariant 1), and the pid in it is whom the GenServer monitors, to take the port
+  back from a borrower that died holding it (invariant 4).
+- **The held-back frames**: requests the GenServer gets while a borrower holds the port wait
+  for it, in the order they came (invariants 1 and 3): written at once, their replies would
+  reach the borrower or the keeper, not the GenServer.
+- **The stale ids**: the reply to the call of a borrower that died reaches the GenServer,
+  which drops it as expected instead of logging a reply to no request; no call that completes
+  takes that path.
 """
 
 BenchSection.replace!(8, section8)
