@@ -402,7 +402,8 @@ One under 5% stays where taking it out makes something else measurably worse: th
 late replies is for calls whose replies come after the polling, as the training step's, and
 without it the BEAM spent #{late_cpu} of its CPU time per training step more (quiet, hog, pinned;
 column "BEAM CPU" above) than with it. One run's "under 5%" is no verdict: the commits that
-regenerate these sections say what the runs before them found, and what was removed.
+regenerate these sections say what the runs before them found, and what was removed;
+`mix run bench/mechanism_pairs.exs NAME` is the paired check of one Elixir-side mechanism.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
 hog); differences within one run are what count. Removed under this rule, each in a commit
 that gives its figures: the release of freed arrays between calls and a paused spin's move to
