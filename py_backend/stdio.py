@@ -5,8 +5,11 @@ output there (a ``print`` in Python code, a warning of XLA, ``write(1, ...)`` in
 library) would otherwise go wherever the BEAM's own stdout points, unattributed. With
 :func:`forward`, fds 1 and 2 become the write ends of pipes (``os.dup2``, so native code writing
 to fd 1 is captured too) and a daemon thread per pipe reads whole lines and sends each as an
-unsolicited ``{:log, :stdout | :stderr, line}`` frame through the shared, locked
+unsolicited ``{:log, :stdout | :stderr, line, seq}`` frame through the shared, locked
 :class:`~py_backend.channel.FrameWriter`; ``NxJax.Worker`` hands them to Elixir's Logger.
+``seq`` numbers the lines 1, 2, 3, ... in the order they are written to the channel (both
+streams counted together): the Elixir side reads a port's frames in several processes in turn
+and puts the lines back in this order before it logs them.
 
 This module knows about file descriptors and frames; it knows nothing about JAX.
 """
@@ -26,9 +29,25 @@ _READ = 1 << 16
 STREAMS = ((1, "stdout"), (2, "stderr"))
 
 
-def log_message(stream: str, line: bytes) -> list[channel.Chunk]:
-    """The frame forwarding one line (without its newline) of ``stream``."""
-    return channel.encode_chunks((atom("log"), atom(stream), channel.binary(line)))
+def log_message(stream: str, line: bytes, seq: int) -> list[channel.Chunk]:
+    """The frame forwarding one line (without its newline) of ``stream``, the ``seq``-th."""
+    return channel.encode_chunks((atom("log"), atom(stream), channel.binary(line), seq))
+
+
+class LineSender:
+    """Sends lines as log frames through ``writer``, numbered in the order they are written:
+    the number is taken and the frame written under one lock, so the two streams' pump threads
+    cannot write their lines in an order other than their numbers'."""
+
+    def __init__(self, writer: FrameWriter) -> None:
+        self._writer = writer
+        self._lock = threading.Lock()
+        self._sent = 0
+
+    def send(self, stream: str, line: bytes) -> None:
+        with self._lock:
+            self._sent += 1
+            self._writer.write_frame(log_message(stream, line, self._sent))
 
 
 def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
@@ -54,7 +73,7 @@ def _pieces(line: bytes) -> list[bytes]:
     return [line[i : i + MAX_LINE] for i in range(0, len(line), MAX_LINE)]
 
 
-def pump(read_fd: int, stream: str, writer: FrameWriter) -> None:
+def pump(read_fd: int, stream: str, sender: LineSender) -> None:
     """Forward lines read from ``read_fd`` until EOF or until the channel is closed."""
     pending = b""
     try:
@@ -62,11 +81,11 @@ def pump(read_fd: int, stream: str, writer: FrameWriter) -> None:
             chunk = os.read(read_fd, _READ)
             if not chunk:
                 if pending:
-                    writer.write_frame(log_message(stream, pending))
+                    sender.send(stream, pending)
                 return
             lines, pending = split_lines(pending, chunk)
             for line in lines:
-                writer.write_frame(log_message(stream, line))
+                sender.send(stream, line)
     except OSError:  # the Elixir side is gone (EPIPE on fd 4): nothing left to forward to
         return
     finally:
@@ -76,12 +95,13 @@ def pump(read_fd: int, stream: str, writer: FrameWriter) -> None:
 def forward(writer: FrameWriter) -> list[threading.Thread]:
     """Redirect fds 1 and 2 into pipes pumped to ``writer``; returns the (daemon) threads."""
     threads = []
+    sender = LineSender(writer)
     for fd, stream in STREAMS:
         read_fd, write_fd = os.pipe()
         os.dup2(write_fd, fd)
         os.close(write_fd)
         thread = threading.Thread(
-            target=pump, args=(read_fd, stream, writer), name=f"nx_jax-{stream}", daemon=True
+            target=pump, args=(read_fd, stream, sender), name=f"nx_jax-{stream}", daemon=True
         )
         thread.start()
         threads.append(thread)

@@ -241,8 +241,8 @@ defmodule NxJax.LentPortTest do
 
     error = py_term({:e, 7, {:python, "ValueError", "bad", "tb"}})
     assert NxJax.Wire.lent_reply(error, 7) == {7, {:error, {"ValueError", "bad", "tb"}}}
-    log = py_term({:log, :stderr, "a line"})
-    assert NxJax.Wire.lent_reply(log, 7) == {:log, :stderr, "a line"}
+    log = py_term({:log, :stderr, "a line", 3})
+    assert NxJax.Wire.lent_reply(log, 7) == {:log, :stderr, "a line", 3}
   end
 
   test "calls with resident arguments, resident results or hooks go through the GenServer" do
@@ -302,6 +302,58 @@ defmodule NxJax.LentPortTest do
     assert lent_calls(w) == lent + 5
     refute log =~ "unexpected"
     assert {:messages, []} = Process.info(self(), :messages)
+  end
+
+  test "the worker's output lines are logged in the order printed while the port moves " <>
+         "between borrowers, the keeper and the GenServer" do
+    w = start_worker(env: [{"NX_JAX_TEST", "1"}], stdio_to: self())
+    exp_call(w, [@zeros])
+    lent = lent_calls(w)
+    lines = 300
+
+    log =
+      capture_log(fn ->
+        # two processes borrow the port in a loop while a third prints through the GenServer
+        borrowers =
+          for _ <- 1..2 do
+            Task.async(fn ->
+              Stream.repeatedly(fn -> exp_call(w, [@zeros]) end)
+              |> Stream.take_while(fn reply -> reply == [@ones] and not_told_to_stop() end)
+              |> Stream.run()
+            end)
+          end
+
+        # (bursts of 5 lines, so that lines come while the port is with each of them)
+        for i <- 1..div(lines, 5) do
+          text = Enum.map_join(1..5, "\n", &"line #{5 * (i - 1) + &1}")
+          assert NxJax.Worker.call(:debug_print, [:print, text], server: w) == :ok
+        end
+
+        got =
+          for _ <- 1..lines do
+            assert_receive {:nx_jax_stdio, "stdout", line}, NxJax.TestTime.ms(10_000)
+            line
+          end
+
+        for task <- borrowers do
+          send(task.pid, :stop)
+          Task.await(task, NxJax.TestTime.ms(30_000))
+        end
+
+        assert got == for(i <- 1..lines, do: "line #{i}")
+        Logger.flush()
+      end)
+
+    assert lent_calls(w) > lent
+    refute log =~ "unexpected"
+  end
+
+  defp not_told_to_stop do
+    receive do
+      :stop -> false
+    after
+      0 -> true
+    end
   end
 
   test "a request made while a call holds the port waits for it; both are answered" do

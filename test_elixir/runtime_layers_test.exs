@@ -94,9 +94,10 @@ defmodule NxJax.RuntimeLayersTest do
 
   test "the lower layers call no upper one" do
     graph = calls(runtime_modules())
-    # the lease and the wire call no runtime module; the worker's settings only its sources
-    # and its placement, which calls only the sources
+    # the lease, the order of log lines and the wire call no runtime module; the worker's
+    # settings only its sources and its placement, which calls only the sources
     assert graph[NxJax.Worker.Lease] == MapSet.new()
+    assert graph[NxJax.Worker.LogOrder] == MapSet.new()
     assert graph[NxJax.Wire] == MapSet.new()
 
     assert graph[NxJax.Worker.Config] ==

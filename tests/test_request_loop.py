@@ -579,6 +579,43 @@ def test_split_lines_keeps_the_unfinished_rest_and_cuts_long_lines() -> None:
     assert stdio.split_lines(b"", long) == ([long[: stdio.MAX_LINE]], b"xxx")
 
 
+def test_line_numbers_follow_the_order_of_the_frames_across_threads() -> None:
+    import threading
+
+    from py_backend import stdio
+
+    r, w = os.pipe()
+    sender = stdio.LineSender(channel.FrameWriter(w))
+    per_thread = 300
+
+    def send_lines(stream: str) -> None:
+        for i in range(per_thread):
+            sender.send(stream, f"{stream} {i}".encode())
+
+    threads = [threading.Thread(target=send_lines, args=(s,)) for s in ("stdout", "stderr")]
+    frames: list[Any] = []
+    reader = channel.FrameReader(r)
+
+    def read_all() -> None:
+        for _ in range(2 * per_thread):
+            frames.append(decode(reader.read_frame()))
+
+    collector = threading.Thread(target=read_all)
+    collector.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    collector.join()
+    os.close(w)
+    os.close(r)
+    # 1, 2, 3, ... in the order the frames came, whichever thread wrote each
+    assert [f[3] for f in frames] == list(range(1, 2 * per_thread + 1))
+    for stream in ("stdout", "stderr"):
+        lines = [f[2].value for f in frames if atom_str(f[1]) == stream]
+        assert lines == [f"{stream} {i}".encode() for i in range(per_thread)]
+
+
 def test_debug_print_is_refused_unless_nx_jax_test_is_set() -> None:
     payload = request(1, "debug_print", [atom("print"), text("hi")])
     assert_error(handle(RequestLoop(test_functions=False), payload), 1, "UnknownFunction",
@@ -606,6 +643,7 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
     os.close(rep_w)
     writer, reader = FrameWriter(req_w), FrameReader(rep_r)
     logs: list[tuple[str, bytes]] = []
+    seqs: list[int] = []
 
     def reply_to(request_id: int) -> Any:
         while True:
@@ -614,6 +652,7 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
             term = decode(frame)
             if atom_str(term[0]) == "log":
                 logs.append((atom_str(term[1]), term[2].value))
+                seqs.append(term[3])
             else:
                 assert term[1] == request_id, term
                 return term
@@ -634,6 +673,8 @@ def test_output_on_fds_1_and_2_is_forwarded_as_log_frames_between_intact_replies
             ("stdout", b"line from print"), ("stderr", b"line from stderr"),
             ("stdout", b"line from fd"), ("stdout", b"line from libc"),
         ])
+        # numbered in the order they came through the channel, both streams together
+        assert seqs == [1, 2, 3, 4]
     finally:
         os.close(req_w)
         assert proc.wait(timeout=scaled(30)) == 0

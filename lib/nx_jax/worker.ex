@@ -27,8 +27,9 @@ defmodule NxJax.Worker do
     replaced, so the next caller is not stuck behind it. The other calls it held get
     `"WorkerExited"` (and are retried).
   - Lines the Python side writes on its stdout or stderr (fds 1 and 2; Python code or native
-    libraries) arrive as `{:log, stream, line}` frames (`py_backend/stdio.py`) and are logged
-    with `Logger`: stdout at `:info`, stderr at `:warning`, with the worker's OS pid.
+    libraries) arrive as `{:log, stream, line, seq}` frames (`py_backend/stdio.py`) and are
+    logged with `Logger` in the order they were written (`NxJax.Worker.LogOrder`): stdout at
+    `:info`, stderr at `:warning`, with the worker's OS pid.
 
   ## Hooks
 

@@ -62,12 +62,11 @@ defmodule NxJax.Worker.Lease do
      borrower reads that are not its reply (a log line, a late reply) go to the GenServer; what
      the port sends while it rests with the keeper waits there until the GenServer drains it,
      within 20 ms while calls borrow the port and within a second when the worker is idle.
-     Lines keep their order within each stretch the port spends with one process (the
-     GenServer, the keeper, a borrower). Across stretches a line can pass one printed shortly
-     before it: the GenServer drains the keeper before it logs a line, right when the keeper
-     holds older lines, wrong when the line (still in its mailbox, or handed over by a
-     borrower) is older than what the keeper got since; the frames carry nothing to tell.
-     The property test finds both orders.
+     Output lines are logged in the order the Python process wrote them, whichever processes
+     read them: they come numbered, and the GenServer holds a line that comes while one
+     numbered before it has not, draining the keeper and then waiting
+     `NxJax.Worker.LogOrder.gap_ms/0` for the missing one (only a dead borrower's lines never
+     come; one handed over later than that is logged when it comes, out of order).
 
   ## Actions
 

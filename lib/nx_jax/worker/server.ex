@@ -24,7 +24,7 @@ defmodule NxJax.Worker.Server do
   use GenServer
   require Logger
   alias NxJax.Wire
-  alias NxJax.Worker.{Config, Deadline, Keeper, Lease}
+  alias NxJax.Worker.{Config, Deadline, Keeper, Lease, LogOrder}
 
   # a request whose reply nobody waits for (a free of collected or deallocated tensors)
   @ignore {nil, :ignore, :infinity}
@@ -75,6 +75,9 @@ defmodule NxJax.Worker.Server do
     keeper = if config.lend_port and :keeper not in config.off, do: Keeper.start(port)
     # (the keeper's drain timer: the lease knows when it is due, this the timer to cancel)
     state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil, drain_timer: nil})
+    # the worker's output lines put back in order (NxJax.Worker.LogOrder), and the timer that
+    # ends the wait for a missing one
+    state = Map.merge(state, %{log_order: LogOrder.new(), log_gap_timer: nil})
     {:ok, lease(state, Lease.new(config.lend_port, now()))}
   end
 
@@ -213,9 +216,50 @@ defmodule NxJax.Worker.Server do
     end)
   end
 
-  # (only when the keeper holds something: a log line must not pass one printed before it)
+  # (only when the keeper holds something)
   defp drain_pending(state) do
     if Keeper.kept?(state.keeper), do: drain_into(state), else: {:noreply, state}
+  end
+
+  # Output lines wait for one numbered before them (NxJax.Worker.LogOrder): the keeper may hold
+  # it (drained now), or a borrower may be handing it over (a timer gives it LogOrder.gap_ms/0,
+  # then log_gap_ended/1 logs what is held). No gap: no timer.
+  defp fill_log_gap(state) do
+    if LogOrder.gap?(state.log_order) do
+      with {:noreply, state} <- drain_pending(state), do: {:noreply, log_gap_timer(state)}
+    else
+      {:noreply, cancel_log_gap_timer(state)}
+    end
+  end
+
+  defp log_gap_timer(state) do
+    cond do
+      not LogOrder.gap?(state.log_order) ->
+        cancel_log_gap_timer(state)
+
+      state.log_gap_timer == nil ->
+        timer = :erlang.start_timer(LogOrder.gap_ms(), self(), :nx_jax_log_gap)
+        %{state | log_gap_timer: timer}
+
+      true ->
+        state
+    end
+  end
+
+  defp cancel_log_gap_timer(%{log_gap_timer: nil} = state), do: state
+
+  defp cancel_log_gap_timer(state) do
+    :erlang.cancel_timer(state.log_gap_timer)
+    %{state | log_gap_timer: nil}
+  end
+
+  # the lines held are logged: what is missing before them is taken for lost (a dead borrower
+  # read it), or comes later and is logged then
+  defp flush_log(state) do
+    {order, ready} = LogOrder.give_up(state.log_order)
+    state = %{state | log_order: order}
+    Enum.each(ready, &log_line(state, &1))
+    cancel_log_gap_timer(state)
   end
 
   # One timer serves every deadline: it is set for the earliest one and only moved when a
@@ -242,11 +286,11 @@ defmodule NxJax.Worker.Server do
         state = complete(state, id, reply)
         {:noreply, lease(state, Lease.replied(state.lease, map_size(state.pending), now()))}
 
-      {:log, stream, line} ->
-        with {:noreply, state} <- drain_pending(state) do
-          log_line(state, stream, line)
-          {:noreply, state}
-        end
+      {:log, stream, line, seq} ->
+        {order, ready} = LogOrder.arrive(state.log_order, seq, {stream, line})
+        state = %{state | log_order: order}
+        Enum.each(ready, &log_line(state, &1))
+        fill_log_gap(state)
 
       {:pressure, _bytes} ->
         {:noreply, collect_holders(state)}
@@ -265,6 +309,8 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
+    # (the Python process's last lines first: they may say why it exited)
+    state = flush_log(state)
     text = NxJax.WorkerError.exited_text(state.os_pid, status)
     Logger.warning("nx_jax: #{text}; its supervisor starts a new one")
     # The request the worker was running when a signal killed it may be what killed it (a
@@ -284,6 +330,17 @@ defmodule NxJax.Worker.Server do
       stop -> stop
     end
   end
+
+  # A gap in the output lines' numbers waited LogOrder.gap_ms/0: the keeper is drained once
+  # more, then the lines held are logged.
+  def handle_info({:timeout, timer, :nx_jax_log_gap}, %{log_gap_timer: timer} = state) do
+    case drain_pending(%{state | log_gap_timer: nil}) do
+      {:noreply, state} -> {:noreply, flush_log(state)}
+      stop -> stop
+    end
+  end
+
+  def handle_info({:timeout, _timer, :nx_jax_log_gap}, state), do: {:noreply, state}
 
   # The keeper's drain (Lease.drain_tick/4).
   def handle_info({:timeout, _timer, {:nx_jax_drain, due}}, state) do
@@ -359,6 +416,7 @@ defmodule NxJax.Worker.Server do
 
   @impl true
   def terminate(_reason, state) do
+    flush_log(state)
     if Port.info(state.port) != nil, do: Port.close(state.port)
     Keeper.stop(state.keeper)
     :ok
@@ -394,7 +452,7 @@ defmodule NxJax.Worker.Server do
     %{state | replaced: true}
   end
 
-  defp log_line(state, stream, line) do
+  defp log_line(state, {stream, line}) do
     stream = Wire.to_text(stream)
     line = Wire.to_text(line)
     text = "nx_jax worker #{state.os_pid} #{stream}: #{line}"
