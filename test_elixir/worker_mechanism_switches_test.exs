@@ -1,7 +1,7 @@
 defmodule NxJax.WorkerMechanismSwitchesTest do
   # The worker option `off:` (NxJax.Worker.Config.mechanisms_off/1; measured by
   # bench/mechanisms.exs): each Elixir-side latency mechanism switched off no longer fires, and
-  # the results stay the same. async: false: counts a BIF's calls node-wide.
+  # the results stay the same. async: false: traces a BIF.
   use ExUnit.Case, async: false
   import NxJax.TestAssertions, only: [wait_until: 2]
   alias NxJax.Worker.{Caller, Config}
@@ -123,23 +123,56 @@ defmodule NxJax.WorkerMechanismSwitchesTest do
     end
   end
 
-  test "without poll_reductions a polling caller counts no time slice per poll" do
+  # `fun`'s value in a process of its own, and how many times that process called
+  # :erlang.bump_reductions/1 (its calls alone are traced)
+  defp with_bumps(fun) do
+    me = self()
     mfa = {:erlang, :bump_reductions, 1}
 
+    tracer =
+      spawn_link(fn ->
+        count = fn count, n ->
+          receive do
+            {:trace, _, :call, {:erlang, :bump_reductions, _}} -> count.(count, n + 1)
+            {:done, from} -> send(from, {:bumps, n})
+          end
+        end
+
+        count.(count, 0)
+      end)
+
+    task =
+      Task.async(fn ->
+        receive do
+          :go -> fun.()
+        end
+      end)
+
+    1 = :erlang.trace(task.pid, true, [:call, {:tracer, tracer}])
+    1 = :erlang.trace_pattern(mfa, true, [:global])
+
+    try do
+      send(task.pid, :go)
+      value = Task.await(task, NxJax.TestTime.ms(60_000))
+      ref = :erlang.trace_delivered(:all)
+      assert_receive {:trace_delivered, _, ^ref}, NxJax.TestTime.ms(5_000)
+      send(tracer, {:done, me})
+      assert_receive {:bumps, n}, NxJax.TestTime.ms(5_000)
+      {value, n}
+    after
+      :erlang.trace_pattern(mfa, false, [:global])
+    end
+  end
+
+  test "without poll_reductions a polling caller counts no time slice per poll" do
     for {off, bumps?} <- [{[], true}, {[:poll_reductions], false}] do
       {name, _pid} = start_worker(off: off)
-      # (the first calls send the graph: not counted)
+      # (the first calls send the graph)
       assert fresh(fn -> affine_calls(name) end) == @affine
-      1 = :erlang.trace_pattern(mfa, true, [:call_count])
-
-      try do
-        # (each call polls for its reply, which takes tens of microseconds)
-        assert fresh(fn -> affine_calls(name, reply_spin_us: 100_000) end) == @affine
-        {:call_count, n} = :erlang.trace_info(mfa, :call_count)
-        assert n > 0 == bumps?
-      after
-        :erlang.trace_pattern(mfa, false, [:call_count])
-      end
+      # (each call polls for its reply, which takes tens of microseconds)
+      {values, n} = with_bumps(fn -> affine_calls(name, reply_spin_us: 100_000) end)
+      assert values == @affine
+      assert n > 0 == bumps?
     end
   end
 
