@@ -1,5 +1,6 @@
-# Each latency mechanism that can be switched off without editing the code, switched off one
-# at a time, measured on the machine as it is ("quiet") and again with one CPU-bound process (a
+# Each latency mechanism, switched off one at a time without editing the code (the worker's
+# start options, its `off:` for the Elixir side's and its NX_JAX_OFF for the Python side's; the
+# front end's `planned_calls: false`), measured on the machine as it is ("quiet") and again with one CPU-bound process (a
 # Python busy loop) running beside the benchmark ("hog"): the small call, and a resident
 # training step on the same workers; then the MLP step of section 3, resident and shipped. Every
 # figure is a ratio to a baseline, or a difference to a row, of the same condition of one run.
@@ -26,7 +27,9 @@ Bench.small(x)
 off = fn names -> [env: [{"NX_JAX_OFF", Enum.join(names, ",")}]] end
 no_layouts = [env: [{"NX_JAX_FAST_PATHS", "0"}]]
 
-all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply)
+all_python = ~w(spin_pause spin_move fast_one fast_hot free_after_reply decode_fast)
+# the Elixir side's (NxJax.Worker.Config.mechanisms/0)
+all_elixir = [:keeper, :kept_alias, :poll_reductions, :late_replies]
 
 # {row, side, worker options, jit options, what is switched off}: each row a worker of its own
 variants = [
@@ -35,6 +38,19 @@ variants = [
    "the caller's reply polling (`reply_spin_us: 0`: it sleeps in `receive` at once)"},
   {:lent_port, "Elixir", [lend_port: false], [],
    "the lent port (`lend_port: false`: every call through the GenServer)"},
+  {:keeper, "Elixir", [off: [:keeper]], [],
+   "the suspended keeper (`off: [:keeper]`: the port rests with the GenServer, which each " <>
+     "borrowed call's connect wakes)"},
+  {:kept_alias, "Elixir", [lend_port: false, off: [:kept_alias]], [],
+   "the kept reply alias and the lent port (`lend_port: false, off: [:kept_alias]`: an alias " <>
+     "made and removed per call)"},
+  {:poll_reductions, "Elixir", [off: [:poll_reductions]], [],
+   "a poll's time slice (`off: [:poll_reductions]`: no `bump_reductions` per poll)"},
+  {:late_replies, "Elixir", [off: [:late_replies]], [],
+   "the count of late replies (`off: [:late_replies]`: a caller polls however late its " <>
+     "replies came)"},
+  {:plans, "nx/", [], [planned_calls: false],
+   "the plans of repeated jitted calls (`planned_calls: false`: every call by the general path)"},
   {:worker_spin, "Python", [spin_us: 0], [],
    "the worker's spin (`spin_us: 0`: it sleeps in `read` at once)"},
   {:spin_pause, "Python", off.(~w(spin_pause)), [],
@@ -50,11 +66,18 @@ variants = [
      "(`NX_JAX_OFF=fast_one,fast_hot`)"},
   {:layouts, "Python", no_layouts, [],
    "the learned byte layouts, all three tiers (`NX_JAX_FAST_PATHS=0`: the generic decoder)"},
+  {:decode_fast, "Python", [env: [{"NX_JAX_FAST_PATHS", "0"} | off.(~w(decode_fast))[:env]]], [],
+   "the learned byte layouts and the hand decoder of small requests (`NX_JAX_FAST_PATHS=0`, " <>
+     "`NX_JAX_OFF=decode_fast`: erlang-py decodes every request)"},
   {:free_after_reply, "Python", off.(~w(free_after_reply)), [],
    "a call's results released after its reply is written (`NX_JAX_OFF=free_after_reply`)"},
   {:none, nil,
-   [spin_us: 0, lend_port: false, env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]],
-   [reply_spin_us: 0], "all of the above"}
+   [
+     spin_us: 0,
+     lend_port: false,
+     off: all_elixir,
+     env: [{"NX_JAX_FAST_PATHS", "0"} | off.(all_python)[:env]]
+   ], [reply_spin_us: 0, planned_calls: false], "all of the above"}
 ]
 
 names = for {name, _, _, _, _} <- variants, do: name
@@ -89,13 +112,23 @@ spin = Integer.to_string(NxJax.Worker.spin_us())
 echo_port = Bench.open_port("bench/port_echo.py", ["--spin-us", spin])
 echo_frame = <<"e", 0::64>>
 
+# (each batch of steps also adds the BEAM's CPU time, all schedulers, and its steps warm-up
+# included, to the row's {:mech_cpu, name}: {ms, steps})
 train_samples = fn name, step, k ->
-  Bench.samples(k, fn ->
-    {old1, old2} = old = Process.get({:mech_state, name})
-    Process.put({:mech_state, name}, step.(old))
-    :ok = Nx.backend_deallocate(old1)
-    :ok = Nx.backend_deallocate(old2)
-  end)
+  {cpu0, _} = :erlang.statistics(:runtime)
+
+  samples =
+    Bench.samples(k, fn ->
+      {old1, old2} = old = Process.get({:mech_state, name})
+      Process.put({:mech_state, name}, step.(old))
+      :ok = Nx.backend_deallocate(old1)
+      :ok = Nx.backend_deallocate(old2)
+    end)
+
+  {cpu1, _} = :erlang.statistics(:runtime)
+  {ms, steps} = Process.get({:mech_cpu, name}, {0, 0})
+  Process.put({:mech_cpu, name}, {ms + cpu1 - cpu0, steps + length(samples) + 50})
+  samples
 end
 
 for {name, _pid, _small, _step, state} <- started, do: Process.put({:mech_state, name}, state)
@@ -117,6 +150,8 @@ measure = fn ->
   rows =
     Bench.interleaved(for({name, f} <- calls, do: {name, &Bench.samples(&1, f)}), n_small, 20)
 
+  for {name, _, _, _, _} <- started, do: Process.delete({:mech_cpu, name})
+
   train =
     Bench.interleaved(
       for({name, _pid, _small, step, _} <- started, do: {name, &train_samples.(name, step, &1)}),
@@ -124,9 +159,16 @@ measure = fn ->
       20
     )
 
+  # the BEAM's CPU time per training step, in us
+  cpu =
+    Map.new(started, fn {name, _, _, _, _} ->
+      {ms, steps} = Process.get({:mech_cpu, name})
+      {name, ms * 1000 / steps}
+    end)
+
   jax = Bench.inprocess(n_small)["scalar"]
   mlp = Bench.mlp_rows(n_mlp)
-  %{load: load, rows: rows, train: train, jax: jax, mlp: mlp}
+  %{load: load, rows: rows, train: train, cpu: cpu, jax: jax, mlp: mlp}
 end
 
 quiet = measure.()
@@ -207,20 +249,34 @@ saves_row = fn {name, with, text} ->
   "| #{text} | #{side[name] || ""} | #{Enum.join(cells, " | ")} | #{verdict} |"
 end
 
-# each row against all on (tier 2 alone serves no small call: tier 1 does), and two tiers each
-# against the row below which it is the fastest
+# each row against all on (tier 2 alone serves no small call: tier 1 does; the kept alias and
+# the hand decoder serve only calls that the lent port and the learned layouts leave to them),
+# and two tiers, the kept alias and the hand decoder each against the row without what serves
+# the call before them
 saves_rows =
-  for(name <- names -- [:all_on, :fast_hot], do: {name, :all_on, label[name]}) ++
+  for(
+    name <- names -- [:all_on, :fast_hot, :kept_alias, :decode_fast],
+    do: {name, :all_on, label[name]}
+  ) ++
     [
       {:fast_one_hot, :fast_one,
        "tier 2, where tier 1 does not serve (row \"tiers 1 and 2\" minus row \"tier 1\")"},
       {:layouts, :fast_one_hot,
-       "tier 3 (row \"the learned byte layouts\" minus row \"tiers 1 and 2\")"}
+       "tier 3 (row \"the learned byte layouts\" minus row \"tiers 1 and 2\")"},
+      {:kept_alias, :lent_port,
+       "the kept reply alias, where calls go through the GenServer (row \"the kept reply " <>
+         "alias and the lent port\" minus row \"the lent port\")"},
+      {:decode_fast, :layouts,
+       "the hand decoder of small requests, on the generic path (row \"the learned byte " <>
+         "layouts and the hand decoder\" minus row \"the learned byte layouts\")"}
     ]
 
 train_row = fn name ->
   "| #{what.(name)} | " <>
-    Enum.map_join(conds, " | ", fn {_c, r} -> f.(r.train[name].p50, 0) end) <> " |"
+    Enum.map_join(conds, " | ", fn {_c, r} ->
+      "#{f.(r.train[name].p50, 0)} | #{f.(r.cpu[name], 0)}"
+    end) <>
+    " |"
 end
 
 mlp_row = fn name, text ->
@@ -255,12 +311,13 @@ says what each row switches off and the rule a mechanism is kept by.
 #{Enum.map_join(names, "\n", row)}
 
 The training step of section 3 on the same workers, its weights resident and the old ones
-freed each step (#{n_mlp} steps in 20 interleaved rounds; p50 in us). A check that nothing
-slows it: its p50 moves by 15-40% between workers of the same code from run to run here, far
-more than the 5% the rule reads.
+freed each step (#{n_mlp} steps in 20 interleaved rounds; p50 in us), and the BEAM's CPU time
+per step (all schedulers, `:erlang.statistics(:runtime)`, in us; its replies come after the
+caller's 100 us of polling). A check that nothing slows it: its p50 moves by 15-40% between
+workers of the same code from run to run here, far more than the 5% the rule reads.
 
-#{head.(["training step" | Enum.map(cond_names, &to_string/1)])}
-#{rule.(1 + length(conds))}
+#{head.(["training step" | Enum.flat_map(cond_names, &["#{&1} p50", "#{&1} BEAM CPU"])])}
+#{rule.(1 + 2 * length(conds))}
 #{Enum.map_join(names, "\n", train_row)}
 
 What each mechanism saves: p50 without it minus p50 with every mechanism on, in us and as a %
@@ -279,8 +336,13 @@ MLP step of section 3 on the pool's default worker (#{n_mlp} steps in 4 interlea
 #{mlp_row.(:shipped, "nx_jax, weights shipped each step")}
 """
 
-under =
-  for {name, with, text} <- saves_rows, side[name] == "Python", not pays?.(name, with), do: text
+under = for {name, with, text} <- saves_rows, side[name], not pays?.(name, with), do: text
+
+late_cpu =
+  Enum.map_join(conds, ", ", fn {_c, r} ->
+    us = r.cpu.late_replies - r.cpu.all_on
+    "#{f.(us, 0)} us (#{f.(100 * us / r.cpu.all_on, 0)}%)"
+  end)
 
 section9 = """
 ## 9. Reading the latency mechanisms table
@@ -293,6 +355,21 @@ switches off:
   BEAM process wakes tens of microseconds late on a virtual machine.
 - **The lent port** (`NxJax.Worker.LentPort`): the port is connected to the calling process
   for the call, so the request and the reply skip the worker's GenServer.
+- **The suspended keeper** (`NxJax.Worker.Keeper`): the port's connected process at rest, kept
+  suspended, so that the port's answer to a borrower's connect (sent to the port's previous
+  owner) wakes no process; without it the port rests with the GenServer.
+- **The kept reply alias** (`NxJax.Worker.Caller`): a call through the GenServer is answered at
+  an alias the process keeps from call to call, not one made and removed per call. Only calls
+  that do not borrow the port take it (the training step's, whose results stay resident, do).
+- **A poll's time slice** (`NxJax.Worker.Caller`, `:erlang.bump_reductions/1`): each poll of a
+  polling caller counts a whole time slice, so that its scheduler checks the port's pollset
+  soon and other processes run as after a yield.
+- **The count of late replies** (`NxJax.Worker.Caller`): a process whose replies came after its
+  polling twice in a row stops polling (trying again every 16th call), where polling would
+  only take a scheduler from other processes.
+- **The plans of repeated jitted calls** (`Nx.Defn.Compiler`, "Planned calls", the front end's
+  own): from the third call of one signature a process follows its plan straight to the
+  compiler's `__run__/5`, past the options' merge, the signature and the trace cache's lookup.
 - **The worker's spin** (`py_backend.channel.FrameReader`, `spin_us`): after a reply the worker
   polls its pipe for `spin_us` (100 us) before it sleeps.
 - **The spin's pause** (`py_backend.channel.SpinPause`): a spin that lost its CPU (another task
@@ -310,24 +387,40 @@ switches off:
   call whole, so the row that switches tier 2 alone off shows only that (its calls that keep
   their results, as the training step's, never take tier 1); the savings table measures tiers
   2 and 3 on the small call as the tier that serves it when those above are off.
+- **The hand decoder of small requests** (`py_backend.channel.decode_fast`): on the generic
+  path (a request no learned layout serves), a request frame under 1 MB is read by a decoder
+  of the few tags requests use, not by erlang-py's.
 - **A call's results released after its reply** (`RequestLoop.spent`): their buffers are freed once
   the reply is written, not before.
 
 The rule: a mechanism stays while it saves 5% or more of the small call in at least one
-condition; a Python-side one that saves less in every condition, in two runs, is removed with
-its switch (one run's p50 moves by a few % by chance). This run: #{if under == [], do: "every Python-side mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
+condition; one that saves less in every condition, in two runs, is removed with its switch
+(one run's p50 moves by a few % by chance). A mechanism that serves only calls another one
+leaves to it (a tier, the kept alias, the hand decoder) is read where it serves: its row minus
+the row without what serves the call before it. This run: #{if under == [], do: "every mechanism saved 5% or more in some condition", else: "under 5% in every condition: " <> Enum.join(under, "; ")}.
+One under 5% stays where taking it out makes something else measurably worse: the count of
+late replies is for calls whose replies come after the polling, as the training step's, and
+without it the BEAM spent #{late_cpu} of its CPU time per training step more (quiet, hog, pinned;
+column "BEAM CPU" above) than with it. One run's "under 5%" is no verdict: the commits that
+regenerate these sections say what the runs before them found, and what was removed;
+`mix run bench/mechanism_pairs.exs NAME` is the paired check of one Elixir-side mechanism.
 Ratios move from run to run on this shared machine (the baseline's echo alone by 2x beside the
 hog); differences within one run are what count. Removed under this rule, each in a commit
 that gives its figures: the release of freed arrays between calls and a paused spin's move to
 an idle CPU (`git log py_backend`).
 
-Not switchable yet (no start or jit option; measured only together with the row that
-switches their whole mechanism off): in the lent port, the kept alias, the atomics lock holding
-a packed pid, the suspended keeper, the held-back frames and the stale ids
-(`NxJax.Worker.LentPort`); in the reply polling, `bump_reductions` and the late-reply counter
-(`NxJax.Worker.Caller`); the per-process plans of repeated jitted calls (`Nx.Defn.Compiler`,
-"Planned calls"; measured at about 3% of the small call when built); the hand decoder of small
-terms (`py_backend.channel.decode_fast`, on the generic path only).
+Not latency mechanisms, so with no switch of their own: the parts of the lent port that keep
+`NxJax.Worker.Lease`'s invariants, taken out only with the whole lent port (`lend_port: false`):
+
+- **The lock, an `:atomics` holding the borrower's packed pid**: only its holder writes to
+  the port (invariant 1), and the pid in it is whom the GenServer monitors, to take the port
+  back from a borrower that died holding it (invariant 4).
+- **The held-back frames**: requests the GenServer gets while a borrower holds the port wait
+  for it, in the order they came (invariants 1 and 3): written at once, their replies would
+  reach the borrower or the keeper, not the GenServer.
+- **The stale ids**: the reply to the call of a borrower that died reaches the GenServer,
+  which drops it as expected instead of logging a reply to no request; no call that completes
+  takes that path.
 """
 
 BenchSection.replace!(8, section8)

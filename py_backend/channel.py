@@ -601,24 +601,26 @@ class _Frame:
         return len(self.view)
 
 
-def decode(data: Chunk) -> Any:
+def decode(data: Chunk, fast: bool = True) -> Any:
     """Decode one external-format term (erlang-py types, ``nil`` -> ``None``).
 
     erlang-py's public ``binary_to_term`` takes only ``bytes`` and copies every binary out of
     it; for frames of ``COPY_BELOW`` bytes or more its decoder runs on the frame itself
     (:class:`_Frame`), so a 64 MB tensor costs no copy (bench/codec_bench.py). Binaries of at
     least ``VIEW_THRESHOLD`` bytes in such frames come back as :class:`BinaryView`, all others
-    as ``OtpErlangBinary`` holding ``bytes``.
+    as ``OtpErlangBinary`` holding ``bytes``. A small frame is read by :func:`decode_fast`
+    first, unless ``fast`` is false (``NX_JAX_OFF=decode_fast``: erlang-py reads it).
     """
     view = memoryview(data).cast("B").toreadonly()
     if len(view) <= 1 or view[0] != 131:
         raise CodecError("cannot decode Erlang term: not external term format (version 131)")
     if len(view) < COPY_BELOW:  # small: copying is cheaper than indexing through _Frame
         small = view.tobytes()
-        try:
-            return decode_fast(small)
-        except _NotFast:
-            pass
+        if fast:
+            try:
+                return decode_fast(small)
+            except _NotFast:
+                pass
         try:
             return erlang.binary_to_term(small)
         except CodecError:

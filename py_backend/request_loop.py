@@ -232,6 +232,7 @@ class RequestLoop:
         if off is None:
             off = mechanisms_off(os.environ)
         self.off = off
+        self._decode_fast = "decode_fast" not in off
         self.served: tuple[str, ...] = FUNCTIONS + (TEST_FUNCTIONS if test_functions else ())
         self.cache = Cache()
         # the small-call fast path (py_backend/fastcall.py): layouts of key-only calls served
@@ -877,7 +878,7 @@ class RequestLoop:
         request_id: int = -1
         try:
             try:
-                term = channel.decode(frame)
+                term = channel.decode(frame, self._decode_fast)
             except channel.CodecError as exc:
                 # answered under its request id when the frame starts like a request
                 request_id = request_id_in_head(bytes(frame[:HEAD_BYTES]))
@@ -927,14 +928,15 @@ def encode_handle(handle: int) -> bytes:
 # The latency mechanisms of the worker that ``NX_JAX_OFF`` can switch off, one by one, to measure
 # what each is worth (``make bench-mechanisms``, docs/BENCHMARKS.md "Latency mechanisms"):
 # the spin's rules (py_backend.channel.FrameReader), the byte-matched tiers above the learned
-# layouts (RequestLoop._hot_one, RequestLoop._hot_path), and the results released off a reply's path
-# (RequestLoop.spent).
+# layouts (RequestLoop._hot_one, RequestLoop._hot_path), the results released off a reply's path
+# (RequestLoop.spent), and the hand decoder of the generic path's small requests.
 MECHANISMS = {
     "spin_pause": "a spin that lost its CPU pauses (channel.SpinPause)",
     "spin_move": "a spin that lost its CPU moves to another one and spins on (SpinPause.may_move)",
     "fast_one": "one tensor in, one small out: the reply frame in one call (RequestLoop._hot_one)",
     "fast_hot": "the layout served last, in one call (RequestLoop._hot_path)",
     "free_after_reply": "a call's results released after its reply is written (RequestLoop.spent)",
+    "decode_fast": "a small request of the generic path decoded by hand (channel.decode_fast)",
 }
 
 

@@ -63,6 +63,36 @@ defmodule NxJax.PlannedCallTest do
     assert general == 2
   end
 
+  test "planned_calls: false keeps calls off plans: each takes the general path, same values" do
+    x = Nx.tensor([1.0, -2.0])
+    calls = fn f -> for k <- 1..6, do: f.(x, Nx.tensor(k * 1.0)) |> Nx.to_flat_list() end
+    want = for k <- 1..6, do: [5.0 - k, -10.0 - k]
+    # (functions of this test's own, of the same code: each traced once)
+    on = Nx.Defn.jit(fn x, y -> Nx.subtract(Nx.multiply(x, 5), y) end)
+    off = Nx.Defn.jit(fn x, y -> Nx.subtract(Nx.multiply(x, 5), y) end, planned_calls: false)
+    by_default = Nx.Defn.jit(fn x, y -> Nx.subtract(Nx.multiply(x, 5), y) end)
+
+    before = plans()
+    assert {2, ^want} = general_calls(fn -> calls.(on) end)
+    assert plans() == before + 1
+    assert {6, ^want} = general_calls(fn -> calls.(off) end)
+    assert plans() == before + 1
+
+    # from this process's defaults too
+    previous = Nx.Defn.default_options(planned_calls: false)
+
+    try do
+      assert {6, ^want} = general_calls(fn -> calls.(by_default) end)
+      assert plans() == before + 1
+    after
+      Nx.Defn.default_options(previous)
+    end
+
+    assert_raise ArgumentError, ~r/the :planned_calls option must be a boolean/, fn ->
+      Nx.Defn.jit(&Fns.affine/2, planned_calls: :no).(x, x)
+    end
+  end
+
   test "containers, unused arguments and axis names come back as the general path gives them" do
     x = Nx.tensor([[1.0, 2.0], [3.0, 4.0]], names: [:rows, :cols])
     several = Nx.Defn.jit(&Fns.several/1)

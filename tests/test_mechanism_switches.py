@@ -138,3 +138,33 @@ def test_each_spin_rule_switched_off_no_longer_fires(
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_decode_fast_off_leaves_the_generic_path_to_erlang_py(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    graph = scale_graph()
+    key = key_of(graph)
+    x = np.array([1.0, -2.5, 4.0], np.float32)
+    hand = channel.decode_fast
+    read: list[int] = []
+
+    def counted(data: bytes) -> Any:
+        read.append(len(data))
+        return hand(data)
+
+    monkeypatch.setattr(channel, "decode_fast", counted)
+    for off, by_hand in ((frozenset(), True), (frozenset({"decode_fast"}), False)):
+        # without the learned layouts every request is decoded the generic way
+        worker = RequestLoop(fast_paths=False, off=off)
+        for i in range(4):
+            request = elixir_call(i, key, graph if i == 0 else None, [x * i])
+            read.clear()
+            got = worker.handle_framed(request)
+            # (each request is a small frame: read by hand unless switched off; the first
+            # one's graph is decoded apart, once per graph)
+            if i > 0:
+                assert (read != []) == by_hand
+            reply = decode(got[4:] if type(got) is bytes else reply_bytes(got))
+            np.testing.assert_array_equal(from_wire(reply[2][0]), 3 * x * i)
+        assert _tier_counts(worker) == (0, 0, 0)

@@ -101,7 +101,8 @@ defmodule NxJax.Worker do
   receives `{:nx_jax_stdio, stream, line}` for each forwarded output line), `:spin_us` (after
   answering, the worker polls for the next request this many microseconds before it sleeps;
   default `config :nx_jax, spin_us: 100`; 0 never spins; docs/DEPLOYMENT.md),
-  `:lend_port` (default `config :nx_jax, lend_port: true`; see "Lent port").
+  `:lend_port` (default `config :nx_jax, lend_port: true`; see "Lent port"). (`:off`, for
+  benchmarks only: latency mechanisms switched off, `NxJax.Worker.Config.mechanisms_off/1`.)
   """
   def start_link(opts \\ []) do
     {gen_opts, opts} = Keyword.split(opts, [:name])

@@ -23,6 +23,10 @@ defmodule NxJax.Worker.Caller do
   call answered while it polls costs no monitor), and checks that a local worker is alive
   every 64th poll. A process whose replies came after its polling was over twice in a row
   stops polling, trying again every 16th call.
+
+  The kept alias, the poll's time slice and the count of late replies can each be switched
+  off by the worker's `off:` option (`NxJax.Worker.Config.mechanisms_off/1`), to measure what
+  each saves (docs/BENCHMARKS.md "Latency mechanisms").
   """
   alias NxJax.Worker.{Backoff, Deadline, LentPort}
 
@@ -49,6 +53,8 @@ defmodule NxJax.Worker.Caller do
     dest = GenServer.whereis(server)
     local = local_or_nil(dest)
     check_size!(local, message)
+    # (the latency mechanisms the worker's `:off` option switches off, NxJax.Worker.Config)
+    limits = {timeout, spin_us, if(local, do: local.off, else: [])}
 
     on_hook =
       with on_hook when on_hook != nil <- Keyword.get(opts, :on_hook),
@@ -61,10 +67,10 @@ defmodule NxJax.Worker.Caller do
             dest,
             local,
             message,
-            &wait_reply(&1, dest, {timeout, spin_us}, 0, nil, &2)
+            &wait_reply(&1, dest, limits, 0, nil, &2)
           )
 
-    case reply || call_server(dest, server, message, {timeout, spin_us}, on_hook) do
+    case reply || call_server(dest, server, message, limits, on_hook) do
       {:ok, result} ->
         result
 
@@ -123,13 +129,13 @@ defmodule NxJax.Worker.Caller do
   # As GenServer.call, but the caller waits in a receive loop that also runs the hooks of the
   # request (`{:nx_jax_hook, tag, index, tensors}`, sent by the GenServer while the worker
   # computes) in this process. `tag`, a new reference, tells this call's messages apart.
-  defp call_server(dest, server, message, {timeout, _spin_us} = limits, on_hook) do
+  defp call_server(dest, server, message, {timeout, _spin_us, off} = limits, on_hook) do
     case dest do
       nil ->
         {:error, {"WorkerExited", "no worker is running (#{inspect(server)})#{why(server)}", ""}}
 
       dest ->
-        {to, own} = reply_to()
+        {to, own} = reply_to(off)
         tag = make_ref()
         send(dest, {:nx_jax_request, {to, tag}, timeout, message})
         # (the GenServer keeps the deadline: the caller waits past it only for one that cannot
@@ -141,15 +147,16 @@ defmodule NxJax.Worker.Caller do
   end
 
   @doc """
-  Waits for the reply of the request just sent, until `timeout` plus `grace` from now; `lent`
-  is nil, or `{id, os_pid, lend}` for a call that borrowed the port (its reply then comes from the
-  port, `tag`).
+  Waits for the reply of the request just sent, until `timeout` plus `grace` from now, without
+  the mechanisms named in `off`; `lent` is nil, or `{id, os_pid, lend}` for a call that
+  borrowed the port (its reply then comes from the port, `tag`).
   """
-  def wait_reply(tag, dest, {timeout, spin_us}, grace, on_hook, lent) do
+  def wait_reply(tag, dest, {timeout, spin_us, off}, grace, on_hook, lent) do
     now = System.monotonic_time(:microsecond)
     deadline = Deadline.new(timeout, div(now, 1000))
     limit = with {at, _} <- deadline, do: at + grace
-    spin = spin_until(spin_us, now, limit)
+    late? = :late_replies not in off
+    spin = spin_until(spin_us, now, limit, late?)
 
     wait = %{
       dest: dest,
@@ -159,7 +166,8 @@ defmodule NxJax.Worker.Caller do
       deadline: with({at, _} <- deadline, do: at),
       timeout: timeout,
       on_hook: on_hook,
-      lent: lent
+      lent: lent,
+      poll_reductions: :poll_reductions not in off
     }
 
     case await_reply(tag, if(spin, do: wait, else: watch(wait)), nil, spin, 1) do
@@ -169,13 +177,15 @@ defmodule NxJax.Worker.Caller do
         reply
 
       reply ->
-        note_wait(spin_us, now)
+        if late?, do: note_wait(spin_us, now)
         reply
     end
   end
 
-  defp reply_to do
-    if Process.get(@in_hook), do: {:erlang.alias(), true}, else: {kept_alias(), false}
+  defp reply_to(off) do
+    if Process.get(@in_hook) || :kept_alias in off,
+      do: {:erlang.alias(), true},
+      else: {kept_alias(), false}
   end
 
   defp kept_alias do
@@ -209,7 +219,7 @@ defmodule NxJax.Worker.Caller do
       0 ->
         if System.monotonic_time(:microsecond) < spin and
              (rem(polls, @alive_every) != 0 or alive?(wait.dest)) do
-          :erlang.bump_reductions(@poll_reductions)
+          if wait.poll_reductions, do: :erlang.bump_reductions(@poll_reductions)
           await_reply(tag, wait, failed, spin, polls + 1)
         else
           await_reply(tag, watch(wait), failed, nil, polls)
@@ -280,10 +290,10 @@ defmodule NxJax.Worker.Caller do
   # not stop the polling (@late_to_stop): beside a CPU-bound process a preempted call comes
   # late now and then, and each such reply made the next 15 calls sleep, which took longer
   # than polling there (measured 2026-12-05: `git show 19d163f:docs/BENCHMARKS.md`, "Where the small call's time goes beside a CPU hog, layer by layer"). A spin never outlasts the caller's limit.
-  defp spin_until(0, _now, _limit), do: nil
+  defp spin_until(0, _now, _limit, _late?), do: nil
 
-  defp spin_until(us, now, limit) do
-    late = Process.get(@late_replies, 0)
+  defp spin_until(us, now, limit, late?) do
+    late = if late?, do: Process.get(@late_replies, 0), else: 0
 
     cond do
       late >= @late_to_stop and rem(late, @respin_every) != 0 -> nil

@@ -24,6 +24,15 @@ defmodule NxJax.Worker.Config do
   @call_defaults {__MODULE__, :call}
   @header_max 4_294_967_295
   @numerics [:nx, :native]
+  # The Elixir-side latency mechanisms that a worker's `:off` start option switches off, by
+  # name, to measure what each is worth (`make bench-mechanisms`, docs/BENCHMARKS.md "Latency
+  # mechanisms"); the worker's own are py_backend/request_loop.py's MECHANISMS (NX_JAX_OFF)
+  @mechanisms [
+    keeper: "the port rests with a suspended keeper, not the GenServer (NxJax.Worker.Keeper)",
+    kept_alias: "a caller keeps its reply alias from call to call (NxJax.Worker.Caller)",
+    poll_reductions: "each poll of a polling caller counts a time slice (NxJax.Worker.Caller)",
+    late_replies: "a caller whose replies come late stops polling (NxJax.Worker.Caller)"
+  ]
 
   @typedoc "A worker's settings."
   @type t :: %__MODULE__{
@@ -33,11 +42,21 @@ defmodule NxJax.Worker.Config do
           max_frame: pos_integer,
           env: [{charlist, charlist}],
           group: boolean,
-          stdio_to: pid | nil
+          stdio_to: pid | nil,
+          off: [atom]
         }
 
   @enforce_keys [:python, :spin_us, :lend_port, :max_frame, :env]
-  defstruct [:python, :spin_us, :lend_port, :max_frame, :env, group: false, stdio_to: nil]
+  defstruct [
+    :python,
+    :spin_us,
+    :lend_port,
+    :max_frame,
+    :env,
+    group: false,
+    stdio_to: nil,
+    off: []
+  ]
 
   ## A worker's settings
 
@@ -46,8 +65,8 @@ defmodule NxJax.Worker.Config do
   `:python` (`python_executable/1`), `:spin_us` (`spin_us/1`), `:lend_port` (default `config
   :nx_jax, lend_port: true`), `:max_frame` (`max_frame/1`), `:env` (the Python process's whole
   environment: the `:env` option over the handshake's expectations, the platform and device,
-  the numerics mode and the byte settings), `:group`, `:stdio_to`. Raises `ArgumentError` for
-  a setting out of its range.
+  the numerics mode and the byte settings), `:group`, `:stdio_to`, `:off` (`mechanisms_off/1`).
+  Raises `ArgumentError` for a setting out of its range.
   """
   def new(opts) do
     max_frame = max_frame(opts)
@@ -85,9 +104,31 @@ defmodule NxJax.Worker.Config do
       max_frame: max_frame,
       env: env,
       group: Keyword.get(opts, :group, false),
-      stdio_to: Keyword.get(opts, :stdio_to)
+      stdio_to: Keyword.get(opts, :stdio_to),
+      off: mechanisms_off(opts)
     }
   end
+
+  @doc """
+  The Elixir-side latency mechanisms that a worker started with `opts` and its callers go
+  without: its `:off` option (internal, for `make bench-mechanisms`), a list of names of
+  `mechanisms/0`; none by default. Raises `ArgumentError` for an unknown name.
+  """
+  def mechanisms_off(opts) do
+    off = Keyword.get(opts, :off, [])
+    known = Keyword.keys(@mechanisms)
+
+    unless is_list(off) and Enum.all?(off, &(&1 in known)) do
+      raise ArgumentError,
+            "the worker option :off takes a list of latency mechanisms, of " <>
+              "#{inspect(known)}, got: #{inspect(off)}"
+    end
+
+    Enum.uniq(off)
+  end
+
+  @doc "The Elixir-side latency mechanisms that `:off` can switch off, each with what it does."
+  def mechanisms, do: @mechanisms
 
   @doc "How long a worker started with `opts` polls for the next request (`:spin_us`)."
   def spin_us(opts \\ []) do

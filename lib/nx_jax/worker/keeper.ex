@@ -7,7 +7,9 @@ defmodule NxJax.Worker.Keeper do
   scheduler (docs/BENCHMARKS.md section 1). What the port sends while it rests (a log line,
   the exit status of a Python process that died) waits in the keeper's queue until the
   GenServer drains it (`drain/1`). Linked to the GenServer that starts it, and through
-  `:erlang.port_connect/2` to the port.
+  `:erlang.port_connect/2` to the port. A worker started with `off: [:keeper]` (to measure
+  what the keeper saves, docs/BENCHMARKS.md "Latency mechanisms") has none: its port rests
+  with the GenServer.
   """
 
   @doc "Starts the keeper of `port`, connects the port to it and suspends it."

@@ -56,7 +56,8 @@ defmodule NxJax.Worker.Lease do
      call) is taken for gone: the GenServer takes the port back and drops the dead call's reply
      when it comes; the Python process, its compiled graphs and resident tensors are untouched.
   5. At rest (no request in flight, no borrower) the lock is 0, the port's connected process is
-     the keeper and nothing is held back.
+     the keeper (the GenServer in a worker without one, `off: [:keeper]`) and nothing is held
+     back.
   6. Nothing the port sends is lost, but what it sent to a borrower that died: frames a
      borrower reads that are not its reply (a log line, a late reply) go to the GenServer; what
      the port sends while it rests with the keeper waits there until the GenServer drains it,

@@ -71,7 +71,8 @@ defmodule NxJax.Worker.Server do
     }
 
     lend = Lease.atomics()
-    keeper = if config.lend_port, do: Keeper.start(port)
+    # (without a keeper, `off: [:keeper]`, the port rests with this GenServer)
+    keeper = if config.lend_port and :keeper not in config.off, do: Keeper.start(port)
     # (the keeper's drain timer: the lease knows when it is due, this the timer to cancel)
     state = Map.merge(state, %{lend: lend, keeper: keeper, lease: nil, drain_timer: nil})
     # the worker's output lines put back in order (NxJax.Worker.LogOrder), and the timer that
@@ -97,7 +98,7 @@ defmodule NxJax.Worker.Server do
   end
 
   defp perform({:connect, :keeper}, state) do
-    :erlang.port_connect(state.port, state.keeper)
+    :erlang.port_connect(state.port, state.keeper || self())
     state
   end
 
@@ -150,7 +151,8 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_call(:local, _from, state) do
-    local = Map.take(state, [:port, :lend, :known, :keeper, :os_pid, :max_frame])
+    local = Map.take(state, [:port, :lend, :known, :os_pid, :max_frame])
+    local = Map.merge(local, %{keeper: state.keeper || self(), off: state.config.off})
     {:reply, local, state}
   end
 

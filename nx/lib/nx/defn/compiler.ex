@@ -51,7 +51,8 @@ defmodule Nx.Defn.Compiler do
   maps of such tensors with the plan's sizes and keys), none of them vectorized, and the
   trace is still cached; any other call takes the general path (options,
   signature, trace cache), with the same result. Traces with hooks or `debug_nans: true`
-  have no plan.
+  have no plan. The option `planned_calls: false` (of the call, or of this process's defaults)
+  keeps a call off plans, to measure what they save (docs/BENCHMARKS.md "Latency mechanisms").
   """
 
   @doc """
@@ -213,8 +214,19 @@ defmodule Nx.Defn.Compiler do
          {:ok, result} <- planned(plan, args) do
       result
     else
-      _ -> run(id, fun, args, Keyword.merge(defaults, opts), {id, opts, defaults})
+      _ ->
+        {planned?, run_opts} = Keyword.pop(Keyword.merge(defaults, opts), :planned_calls, true)
+        run(id, fun, args, run_opts, if(plans?(planned?), do: {id, opts, defaults}))
     end
+  end
+
+  # the `:planned_calls` option (see "Planned calls")
+  defp plans?(planned?) when is_boolean(planned?), do: planned?
+
+  defp plans?(other) do
+    raise ArgumentError,
+          "the :planned_calls option must be a boolean (false: every call takes the general " <>
+            "path), got: #{inspect(other)}"
   end
 
   # (the steps of cached/5 and execute/3 that a call of the plan's signature would take)
