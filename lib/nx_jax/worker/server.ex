@@ -222,8 +222,8 @@ defmodule NxJax.Worker.Server do
   end
 
   # Output lines wait for one numbered before them (NxJax.Worker.LogOrder): the keeper may hold
-  # it (drained now), or a borrower may be handing it over (a timer gives it LogOrder.gap_ms/0,
-  # then log_gap_ended/1 logs what is held). No gap: no timer.
+  # it (drained now), or a borrower may be handing it over (a timer gives it LogOrder.gap_ms/0;
+  # its message, below, has flush_log/1 log what is held). No gap: no timer.
   defp fill_log_gap(state) do
     if LogOrder.gap?(state.log_order) do
       with {:noreply, state} <- drain_pending(state), do: {:noreply, log_gap_timer(state)}
