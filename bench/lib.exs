@@ -43,6 +43,32 @@ defmodule Bench do
 
   def best(n, fun), do: Enum.min(for _ <- 1..n, do: time_us(fun))
 
+  @doc """
+  `k` timed steps (after 50 uncounted) of the training step of section 3 on row `row`'s
+  resident weights, kept in this process under `{:bench_state, row}` (put there before the
+  first batch) and freed by hand each step. Adds the BEAM's CPU time (all schedulers, ms) and
+  the steps taken, warm-up included, to `{:bench_cpu, row}`: `{ms, steps}` (see `step_cpu/1`).
+  """
+  def resident_steps(row, step, k) do
+    {cpu0, _} = :erlang.statistics(:runtime)
+
+    samples =
+      samples(k, fn ->
+        {old1, old2} = old = Process.get({:bench_state, row})
+        Process.put({:bench_state, row}, step.(old))
+        :ok = Nx.backend_deallocate(old1)
+        :ok = Nx.backend_deallocate(old2)
+      end)
+
+    {cpu1, _} = :erlang.statistics(:runtime)
+    {ms, steps} = Process.get({:bench_cpu, row}, {0, 0})
+    Process.put({:bench_cpu, row}, {ms + cpu1 - cpu0, steps + length(samples) + 50})
+    samples
+  end
+
+  @doc "What `resident_steps/3` counted for `row` since this was last called: `{ms, steps}`."
+  def step_cpu(row), do: Process.delete({:bench_cpu, row}) || {0, 0}
+
   # (this project's py_backend first on PYTHONPATH, as a worker's: a script run by its path
   # finds py_backend otherwise wherever the virtualenv's editable install points)
   def open_port(script, args \\ []) do

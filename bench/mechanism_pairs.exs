@@ -42,41 +42,27 @@ started =
     small.(x)
     step = Nx.Defn.jit(&Bench.step/3, server: pid)
     {rx, ry} = {put_on.(xs, pid), put_on.(ys, pid)}
-    Process.put({:state, row}, step.({put_on.(w1, pid), put_on.(w2, pid)}, rx, ry))
+    Process.put({:bench_state, row}, step.({put_on.(w1, pid), put_on.(w2, pid)}, rx, ry))
     {row, fn -> small.(x) end, fn w -> step.(w, rx, ry) end}
   end
 
-# k steps of `row`, adding the BEAM's CPU time (ms) and the steps, warm-up included
-steps = fn row, step, k ->
-  {cpu0, _} = :erlang.statistics(:runtime)
-
-  samples =
-    Bench.samples(k, fn ->
-      {old1, old2} = old = Process.get({:state, row})
-      Process.put({:state, row}, step.(old))
-      :ok = Nx.backend_deallocate(old1)
-      :ok = Nx.backend_deallocate(old2)
-    end)
-
-  {cpu1, _} = :erlang.statistics(:runtime)
-  {ms, n} = Process.get({:cpu, row}, {0, 0})
-  Process.put({:cpu, row}, {ms + cpu1 - cpu0, n + length(samples) + 50})
-  samples
-end
-
 measure = fn label ->
-  for {row, _, _} <- started, do: Process.delete({:cpu, row})
+  for {row, _, _} <- started, do: Bench.step_cpu(row)
 
   small =
     Bench.interleaved(for({row, f, _} <- started, do: {row, &Bench.samples(&1, f)}), n_small, 20)
 
   train =
-    Bench.interleaved(for({row, _, s} <- started, do: {row, &steps.(row, s, &1)}), n_steps, 20)
+    Bench.interleaved(
+      for({row, _, s} <- started, do: {row, &Bench.resident_steps(row, s, &1)}),
+      n_steps,
+      20
+    )
 
   load = File.read!("/proc/loadavg") |> String.split() |> Enum.take(3) |> Enum.join(" ")
 
   for {row, _, _} <- started do
-    {ms, n} = Process.get({:cpu, row})
+    {ms, n} = Bench.step_cpu(row)
 
     IO.puts(
       "#{label} (load #{load}) #{row}: small call p50 #{Float.round(small[row].p50, 1)} us; " <>

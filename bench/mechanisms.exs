@@ -112,26 +112,7 @@ spin = Integer.to_string(NxJax.Worker.spin_us())
 echo_port = Bench.open_port("bench/port_echo.py", ["--spin-us", spin])
 echo_frame = <<"e", 0::64>>
 
-# (each batch of steps also adds the BEAM's CPU time, all schedulers, and its steps warm-up
-# included, to the row's {:mech_cpu, name}: {ms, steps})
-train_samples = fn name, step, k ->
-  {cpu0, _} = :erlang.statistics(:runtime)
-
-  samples =
-    Bench.samples(k, fn ->
-      {old1, old2} = old = Process.get({:mech_state, name})
-      Process.put({:mech_state, name}, step.(old))
-      :ok = Nx.backend_deallocate(old1)
-      :ok = Nx.backend_deallocate(old2)
-    end)
-
-  {cpu1, _} = :erlang.statistics(:runtime)
-  {ms, steps} = Process.get({:mech_cpu, name}, {0, 0})
-  Process.put({:mech_cpu, name}, {ms + cpu1 - cpu0, steps + length(samples) + 50})
-  samples
-end
-
-for {name, _pid, _small, _step, state} <- started, do: Process.put({:mech_state, name}, state)
+for {name, _pid, _small, _step, state} <- started, do: Process.put({:bench_state, name}, state)
 
 loadavg = fn ->
   case File.read("/proc/loadavg") do
@@ -150,11 +131,15 @@ measure = fn ->
   rows =
     Bench.interleaved(for({name, f} <- calls, do: {name, &Bench.samples(&1, f)}), n_small, 20)
 
-  for {name, _, _, _, _} <- started, do: Process.delete({:mech_cpu, name})
+  # (the BEAM CPU counts start over)
+  for {name, _, _, _, _} <- started, do: Bench.step_cpu(name)
 
   train =
     Bench.interleaved(
-      for({name, _pid, _small, step, _} <- started, do: {name, &train_samples.(name, step, &1)}),
+      for(
+        {name, _pid, _small, step, _} <- started,
+        do: {name, &Bench.resident_steps(name, step, &1)}
+      ),
       n_mlp,
       20
     )
@@ -162,7 +147,7 @@ measure = fn ->
   # the BEAM's CPU time per training step, in us
   cpu =
     Map.new(started, fn {name, _, _, _, _} ->
-      {ms, steps} = Process.get({:mech_cpu, name})
+      {ms, steps} = Bench.step_cpu(name)
       {name, ms * 1000 / steps}
     end)
 
