@@ -93,8 +93,13 @@ defmodule NxJax.Test.SeamCompiler do
 
   # a step per input sent, compiled once (the step returns {output, accumulator})
   @impl true
-  def __stream__(key, input, acc, vars, fun, [args], opts) do
-    run = __compile__(key, vars, fun, opts)
+  def __stream__(key, input, acc, vars, fun, [args], opts),
+    do: stream(__compile__(key, vars, fun, opts), input, acc, args)
+
+  @doc false
+  # the stream whose steps `run` (a compiled step: a list of argument lists in, results out)
+  # computes; `args` are the stream's arguments, input and accumulator first
+  def stream(run, input, acc, args) do
     rest = Enum.drop(args, Composite.count(input) + Composite.count(acc))
 
     step = fn data, acc ->

@@ -102,17 +102,8 @@ defmodule NxJax.Test.SeamRun do
 
   # (as the seam compiler's, each step checked)
   @impl true
-  def __stream__(key, input, acc, vars, fun, [args], opts) do
-    run = __compile__(key, vars, fun, opts)
-    rest = Enum.drop(args, Nx.Defn.Composite.count(input) + Nx.Defn.Composite.count(acc))
-
-    step = fn data, acc ->
-      [result] = run.([Nx.Defn.Stream.step_args(data, acc, rest)])
-      result
-    end
-
-    [Nx.Defn.Stream.start_link(input, acc, step)]
-  end
+  def __stream__(key, input, acc, vars, fun, [args], opts),
+    do: SeamCompiler.stream(__compile__(key, vars, fun, opts), input, acc, args)
 
   @impl true
   defdelegate __partitions_options__(opts), to: SeamCompiler
