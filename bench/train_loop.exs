@@ -60,6 +60,15 @@ rows =
     row
   end
 
+# the loop and its twin in alternating blocks of 20 steps (TrainLoop.interleaved/3): both in the
+# same seconds, whatever the host's speed does between the rounds above
+Bench.restart_pool(1, modes[default_mode])
+alternating = TrainLoop.interleaved(40, 20)
+
+IO.puts(
+  "alternating blocks: ratios #{inspect(Enum.map(alternating.ratios, &Float.round(&1, 2)))}"
+)
+
 Bench.restart_pool(1, modes[default_mode])
 IO.puts("long run: #{long} steps")
 probe_at = [1_000, div(long, 2), long] |> Enum.uniq() |> Enum.filter(&(&1 <= long))
@@ -163,6 +172,8 @@ probe_cells =
   end)
 
 chain_line = fn key -> chain_rows |> Enum.map(&r0.(&1[key])) end
+block_ratios = Enum.sort(alternating.ratios)
+quartile = fn q -> r2.(Enum.at(block_ratios, trunc(q * (length(block_ratios) - 1)))) end
 
 section = """
 ## 12. A training loop, and the numerics modes
@@ -185,7 +196,13 @@ Median ratio to the twin: #{med.(ratios.(:ours))} (#{range.(ratios.(:ours))}) in
 mode, #{med.(ratios.(:donated))} (#{range.(ratios.(:donated))}) donating the state,
 #{med.(ratios.(:other))} (#{range.(ratios.(:other))}) in `:#{other_mode}`,
 #{med.(ratios.(:still))} (#{range.(ratios.(:still))}) with neither the worker nor the caller
-polling for the other's message (`spin_us: 0`, `reply_spin_us: 0`); target 1.3. CPU per
+polling for the other's message (`spin_us: 0`, `reply_spin_us: 0`); target 1.3. The loop
+and its twin in alternation, 40 blocks of 20 steps each (`TrainLoop.interleaved/3`: the twin a
+Python process of its own kept between its blocks), so that both run in the same seconds
+whatever the host's speed does: the blocks' ratio #{quartile.(0.5)} (median; quartiles
+#{quartile.(0.25)} and #{quartile.(0.75)}), the steps' medians #{r0.(TrainLoop.p50(alternating.ours))} us against
+#{r0.(TrainLoop.p50(alternating.twin))} us. docs/BENCHMARKS.md section 15 times each hand-over
+of such a step. CPU per
 step (user and system time of the whole process, every thread): the worker
 #{join.(cpu.(:ours, :worker_cpu_us))} us and the BEAM #{join.(cpu.(:ours, :vm_cpu_us))} us, against
 the twin's #{join.(Enum.map(rows, &r0.(&1.jax.cpu_us)))} us.

@@ -3,6 +3,11 @@
     python bench/train_loop.py mlp STEPS     the Adam step of a 784-128-10 MLP, state on the
                                              device, the loss read back after every step
     python bench/train_loop.py chain CALLS   750 element-wise ops on 2 f32 values, read back
+    python bench/train_loop.py serve         the MLP step, in blocks: for each line ``N`` read
+                                             from stdin it runs N more steps and prints one
+                                             line, ``{"step_us": [...]}``, until stdin ends
+                                             (bench/train_step.exs alternates these blocks
+                                             with its own, so both run in the same minutes)
 
 Prints one JSON object: ``step_us`` (each step's or call's time in microseconds, the read-back
 included), ``losses`` (every 100th loss, to compare with the Elixir run) and ``cpu_us`` (this
@@ -26,12 +31,33 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    if mode == "serve":
+        serve()
+        return
     run = {"mlp": mlp, "chain": chain}[mode]
     step_us, losses, cpu_s = run(steps)
     print(json.dumps({"step_us": step_us, "losses": losses, "cpu_us": cpu_s / steps * 1e6}))
 
 
 def mlp(steps: int) -> tuple[list[float], list[float], float]:
+    blocks = mlp_blocks()
+    cpu0 = time.process_time()
+    step_us, losses = blocks(steps)
+    return step_us, losses, time.process_time() - cpu0
+
+
+def serve() -> None:
+    """The ``serve`` mode: blocks of steps on request (see the module's doc)."""
+    blocks = mlp_blocks()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        step_us, _losses = blocks(int(line))
+        print(json.dumps({"step_us": step_us}), flush=True)
+
+
+def mlp_blocks() -> Any:
+    """The MLP's state and its jitted step, compiled and warmed: a function that runs N more
+    steps from where the last call stopped and gives their times (us) and every 100th loss."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -65,19 +91,26 @@ def mlp(steps: int) -> tuple[list[float], list[float], float]:
     batches = [jax.device_put(b) for b in batches]
     for i in range(20):  # (the first steps compile: not counted, as in the Elixir run)
         x, y = batches[i % 4]
-        state, _ = step(state, x, y)
-    step_us: list[float] = []
-    losses: list[float] = []
-    cpu0 = time.process_time()
-    for i in range(1, steps + 1):
-        x, y = batches[i % 4]
-        t0 = time.perf_counter_ns()
         state, loss = step(state, x, y)
-        value = float(loss)
-        step_us.append((time.perf_counter_ns() - t0) / 1000)
-        if i % 100 == 0:
-            losses.append(value)
-    return step_us, losses, time.process_time() - cpu0
+        float(loss)
+    done = 0
+
+    def run(steps: int) -> tuple[list[float], list[float]]:
+        nonlocal state, done
+        step_us: list[float] = []
+        losses: list[float] = []
+        for i in range(done + 1, done + steps + 1):
+            x, y = batches[i % 4]
+            t0 = time.perf_counter_ns()
+            state, loss = step(state, x, y)
+            value = float(loss)
+            step_us.append((time.perf_counter_ns() - t0) / 1000)
+            if i % 100 == 0:
+                losses.append(value)
+        done += steps
+        return step_us, losses
+
+    return run
 
 
 def chain(calls: int) -> tuple[list[float], list[float], float]:

@@ -5,6 +5,7 @@
 # after every step; and its Python twin (bench/train_loop.py). Needs bench/lib.exs.
 defmodule TrainLoop do
   import Nx.Defn
+  import Bitwise, only: [<<<: 2]
 
   @b1 0.9
   @b2 0.999
@@ -83,8 +84,26 @@ defmodule TrainLoop do
   end
 
   defp loop(steps, opts) do
-    Nx.default_backend(NxJax.Backend)
+    {step, state, batches, worker} = setup(opts)
     probe_at = Keyword.get(opts, :probe_at, [])
+    os_pid = NxJax.Worker.os_pid(worker)
+    cpu0 = {Bench.cpu_s(os_pid), Bench.cpu_s(System.pid())}
+    {_state, times, losses, probes} = steps(step, state, batches, 1..steps, worker, probe_at)
+    {worker_cpu, vm_cpu} = cpu0
+
+    %{
+      times: times,
+      losses: losses,
+      probes: probes,
+      worker_cpu_us: (Bench.cpu_s(os_pid) - worker_cpu) / steps * 1.0e6,
+      vm_cpu_us: (Bench.cpu_s(System.pid()) - vm_cpu) / steps * 1.0e6
+    }
+  end
+
+  # The jitted (or compiled) step, the state and batches made resident, 20 steps run (they
+  # compile: not counted), and the pool's one worker.
+  defp setup(opts) do
+    Nx.default_backend(NxJax.Backend)
     {state, batches} = initial()
     step_opts = Keyword.take(opts, [:donate, :compiler])
 
@@ -101,7 +120,6 @@ defmodule TrainLoop do
     state = Nx.backend_transfer(state, NxJax.Backend)
     batches = batches |> Enum.map(&Nx.backend_transfer(&1, NxJax.Backend)) |> List.to_tuple()
     [worker] = NxJax.Pool.workers()
-    os_pid = NxJax.Worker.os_pid(worker)
     # (the first steps compile: not counted)
     state =
       Enum.reduce(0..19, state, fn i, s ->
@@ -109,10 +127,14 @@ defmodule TrainLoop do
         elem(step.(s, x, y), 0)
       end)
 
-    cpu0 = {Bench.cpu_s(os_pid), Bench.cpu_s(System.pid())}
+    {step, state, batches, worker}
+  end
 
-    {_state, times, losses, probes} =
-      Enum.reduce(1..steps, {state, [], [], []}, fn i, {state, times, losses, probes} ->
+  # Runs the steps numbered `range`: the state after them, each step's time in us, every
+  # 100th loss, and the probes of `probe_at`.
+  defp steps(step, state, batches, range, worker, probe_at) do
+    {state, times, losses, probes} =
+      Enum.reduce(range, {state, [], [], []}, fn i, {state, times, losses, probes} ->
         {x, y} = elem(batches, rem(i, 4))
         t0 = System.monotonic_time(:nanosecond)
         {state, loss} = step.(state, x, y)
@@ -123,15 +145,75 @@ defmodule TrainLoop do
         {state, [us | times], losses, probes}
       end)
 
-    {worker_cpu, vm_cpu} = cpu0
+    {state, Enum.reverse(times), Enum.reverse(losses), Enum.reverse(probes)}
+  end
 
-    %{
-      times: Enum.reverse(times),
-      losses: Enum.reverse(losses),
-      probes: Enum.reverse(probes),
-      worker_cpu_us: (Bench.cpu_s(os_pid) - worker_cpu) / steps * 1.0e6,
-      vm_cpu_us: (Bench.cpu_s(System.pid()) - vm_cpu) / steps * 1.0e6
-    }
+  @doc """
+  The loop and its twin in alternation, `rounds` blocks of `block` steps each, the twin's
+  block first in each round: the twin is a Python process of its own
+  (`bench/train_loop.py serve`) kept between its blocks, so both run in the same minutes,
+  a host whose speed changes from one minute to the next changing both. Options as
+  `run/2`'s. Returns `%{ours: times, twin: times, ratios: ratios}`: every step's time in us
+  and each round's ratio of the two blocks' medians.
+  """
+  def interleaved(rounds, block, opts \\ []) do
+    Task.async(fn ->
+      # (the port's lines come to the process that opened it: this task)
+      twin = twin_server()
+
+      try do
+        {step, state, batches, worker} = setup(opts)
+
+        {_state, rows} =
+          Enum.reduce(1..rounds, {state, []}, fn round, {state, rows} ->
+            theirs = twin_block(twin, block)
+            first = (round - 1) * block + 1
+
+            {state, ours, _, _} =
+              steps(step, state, batches, first..(first + block - 1), worker, [])
+
+            {state, [{ours, theirs} | rows]}
+          end)
+
+        rows = Enum.reverse(rows)
+
+        %{
+          ours: Enum.flat_map(rows, &elem(&1, 0)),
+          twin: Enum.flat_map(rows, &elem(&1, 1)),
+          ratios: Enum.map(rows, fn {ours, theirs} -> p50(ours) / p50(theirs) end)
+        }
+      after
+        Port.close(twin)
+      end
+    end)
+    |> Task.await(:infinity)
+  end
+
+  defp twin_server do
+    port =
+      Port.open({:spawn_executable, Bench.python()}, [
+        :binary,
+        {:line, 1 <<< 20},
+        args: [Path.join(__DIR__, "train_loop.py"), "serve"]
+      ])
+
+    {:ok, _} = twin_line(port)
+    port
+  end
+
+  defp twin_block(port, steps) do
+    Port.command(port, "#{steps}\n")
+    {:ok, line} = twin_line(port)
+    [_, list] = Regex.run(~r/"step_us": \[([^\]]*)\]/, line)
+    floats(list)
+  end
+
+  defp twin_line(port) do
+    receive do
+      {^port, {:data, {:eol, line}}} -> {:ok, line}
+    after
+      600_000 -> raise "bench/train_loop.py serve gave no line in 10 minutes"
+    end
   end
 
   defp probe(worker) do
