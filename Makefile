@@ -130,7 +130,7 @@ clean:
 
 # Benchmarks (not part of `make test`, never run by CI): a few minutes; writes docs/BENCHMARKS.md.
 .PHONY: bench bench-plots bench-mechanisms bench-layers bench-while bench-checkpoint bench-train \
-	bench-real-nx bench-serving
+	bench-real-nx bench-serving bench-timeline
 bench: deps
 	$(PIP) --no-build-isolation -e '.[bench]'
 	mix run bench/run.exs
@@ -159,6 +159,13 @@ bench-while: python-deps
 # memory over 10,000 steps, and the numerics modes; about 3 minutes
 bench-train: deps
 	mix run bench/train_loop.exs 500 3 10000
+
+# section 15 of docs/BENCHMARKS.md: the training step of section 12 timed at each hand-over
+# between the caller, the worker's GenServer, the pipe and the Python worker (NxJax.Timeline's
+# marks, compiled in by NX_JAX_TIMELINE=1: the modules that hold them recompile, here and again
+# at the next build without it); about 1 minute
+bench-timeline: deps
+	NX_JAX_TIMELINE=1 mix run bench/step_timeline.exs 500 3
 
 # section 13 of docs/BENCHMARKS.md: the small call and the training loop under real Nx 0.7.2
 # (NxJax its compiler) and under the clean room, the two builds run by turns, against the

@@ -36,6 +36,7 @@ import hashlib
 import os
 import struct
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -55,6 +56,7 @@ from py_backend import (
     placement,
     slow,
     stdio,
+    timeline,
 )
 from py_backend.budget import Footprint, OverBudget
 from py_backend.cache import Cache, signature
@@ -657,6 +659,8 @@ class RequestLoop:
                 check()
                 return channel.encode_chunks((atom("r"), fastcall.id_value(id_bytes), refs))
 
+            if timeline.rows is not None:
+                return _timed_keep(run, outs, sizes, kept_refs, check)
             return keep
         parts = [(wire_dtype(o.type), o.shape) for o in outs]
         headers = [
@@ -917,6 +921,30 @@ _REF2 = b"h\x02" + channel.encode_leaf(atom("ref"))
 _REF3 = b"h\x03" + channel.encode_leaf(atom("ref"))
 
 
+def _timed_keep(run: Callable[[Chunk], Any], outs: list[TensorOut], sizes: list[int],
+                kept_refs: Callable[[list[Any]], Any], check: Callable[[], None]) -> Runner:
+    """The runner of a call that keeps its results, with a ``kept`` row of py_backend/timeline.py
+    for each call: it waits for the run to finish before it keeps the results (the runner of
+    :meth:`RequestLoop._runner` keeps them while the run computes), so that the run's time
+    and the keeping's are told apart."""
+    now = time.perf_counter_ns
+
+    def keep(frame: Chunk, id_bytes: bytes) -> list[Chunk]:
+        start = now()
+        results = run(frame)
+        dispatched = now()
+        jax.block_until_ready(results)
+        ready = now()
+        refs = kept_refs(list(zip(outs, sizes, results, strict=True)))
+        check()
+        kept = now()
+        reply = channel.encode_chunks((atom("r"), fastcall.id_value(id_bytes), refs))
+        timeline.add(("kept", start, dispatched, ready, kept, now()))
+        return reply
+
+    return keep
+
+
 def encode_handle(handle: int) -> bytes:
     """A handle's encoding, as the generic encoder writes it: a handle is at least 2**40
     (``RequestLoop._keep``), so always a SMALL_BIG_EXT (its digit count, sign 0, little-endian
@@ -1135,6 +1163,8 @@ def serve(
     worker.emit = replies.write_frame
     worker.reader = frames
     reply: bytes | list[Chunk]
+    # (py_backend/timeline.py: a row per request when the worker records a timeline)
+    timed, now, read, size = timeline.rows is not None, time.perf_counter_ns, 0, 0
     while True:
         try:
             frame = frames.read_frame()
@@ -1151,11 +1181,15 @@ def serve(
         else:
             if frame is None:
                 return 0
+            if timed:
+                read, size = now(), len(frame)
             # hand the frame over without keeping a reference here, so the worker can free it
             # before it runs the call
             owned = [frame]
             del frame
             reply = worker.handle_framed(owned.pop())
+        if timed:
+            handled = now()
         try:
             if type(reply) is bytes:
                 replies.write_framed(reply)
@@ -1163,6 +1197,8 @@ def serve(
                 replies.write_frame(reply)
         except BrokenPipeError:
             return 0
+        if timed:
+            timeline.add(("request", read, handled, now(), size))
         # the reply and the run's results are freed only now, once the caller has its answer
         # (freeing a JAX array takes a while: docs/BENCHMARKS.md "Latency mechanisms")
         del reply

@@ -28,6 +28,7 @@ defmodule NxJax.Worker.Caller do
   off by the worker's `off:` option (`NxJax.Worker.Config.mechanisms_off/1`), to measure what
   each saves (docs/BENCHMARKS.md "Latency mechanisms").
   """
+  require NxJax.Timeline
   alias NxJax.Worker.{Backoff, Deadline, LentPort}
 
   # (a per-process count of late replies in a row; see spin_until/3)
@@ -137,10 +138,12 @@ defmodule NxJax.Worker.Caller do
       dest ->
         {to, own} = reply_to(off)
         tag = make_ref()
+        NxJax.Timeline.mark(:caller_sent)
         send(dest, {:nx_jax_request, {to, tag}, timeout, message})
         # (the GenServer keeps the deadline: the caller waits past it only for one that cannot
         # answer at all, Deadline)
         reply = wait_reply(tag, dest, limits, Deadline.grace(), on_hook, nil)
+        NxJax.Timeline.mark(:caller_replied)
         if own, do: :erlang.unalias(to)
         reply
     end

@@ -23,6 +23,7 @@ defmodule NxJax.Worker.Server do
   """
   use GenServer
   require Logger
+  require NxJax.Timeline
   alias NxJax.Wire
   alias NxJax.Worker.{Config, Deadline, Keeper, Lease, LogOrder}
 
@@ -87,7 +88,9 @@ defmodule NxJax.Worker.Server do
     do: Enum.reduce(actions, %{state | lease: lease}, &perform/2)
 
   defp perform({:write, frames}, state) do
+    NxJax.Timeline.mark(:server_write)
     Enum.each(frames, &(true = Port.command(state.port, &1)))
+    NxJax.Timeline.mark(:server_written)
     state
   end
 
@@ -277,6 +280,8 @@ defmodule NxJax.Worker.Server do
 
   @impl true
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
+    NxJax.Timeline.mark(:server_data)
+
     case Wire.decode_reply(frame) do
       {:bad_frame, message} ->
         Logger.error("nx_jax: #{message}")
@@ -403,6 +408,7 @@ defmodule NxJax.Worker.Server do
   end
 
   def handle_info({:nx_jax_request, from, timeout, message}, state) do
+    NxJax.Timeline.mark(:server_request)
     {:noreply, dispatch(message, from, Deadline.new(timeout, now()), state)}
   end
 
@@ -521,6 +527,7 @@ defmodule NxJax.Worker.Server do
       end
 
     GenServer.reply(from, reply)
+    NxJax.Timeline.mark(:server_replied)
     state
   end
 
