@@ -521,12 +521,15 @@ defmodule NxJax.DefnControlFlowTest do
 
   deftransformp(doubled_shape(tensor), do: Tuple.to_list(tensor.shape) |> Enum.map(&(&1 * 2)))
 
+  # (Kernel's length/1 in a transform: a defn body has Nx.Defn.Kernel only, as in Nx 0.7.2)
+  deftransformp(doubled_rank(tensor), do: length(doubled_shape(tensor)))
+
   defn transforms(t) do
     t
     |> tap(&send(self(), {:tapped, &1.shape}))
     |> then(&(&1 * axis_count(&1)))
     |> Nx.sum(axes: [0])
-    |> Nx.multiply(length(doubled_shape(t)))
+    |> Nx.multiply(doubled_rank(t))
   end
 
   defn with_opts(t, opts \\ []) do

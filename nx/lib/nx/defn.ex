@@ -172,11 +172,15 @@ defmodule Nx.Defn do
       unquote(if kind == :def, do: quote(do: @doc(false)))
 
       unquote(kind)(unquote(impl_head)) do
-        import Kernel, except: unquote(@kernel_ops), warn: false
+        # as in Nx 0.7.2: Nx.Defn.Kernel in place of Kernel (which `Kernel.` names too); Kernel
+        # itself only inside the closures the body writes (kernel_in_closures/1)
+        import Kernel, only: []
         import Nx.Defn.Kernel, except: unquote(@kernel_special_forms), warn: false
+        alias Nx.Defn.Kernel, as: Kernel
 
         unquote(
           body
+          |> kernel_in_closures()
           |> warn_traced_tensor_data()
           |> rewrite_cond()
           |> SourceChecks.rewrite_remotes(env)
@@ -184,6 +188,47 @@ defmodule Nx.Defn do
         )
       end
     end
+  end
+
+  # A defn body sees Nx.Defn.Kernel, not Kernel: `apply/3` or `length/1` there is "undefined
+  # function ... (there is no such import)", as in Nx 0.7.2. The closures the body writes,
+  # `fn` and `&(...)` (a hook's `&send(self(), &1)`), see Kernel's functions besides
+  # Nx.Defn.Kernel's, as Nx 0.7.2's do (its defn resolves their local calls in the module's own
+  # scope). Done before rewrite_cond/1, whose clause bodies become closures too but stay
+  # defn code.
+  defp kernel_in_closures(body) do
+    Macro.prewalk(body, fn
+      {:fn, meta, clauses} ->
+        {:fn, meta,
+         Enum.map(clauses, fn {:->, clause_meta, [args, clause_body]} ->
+           {:->, clause_meta, [args, with_kernel(clause_body)]}
+         end)}
+
+      # (`&1`, and captures of a named function, `&fun/1`, call nothing themselves)
+      {:&, _, [n]} = capture when is_integer(n) ->
+        capture
+
+      {:&, _, [{:/, _, [_, arity]}]} = capture when is_integer(arity) ->
+        capture
+
+      {:&, meta, [expr]} = capture ->
+        if meta[:nx_kernel_in_scope] do
+          capture
+        else
+          # an immediately called `fn` gives the capture a scope of its own to import Kernel in
+          marked = {:&, [{:nx_kernel_in_scope, true} | meta], [expr]}
+          quote do: (fn -> unquote(with_kernel(marked)) end).()
+        end
+
+      other ->
+        other
+    end)
+  end
+
+  # (Kernel by its atom, which the body's alias of Kernel to Nx.Defn.Kernel does not touch)
+  defp with_kernel(body) do
+    {:__block__, [],
+     [{:import, [], [:"Elixir.Kernel", [except: @kernel_ops, warn: false]]}, body]}
   end
 
   # `Nx.tensor(data)` inside defn builds a constant at trace time: data that is not written

@@ -56,13 +56,13 @@ defmodule Nx.Defn.Kernel do
 
   @doc """
   `use Nx.Defn.Kernel` makes the caller's code read as a `defn` body does: `Kernel`'s
-  functions that this module replaces are no longer imported, this module is, and
-  `Kernel` names this module (so `Kernel.+(a, b)` is the tensor-aware `+`). Nx's own tests
-  use it around `doctest Nx.Defn.Kernel`.
+  functions are no longer imported, this module's are, and `Kernel` names this module (so
+  `Kernel.+(a, b)` is the tensor-aware `+`). Nx's own tests use it around
+  `doctest Nx.Defn.Kernel`.
   """
   defmacro __using__(_opts) do
     quote do
-      import Kernel, except: unquote(Nx.Defn.kernel_ops()), warn: false
+      import Kernel, only: []
       import Nx.Defn.Kernel, except: unquote(Nx.Defn.kernel_special_forms()), warn: false
       alias Nx.Defn.Kernel, as: Kernel
     end
