@@ -23,8 +23,7 @@ defmodule NxJax.TimelineTest do
 
   test "the runtime's modules that hold marks call nothing of NxJax.Timeline" do
     for module <- [NxJax.Worker.Server, NxJax.Worker.Caller] do
-      {:ok, {^module, [imports: imports]}} =
-        :beam_lib.chunks(:code.which(module), [:imports])
+      {:ok, {^module, [imports: imports]}} = :beam_lib.chunks(:code.which(module), [:imports])
 
       assert Enum.filter(imports, &match?({NxJax.Timeline, _, _}, &1)) == [],
              "#{inspect(module)} calls NxJax.Timeline in a normal build"
