@@ -11,11 +11,15 @@ defmodule Nx.Defn.Kernel do
   (`Nx.add/2`, `Nx.subtract/2`, `Nx.multiply/2`, `Nx.divide/2`, `Nx.pow/2`,
   `Nx.negate/1`). `==`, `!=`, `<`, `<=`, `>`, `>=` compare element-wise when a side is
   a tensor, and give a `u8` scalar tensor for two numbers or booleans (as Nx does). `if/2` on a tensor condition selects between branches (see `if/2`); `defn`
-  rewrites `cond` into the same conditional, clause by clause. Everything else from `Kernel` stays available.
+  rewrites `cond` into the same conditional, clause by clause. A `defn` body imports this module
+  in place of `Kernel`, whose other functions (`length/1`, `apply/3`, ...) belong in a
+  `deftransform`; the closures the body writes (`fn`, `&(...)`, given to `hook/2` say) see
+  `Kernel` too. `use Nx.Defn.Kernel` does the same for any code.
 
   ## Examples
 
-      iex> use Nx.Defn.Kernel
+  In a `defn` body, or after `use Nx.Defn.Kernel`:
+
       iex> 1 + 2 * 3
       7
       iex> 1 / 4
