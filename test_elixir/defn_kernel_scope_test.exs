@@ -56,11 +56,13 @@ defmodule NxJax.DefnKernelScopeTest do
       x
       |> hook(fn t -> send(self(), {:fn, length([t]), is_struct(t)}) end)
       |> hook(&send(self(), {:capture, apply(Nx, :to_number, [&1])}))
+      |> hook(&send(self(), {:half, length([&1]) / 2}))
       """)
 
     assert fun.f(Nx.tensor(2.0)) == Nx.tensor(2.0)
     assert_received {:fn, 1, true}
     assert_received {:capture, 2.0}
+    assert_received {:half, 0.5}
   end
 
   test "cond's clauses stay defn code, not closures" do

@@ -204,11 +204,16 @@ defmodule Nx.Defn do
            {:->, clause_meta, [args, with_kernel(clause_body)]}
          end)}
 
-      # (`&1`, and captures of a named function, `&fun/1`, call nothing themselves)
+      # (`&1`, and captures of a named function, `&fun/1` or `&Mod.fun/1`, call nothing
+      # themselves; `&(&1 / 2)` is a closure)
       {:&, _, [n]} = capture when is_integer(n) ->
         capture
 
-      {:&, _, [{:/, _, [_, arity]}]} = capture when is_integer(arity) ->
+      {:&, _, [{:/, _, [{name, _, context}, arity]}]} = capture
+      when is_atom(name) and is_atom(context) and is_integer(arity) ->
+        capture
+
+      {:&, _, [{:/, _, [{{:., _, [_, _]}, _, []}, arity]}]} = capture when is_integer(arity) ->
         capture
 
       {:&, meta, [expr]} = capture ->
