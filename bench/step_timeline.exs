@@ -118,18 +118,8 @@ defmodule StepTimeline do
 
     marks =
       Task.async(fn ->
-        Nx.default_backend(NxJax.Backend)
-        {state, batches} = TrainLoop.initial()
-        step = Nx.Defn.jit(&TrainLoop.step/3)
-        state = Nx.backend_transfer(state, NxJax.Backend)
-        batches = batches |> Enum.map(&Nx.backend_transfer(&1, NxJax.Backend)) |> List.to_tuple()
-        # (the first steps compile: not recorded)
-        state =
-          Enum.reduce(0..19, state, fn i, s ->
-            {x, y} = elem(batches, rem(i, 4))
-            elem(step.(s, x, y), 0)
-          end)
-
+        # (the step made and its first 20 steps run, not recorded)
+        {step, state, batches, _worker} = TrainLoop.setup([])
         :ok = NxJax.Timeline.start()
 
         Enum.reduce(1..steps, state, fn i, state ->

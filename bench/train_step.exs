@@ -100,9 +100,11 @@ defmodule TrainLoop do
     }
   end
 
-  # The jitted (or compiled) step, the state and batches made resident, 20 steps run (they
-  # compile: not counted), and the pool's one worker.
-  defp setup(opts) do
+  @doc """
+  In the calling process: the jitted (or compiled) step, the state and batches made resident,
+  20 steps run (they compile: not counted), and the pool's one worker. Options as `run/2`'s.
+  """
+  def setup(opts) do
     Nx.default_backend(NxJax.Backend)
     {state, batches} = initial()
     step_opts = Keyword.take(opts, [:donate, :compiler])
