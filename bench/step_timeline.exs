@@ -67,13 +67,13 @@ defmodule StepTimeline do
     |> Enum.filter(&match?([{_, :step} | _], &1))
   end
 
-  def median([]), do: nil
-  def median(values), do: values |> Enum.sort() |> Enum.at(div(length(values), 2))
+  # (nil for no values)
+  defp median(values), do: TrainLoop.p50(values)
 
   # {segment medians of the steps that passed every mark of @segments once, in order; how
   # many steps those were; the step's period (start to next start); the part of the period
-  # outside the run (period less dispatch and computing, the twin's work too); and the
-  # requests other than the step's call, per step, and their handling time}
+  # outside the run (period less dispatch and computing, the twin's work too); and how many
+  # requests other than the step's call came per step (other_requests/2 times them)}
   def analyse(steps) do
     order = Enum.flat_map(@segments, fn {a, _, _} -> [a] end) ++ [:step_end]
 
