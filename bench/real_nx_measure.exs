@@ -11,7 +11,8 @@
 #     for the training step's 15 arguments, mean us over 20,000 calls, median of 5 rounds;
 #   - the training loop of bench/train_step.exs, STEPS steps after 20 uncounted, through
 #     `Nx.Defn.jit/2`, through `Nx.Defn.compile/3`, and through the jit donating its state,
-#     each right after its Python twin (bench/train_loop.py) ran as many steps;
+#     each in blocks of 20 steps alternating with its Python twin's (bench/train_loop.py
+#     serve, TrainLoop.interleaved/3): both medians and the median of the blocks' ratios;
 #   - that step's graph, as this front end wrote it, run in-process (bench/step_handling.py).
 #
 # Not a test: nothing here asserts a timing.
@@ -92,24 +93,25 @@ front =
     }
   end
 
-# (each run right after a run of its twin, so that each ratio compares runs seconds apart;
-# an uncounted run first, and the three in an order that turns with the round, so that none
-# is always the first after the worker started)
+# (each way's loop alternating with its twin, `TrainLoop.interleaved/3`: blocks of 20 steps
+# of each, so that a ratio compares steps run in the same seconds; an uncounted run first, and
+# the three in an order that turns with the round, so that none is always the first after the
+# worker started)
 TrainLoop.run(100, jit_opts)
 ways = [jit: [], compile: [compile: true], donate: [donate: [0]]]
 {first, last} = Enum.split(ways, rem(round - 1, 3))
 
 train =
   for {name, opts} <- last ++ first, into: %{} do
-    jax = TrainLoop.twin("mlp", steps)
-    run = TrainLoop.run(steps, jit_opts ++ opts)
+    run = TrainLoop.interleaved(max(div(steps, 20), 1), 20, jit_opts ++ opts)
 
     {name,
      %{
-       p50: RealNxMeasure.p50(run.times),
+       p50: RealNxMeasure.p50(run.ours),
+       jax_p50: RealNxMeasure.p50(run.twin),
+       ratio: RealNxMeasure.p50(run.ratios),
        losses: run.losses,
-       jax_p50: RealNxMeasure.p50(jax.times),
-       jax_losses: jax.losses
+       jax_losses: run.twin_losses
      }}
   end
 

@@ -97,7 +97,15 @@ defmodule StepTimeline do
           if tags[:kept_ready] && tags[:kept_start],
             do: (tags[:kept_ready] - tags[:kept_start]) / 1000
 
-        {(t1 - t0) / 1000, run, others}
+        # (a request read before the step's own call, between its start and its run: a free
+        # the call waited behind)
+        ahead =
+          case Enum.find(step, &(elem(&1, 1) == :kept_start)) do
+            {start, _} -> Enum.count(step, &(elem(&1, 1) == :py_read and elem(&1, 0) < start)) > 1
+            nil -> false
+          end
+
+        {(t1 - t0) / 1000, run, others, ahead}
       end)
 
     %{
@@ -105,8 +113,11 @@ defmodule StepTimeline do
       plain: length(plain),
       steps: length(steps),
       period: median(Enum.map(periods, &elem(&1, 0))),
-      outside: median(for {p, r, _} <- periods, r != nil, do: p - r),
-      others: Enum.sum(Enum.map(periods, &elem(&1, 2))) / max(length(periods), 1)
+      outside: median(for {p, r, _, _} <- periods, r != nil, do: p - r),
+      others: Enum.sum(Enum.map(periods, &elem(&1, 2))) / max(length(periods), 1),
+      ahead: Enum.count(periods, &elem(&1, 3)) / max(length(periods), 1),
+      period_ahead: median(for {p, _, _, true} <- periods, do: p),
+      period_clear: median(for {p, _, 0, false} <- periods, do: p)
     }
   end
 
@@ -233,7 +244,9 @@ The step's period (one step's start to the next's), median: #{line.(:period)} us
 outside the run (the period less the run from its arguments' lookup to its end, the twin's
 work too): #{line.(:outside)} us. Other requests (frees of collected results) per step:
 #{Enum.map_join(results, ", ", &:erlang.float_to_binary(&1.others, decimals: 2))}, each handled in #{line.(:other_handling)} us and its reply
-written in #{line.(:other_write)} us (medians). The twin's
+written in #{line.(:other_write)} us (medians). Steps whose call was read after such a
+request, which it then waited behind: #{Enum.map_join(results, ", ", &"#{round(&1.ahead * 100)}%")} of them, their period
+#{line.(:period_ahead)} us against #{line.(:period_clear)} for the steps with no other request. The twin's
 step (in-process JAX, `float(loss)` included), run just before each round: #{line.(:twin)} us.
 """
 

@@ -5,7 +5,8 @@
     python bench/train_loop.py chain CALLS   750 element-wise ops on 2 f32 values, read back
     python bench/train_loop.py serve         the MLP step, in blocks: for each line ``N`` read
                                              from stdin it runs N more steps and prints one
-                                             line, ``{"step_us": [...]}``, until stdin ends
+                                             line, ``{"step_us": [...], "losses": [...]}``
+                                             (every 100th step's loss), until stdin ends
                                              (bench/train_step.exs alternates these blocks
                                              with its own, so both run in the same minutes)
 
@@ -51,8 +52,8 @@ def serve() -> None:
     blocks = mlp_blocks()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
-        step_us, _losses = blocks(int(line))
-        print(json.dumps({"step_us": step_us}), flush=True)
+        step_us, losses = blocks(int(line))
+        print(json.dumps({"step_us": step_us, "losses": losses}), flush=True)
 
 
 def mlp_blocks() -> Any:

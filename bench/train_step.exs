@@ -155,8 +155,9 @@ defmodule TrainLoop do
   block first in each round: the twin is a Python process of its own
   (`bench/train_loop.py serve`) kept between its blocks, so both run in the same minutes,
   a host whose speed changes from one minute to the next changing both. Options as
-  `run/2`'s. Returns `%{ours: times, twin: times, ratios: ratios}`: every step's time in us
-  and each round's ratio of the two blocks' medians.
+  `run/2`'s. Returns `%{ours: times, twin: times, ratios: ratios, losses: losses,
+  twin_losses: losses}`: every step's time in us, each round's ratio of the two blocks'
+  medians, and every 100th step's loss of each.
   """
   def interleaved(rounds, block, opts \\ []) do
     Task.async(fn ->
@@ -168,13 +169,13 @@ defmodule TrainLoop do
 
         {_state, rows} =
           Enum.reduce(1..rounds, {state, []}, fn round, {state, rows} ->
-            theirs = twin_block(twin, block)
+            {theirs, their_losses} = twin_block(twin, block)
             first = (round - 1) * block + 1
 
-            {state, ours, _, _} =
+            {state, ours, losses, _} =
               steps(step, state, batches, first..(first + block - 1), worker, [])
 
-            {state, [{ours, theirs} | rows]}
+            {state, [{ours, theirs, losses, their_losses} | rows]}
           end)
 
         rows = Enum.reverse(rows)
@@ -182,7 +183,9 @@ defmodule TrainLoop do
         %{
           ours: Enum.flat_map(rows, &elem(&1, 0)),
           twin: Enum.flat_map(rows, &elem(&1, 1)),
-          ratios: Enum.map(rows, fn {ours, theirs} -> p50(ours) / p50(theirs) end)
+          ratios: Enum.map(rows, fn {ours, theirs, _, _} -> p50(ours) / p50(theirs) end),
+          losses: Enum.flat_map(rows, &elem(&1, 2)),
+          twin_losses: Enum.flat_map(rows, &elem(&1, 3))
         }
       after
         Port.close(twin)
@@ -207,7 +210,8 @@ defmodule TrainLoop do
     Port.command(port, "#{steps}\n")
     {:ok, line} = twin_line(port)
     [_, list] = Regex.run(~r/"step_us": \[([^\]]*)\]/, line)
-    floats(list)
+    [_, losses] = Regex.run(~r/"losses": \[([^\]]*)\]/, line)
+    {floats(list), floats(losses)}
   end
 
   defp twin_line(port) do
