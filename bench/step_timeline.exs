@@ -6,8 +6,9 @@
 #     NX_JAX_TIMELINE=1 mix run bench/step_timeline.exs [STEPS] [ROUNDS]     (make bench-timeline)
 #
 # The marks exist only in a build made with NX_JAX_TIMELINE=1 (the modules that hold them
-# recompile when it changes; a normal build has none). In each of ROUNDS rounds the twin
-# (bench/train_loop.py, in-process JAX) runs STEPS steps, then the loop STEPS steps.
+# recompile when it changes; a normal build has none). Each of ROUNDS rounds runs STEPS steps
+# of the loop in blocks of 20, alternating with blocks of its twin's (bench/train_loop.py
+# serve, in-process JAX), so that the two are timed in the same seconds.
 Code.require_file("lib.exs", __DIR__)
 Code.require_file("train_step.exs", __DIR__)
 Code.require_file("section.exs", __DIR__)
@@ -36,6 +37,10 @@ defmodule StepTimeline do
   ]
 
   def segments, do: @segments
+
+  # the loop runs in blocks of this many steps, alternating with the twin's
+  @block 20
+  def block, do: @block
 
   # The marks of each step, from one :step mark to the next: Elixir's, and the Python rows
   # converted (request: py_read, py_handled, py_written; kept: kept_*).
@@ -73,7 +78,8 @@ defmodule StepTimeline do
   # {segment medians of the steps that passed every mark of @segments once, in order; how
   # many steps those were; the step's period (start to next start); the part of the period
   # outside the run (period less dispatch and computing, the twin's work too); and how many
-  # requests other than the step's call came per step (other_requests/2 times them)}
+  # requests other than the step's call came per step (other_requests/2 times them); the
+  # last step of each block of @block has no period (the twin's block follows it)}
   def analyse(steps) do
     order = Enum.flat_map(@segments, fn {a, _, _} -> [a] end) ++ [:step_end]
 
@@ -89,6 +95,7 @@ defmodule StepTimeline do
 
     periods =
       Enum.zip(steps, tl(steps))
+      |> Enum.reject(fn {step, _next} -> Enum.any?(step, &(elem(&1, 1) == :block_end)) end)
       |> Enum.map(fn {[{t0, _} | _] = step, [{t1, _} | _]} ->
         tags = Map.new(step, fn {t, tag} -> {tag, t} end)
         others = Enum.count(step, &(elem(&1, 1) == :py_read)) - 1
@@ -114,6 +121,7 @@ defmodule StepTimeline do
       steps: length(steps),
       period: median(Enum.map(periods, &elem(&1, 0))),
       outside: median(for {p, r, _, _} <- periods, r != nil, do: p - r),
+      run: median(for {_, r, _, _} <- periods, r != nil, do: r),
       others: Enum.sum(Enum.map(periods, &elem(&1, 2))) / max(length(periods), 1),
       ahead: Enum.count(periods, &elem(&1, 3)) / max(length(periods), 1),
       period_ahead: median(for {p, _, _, true} <- periods, do: p),
@@ -125,25 +133,43 @@ defmodule StepTimeline do
     dir = Path.join(System.tmp_dir!(), "nx_jax_timeline_#{System.unique_integer([:positive])}")
     File.mkdir_p!(dir)
     Bench.restart_pool(1, [[{"NX_JAX_TIMELINE_FILE", Path.join(dir, "worker")}]])
-    twin = TrainLoop.twin("mlp", steps)
 
-    marks =
+    {marks, twin} =
       Task.async(fn ->
-        # (the step made and its first 20 steps run, not recorded)
+        # (the step made and its first 20 steps run, not recorded; the twin's blocks alternate
+        # with the loop's, so both run in the same seconds)
+        twin = TrainLoop.twin_server()
         {step, state, batches, _worker} = TrainLoop.setup([])
         :ok = NxJax.Timeline.start()
 
-        Enum.reduce(1..steps, state, fn i, state ->
-          {x, y} = elem(batches, rem(i, 4))
-          NxJax.Timeline.record(:step)
-          {state, loss} = step.(state, x, y)
-          NxJax.Timeline.record(:step_returned)
-          _ = Nx.to_number(loss)
-          NxJax.Timeline.record(:step_end)
-          state
-        end)
+        twin_times =
+          try do
+            {_state, times} =
+              Enum.reduce(Enum.chunk_every(1..steps, @block), {state, []}, fn block, {state, t} ->
+                {theirs, _losses} = TrainLoop.twin_block(twin, length(block))
 
-        NxJax.Timeline.stop()
+                state =
+                  Enum.reduce(block, state, fn i, state ->
+                    {x, y} = elem(batches, rem(i, 4))
+                    NxJax.Timeline.record(:step)
+                    {state, loss} = step.(state, x, y)
+                    NxJax.Timeline.record(:step_returned)
+                    _ = Nx.to_number(loss)
+                    NxJax.Timeline.record(:step_end)
+                    state
+                  end)
+
+                # (the last step of a block is followed by the twin's next block: no period)
+                NxJax.Timeline.record(:block_end)
+                {state, [theirs | t]}
+              end)
+
+            List.flatten(times)
+          after
+            Port.close(twin)
+          end
+
+        {NxJax.Timeline.stop(), twin_times}
       end)
       |> Task.await(:infinity)
 
@@ -163,7 +189,7 @@ defmodule StepTimeline do
     File.rm_rf!(dir)
 
     analyse(steps(marks, rows))
-    |> Map.put(:twin, TrainLoop.p50(twin.times))
+    |> Map.put(:twin, TrainLoop.p50(twin))
     |> Map.merge(other_requests(marks, rows))
   end
 
@@ -221,17 +247,27 @@ header = Enum.map_join(1..rounds, " | ", &"round #{&1}")
 rule = Enum.map_join(1..rounds, "", fn _ -> " --- |" end)
 line = fn key -> Enum.map_join(results, ", ", &fmt.(Map.fetch!(&1, key))) end
 
+ratios = fn key ->
+  Enum.map_join(
+    results,
+    ", ",
+    &:erlang.float_to_binary(Map.fetch!(&1, key) / &1.twin, decimals: 2)
+  )
+end
+
 section = """
 ## 15. Where a training step's time goes
 
 `make bench-timeline` (`NX_JAX_TIMELINE=1 mix run bench/step_timeline.exs #{steps} #{rounds}`)
 writes this section. The step is section 12's (the MLP's Adam step, its state resident, the
-loss read back), #{steps} steps a round after 20 uncounted; each hand-over between the calling
+loss read back), #{steps} steps a round after 20 uncounted, in blocks of #{StepTimeline.block()} alternating
+with blocks of its twin's (`bench/train_loop.py serve`, the same step jitted in-process in
+JAX), so that both are timed in the same seconds; each hand-over between the calling
 process, the worker's GenServer, the pipe and the Python worker is timed on one clock
 (`NxJax.Timeline`, `py_backend/timeline.py`: marks compiled in only by `NX_JAX_TIMELINE=1`).
 Medians in us over the steps that passed every mark once, in this order: #{Enum.map_join(results, ", ", & &1.plain)} of
-the #{steps} of each round (the others had a `free` of earlier results in between, or a mark
-twice).
+the #{steps} of each round (the others had a `free` of earlier results in between, a mark
+twice, or ended a block).
 The timeline's worker waits for the run to finish before it keeps the results; a normal worker
 keeps them while XLA computes. #{Bench.cpu_model()}, #{Date.utc_today()}:
 
@@ -246,8 +282,12 @@ work too): #{line.(:outside)} us. Other requests (frees of collected results) pe
 #{Enum.map_join(results, ", ", &:erlang.float_to_binary(&1.others, decimals: 2))}, each handled in #{line.(:other_handling)} us and its reply
 written in #{line.(:other_write)} us (medians). Steps whose call was read after such a
 request, which it then waited behind: #{Enum.map_join(results, ", ", &"#{round(&1.ahead * 100)}%")} of them, their period
-#{line.(:period_ahead)} us against #{line.(:period_clear)} for the steps with no other request. The twin's
-step (in-process JAX, `float(loss)` included), run just before each round: #{line.(:twin)} us.
+#{line.(:period_ahead)} us against #{line.(:period_clear)} for the steps with no other request.
+
+The twin's step (in-process JAX, `float(loss)` included), median over its blocks: #{line.(:twin)} us.
+Against it, the loop's period: #{ratios.(:period)} times; the run alone in the worker (from
+its arguments' lookup to its end, the timeline's worker waiting for it): #{line.(:run)} us,
+#{ratios.(:run)} times.
 """
 
 BenchSection.replace!(15, section)

@@ -194,7 +194,12 @@ defmodule TrainLoop do
     |> Task.await(:infinity)
   end
 
-  defp twin_server do
+  @doc """
+  The twin of `interleaved/3`, `bench/train_loop.py serve`, started and ready (its step
+  compiled and warmed): a port whose lines come to the calling process. `twin_block/2` runs
+  its next steps; `Port.close/1` ends it.
+  """
+  def twin_server do
     port =
       Port.open({:spawn_executable, Bench.python()}, [
         :binary,
@@ -206,7 +211,8 @@ defmodule TrainLoop do
     port
   end
 
-  defp twin_block(port, steps) do
+  @doc "Runs `steps` more steps of the twin: their times in us and every 100th step's loss."
+  def twin_block(port, steps) do
     Port.command(port, "#{steps}\n")
     {:ok, line} = twin_line(port)
     [_, list] = Regex.run(~r/"step_us": \[([^\]]*)\]/, line)
