@@ -163,7 +163,8 @@ bench-train: deps
 # section 15 of docs/BENCHMARKS.md: the training step of section 12 timed at each hand-over
 # between the caller, the worker's GenServer, the pipe and the Python worker (NxJax.Timeline's
 # marks, compiled in by NX_JAX_TIMELINE=1: the modules that hold them recompile, here and again
-# at the next build without it); about 1 minute
+# at the next build without it), then with a normal worker and with no BEAM (bench/pipe_floor.py),
+# each against the in-process step in alternating blocks; about 4 minutes
 bench-timeline: deps
 	NX_JAX_TIMELINE=1 mix run bench/step_timeline.exs 500 3
 

@@ -8,7 +8,10 @@
 # The marks exist only in a build made with NX_JAX_TIMELINE=1 (the modules that hold them
 # recompile when it changes; a normal build has none). Each of ROUNDS rounds runs STEPS steps
 # of the loop in blocks of 20, alternating with blocks of its twin's (bench/train_loop.py
-# serve, in-process JAX), so that the two are timed in the same seconds.
+# serve, in-process JAX), so that the two are timed in the same seconds; then, in the same
+# minutes, the step with a normal worker (no timeline) and the step served over the same pipes
+# but driven by a minimal Python client instead of the BEAM (bench/pipe_floor.py), each in
+# blocks alternating with the twin's.
 Code.require_file("lib.exs", __DIR__)
 Code.require_file("train_step.exs", __DIR__)
 Code.require_file("section.exs", __DIR__)
@@ -193,6 +196,44 @@ defmodule StepTimeline do
     |> Map.merge(other_requests(marks, rows))
   end
 
+  @doc """
+  bench/pipe_floor.py's run of `blocks` blocks: the step served by a worker process over its
+  pipes, driven by a minimal Python client (no BEAM), against the twin in alternating blocks.
+  The step's graph is the one this VM's loop sent (the largest the clean room traced).
+  """
+  def pipe_floor(blocks) do
+    {graph, _key} =
+      for(
+        {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
+        is_tuple(entry) and elem(entry, 0) == :graph,
+        do: elem(entry, 1)
+      )
+      |> Enum.max_by(fn {graph, _key} -> byte_size(graph) end)
+
+    file = Path.join(System.tmp_dir!(), "nx_jax_pipe_floor_#{System.unique_integer([:positive])}")
+    File.write!(file, graph)
+
+    try do
+      out =
+        Bench.sh(Bench.python(), [
+          Path.join(__DIR__, "pipe_floor.py"),
+          file,
+          "#{blocks}",
+          "#{NxJax.Worker.Server.default_numerics()}",
+          "#{NxJax.Worker.Config.spin_us()}"
+        ])
+
+      line = out |> String.split("\n") |> List.last()
+
+      for key <- ~w(ours twin ratio client_us), into: %{} do
+        [_, value] = Regex.run(~r/"#{key}": ([\d.]+)/, line)
+        {String.to_atom(key), Float.parse(value) |> elem(0)}
+      end
+    after
+      File.rm(file)
+    end
+  end
+
   # The requests other than the step's calls (frees) while the steps ran: the medians of their
   # handling (read to reply made) and of their reply's write, in us.
   def other_requests(marks, rows) do
@@ -225,7 +266,16 @@ end
     [] -> {500, 3}
   end
 
-results = for _ <- 1..rounds, do: StepTimeline.run_round(steps)
+results =
+  for _ <- 1..rounds do
+    timed = StepTimeline.run_round(steps)
+    # the same step in the same minutes with a normal worker (no timeline), and with no BEAM
+    # (bench/pipe_floor.py), each against its twin in alternating blocks
+    Bench.restart_pool(1, [[]])
+    normal = TrainLoop.interleaved(div(steps, 20), 20)
+    floor = StepTimeline.pipe_floor(div(steps, 20))
+    Map.merge(timed, %{normal: TrainLoop.p50(normal.ratios), floor: floor})
+  end
 
 fmt = fn
   nil -> "-"
@@ -246,6 +296,8 @@ sum_line =
 header = Enum.map_join(1..rounds, " | ", &"round #{&1}")
 rule = Enum.map_join(1..rounds, "", fn _ -> " --- |" end)
 line = fn key -> Enum.map_join(results, ", ", &fmt.(Map.fetch!(&1, key))) end
+
+r2 = fn x -> :erlang.float_to_binary(x / 1, decimals: 2) end
 
 ratios = fn key ->
   Enum.map_join(
@@ -288,6 +340,13 @@ The twin's step (in-process JAX, `float(loss)` included), median over its blocks
 Against it, the loop's period: #{ratios.(:period)} times; the run alone in the worker (from
 its arguments' lookup to its end, the timeline's worker waiting for it): #{line.(:run)} us,
 #{ratios.(:run)} times.
+
+The same step in the same minutes, each against its twin in alternating blocks of 20 (the
+median of the blocks' ratios): with a normal worker (no timeline) #{Enum.map_join(results, ", ", &r2.(&1.normal))} times; and served by a
+worker process over the same pipes but driven by a minimal Python client instead of the BEAM
+(`bench/pipe_floor.py`: the request spliced from a template, the reply decoded, the results
+freed every other step; its own work #{Enum.map_join(results, ", ", &fmt.(&1.floor.client_us))} us a step), #{Enum.map_join(results, ", ", &r2.(&1.floor.ratio))} times:
+what the pipes and the worker cost a step, whatever the client.
 """
 
 BenchSection.replace!(15, section)
