@@ -346,7 +346,8 @@ median of the blocks' ratios): with a normal worker (no timeline) #{Enum.map_joi
 worker process over the same pipes but driven by a minimal Python client instead of the BEAM
 (`bench/pipe_floor.py`: the request spliced from a template, the reply decoded, the results
 freed every other step; its own work #{Enum.map_join(results, ", ", &fmt.(&1.floor.client_us))} us a step), #{Enum.map_join(results, ", ", &r2.(&1.floor.ratio))} times:
-what the pipes and the worker cost a step, whatever the client.
+no better than the BEAM's: what keeps the step above the in-process one is the pipes' two
+crossings and the worker's own handling, not the Elixir side.
 """
 
 BenchSection.replace!(15, section)
