@@ -118,18 +118,15 @@ train =
 # The training step's graph as this front end wrote it (real Nx differentiates in Elixir, the
 # clean room leaves the gradient to JAX), run in-process in a worker made by
 # bench/step_handling.py: its `run` is the XLA step alone, to set beside the twin's.
-graphs =
+graph =
   if real?,
-    do: for({_key, {entry, _, _, _}} <- :ets.tab2list(NxJax.TraceCache), do: entry.graph),
-    else:
-      for(
-        {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
-        is_tuple(entry) and elem(entry, 0) == :graph,
-        do: elem(elem(entry, 1), 0)
-      )
+    do:
+      for({_key, {entry, _, _, _}} <- :ets.tab2list(NxJax.TraceCache), do: entry.graph)
+      |> Enum.max_by(&byte_size/1),
+    else: TrainLoop.step_graph()
 
 graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_real_nx_step_#{System.pid()}.etf")
-File.write!(graph_file, Enum.max_by(graphs, &byte_size/1))
+File.write!(graph_file, graph)
 
 handling =
   Bench.sh(Bench.python(), [

@@ -202,14 +202,7 @@ defmodule StepTimeline do
   The step's graph is the one this VM's loop sent (the largest the clean room traced).
   """
   def pipe_floor(blocks) do
-    {graph, _key} =
-      for(
-        {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
-        is_tuple(entry) and elem(entry, 0) == :graph,
-        do: elem(entry, 1)
-      )
-      |> Enum.max_by(fn {graph, _key} -> byte_size(graph) end)
-
+    graph = TrainLoop.step_graph()
     file = Path.join(System.tmp_dir!(), "nx_jax_pipe_floor_#{System.unique_integer([:positive])}")
     File.write!(file, graph)
 

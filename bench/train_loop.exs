@@ -77,13 +77,7 @@ IO.inspect(long_run.probes, label: "{step, {rss MB, resident}}")
 
 # the worker's own handling of a step, in-process, the run taken out (bench/step_handling.py):
 # the step's graph is the largest in the trace cache so far
-{step_graph, _key} =
-  for(
-    {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
-    is_tuple(entry) and elem(entry, 0) == :graph,
-    do: elem(entry, 1)
-  )
-  |> Enum.max_by(fn {graph, _key} -> byte_size(graph) end)
+step_graph = TrainLoop.step_graph()
 
 graph_file = Path.join(System.tmp_dir!(), "nx_jax_bench_step_graph.etf")
 File.write!(graph_file, step_graph)

@@ -246,6 +246,22 @@ defmodule TrainLoop do
   defp floats(""), do: []
   defp floats(text), do: text |> String.split(", ") |> Enum.map(&String.to_float/1)
 
+  @doc """
+  The step's graph as the clean room sent it (a binary): the largest graph in its trace cache,
+  `Nx.Defn.Compiler`'s persistent terms, once the step has run in this VM.
+  """
+  def step_graph do
+    {graph, _key} =
+      for(
+        {{Nx.Defn.Compiler, _, _}, {entry, _used}} <- :persistent_term.get(),
+        is_tuple(entry) and elem(entry, 0) == :graph,
+        do: elem(entry, 1)
+      )
+      |> Enum.max_by(fn {graph, _key} -> byte_size(graph) end)
+
+    graph
+  end
+
   @doc "A jitted chain of `ops` element-wise ops (multiply, add, sin) on 2 f32 values."
   def chain(ops) do
     fn x ->
